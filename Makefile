@@ -1,0 +1,47 @@
+# privtab — the README's two set-up commands are `make demo` and `make test`.
+# Each creates its own virtual environment (.venv) and installs what it needs.
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+PYTEST_ARGS ?=
+
+.PHONY: demo test test-all lint typecheck bench clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+
+$(VENV)/.stamp-base: pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --quiet -e .
+	touch $@
+
+$(VENV)/.stamp-dev: pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	touch $@ $(VENV)/.stamp-base
+
+## make demo: run the main job on built-in synthetic data
+demo: $(VENV)/.stamp-base
+	$(BIN)/privtab demo
+
+lint: $(VENV)/.stamp-dev
+	$(BIN)/ruff check src tests bench
+	$(BIN)/ruff format --check src tests bench
+
+typecheck: $(VENV)/.stamp-dev
+	$(BIN)/mypy
+
+## make test: lint, type-check (strict on src/) and the test suite (slow tests excluded)
+test: lint typecheck
+	$(BIN)/python -m pytest -n auto $(PYTEST_ARGS)
+
+## make test-all: everything, including the slow statistical and scale tests
+test-all: lint typecheck
+	$(BIN)/python -m pytest -n auto --runslow $(PYTEST_ARGS)
+
+## make bench: the benchmarks (peers installed from the `bench` extra)
+bench: $(VENV)/.stamp-dev
+	$(BIN)/python -m pip install --quiet -e '.[dev,bench]'
+	$(BIN)/privtab bench all
+
+clean:
+	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache

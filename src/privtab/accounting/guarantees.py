@@ -1,0 +1,192 @@
+"""Privacy guarantee types: pure, approximate, zero-concentrated, Rényi and Gaussian DP.
+
+Each type is an immutable value object that validates its parameters on construction
+(a negative, infinite or NaN parameter is a :class:`ValueError` naming the parameter).
+
+Definitions (for neighbouring datasets ``x ~ x'`` and a mechanism ``M``):
+
+* :class:`PureDP` ``(ε)``: ``P[M(x) ∈ S] ≤ e^ε P[M(x') ∈ S]`` for every event ``S``.
+* :class:`ApproxDP` ``(ε, δ)``: ``P[M(x) ∈ S] ≤ e^ε P[M(x') ∈ S] + δ``.
+* :class:`ZCDP` ``(ρ)``: ``D_α(M(x) ‖ M(x')) ≤ ρα`` for all ``α > 1`` (Bun & Steinke 2016).
+* :class:`RDP` ``(τ(·))``: ``D_α(M(x) ‖ M(x')) ≤ τ(α)`` for all ``α > 1`` (Mironov 2017).
+* :class:`GDP` ``(μ)``: testing ``x`` against ``x'`` is at least as hard as telling
+  ``N(0, 1)`` from ``N(μ, 1)`` (Dong, Roth & Su 2019).
+
+See ``safetab-detailed-dhc-race-ethnicity.txt`` App. A and
+``semantics-of-dp-variants-2020-census.txt`` §4–5.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TypeAlias
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+FloatArray: TypeAlias = NDArray[np.float64]
+CurveFn: TypeAlias = Callable[[FloatArray], FloatArray]
+
+__all__ = [
+    "GDP",
+    "RDP",
+    "ZCDP",
+    "ApproxDP",
+    "Guarantee",
+    "PureDP",
+    "check_parameter",
+]
+
+
+def check_parameter(
+    name: str, value: float, *, upper: float | None = None, allow_inf: bool = False
+) -> float:
+    """Validate a non-negative real privacy parameter and return it as ``float``.
+
+    Raises :class:`ValueError` naming ``name`` when the value is NaN, negative,
+    infinite (unless ``allow_inf``) or above ``upper``.
+    """
+    try:
+        v = float(value)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"{name} must be a real number, got {value!r}") from exc
+    if math.isnan(v):
+        raise ValueError(f"{name} must be a number, got NaN")
+    if v < 0:
+        raise ValueError(f"{name} must be non-negative, got {v!r}")
+    if math.isinf(v) and not allow_inf:
+        raise ValueError(f"{name} must be finite, got {v!r}")
+    if upper is not None and v > upper:
+        raise ValueError(f"{name} must be at most {upper}, got {v!r}")
+    return v
+
+
+@dataclass(frozen=True)
+class PureDP:
+    """ε-differential privacy (pure DP). Dwork, McSherry, Nissim & Smith (2006)."""
+
+    epsilon: float
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "epsilon", check_parameter("epsilon", self.epsilon))
+
+    def __str__(self) -> str:
+        return f"{self.epsilon:.6g}-DP"
+
+
+@dataclass(frozen=True)
+class ApproxDP:
+    """(ε, δ)-differential privacy (approximate DP). Dwork et al. (2006)."""
+
+    epsilon: float
+    delta: float
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "epsilon", check_parameter("epsilon", self.epsilon))
+        object.__setattr__(self, "delta", check_parameter("delta", self.delta, upper=1.0))
+
+    def __str__(self) -> str:
+        return f"({self.epsilon:.6g}, {self.delta:.3g})-DP"
+
+
+@dataclass(frozen=True)
+class ZCDP:
+    """ρ-zero-concentrated DP: ``D_α ≤ ρα`` for every order ``α > 1`` (Bun & Steinke 2016)."""
+
+    rho: float
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "rho", check_parameter("rho", self.rho))
+
+    def __str__(self) -> str:
+        return f"{self.rho:.6g}-zCDP"
+
+
+@dataclass(frozen=True)
+class GDP:
+    """μ-Gaussian DP (Dong, Roth & Su 2019): trade-off at least ``G_μ(a) = Φ(Φ⁻¹(1−a) − μ)``."""
+
+    mu: float
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "mu", check_parameter("mu", self.mu))
+
+    def __str__(self) -> str:
+        return f"{self.mu:.6g}-GDP"
+
+
+def _tabulated_curve(alphas: FloatArray, taus: FloatArray) -> CurveFn:
+    """A valid upper-bound curve from RDP values known at finitely many orders.
+
+    Between tabulated orders the function ``(α−1)·D_α`` is convex in ``α`` (it is a
+    cumulant generating function), so linear interpolation of ``(α−1)τ`` is an upper
+    bound. Below the smallest order ``D_α`` is non-decreasing in ``α``, so ``τ(α_min)``
+    bounds it. Above the largest order nothing is known: the curve is ``+inf`` there.
+    """
+    scaled = (alphas - 1.0) * taus
+
+    def curve(alpha: FloatArray) -> FloatArray:
+        a = np.asarray(alpha, dtype=np.float64)
+        inner = np.interp(a, alphas, scaled) / np.maximum(a - 1.0, 1e-300)
+        out = np.where(a <= alphas[0], taus[0], inner)
+        return np.where(a > alphas[-1], np.inf, out).astype(np.float64)
+
+    return curve
+
+
+@dataclass(frozen=True)
+class RDP:
+    """Rényi DP: ``D_α(M(x) ‖ M(x')) ≤ τ(α)`` for every ``α > 1`` (Mironov 2017).
+
+    ``curve`` maps an array of orders ``α > 1`` to the bound ``τ(α)``. Build one from a
+    closed form with ``RDP(fn, "name")`` or from a table with :meth:`RDP.tabulated`.
+    """
+
+    curve: CurveFn
+    description: str = "rdp curve"
+
+    def __post_init__(self) -> None:
+        if not callable(self.curve):
+            raise ValueError(f"curve must be callable α ↦ τ(α), got {self.curve!r}")
+        probe = np.array([1.5, 2.0, 8.0, 64.0])
+        values = np.asarray(self.curve(probe), dtype=np.float64)
+        if values.shape != probe.shape:
+            raise ValueError("curve must map an array of orders to an array of the same shape")
+        if np.any(np.isnan(values)):
+            raise ValueError("curve (τ(α)) is NaN at a tested order")
+        if np.any(values < -1e-12):
+            raise ValueError(f"curve (τ(α)) must be non-negative, got {values.tolist()}")
+
+    @classmethod
+    def tabulated(
+        cls, alphas: Sequence[float] | ArrayLike, taus: Sequence[float] | ArrayLike
+    ) -> RDP:
+        """An RDP guarantee known at finitely many orders (see :func:`_tabulated_curve`)."""
+        a = np.asarray(alphas, dtype=np.float64)
+        t = np.asarray(taus, dtype=np.float64)
+        if a.ndim != 1 or a.shape != t.shape or a.size == 0:
+            raise ValueError("alphas and taus must be 1-d arrays of the same non-zero length")
+        if np.any(np.isnan(a)) or np.any(a <= 1.0):
+            raise ValueError("alphas must all be > 1")
+        if np.any(np.isnan(t)) or np.any(t < 0):
+            raise ValueError("taus must be non-negative numbers")
+        order = np.argsort(a)
+        a, t = a[order], t[order]
+        if np.any(np.diff(a) == 0):
+            raise ValueError("alphas must be distinct")
+        return cls(_tabulated_curve(a, t), f"tabulated RDP at {a.size} orders")
+
+    def __call__(self, alpha: ArrayLike) -> FloatArray:
+        """Evaluate ``τ(α)`` (vectorised). Orders must be > 1."""
+        a = np.asarray(alpha, dtype=np.float64)
+        if np.any(np.isnan(a)) or np.any(a <= 1.0):
+            raise ValueError(f"alpha must be > 1, got {alpha!r}")
+        return np.asarray(self.curve(a), dtype=np.float64)
+
+    def __str__(self) -> str:
+        return f"RDP({self.description})"
+
+
+Guarantee: TypeAlias = PureDP | ApproxDP | ZCDP | RDP | GDP
