@@ -67,9 +67,10 @@ class TradeOff:
             raise ValueError("a trade-off function is non-increasing")
         a[0], a[-1] = 0.0, 1.0
         b = np.clip(b, 0.0, 1.0)
-        keep = np.concatenate([[True], np.diff(a) > _TOL])
+        # repeated α (a vertical jump at α = 0): keep the last, i.e. the lowest β
+        keep = np.concatenate([np.diff(a) > _TOL, [True]])
         a, b = a[keep], b[keep]
-        a[-1] = 1.0
+        a[0], a[-1] = 0.0, 1.0
         b[-1] = 0.0
         a, b = _simplify(a, b)
         slopes = np.diff(b) / np.diff(a)
