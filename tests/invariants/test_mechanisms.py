@@ -56,11 +56,14 @@ def test_ours_keep_margins_naive_do_not(seeded: Seeded) -> None:
 
 def test_projected_noise_lies_in_span(seeded: Seeded) -> None:
     mech = ProjectedGaussian(3, 4, mu=0.5)
-    ys = mech.sample_outputs(np.ones((3, 4), dtype=int) * 5, 200, source=seeded(2), allow_seeded=True)
+    ys = mech.sample_outputs(
+        np.ones((3, 4), dtype=int) * 5, 200, source=seeded(2), allow_seeded=True
+    )
     noise = ys.reshape(200, 12) - 5
     p = projection_matrix(3, 4)
     assert np.allclose(noise @ p, noise, atol=1e-9)
-    assert np.abs(ys.sum(axis=2) - 20).max() < 1e-9 and np.abs(ys.sum(axis=1) - 15).max() < 1e-9
+    assert np.abs(ys.sum(axis=2) - 20).max() < 1e-9
+    assert np.abs(ys.sum(axis=1) - 15).max() < 1e-9
 
 
 @pytest.mark.parametrize(("r", "c"), [(2, 2), (3, 3), (2, 4)])
@@ -89,7 +92,11 @@ def test_closed_form_sigmas() -> None:
 def test_ours_beat_naive_on_models_i_ii(model: str, seeded: Seeded) -> None:
     # seed §5.2, Figures 2–3, bounded: 30 replicates of a 3 × 3 table, n = 200
     r = c = 3
-    p = np.full(r * c, 1 / (r * c)) if model == "I" else np.arange(1, r * c + 1) / (r * c * (r * c + 1) / 2)
+    p = (
+        np.full(r * c, 1 / (r * c))
+        if model == "I"
+        else np.arange(1, r * c + 1) / (r * c * (r * c + 1) / 2)
+    )
     rng = np.random.default_rng(5)
     tables = [rng.multinomial(200, p).reshape(r, c) for _ in range(30)]
 
@@ -118,10 +125,14 @@ def test_seeded_source_refused_without_flag(seeded: Seeded) -> None:
 
 def test_integer_postprocessing_keeps_margins(seeded: Seeded) -> None:
     x = np.array([[0, 1, 7], [3, 0, 2]])
-    rel = OptimalKNorm(2, 3, epsilon=0.3).release(x, source=seeded(4), allow_seeded=True, integer=True)
+    rel = OptimalKNorm(2, 3, epsilon=0.3).release(
+        x, source=seeded(4), allow_seeded=True, integer=True
+    )
     it = rel.integer_table
-    assert it is not None and it.min() >= 0
-    assert it.sum(axis=1).tolist() == [8, 5] and it.sum(axis=0).tolist() == [3, 1, 9]
+    assert it is not None
+    assert it.min() >= 0
+    assert it.sum(axis=1).tolist() == [8, 5]
+    assert it.sum(axis=0).tolist() == [3, 1, 9]
 
 
 def test_nearest_integer_table_brute_force() -> None:
@@ -153,7 +164,8 @@ def test_polytope_gauge_and_moments(seeded: Seeded) -> None:
     poly = mech.polytope
     coords = mech.space.elements.astype(float) @ mech.space.basis
     g = poly.gauge(coords)
-    assert np.all(g <= 1 + 1e-9) and np.isclose(g.max(), 1.0)
+    assert np.all(g <= 1 + 1e-9)
+    assert np.isclose(g.max(), 1.0)
     u = poly.sample_uniform(40000, seeded(3), method="rejection")
     sq = (u**2).sum(axis=1)
     assert abs(sq.mean() - poly.second_moment()) < 5 * sq.std() / 200
@@ -169,7 +181,7 @@ def test_uniform_in_polytope_gauge_law(method: str, seeded: Seeded) -> None:
     poly = OptimalKNorm(3, 4, epsilon=1.0).polytope
     u = poly.sample_uniform(20000, seeded(21), method=method)
     g = poly.gauge(u)
-    res = stats.kstest(g ** poly.dim, "uniform")
+    res = stats.kstest(g**poly.dim, "uniform")
     assert res.pvalue > 1e-6
 
 
@@ -186,10 +198,12 @@ def test_knorm_radial_law(seeded: Seeded) -> None:
 
 def test_one_dimensional_polytope(seeded: Seeded) -> None:
     poly = SubspacePolytope.from_points(np.array([[2.0], [-2.0]]))
-    assert poly.volume == 4.0 and poly.acceptance == 1.0
+    assert poly.volume == 4.0
+    assert poly.acceptance == 1.0
     assert poly.second_moment() == pytest.approx(4 / 3)
     u = poly.sample_uniform(1000, seeded(1), method="cone")
-    assert u.min() >= -2 and u.max() <= 2
+    assert u.min() >= -2
+    assert u.max() <= 2
 
 
 def test_polytope_refuses_large_dimension() -> None:

@@ -31,14 +31,18 @@ def literal_definition_13(inv: CountInvariant) -> int:
     """
     d, n = inv.schema.n_cells, inv.n
     datasets = [
-        x for x in itertools.product(range(d), repeat=n) if inv.conforms(np.bincount(x, minlength=d))
+        x
+        for x in itertools.product(range(d), repeat=n)
+        if inv.conforms(np.bincount(x, minlength=d))
     ]
     possible = {v for x in datasets for v in x}
     a = 0
     for x in datasets:
         for i in range(n):
             for v in possible:
-                best = min(sum(p != q for p, q in zip(x, y, strict=True)) for y in datasets if y[i] == v)
+                best = min(
+                    sum(p != q for p, q in zip(x, y, strict=True)) for y in datasets if y[i] == v
+                )
                 a = max(a, best)
     return a
 
@@ -89,7 +93,8 @@ def test_example5_two_by_two_reaches_three() -> None:
     inv = CountInvariant.one_way_margins(Schema.grid(2, 2), np.array([[2, 1], [1, 0]]))
     res = semi_adjacent_exact(inv)
     assert res.value == 3
-    assert res.witness is not None and res.witness["replacements_needed"] == 3
+    assert res.witness is not None
+    assert res.witness["replacements_needed"] == 3
     assert literal_definition_13(inv) == 3
     assert semi_adjacent_parameter(inv).value == 3
 
@@ -112,7 +117,8 @@ def test_theorem16_bound_is_attained_with_three_features() -> None:
     inv = CountInvariant.one_way_margins(schema, h)
     assert semi_adjacent_exact(inv).value == 4
     auto = semi_adjacent_parameter(inv)
-    assert auto.exact and auto.value == 4
+    assert auto.exact
+    assert auto.value == 4
 
 
 def test_remark17_full_table_is_two() -> None:
@@ -159,7 +165,10 @@ def test_exhaustive_search_matches_literal_definition() -> None:
             if schema.n_cells**n > 4096:
                 continue
             h = rng.multinomial(n, np.full(schema.n_cells, 1 / schema.n_cells)).reshape(shape)
-            for inv in (CountInvariant.one_way_margins(schema, h), CountInvariant.full_table(schema, h)):
+            for inv in (
+                CountInvariant.one_way_margins(schema, h),
+                CountInvariant.full_table(schema, h),
+            ):
                 assert semi_adjacent_exact(inv).value == literal_definition_13(inv)
                 cases += 1
     assert cases >= 20

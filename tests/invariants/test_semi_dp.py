@@ -48,7 +48,9 @@ def test_census_section_6_1() -> None:
 def test_bun_steinke_formula_second_computation() -> None:
     mpmath.mp.dps = 40
     for rho in (0.5, 2.56, 10.24):
-        expected = mpmath.mpf(rho) + 2 * mpmath.sqrt(mpmath.mpf(rho) * mpmath.log(mpmath.mpf(10) ** 10))
+        expected = mpmath.mpf(rho) + 2 * mpmath.sqrt(
+            mpmath.mpf(rho) * mpmath.log(mpmath.mpf(10) ** 10)
+        )
         got = census_semi_dp(rho, 1, 1e-10).epsilon_advertised
         assert got == pytest.approx(float(expected), rel=1e-13)
 
@@ -111,7 +113,8 @@ def test_example6_same_parameter_different_pairs() -> None:
     group_pairs = {(x, y) for x in space for y in space if 0 < ham(x, y) <= 2}
     semi_pairs = {(x, y) for x in conforming for y in conforming if 0 < ham(x, y) <= 2}
     assert semi_pairs < group_pairs
-    assert len(semi_pairs) == 6 and len(group_pairs) == 8 * 6
+    assert len(semi_pairs) == 6
+    assert len(group_pairs) == 8 * 6
     assert semi_dp(GDP(1.0), 2) == GDP(2.0)
 
 
@@ -125,8 +128,10 @@ def test_prop21_equal_for_linear_rules() -> None:
 
 def test_prop21_semi_first_strictly_stronger_approx() -> None:
     res = compare_composition_order([ApproxDP(0.5, 1e-6), ApproxDP(0.5, 1e-6)], 3)
-    assert res.semi_first_at_least_as_strong and res.strictly_stronger
-    assert isinstance(res.semi_first, ApproxDP) and isinstance(res.composition_first, ApproxDP)
+    assert res.semi_first_at_least_as_strong
+    assert res.strictly_stronger
+    assert isinstance(res.semi_first, ApproxDP)
+    assert isinstance(res.composition_first, ApproxDP)
     assert res.semi_first.epsilon == res.composition_first.epsilon == 3.0
     assert res.semi_first.delta < res.composition_first.delta
 
@@ -137,7 +142,8 @@ def test_prop21_tradeoff_functions() -> None:
     assert res.semi_first_at_least_as_strong
     assert res.strictly_stronger
     # Lemma 41 direction, checked pointwise on a grid as a second computation
-    assert isinstance(res.semi_first, TradeOff) and isinstance(res.composition_first, TradeOff)
+    assert isinstance(res.semi_first, TradeOff)
+    assert isinstance(res.composition_first, TradeOff)
     grid = [i / 200 for i in range(201)]
     assert all(res.semi_first(a) >= res.composition_first(a) - 1e-12 for a in grid)
 

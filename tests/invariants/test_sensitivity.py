@@ -59,7 +59,9 @@ def test_naive_sensitivities() -> None:
     # 003.naive.sens.2x2: (2, √2, 1) for replace-one neighbours, ×3 for a = 3
     assert naive_sensitivities(1) == {"l1": 2.0, "l2": math.sqrt(2), "linf": 1.0}
     s3 = naive_sensitivities(3)
-    assert s3["l1"] == 6 and s3["l2"] == pytest.approx(4.242640687119286) and s3["linf"] == 3
+    assert s3["l1"] == 6
+    assert s3["l2"] == pytest.approx(4.242640687119286)
+    assert s3["linf"] == 3
 
 
 @pytest.mark.parametrize(("r", "c"), [(2, 2), (2, 3), (3, 3), (3, 4), (4, 4), (2, 5)])
@@ -75,7 +77,8 @@ def test_span_basis_projection(r: int, c: int) -> None:
     assert np.linalg.matrix_rank(s) == (r - 1) * (c - 1)
     # margins of every element are zero
     m = s.reshape(-1, r, c)
-    assert np.all(m.sum(axis=1) == 0) and np.all(m.sum(axis=2) == 0)
+    assert np.all(m.sum(axis=1) == 0)
+    assert np.all(m.sum(axis=2) == 0)
 
 
 def test_counts_of_elements() -> None:
@@ -110,7 +113,10 @@ def test_two_row_tables_match_prop32(margins: tuple[list[int], list[int]]) -> No
     brute = differences_within(inv, 3)
     ours = {tuple(int(v) for v in row) for row in table_sensitivity_space(len(rows), len(cols))}
     assert brute <= ours
-    assert table_sensitivity_space(2, len(cols)).shape == table_sensitivity_space(2, len(cols), paper=True).shape
+    assert (
+        table_sensitivity_space(2, len(cols)).shape
+        == table_sensitivity_space(2, len(cols), paper=True).shape
+    )
 
 
 def test_a_two_gives_d_matrices_only() -> None:

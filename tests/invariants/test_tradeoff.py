@@ -40,7 +40,8 @@ def test_randomized_response_is_pure() -> None:
     p = np.array([math.exp(eps), 1.0]) / (1 + math.exp(eps))
     f = TradeOff.from_distributions(p, p[::-1])
     g = TradeOff.pure(eps)
-    assert f.dominates(g) and g.dominates(f)
+    assert f.dominates(g)
+    assert g.dominates(f)
 
 
 def test_group_of_pure_is_at_least_k_epsilon() -> None:
@@ -49,7 +50,8 @@ def test_group_of_pure_is_at_least_k_epsilon() -> None:
     for eps, k in [(0.3, 2), (1.0, 3), (0.05, 7)]:
         f = TradeOff.pure(eps).group(k)
         g = TradeOff.pure(k * eps)
-        assert f.dominates(g, 1e-12) and not g.dominates(f, 1e-9)
+        assert f.dominates(g, 1e-12)
+        assert not g.dominates(f, 1e-9)
         assert f.delta(k * eps) == pytest.approx(0.0, abs=1e-12)
         assert f.delta(k * eps * 0.9) > 0
         assert f(1e-4) == pytest.approx(1 - math.exp(k * eps) * 1e-4, rel=1e-12)
@@ -74,7 +76,9 @@ def test_tensor_matches_kairouz_oh_viswanath(eps: float, k: int) -> None:
     for _ in range(k - 1):
         g = g.tensor(f)
     for eps_prime in np.linspace(0.0, k * eps, 7):
-        assert g.delta(float(eps_prime)) == pytest.approx(kov_delta(eps, k, float(eps_prime)), abs=1e-12)
+        assert g.delta(float(eps_prime)) == pytest.approx(
+            kov_delta(eps, k, float(eps_prime)), abs=1e-12
+        )
     assert g.is_symmetric()
 
 
@@ -84,7 +88,8 @@ def test_inverse_and_validation() -> None:
     f = TradeOff.from_distributions(p, q)
     g = TradeOff.from_distributions(q, p)
     inv = f.inverse()
-    assert inv.dominates(g, 1e-12) and g.dominates(inv, 1e-12)
+    assert inv.dominates(g, 1e-12)
+    assert g.dominates(inv, 1e-12)
     assert not f.is_symmetric()
     with pytest.raises(ValueError, match="convex"):
         TradeOff(np.array([0.0, 0.5, 1.0]), np.array([0.5, 0.4, 0.0]))

@@ -19,7 +19,14 @@ import typer
 
 from privtab.cli._common import fail, print_json, warn
 
-MECHANISMS = ("projected-gaussian", "knorm", "naive-gaussian", "naive-l1", "naive-l2", "naive-linf")
+MECHANISMS = (
+    "projected-gaussian",
+    "optimal-knorm",
+    "naive-gaussian",
+    "naive-l1",
+    "naive-l2",
+    "naive-linf",
+)
 
 
 def register(app: typer.Typer) -> None:
@@ -390,7 +397,7 @@ def table(
             mech = ProjectedGaussian(r, c, a=a, mu=mu_v)
         elif mechanism == "naive-gaussian":
             mech = NaiveGaussian(r, c, a=a_mech, mu=mu_v)
-        elif mechanism == "knorm":
+        elif mechanism == "optimal-knorm":
             mech = OptimalKNorm(r, c, a=a, epsilon=float(epsilon))  # type: ignore[arg-type]
         else:
             mech = NaiveKNorm(r, c, a=a_mech, epsilon=float(epsilon), norm=mechanism.split("-")[1])  # type: ignore[arg-type]

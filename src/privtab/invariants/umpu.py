@@ -31,6 +31,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any, Literal, Protocol
 
 import numpy as np
@@ -107,10 +108,18 @@ class Margins2x2:
 
 
 def fisher_nch_pmf(theta: float, margins: Margins2x2) -> tuple[IntArray, FloatArray]:
-    """Support and pmf of Fisher's noncentral hypergeometric distribution (log-space)."""
+    """Support and pmf of Fisher's noncentral hypergeometric distribution (log-space).
+
+    The arrays are read-only (results are cached per ``(θ, margins)``).
+    """
     th = float(theta)
     if not (th > 0 and math.isfinite(th)):
         raise ValueError(f"odds ratio theta must be positive and finite, got {theta!r}")
+    return _fisher_nch_cached(th, margins)
+
+
+@lru_cache(maxsize=4096)
+def _fisher_nch_cached(th: float, margins: Margins2x2) -> tuple[IntArray, FloatArray]:
     x = margins.support
     xf = x.astype(np.float64)
     logc = (
@@ -124,7 +133,10 @@ def fisher_nch_pmf(theta: float, margins: Margins2x2) -> tuple[IntArray, FloatAr
     logp = logc + xf * math.log(th)
     logp -= logp.max()
     p = np.exp(logp)
-    return x, np.asarray(p / p.sum(), dtype=np.float64)
+    pmf = np.asarray(p / p.sum(), dtype=np.float64)
+    x.setflags(write=False)
+    pmf.setflags(write=False)
+    return x, pmf
 
 
 # ---------------------------------------------------------------- canonical noise
