@@ -197,9 +197,7 @@ class Allocation:
     def affected_cells(self, concern: Concern) -> tuple[AllocationCell, ...]:
         self.check_concern(concern)
         geo = set(self.affected_levels(concern))
-        return tuple(
-            c for c in self.cells if (c.attributes & concern.attributes) or c.level in geo
-        )
+        return tuple(c for c in self.cells if (c.attributes & concern.attributes) or c.level in geo)
 
     def concern_rho(self, concern: Concern) -> Fraction:
         """ρ relevant to ``concern`` (exact): the sum over the affected cells."""
@@ -352,5 +350,10 @@ def load_allocation(path: str | Path) -> Allocation:
 
 def builtin_allocation() -> Allocation:
     """The 2020 TopDown redistricting allocation (semantics seed Tables 3–5, §8.2)."""
-    text = resources.files("privtab.semantics").joinpath("data").joinpath(BUILTIN_NAME).read_text("utf-8")
+    text = (
+        resources.files("privtab.semantics")
+        .joinpath("data")
+        .joinpath(BUILTIN_NAME)
+        .read_text("utf-8")
+    )
     return parse_allocation_toml(text, f"built-in {BUILTIN_NAME}")

@@ -138,9 +138,7 @@ def posterior_ratio_tail_rest_known(g: RDP | ZCDP, epsilon: ArrayLike) -> float 
     return shape_out(out.reshape(e.shape), epsilon)
 
 
-def posterior_ratio_tail_arbitrary_prior(
-    g: RDP | ZCDP, epsilon: ArrayLike
-) -> float | FloatArray:
+def posterior_ratio_tail_arbitrary_prior(g: RDP | ZCDP, epsilon: ArrayLike) -> float | FloatArray:
     """Bound on ``P[actual/counterfactual posterior of the true record > e^ε]``.
 
     Semantics seed Thm 7.4.2 (any prior): zCDP ``exp(−(ε−ρ)²/(4ρ))`` for ε > ρ; RDP
@@ -233,9 +231,9 @@ def randomized_response_flip(epsilon: float) -> float:
     return 1.0 / (1.0 + math.exp(e))
 
 
-def pufferfish_odds_bounds(prior_odds: ArrayLike, epsilon: float) -> tuple[
-    float | FloatArray, float | FloatArray
-]:
+def pufferfish_odds_bounds(
+    prior_odds: ArrayLike, epsilon: float
+) -> tuple[float | FloatArray, float | FloatArray]:
     """``(e^{−ε} o, e^{ε} o)``: posterior odds of two conjectures with prior odds ``o``.
 
     Inferential-limits seed eq. (17) / Thm 8.5: ε-Pufferfish holds iff every attacker's

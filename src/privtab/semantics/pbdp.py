@@ -31,7 +31,12 @@ from scipy.special import ndtr, ndtri
 
 from privtab.accounting.guarantees import RDP, ZCDP, check_parameter
 from privtab.semantics._levels import shape_out
-from privtab.semantics._numeric import FloatArray, bisect_feasible, scan_then_refine_max
+from privtab.semantics._numeric import (
+    BoolArray,
+    FloatArray,
+    bisect_feasible,
+    scan_then_refine_max,
+)
 
 __all__ = [
     "gaussian_plrv_tail",
@@ -64,8 +69,8 @@ def pbdp_delta_from_power(
     flat = e.ravel()
     top = np.exp(-flat)
 
-    def above_line(a: FloatArray) -> FloatArray:
-        return np.asarray(np.asarray(power(a)) < np.exp(flat) * a)
+    def above_line(a: FloatArray) -> BoolArray:
+        return np.asarray(np.asarray(power(a)) < np.exp(flat) * a, dtype=np.bool_)
 
     lo = np.zeros_like(flat)
     a_star = bisect_feasible(above_line, lo, top, iterations)
