@@ -26,13 +26,14 @@ def bisect_feasible(
     lo: FloatArray,
     hi: FloatArray,
     iterations: int = 64,
-) -> FloatArray:
-    """Boundary of a feasible interval ``[b, hi]`` found by bisection (vectorised).
+) -> tuple[FloatArray, FloatArray]:
+    """Bracket the boundary of a feasible interval ``[b, hi]`` by bisection (vectorised).
 
     ``feasible(hi)`` must hold and feasibility must be monotone (once feasible, feasible
-    for every larger value up to ``hi``). Returns the smallest feasible value found; the
-    returned point is always feasible and lies within ``(hi−lo)·2^−iterations`` of the
-    boundary.
+    for every larger value up to ``hi``). Returns ``(below, above)`` with
+    ``below ≤ b ≤ above`` and ``above − below ≤ (hi − lo)·2^−iterations``; ``above`` is
+    feasible, ``below`` is ``lo`` or infeasible. Callers pick the side that makes their
+    bound conservative.
     """
     lo = np.array(lo, dtype=np.float64, copy=True)
     hi = np.array(hi, dtype=np.float64, copy=True)
@@ -41,7 +42,7 @@ def bisect_feasible(
         ok = feasible(mid)
         hi = np.where(ok, mid, hi)
         lo = np.where(ok, lo, mid)
-    return hi
+    return lo, hi
 
 
 def golden_max(

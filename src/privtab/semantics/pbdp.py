@@ -70,10 +70,12 @@ def pbdp_delta_from_power(
     top = np.exp(-flat)
 
     def above_line(a: FloatArray) -> BoolArray:
-        return np.asarray(np.asarray(power(a)) < np.exp(flat) * a, dtype=np.bool_)
+        # the line e^ε a dominates the curve at a (ties count: P(a) ≤ max(δ, e^ε a))
+        line = np.exp(flat) * a
+        return np.asarray(np.asarray(power(a)) <= line * (1.0 + 1e-12), dtype=np.bool_)
 
     lo = np.zeros_like(flat)
-    a_star = bisect_feasible(above_line, lo, top, iterations)
+    _, a_star = bisect_feasible(above_line, lo, top, iterations)  # upper end: δ rounded up
     delta = np.minimum(np.exp(flat) * a_star, 1.0)
     delta = np.where(np.asarray(above_line(np.full_like(flat, 1e-300))), 0.0, delta)
     return shape_out(delta.reshape(e.shape), epsilon)

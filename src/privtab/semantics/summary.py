@@ -46,6 +46,7 @@ from privtab.semantics.pbdp import (
     pbdp_delta_from_power,
     pbdp_delta_from_power_table,
     pbdp_delta_gdp,
+    rdp_tail_bound,
 )
 from privtab.semantics.power import approx_power, gaussian_power, gdp_power, profile_power
 from privtab.semantics.power import pure_power as _pure_power
@@ -209,7 +210,8 @@ def pbdp_curve(g: Guarantee, epsilons: Any) -> FloatArray:
 
     Closed-form trade-offs (pure, approximate, GDP) use the exact fixed point; Rényi
     guarantees use their Balle et al. power curve tabulated on a dense log grid with the
-    conservative step rule of :func:`pbdp_delta_from_power_table`.
+    conservative step rule of :func:`pbdp_delta_from_power_table`, capped by the
+    Bun–Steinke tail bound (whichever is smaller; both are valid).
     """
     e = np.asarray(epsilons, dtype=np.float64)
     if isinstance(g, GDP):
@@ -218,7 +220,9 @@ def pbdp_curve(g: Guarantee, epsilons: Any) -> FloatArray:
     if fn is not None:
         return np.asarray(pbdp_delta_from_power(fn, e))
     assert isinstance(g, ZCDP | RDP)
-    return np.asarray(pbdp_delta_from_power_table(_PBDP_LEVELS, _renyi_table(g), e))
+    table = np.asarray(pbdp_delta_from_power_table(_PBDP_LEVELS, _renyi_table(g), e))
+    # both are valid upper bounds; the table's step rule is loose at large ε
+    return np.minimum(table, np.asarray(rdp_tail_bound(g, e)))
 
 
 @lru_cache(maxsize=32)
@@ -267,7 +271,7 @@ def epsilon_delta_curves(g: Guarantee, epsilons: Any) -> dict[str, FloatArray]:
     GDP: exact; RDP: CKS over orders). ``pbdp``: see :func:`pbdp_curve`.
     ``zcdp_tail``: Bun & Steinke's upper bound on the pbdp curve (Rényi guarantees).
     """
-    from privtab.semantics.pbdp import rdp_tail_bound, zcdp_tail_bound
+    from privtab.semantics.pbdp import zcdp_tail_bound
 
     e = np.asarray(epsilons, dtype=np.float64)
     out: dict[str, FloatArray] = {}
