@@ -61,7 +61,10 @@ class _Pipe:
         return out
 
     def call(
-        self, method: str, params: dict[str, Any] | None = None, session: str | None = None,
+        self,
+        method: str,
+        params: dict[str, Any] | None = None,
+        session: str | None = None,
         timeout: float = 30.0,
     ) -> dict[str, Any]:
         self.next_id += 1

@@ -81,7 +81,9 @@ def test_one_term_mironov_inequality_does_not_reproduce_table2() -> None:
     one_term = []
     for a in LEVELS:
         # Mironov-style: power ≤ (e^{τ(λ)} α)^{(λ−1)/λ}, τ = ρλ, minimised over λ
-        one_term.append(float(np.min(np.minimum(1.0, (np.exp(2.63 * lam) * a) ** ((lam - 1) / lam)))))
+        one_term.append(
+            float(np.min(np.minimum(1.0, (np.exp(2.63 * lam) * a) ** ((lam - 1) / lam))))
+        )
     assert abs(one_term[0] - TABLE2_ZCDP[0]) > 0.01
 
 

@@ -63,8 +63,9 @@ def test_zcdp_bound_dominates_discrete_gaussian_with_same_rho() -> None:
 def test_rr_curve_recovers_the_pure_dp_bound() -> None:
     """Randomized response's exact Rényi curve → the Wasserman–Zhou bound (λ → ∞)."""
     a = np.array([0.001, 0.01, 0.05, 0.1, 0.3])
-    np.testing.assert_allclose(rdp_power(randomized_response_rdp(1.0), a), pure_power(1.0, a),
-                               rtol=1e-5)
+    np.testing.assert_allclose(
+        rdp_power(randomized_response_rdp(1.0), a), pure_power(1.0, a), rtol=1e-5
+    )
 
 
 def test_tabulated_curve_and_limits() -> None:
