@@ -10,6 +10,7 @@ NUL-terminated JSON messages.
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import os
 import shutil
@@ -152,10 +153,8 @@ def render(url: str, expression: str, width: int = 1280, height: int = 900) -> R
         )["result"].get("value")
         shot = pipe.call("Page.captureScreenshot", {"format": "png"}, session=session)["data"]
         errors = _errors(pipe.events)
-        try:
+        with contextlib.suppress(RuntimeError, TimeoutError):
             pipe.call("Browser.close", timeout=10.0)
-        except (RuntimeError, TimeoutError):
-            pass
         return Rendered(errors=errors, value=value, screenshot=base64.b64decode(shot))
     finally:
         os.close(to_child_w)

@@ -177,7 +177,8 @@ def test_bounds_hold_for_exact_posteriors(eps0: float) -> None:
         cf = sum(prior[r, z] * p_cf[z] for z in range(3)) / p_omega
         ratio = actual / cf
         lo, hi = pure_posterior_ratio_bounds(eps0)  # Thm 7.3
-        assert np.all(ratio <= hi * (1 + 1e-12)) and np.all(ratio >= lo * (1 - 1e-12))
+        assert np.all(ratio <= hi * (1 + 1e-12))
+        assert np.all(ratio >= lo * (1 - 1e-12))
         given_r = sum(prior[r, z] / prior[r].sum() * pw(r, z) for z in range(3))
         for e in eps_grid:
             exact = float(given_r[ratio > math.exp(e)].sum())
@@ -196,4 +197,5 @@ def test_thm41_data_probability_bounds_exact() -> None:
     for _ in range(20):
         theta = rng.dirichlet(np.full(2**n, 0.3))
         dens = (theta[:, None] * 0.5 * eps * np.exp(-eps * np.abs(s[None, :] - xs[:, None]))).sum(0)
-        assert np.all(dens >= lo * (1 - 1e-12)) and np.all(dens <= hi * (1 + 1e-12))
+        assert np.all(dens >= lo * (1 - 1e-12))
+        assert np.all(dens <= hi * (1 + 1e-12))

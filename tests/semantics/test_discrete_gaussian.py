@@ -71,8 +71,10 @@ def test_curve_is_a_valid_tradeoff() -> None:
     tr = discrete_gaussian_tradeoff(0.8, sensitivity=2, queries=3)
     a = np.linspace(0, 1, 501)
     p = np.asarray(tr.power(a))
-    assert p[0] == pytest.approx(0.0, abs=1e-60) and p[-1] == 1.0
-    assert np.all(np.diff(p) >= -1e-15) and np.all(p >= a - 1e-15)
+    assert p[0] == pytest.approx(0.0, abs=1e-60)
+    assert p[-1] == 1.0
+    assert np.all(np.diff(p) >= -1e-15)
+    assert np.all(p >= a - 1e-15)
     assert np.all(np.diff(p, 2) <= 1e-12)  # concave
     with pytest.raises(ValueError, match="sigma"):
         discrete_gaussian_tradeoff(0.0)

@@ -108,8 +108,10 @@ def test_pbdp_from_table_is_conservative() -> None:
 
 def test_pure_dp_pbdp_is_zero_from_epsilon_on() -> None:
     d = pbdp_curve(PureDP(1.0), [0.5, 0.99, 1.0, 2.0])
-    assert d[0] > 0 and d[1] > 0
-    assert d[2] == 0.0 and d[3] == 0.0
+    assert d[0] > 0
+    assert d[1] > 0
+    assert d[2] == 0.0
+    assert d[3] == 0.0
     fixed = pbdp_delta_from_power(lambda a: np.asarray(pure_power(1.0, a)), 0.5)
     assert fixed == pytest.approx(float(pure_power(1.0, math.exp(-0.5) * fixed)), abs=1e-12)
 

@@ -58,7 +58,8 @@ def test_guarantee_report_renders_without_errors(tmp_path: Path) -> None:
     figs = _figures(r.value)
     assert set(figs) == {"fig-power", "fig-epsilon-delta", "fig-bayes", "fig-discrete-gaussian"}
     for ident, (width, complete, text) in figs.items():
-        assert complete and width > 0, ident
+        assert complete, ident
+        assert width > 0, ident
         assert text > 150, ident  # a plain-language paragraph per figure
     _check(r.screenshot)
     if os.environ.get("PRIVTAB_UPDATE_SCREENSHOTS") == "1" or not KEPT.exists():
