@@ -222,7 +222,7 @@ def pbdp_curve(g: Guarantee, epsilons: Any) -> FloatArray:
     assert isinstance(g, ZCDP | RDP)
     table = np.asarray(pbdp_delta_from_power_table(_PBDP_LEVELS, _renyi_table(g), e))
     # both are valid upper bounds; the table's step rule is loose at large ε
-    return np.minimum(table, np.asarray(rdp_tail_bound(g, e)))
+    return np.asarray(np.minimum(table, np.asarray(rdp_tail_bound(g, e))), dtype=np.float64)
 
 
 @lru_cache(maxsize=32)
