@@ -45,6 +45,13 @@ from privtab.accounting.curves import (
 )
 from privtab.accounting.guarantees import GDP, RDP, ZCDP, ApproxDP, Guarantee, PureDP
 from privtab.accounting.ledger import BudgetExceededError, Charge, PrivacyLedger
+from privtab.accounting.pld import (
+    LossFactor,
+    PLDProfile,
+    compose_plds,
+    discrete_gaussian_loss,
+    geometric_loss,
+)
 
 __all__ = [
     "GDP",
@@ -55,16 +62,21 @@ __all__ = [
     "BudgetExceededError",
     "Charge",
     "Guarantee",
+    "LossFactor",
+    "PLDProfile",
     "PrivacyLedger",
     "PureDP",
     "compose",
     "compose_by_degree",
+    "compose_plds",
+    "discrete_gaussian_loss",
     "discrete_gaussian_zcdp",
     "epsilon_at",
     "gaussian_zcdp",
     "gdp_delta",
     "gdp_epsilon",
     "gdp_to_zcdp",
+    "geometric_loss",
     "geometric_rdp",
     "geometric_rdp_divergence",
     "geometric_rdp_paper",

@@ -23,18 +23,20 @@ def increasing_root(
     lo: FloatArray,
     hi: FloatArray,
     *,
+    x0: FloatArray | None = None,
     rtol: float = 1e-15,
     max_iter: int = 200,
 ) -> FloatArray:
     """Roots of increasing functions on brackets ``[lo, hi]`` (vectorised).
 
     ``fn(x)`` returns ``(f(x), f'(x))``; ``f(lo) < 0 < f(hi)`` is assumed. A safeguarded
-    Newton iteration: each step is Newton's if it stays inside the current bracket and
-    bisection otherwise, so it converges for every increasing ``f``.
+    Newton iteration from ``x0`` (default: the midpoint): each step is Newton's if it stays
+    inside the current bracket and bisection otherwise, so it converges for every
+    increasing ``f``.
     """
     lo = np.array(lo, dtype=np.float64, copy=True)
     hi = np.array(hi, dtype=np.float64, copy=True)
-    x = 0.5 * (lo + hi)
+    x = 0.5 * (lo + hi) if x0 is None else np.array(x0, dtype=np.float64, copy=True)
     for _ in range(max_iter):
         f, df = fn(x)
         neg = f < 0
@@ -42,11 +44,12 @@ def increasing_root(
         hi = np.where(neg, hi, x)
         with np.errstate(divide="ignore", invalid="ignore"):
             newton = x - f / df
-        ok = (newton > lo) & (newton < hi) & np.isfinite(newton)
-        x_new = np.where(f == 0, x, np.where(ok, newton, 0.5 * (lo + hi)))
-        done = (np.abs(x_new - x) <= rtol * np.abs(x_new)) | (f == 0) | (hi - lo <= rtol * hi)
-        x = x_new
-        if np.all(done):
+        tiny = np.abs(newton - x) <= rtol * np.abs(x)
+        inside = (newton >= lo) & (newton <= hi) & np.isfinite(newton)
+        converged = (f == 0) | (tiny & np.isfinite(newton)) | (hi - lo <= rtol * np.abs(hi))
+        x_new = np.where(inside, newton, 0.5 * (lo + hi))
+        x = np.where(f == 0, x, np.where(converged, np.clip(newton, lo, hi), x_new))
+        if np.all(converged):
             break
     return x
 

@@ -162,8 +162,10 @@ def _zcdp_optimal_x(rho: FloatArray, L: FloatArray) -> FloatArray:
     def fn(x: FloatArray) -> tuple[FloatArray, FloatArray]:
         return rho * x * x + np.log1p(x) - L, 2.0 * rho * x + 1.0 / (1.0 + x)
 
-    hi = np.minimum(np.sqrt(L / rho), np.expm1(np.minimum(L, 700.0)))
-    return increasing_root(fn, np.zeros_like(L), hi * (1 + 1e-12) + 1e-300)
+    hi = np.minimum(np.sqrt(L / rho), np.expm1(np.minimum(L, 700.0))) * (1 + 1e-12) + 1e-300
+    # Newton from the right end: h is convex there in all practical cases, so the iterates
+    # decrease monotonically to the root; the bracket safeguards the rest.
+    return increasing_root(fn, np.zeros_like(L), hi, x0=hi)
 
 
 def _cks_objective(rho_alpha_term: FloatArray, x: FloatArray, L: FloatArray) -> FloatArray:
@@ -171,6 +173,28 @@ def _cks_objective(rho_alpha_term: FloatArray, x: FloatArray, L: FloatArray) -> 
     return np.asarray(
         rho_alpha_term + L / x + (np.log(x) - np.log1p(x)) - np.log1p(x) / x, dtype=np.float64
     )
+
+
+def _zcdp_optimal_scalar(rho: float, L: float) -> float:
+    """Scalar fast path of the optimal conversion (pure-Python safeguarded Newton)."""
+    lo, hi = 0.0, min(math.sqrt(L / rho), math.expm1(min(L, 700.0))) * (1 + 1e-12) + 1e-300
+    x = 0.5 * (lo + hi)
+    for _ in range(200):
+        f = rho * x * x + math.log1p(x) - L
+        if f == 0.0:
+            break
+        if f < 0.0:
+            lo = x
+        else:
+            hi = x
+        step = x - f / (2.0 * rho * x + 1.0 / (1.0 + x))
+        x_new = step if lo < step < hi else 0.5 * (lo + hi)
+        if abs(x_new - x) <= 1e-15 * x_new:
+            x = x_new
+            break
+        x = x_new
+    value = rho * (1.0 + x) + L / x + (math.log(x) - math.log1p(x)) - math.log1p(x) / x
+    return max(value, 0.0)
 
 
 def zcdp_optimal_order(rho: ArrayLike, delta: ArrayLike) -> float | FloatArray:
@@ -194,6 +218,10 @@ def zcdp_epsilon(
     condition exactly); ``analytic`` and ``grid`` are the looser conversions of the
     SafeTab paper (Lemma 5 and eq. (7) on α ∈ {1.01, …, 10}).
     """
+    if method == "optimal" and isinstance(rho, float | int) and isinstance(delta, float | int):
+        r0, d0 = float(rho), float(delta)
+        if 0.0 < r0 < math.inf and 0.0 < d0 < 1.0:
+            return _zcdp_optimal_scalar(r0, -math.log(d0))
     r = _nonneg_array("rho", rho)
     d = np.asarray(delta, dtype=np.float64)
     L = _log_inv_delta(d)

@@ -1,0 +1,1 @@
+"""privtab benchmarks (run with ``privtab bench`` or the scripts here)."""

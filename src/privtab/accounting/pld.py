@@ -1,0 +1,262 @@
+"""Privacy-loss distributions (PLDs): the exact privacy profile of composed discrete noise.
+
+For a dominating pair ``(P, Q)`` of output distributions the privacy loss is
+``L = ln P(X)/Q(X)`` with ``X ~ P``, and the tight (ε, δ) profile is
+``δ(ε) = E_P[(1 − e^{ε − L})_+] + P[L = ∞]`` (Balle & Wang 2018; Koskela, Jälkö &
+Honkela 2020; Doroshenko et al. 2022). Composition of independent mechanisms adds their
+losses, so the composed profile comes from the convolution of the individual PLDs.
+
+Here the mechanisms are the integer-valued ones privtab releases with, each on a counting
+query (shift 1 between neighbours):
+
+* discrete Gaussian N_ℤ(σ²): ``L(x) = (1 − 2x)/(2σ²)``, ``x ~ N_ℤ(0, σ²)``;
+* two-sided geometric with parameter ε: ``L = ε`` for ``x ≤ 0`` and ``−ε`` for ``x ≥ 1``.
+
+Both are symmetric (``x ↦ 1 − x`` swaps P and Q), so one orientation gives the profile.
+
+Rigour. Each mechanism's loss is computed exactly on its own lattice; the composition is
+carried on a common grid of width ``h`` by rounding every loss value *up* (the profile is
+increasing in L pointwise, so this can only increase δ: a pessimistic, valid bound —
+Meiser & Mohammadi 2018, dp_accounting's "pessimistic" discretisation); probability mass
+outside the truncated support goes to ``L = +∞`` (counted fully in δ). A second pass
+rounding *down* and dropping that mass gives an optimistic value; the two bracket the
+exact profile and their gap is reported. The convolution uses FFTs on an exponentially
+tilted copy of the PLD (tilting commutes with convolution), so the tail where δ lives is
+computed with high relative accuracy.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.optimize import brentq
+from scipy.special import logsumexp
+
+from privtab.accounting.guarantees import FloatArray, check_parameter
+
+__all__ = [
+    "LossFactor",
+    "PLDProfile",
+    "compose_plds",
+    "discrete_gaussian_loss",
+    "geometric_loss",
+]
+
+
+@dataclass(frozen=True)
+class LossFactor:
+    """A mechanism's exact privacy-loss distribution (under P) with truncated tail mass.
+
+    ``losses`` and ``log_probs`` are the support points and their log-probabilities; the
+    mass ``tail`` lies outside (it is treated as ``L = +∞`` in upper bounds).
+    """
+
+    losses: FloatArray
+    log_probs: FloatArray
+    tail: float
+    description: str
+
+
+def _discrete_gaussian_log_pmf(sigma2: float, xs: np.ndarray) -> FloatArray:
+    """log P[N_ℤ(0, σ²) = x] with the normaliser summed to double precision."""
+    half = int(math.ceil(40.0 * math.sqrt(sigma2))) + 2
+    ys = np.arange(-half, half + 1, dtype=np.float64)
+    log_norm = float(logsumexp(-(ys * ys) / (2.0 * sigma2)))
+    return np.asarray(-(xs * xs) / (2.0 * sigma2) - log_norm, dtype=np.float64)
+
+
+def discrete_gaussian_loss(sigma2: float, *, tail: float = 1e-30) -> LossFactor:
+    """PLD of the discrete Gaussian N_ℤ(σ²) on a counting query (SafeTab Algorithm 5)."""
+    s2 = check_parameter("sigma2", sigma2)
+    if s2 == 0:
+        raise ValueError("sigma2 must be positive")
+    # keep x with P(x) above ~tail: |x| <= sigma * sqrt(2 ln(1/tail)) + 1
+    half = int(math.ceil(math.sqrt(2.0 * s2 * math.log(1.0 / tail)))) + 2
+    xs = np.arange(-half, half + 1, dtype=np.float64)
+    log_p = _discrete_gaussian_log_pmf(s2, xs)
+    # the truncated mass, summed directly (both tails are equal by symmetry)
+    beyond = np.arange(half + 1, half + 1 + int(40.0 * math.sqrt(s2)) + 40, dtype=np.float64)
+    tail_mass = 2.0 * float(np.exp(logsumexp(_discrete_gaussian_log_pmf(s2, beyond))))
+    return LossFactor(
+        losses=(1.0 - 2.0 * xs) / (2.0 * s2),
+        log_probs=log_p,
+        tail=tail_mass,
+        description=f"discrete Gaussian sigma2={s2:.6g}",
+    )
+
+
+def geometric_loss(epsilon: float) -> LossFactor:
+    """PLD of the two-sided geometric mechanism with parameter ε (SafeTab Algorithm 4).
+
+    ``P[L = ε] = P[X ≤ 0] = 1/(1 + e^{−ε})`` and ``P[L = −ε] = e^{−ε}/(1 + e^{−ε})``.
+    """
+    e = check_parameter("epsilon", epsilon)
+    log_hi = -math.log1p(math.exp(-e))
+    log_lo = -e + log_hi
+    return LossFactor(
+        losses=np.array([-e, e]),
+        log_probs=np.array([log_lo, log_hi]),
+        tail=0.0,
+        description=f"geometric eps={e:.6g}",
+    )
+
+
+def _factor_on_grid(f: LossFactor, h: float, pessimistic: bool) -> tuple[int, FloatArray, float]:
+    idx = np.ceil(f.losses / h - 1e-9) if pessimistic else np.floor(f.losses / h + 1e-9)
+    idx = idx.astype(np.int64)
+    start = int(idx.min())
+    size = int(idx.max()) - start + 1
+    logp = np.full(size, -np.inf)
+    # several lattice points may land in one bucket: combine with logaddexp
+    np.logaddexp.at(logp, idx - start, f.log_probs)
+    return start, logp, (f.tail if pessimistic else 0.0)
+
+
+_NOISE = 1e-13  # FFT round-off relative to the tilted peak (conservative)
+
+
+@dataclass(frozen=True)
+class PLDProfile:
+    """The composed PLD of a list of (factor, count) on a grid of width ``grid``.
+
+    ``pessimistic`` profiles (losses rounded up, truncated mass at +∞, FFT noise counted
+    against privacy) give valid upper bounds on δ(ε); optimistic ones give lower bounds.
+    """
+
+    grid: float
+    parts: tuple[tuple[int, FloatArray, int], ...]
+    log_survive: float
+    pessimistic: bool
+
+    @property
+    def infinity_mass(self) -> float:
+        return -math.expm1(self.log_survive) if self.pessimistic else 0.0
+
+    @property
+    def max_loss(self) -> float:
+        """The largest finite loss with positive probability (on the grid)."""
+        return self.grid * sum((s + lp.size - 1) * c for s, lp, c in self.parts)
+
+    def _cgf(self, theta: float) -> tuple[float, float]:
+        """Cumulant generating function K(θ) of the total loss and its derivative."""
+        k = dk = 0.0
+        for start, logp, count in self.parts:
+            ls = self.grid * (start + np.arange(logp.size))
+            t = logp + theta * ls
+            lz = float(logsumexp(t))
+            k += count * lz
+            dk += count * float(np.dot(np.exp(t - lz), ls))
+        return k, dk
+
+    def _tilt_for(self, epsilon: float) -> float:
+        """θ ≥ 0 with K'(θ) = ε (the tilted distribution centred at ε)."""
+        if self._cgf(0.0)[1] >= epsilon:
+            return 0.0
+        lo, hi = 0.0, 1.0
+        while self._cgf(hi)[1] < epsilon:
+            lo, hi = hi, hi * 2.0
+            if hi > 1e6:
+                return lo
+        return float(brentq(lambda t: self._cgf(t)[1] - epsilon, lo, hi, xtol=1e-10))
+
+    def _convolve(self, theta: float) -> tuple[FloatArray, FloatArray]:
+        """Losses and log-probabilities of the composition, via a θ-tilted FFT."""
+        h = self.grid
+        total_start = sum(s * c for s, _, c in self.parts)
+        total_len = sum((lp.size - 1) * c for _, lp, c in self.parts) + 1
+        n = 1 << max(int(math.ceil(math.log2(total_len))), 1)
+        acc = np.ones(n // 2 + 1, dtype=np.complex128)
+        log_scale = 0.0
+        for start, logp, count in self.parts:
+            tilted = logp + theta * h * np.arange(logp.size)
+            top = float(np.max(tilted))
+            acc = acc * np.fft.rfft(np.exp(tilted - top), n) ** count
+            log_scale += count * (top + theta * h * start)
+        out = np.fft.irfft(acc, n)[:total_len]
+        floor = _NOISE * float(np.max(out))
+        # below the round-off floor the FFT value is noise: bound it by the floor
+        # (pessimistic) or drop it (optimistic)
+        out = np.where(out > floor, out, 2.0 * floor if self.pessimistic else 0.0)
+        losses = np.asarray(h * (total_start + np.arange(total_len)), dtype=np.float64)
+        with np.errstate(divide="ignore"):
+            log_out = np.log(out)
+        log_probs = log_out + log_scale - theta * losses + self.log_survive
+        return losses, np.asarray(log_probs, dtype=np.float64)
+
+    @staticmethod
+    def _delta_from(losses: FloatArray, log_probs: FloatArray, eps: float, inf: float) -> float:
+        above = losses > eps
+        if not np.any(above):
+            return min(inf, 1.0)
+        w = -np.expm1(eps - losses[above])
+        val = float(np.exp(logsumexp(log_probs[above] + np.log(w))))
+        return min(val + inf, 1.0)
+
+    def delta(self, epsilon: float) -> float:
+        """δ(ε) = E[(1 − e^{ε − L})_+] + P[L = ∞] of the composition."""
+        if epsilon >= self.max_loss:
+            return min(self.infinity_mass, 1.0)
+        losses, lp = self._convolve(self._tilt_for(float(epsilon)))
+        return self._delta_from(losses, lp, float(epsilon), self.infinity_mass)
+
+    def epsilon(self, delta: float, *, rounds: int = 3) -> float:
+        """The smallest ε ≥ 0 with δ(ε) ≤ ``delta``.
+
+        Solved by bisection on a profile computed with a tilt centred near the answer,
+        re-centred ``rounds`` times.
+        """
+        d = check_parameter("delta", delta, upper=1.0)
+        inf = self.infinity_mass
+        if inf > d or (inf == d and inf > 0):
+            return math.inf
+        if d == 0.0:
+            return max(self.max_loss, 0.0)
+        guess = self._cgf(0.0)[1]
+        eps = 0.0
+        for _ in range(rounds):
+            losses, lp = self._convolve(self._tilt_for(guess))
+            if self._delta_from(losses, lp, 0.0, inf) <= d:
+                return 0.0
+            hi = float(losses[-1])
+
+            def f(e: float, losses: FloatArray = losses, lp: FloatArray = lp) -> float:
+                return math.log(max(self._delta_from(losses, lp, e, inf), 1e-320)) - math.log(d)
+
+            if f(hi) > 0:
+                return math.inf
+            eps = float(brentq(f, 0.0, hi, xtol=1e-10, rtol=1e-13))
+            if abs(eps - guess) <= 1e-9 * max(eps, 1.0):
+                break
+            guess = eps
+        return eps
+
+
+def compose_plds(
+    factors: Sequence[tuple[LossFactor, int]],
+    *,
+    grid: float = 1e-3,
+    pessimistic: bool = True,
+) -> PLDProfile:
+    """Compose ``count`` copies of each factor: the PLD of the worst-case record.
+
+    ``grid`` is the discretisation width ``h``; ``pessimistic=True`` rounds losses up and
+    sends truncated mass to +∞ (a valid upper bound on δ(ε)); ``False`` rounds down and
+    drops it (a lower bound). The two bracket the exact profile.
+    """
+    if not factors:
+        raise ValueError("compose_plds needs at least one factor")
+    h = check_parameter("grid", grid)
+    if h == 0:
+        raise ValueError("grid must be positive")
+    parts = []
+    log_survive = 0.0  # log P[no factor falls in its truncated tail]
+    for f, count in factors:
+        if isinstance(count, bool) or int(count) != count or count < 1:
+            raise ValueError(f"count must be a positive integer, got {count!r}")
+        start, logp, tail = _factor_on_grid(f, h, pessimistic)
+        parts.append((start, logp, int(count)))
+        log_survive += int(count) * math.log1p(-min(tail, 1.0 - 1e-16))
+    return PLDProfile(h, tuple(parts), log_survive if pessimistic else 0.0, pessimistic)

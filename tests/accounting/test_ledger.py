@@ -1,0 +1,109 @@
+"""The privacy ledger: spending, refusal, reporting."""
+
+from __future__ import annotations
+
+import contextlib
+from fractions import Fraction
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from privtab.accounting import (
+    GDP,
+    ZCDP,
+    ApproxDP,
+    BudgetExceededError,
+    PrivacyLedger,
+    PureDP,
+    geometric_rdp,
+    zcdp_epsilon,
+)
+
+
+def test_ten_tenths_fit_a_budget_of_one() -> None:
+    ledger = PrivacyLedger(PureDP(1.0))
+    for i in range(10):
+        ledger.charge(PureDP(0.1), f"query {i}")
+    assert ledger.spent.epsilon == pytest.approx(1.0)  # type: ignore[union-attr]
+    assert ledger.remaining == PureDP(0.0)
+    with pytest.raises(BudgetExceededError, match="query 11"):
+        ledger.charge(PureDP(1e-12), "query 11")
+    assert len(ledger.entries) == 10
+
+
+def test_over_budget_records_nothing() -> None:
+    ledger = PrivacyLedger(ZCDP(1.0))
+    ledger.charge(ZCDP(0.6), "a")
+    with pytest.raises(BudgetExceededError, match="nothing was recorded"):
+        ledger.charge(ZCDP(0.5), "b")
+    assert [e.label for e in ledger.entries] == ["a"]
+    assert ledger.spent == ZCDP(0.6)
+    assert ledger.can_afford(ZCDP(0.4))
+    assert not ledger.can_afford(ZCDP(0.41))
+
+
+def test_conversions_into_budget_definition() -> None:
+    ledger = PrivacyLedger(ZCDP(1.0))
+    ledger.charge(PureDP(1.0), "pure as zcdp")  # eps^2/2 = 0.5
+    ledger.charge(GDP(0.5), "gdp as zcdp")  # mu^2/2 = 0.125
+    assert ledger.spent.rho == pytest.approx(0.625)  # type: ignore[union-attr]
+    assert ledger.epsilon_at(1e-10) == pytest.approx(zcdp_epsilon(0.625, 1e-10))
+    with pytest.raises(TypeError, match="cannot be spent"):
+        ledger.charge(ApproxDP(0.1, 1e-9))
+    pure = PrivacyLedger(PureDP(1.0))
+    with pytest.raises(TypeError, match="cannot be spent"):
+        pure.charge(ZCDP(0.01))
+
+
+def test_adaptivity_rules() -> None:
+    with pytest.raises(ValueError, match="adaptive=False"):
+        PrivacyLedger(GDP(1.0))
+    with pytest.raises(ValueError, match="adaptive=False"):
+        PrivacyLedger(ApproxDP(1.0, 1e-9), accountant="rdp")
+    g = PrivacyLedger(GDP(1.0), adaptive=False)
+    g.charge(GDP(0.6))
+    g.charge(GDP(0.8))
+    assert g.remaining == GDP(0.0)
+    with pytest.raises(TypeError, match="budget"):
+        PrivacyLedger(geometric_rdp(1.0))
+
+
+def test_rdp_accountant_is_tighter_than_basic() -> None:
+    budget = ApproxDP(5.0, 1e-9)
+    rdp = PrivacyLedger(budget, accountant="rdp", adaptive=False)
+    basic = PrivacyLedger(budget)
+    n_rdp = n_basic = 0
+    while rdp.can_afford(ZCDP(0.05)):
+        rdp.charge(ZCDP(0.05))
+        n_rdp += 1
+    while basic.can_afford(PureDP(0.3)):
+        basic.charge(PureDP(0.3))
+        n_basic += 1
+    assert n_rdp > 0
+    assert n_basic == 16
+    assert rdp.epsilon_at(1e-9) <= 5.0
+    d = rdp.to_dict(delta=1e-9)
+    assert d["accountant"] == "rdp"
+    assert len(d["charges"]) == n_rdp
+
+
+def test_approx_budget_basic_composition() -> None:
+    ledger = PrivacyLedger(ApproxDP(1.0, 1e-6))
+    ledger.charge(ApproxDP(0.5, 5e-7))
+    ledger.charge(PureDP(0.5))
+    assert ledger.remaining == ApproxDP(0.0, 5e-7)
+    with pytest.raises(BudgetExceededError):
+        ledger.charge(ApproxDP(0.0, 6e-7))
+
+
+@given(st.lists(st.floats(min_value=0.0, max_value=0.5, allow_nan=False), max_size=40))
+@settings(max_examples=100)
+def test_spent_never_exceeds_budget(charges: list[float]) -> None:
+    ledger = PrivacyLedger(PureDP(2.0))
+    for c in charges:
+        with contextlib.suppress(BudgetExceededError):
+            ledger.charge(PureDP(c))
+    exact = sum((Fraction(repr(e.charged.epsilon)) for e in ledger.entries), Fraction(0))  # type: ignore[union-attr]
+    assert exact <= 2
+    assert ledger.spent.epsilon <= 2.0  # type: ignore[union-attr]
