@@ -31,7 +31,7 @@ from __future__ import annotations
 import itertools
 import math
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cached_property, lru_cache
 
 import numpy as np
 from numpy.typing import NDArray
@@ -170,16 +170,16 @@ class TableSpace:
     def __post_init__(self) -> None:
         _check_shape(self.r, self.c)
 
-    @property
+    @cached_property
     def elements(self) -> IntArray:
         return table_sensitivity_space(self.r, self.c, self.a, paper=self.paper)
 
-    @property
+    @cached_property
     def dim(self) -> int:
         """Dimension of the span: ``(r − 1)(c − 1)`` (0 when nothing can change)."""
         return (self.r - 1) * (self.c - 1) if self.elements.shape[0] else 0
 
-    @property
+    @cached_property
     def basis(self) -> FloatArray:
         return orthonormal_basis(self.r, self.c) if self.dim else np.zeros((self.r * self.c, 0))
 
@@ -187,6 +187,7 @@ class TableSpace:
     def projection(self) -> FloatArray:
         return projection_matrix(self.r, self.c) if self.dim else np.zeros((self.r * self.c,) * 2)
 
+    @lru_cache(maxsize=8)  # noqa: B019 (instances are few, immutable and hashable)
     def sensitivity(self, norm: str = "l2") -> float:
         """Largest norm of an element of the space (``"l1"``, ``"l2"`` or ``"linf"``)."""
         s = self.elements.astype(np.float64)
