@@ -21,9 +21,14 @@ which is the length of the shortest path from ``x`` to ``D_t`` in the graph whos
 are single-record replacements (breadth-first search over that graph gives the same
 number; the ℓ₁ form evaluates it against every conforming histogram at once). The
 algorithm enumerates ``D_t`` by depth-first search over cells (pruned by the residual
-counts), ``X_t`` as the union of supports, and maximises over ``(h, u, v)``:
-time ``O(|D_t|² · d · s · |X_t|)`` and memory ``O(|D_t| · d)`` (``d`` cells, ``s ≤ d``
-the largest support). ``max_datasets`` bounds ``|D_t|``.
+counts), ``X_t`` as the union of supports, and maximises over ``(h, u, v)``, finding the
+nearest conforming histogram with a k-d tree in the ℓ₁ metric (exact on integer points).
+Cost: ``|X_t|²`` nearest-neighbour batches of at most ``|D_t|`` queries against at most
+``|D_t|`` points in ``ℝ^d`` — worst case ``O(|X_t|² · |D_t|² · d)``, in practice close to
+``O(|X_t|² · |D_t| log|D_t| · d)`` (about 1 s for 1,200 and 5 s for 3,200 conforming
+histograms of an 18-cell table); memory ``O(|D_t| · d)``. The search stops early when it
+reaches a known upper bound (Theorem 16's ``k + 1`` for one-way margins).
+``max_datasets`` bounds ``|D_t|``.
 
 **Closed forms** used by :func:`semi_adjacent_parameter` when enumeration is too large:
 
@@ -48,6 +53,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+from scipy.spatial import cKDTree
 
 from privtab.invariants.schema import CountInvariant, IntArray
 
@@ -149,7 +155,7 @@ def semi_adjacent_exact(
 ) -> SemiAdjacency:
     """Definition 13 evaluated exactly by enumeration (see the module docstring)."""
     hs = conforming_datasets(inv, max_datasets)
-    m, d = hs.shape
+    m = hs.shape[0]
     if m == 0:
         raise ValueError(
             "no dataset conforms to the invariant: the published counts are inconsistent"
@@ -157,10 +163,14 @@ def semi_adjacent_exact(
     possible = np.flatnonzero(hs.sum(axis=0) > 0)  # X_t
     best = 0
     witness: dict[str, Any] | None = None
+    ceiling = theorem16_bound(inv.schema.k) if inv.kind == "one-way margins" else None
     for v in possible:
+        if best == ceiling:
+            break
         targets = hs[hs[:, v] >= 1]  # h' with the pinned record v available
+        tree = cKDTree(targets.astype(np.float64))
         for u in possible:
-            if u == v:
+            if u == v or best == ceiling:
                 continue
             rows = np.flatnonzero(hs[:, u] >= 1)
             if rows.size == 0:
@@ -168,24 +178,21 @@ def semi_adjacent_exact(
             g = hs[rows].copy()
             g[:, u] -= 1
             g[:, v] += 1
-            # chunk to bound memory: rows × targets × d
-            chunk = max(1, int(4_000_000 // max(1, targets.shape[0] * d)))
-            for s in range(0, rows.size, chunk):
-                gg = g[s : s + chunk]
-                dist = np.abs(gg[:, None, :] - targets[None, :, :]).sum(axis=2) // 2
-                nearest = dist.min(axis=1)
-                k = int(np.argmax(nearest))
-                val = 1 + int(nearest[k])
-                if val > best:
-                    best = val
-                    j = int(np.argmin(dist[k]))
-                    witness = {
-                        "dataset": hs[rows[s + k]].tolist(),
-                        "replaced": inv.schema.cell_label(int(u)),
-                        "replacement": inv.schema.cell_label(int(v)),
-                        "nearest_conforming": targets[j].tolist(),
-                        "replacements_needed": val,
-                    }
+            # nearest conforming histogram in ℓ₁ (exact: integer points, exact float sums)
+            dist, idx_raw = tree.query(g.astype(np.float64), k=1, p=1)
+            idx = np.asarray(idx_raw, dtype=np.int64).reshape(-1)
+            nearest = np.rint(np.asarray(dist).reshape(-1)).astype(np.int64) // 2
+            k = int(np.argmax(nearest))
+            val = 1 + int(nearest[k])
+            if val > best:
+                best = val
+                witness = {
+                    "dataset": hs[rows[k]].tolist(),
+                    "replaced": inv.schema.cell_label(int(u)),
+                    "replacement": inv.schema.cell_label(int(v)),
+                    "nearest_conforming": targets[int(idx[k])].tolist(),
+                    "replacements_needed": val,
+                }
     return SemiAdjacency(best, True, best, best, "exhaustive search over D_t", m, witness)
 
 
