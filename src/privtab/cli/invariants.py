@@ -398,6 +398,11 @@ def table(
         elif mechanism == "naive-gaussian":
             mech = NaiveGaussian(r, c, a=a_mech, mu=mu_v)
         elif mechanism == "optimal-knorm":
+            if (r - 1) * (c - 1) >= 8:
+                warn(
+                    f"computing the convex hull of the sensitivity space in {(r - 1) * (c - 1)} "
+                    "dimensions: this can take minutes"
+                )
             mech = OptimalKNorm(r, c, a=a, epsilon=float(epsilon))  # type: ignore[arg-type]
         else:
             mech = NaiveKNorm(r, c, a=a_mech, epsilon=float(epsilon), norm=mechanism.split("-")[1])  # type: ignore[arg-type]
