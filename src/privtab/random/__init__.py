@@ -28,7 +28,7 @@ from privtab.random.sources import (
     default_source,
     resolve_source,
 )
-from privtab.random.uniform import bernoulli, bernoulli_exp, uniform_int
+from privtab.random.uniform import bernoulli, bernoulli_certified, bernoulli_exp, uniform_int
 
 __all__ = [
     "LATTICE_BITS",
@@ -40,6 +40,7 @@ __all__ = [
     "SeededSource",
     "as_rational",
     "bernoulli",
+    "bernoulli_certified",
     "bernoulli_exp",
     "default_granularity",
     "default_source",

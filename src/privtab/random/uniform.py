@@ -20,6 +20,7 @@ All are exact: the output distribution is the stated one, with no floating-point
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from fractions import Fraction
 
 import numpy as np
@@ -30,7 +31,7 @@ from privtab.random._rational import RationalLike, as_rational
 from privtab.random._util import Size, fill_chunks, shape_of
 from privtab.random.sources import RandomSource, resolve_source
 
-__all__ = ["bernoulli", "bernoulli_exp", "uniform_int"]
+__all__ = ["bernoulli", "bernoulli_certified", "bernoulli_exp", "uniform_int"]
 
 _TWO64 = 1 << 64
 
@@ -110,6 +111,42 @@ def bernoulli(
     return fill_chunks(count, np.bool_, fill).reshape(shape)  # type: ignore[return-value]
 
 
+def bernoulli_certified(
+    enclosure: Callable[[int], tuple[Fraction, Fraction]],
+    size: Size,
+    *,
+    source: RandomSource | None = None,
+) -> NDArray[np.bool_]:
+    """Exact Bernoulli trials for a probability ``p`` known through rigorous enclosures.
+
+    ``enclosure(prec)`` must return rationals ``lo ≤ p ≤ hi`` whose width shrinks like
+    ``2^−prec``, and ``p`` must not be a dyadic rational in ``(0, 1)`` (e.g. ``e^{−γ}``,
+    ``1/(1 + k·e^{−ε})``). A uniform ``U``'s first 64 bits decide ``U < p`` unless they fall
+    between ``⌊2⁶⁴lo⌋`` and ``⌈2⁶⁴hi⌉``; those (about one in 2⁶⁰) are resolved exactly.
+    """
+    shape, count = shape_of(size)
+    src = resolve_source(source)
+    lo, hi = enclosure(160)
+    lower = max(0, math.floor(lo * _TWO64))
+    upper = math.ceil(hi * _TWO64)
+    lo_w = np.uint64(min(lower, _TWO64 - 1))
+    hi_w = np.uint64(upper) if upper < _TWO64 else None  # None: no prefix is surely ≥ p
+
+    def fill(out: NDArray[np.generic]) -> None:
+        words = src.random_uint64(out.size)
+        np.less(words, lo_w, out=out)
+        if lower >= _TWO64:
+            out[:] = True
+            return
+        maybe = words >= lo_w
+        if hi_w is not None:
+            maybe &= words < hi_w
+        for i in np.flatnonzero(maybe):
+            out[i] = resolve_less(LazyUniform(int(words[i]), 64), enclosure, src)
+
+    return fill_chunks(count, np.bool_, fill).reshape(shape)  # type: ignore[return-value]
+
+
 def bernoulli_exp(
     gamma: RationalLike, size: Size, *, source: RandomSource | None = None
 ) -> NDArray[np.bool_]:
@@ -119,27 +156,10 @@ def bernoulli_exp(
     to an exact rational like every privtab parameter.
     """
     g = as_rational(gamma, "gamma", nonnegative=True)
-    shape, count = shape_of(size)
-    src = resolve_source(source)
     if g == 0:
-        return np.ones(shape, dtype=bool)
-    lo, hi = exp_neg_enclosure(g, 160)
-    lower = math.floor(lo * _TWO64)
-    upper = math.ceil(hi * _TWO64)
-    lo_w = np.uint64(lower)
-    hi_w = np.uint64(upper) if upper < _TWO64 else None  # None: no prefix is surely ≥ e^−γ
+        return np.ones(shape_of(size)[0], dtype=bool)
 
     def enclosure(prec: int) -> tuple[Fraction, Fraction]:
         return exp_neg_enclosure(g, prec)
 
-    def fill(out: NDArray[np.generic]) -> None:
-        words = src.random_uint64(out.size)
-        np.less(words, lo_w, out=out)
-        maybe = words >= lo_w
-        if hi_w is not None:
-            maybe &= words < hi_w
-        undecided = np.flatnonzero(maybe)
-        for i in undecided:
-            out[i] = resolve_less(LazyUniform(int(words[i]), 64), enclosure, src)
-
-    return fill_chunks(count, np.bool_, fill).reshape(shape)  # type: ignore[return-value]
+    return bernoulli_certified(enclosure, size, source=source)
