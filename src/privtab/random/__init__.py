@@ -17,8 +17,8 @@ strings such as ``"1/3"`` exactly). See ``docs/random.md`` for the methods and p
 """
 
 from privtab.random._rational import RationalLike, as_rational, round_rational
-from privtab.random.gaussian import discrete_gaussian
-from privtab.random.laplace import MAX_SCALE, discrete_laplace, geometric
+from privtab.random.gaussian_sampler import discrete_gaussian
+from privtab.random.laplace_sampler import MAX_SCALE, discrete_laplace, geometric
 from privtab.random.lattice import LATTICE_BITS, default_granularity, gaussian, laplace
 from privtab.random.sources import (
     OSEntropySource,

@@ -21,7 +21,7 @@ The test ``V < a(Y)`` (``V`` uniform, 63 bits drawn) is decided in float64 with 
 error bound on both ``−ln V`` and the exponent (:func:`privtab.random._kernels.accept_exp_neg`);
 the rare undecided elements (probability ~2⁻³⁸) are resolved exactly with the exact
 rational exponent and interval arithmetic. The Laplace proposals are exact
-(:mod:`privtab.random.laplace`). Hence the output is exactly ``N_ℤ(σ²)``.
+(:mod:`privtab.random.laplace_sampler`). Hence the output is exactly ``N_ℤ(σ²)``.
 
 """
 
@@ -39,7 +39,7 @@ from privtab.random._exact import LazyUniform, exp_neg_enclosure, resolve_less
 from privtab.random._kernels import accept_exp_neg, check_float_log, prefixes63
 from privtab.random._rational import RationalLike, as_rational
 from privtab.random._util import Size, fill_chunks, shape_of
-from privtab.random.laplace import MAX_SCALE, _fill_discrete_laplace
+from privtab.random.laplace_sampler import MAX_SCALE, _fill_discrete_laplace
 from privtab.random.sources import RandomSource, resolve_source
 
 __all__ = ["discrete_gaussian"]
