@@ -145,10 +145,9 @@ def ks_statistic(samples: NDArray[np.int64], law: IntegerLaw) -> float:
     s = np.sort(samples.astype(np.float64))
     lo = min(float(s[0]), float(law.lo))
     hi = max(float(s[-1]), float(law.hi))
-    if hi - lo <= 2_000_000:
-        ks = np.arange(lo, hi + 1)
-    else:  # jumps of F_n are at sample values; F is monotone between them
-        ks = np.unique(np.concatenate([s, s - 1]))
+    # (for huge ranges: F_n jumps at sample values and F is monotone between them)
+    small = hi - lo <= 2_000_000
+    ks = np.arange(lo, hi + 1) if small else np.unique(np.concatenate([s, s - 1]))
     fn = np.searchsorted(s, ks, side="right") / s.size
     return float(np.abs(fn - law.cdf(ks)).max())
 

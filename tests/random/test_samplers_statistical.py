@@ -178,7 +178,7 @@ def test_chunk_boundaries_do_not_change_the_law() -> None:
     ],
 )
 def test_bad_parameters_are_rejected_with_a_clear_error(fn: object, bad: object) -> None:
-    with pytest.raises(ValueError, match="scale|sigma2"):
+    with pytest.raises(ValueError, match=r"scale|sigma2"):
         fn(bad, 3)  # type: ignore[operator]
 
 
