@@ -231,6 +231,6 @@ def integer_values(values: ArrayLike, mechanism: str) -> NDArray[np.int64]:
         where = idx[0] if arr.ndim == 1 else idx
         raise ValueError(
             f"{mechanism} adds integer noise to integer values; value at index {where} is "
-            f"{arr[idx]!r} (use Laplace or Gaussian for real-valued queries)"
+            f"{arr[idx].item()!r} (use Laplace or Gaussian for real-valued queries)"
         )
     return arr.astype(np.int64)
