@@ -8,8 +8,9 @@ Quick start::
     (PureDP(epsilon=0.5), 6)
     >>> DiscreteGaussian(rho=0.5).guarantee
     ZCDP(rho=0.5)
-    >>> Laplace(epsilon=10).confidence_interval(4, 0.9)     # course Q12: (3.77, 4.23)
-    (3.769741490700..., 4.230258509299...)
+    >>> lo, hi = Laplace(epsilon=10).confidence_interval(4, 0.9)   # course Q12: (3.77, 4.23)
+    >>> round(lo, 4), round(hi, 4)
+    (3.7697, 4.2303)
 
 Every mechanism exposes ``guarantee`` (a :mod:`privtab.accounting` object), ``rdp``,
 ``variance``, the exact noise CDF and quantiles, the exact margin of error ``moe(level)``,

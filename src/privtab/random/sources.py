@@ -149,6 +149,7 @@ class _AESCounterStream:
             raise ValueError("AES-256-CTR needs a 32-byte key and a 16-byte counter")
         self._encryptor: Any = Cipher(algorithms.AES(key), modes.CTR(counter)).encryptor()
         self._zeros = bytes(_BLOCK_WORDS * 8)
+        self._in_place = True
         self.produced = 0
 
     def fill(self, out: memoryview) -> None:
@@ -157,7 +158,15 @@ class _AESCounterStream:
         block = len(self._zeros)
         while start < n:
             stop = min(n, start + block)
-            self._encryptor.update_into(self._zeros[: stop - start], out[start:stop])
+            data = memoryview(self._zeros)[: stop - start]
+            if self._in_place:
+                try:
+                    self._encryptor.update_into(data, out[start:stop])
+                except ValueError:  # older cryptography wants block_size − 1 spare bytes
+                    self._in_place = False
+                    out[start:stop] = self._encryptor.update(data)
+            else:
+                out[start:stop] = self._encryptor.update(data)
             start = stop
         self.produced += n
 
