@@ -120,14 +120,14 @@ class DiscreteLaplaceLaw:
     # -- exact decisions ----------------------------------------------------------------
     def _tail_mp(self, m: int) -> mpf:
         """``P(|X| > m)`` for integer ``m ≥ 0``."""
-        return 2 * self._r ** (m + 1) / (1 + self._r)
+        return 2 * mp.exp(-(m + 1) / _mp(self.t)) / (1 + self._r)
 
     def _tail_at_most(self, m: int, alpha: Fraction) -> bool:
         """Is ``P(|X| > m) ≤ alpha``? (Never a tie: the left side is transcendental.)"""
         for prec in (_PREC, 4 * _PREC, 16 * _PREC):
             with mp.workprec(prec):
-                r = mp.exp(-1 / _mp(self.t))
-                diff = 2 * r ** (m + 1) / (1 + r) - _mp(alpha)
+                t = _mp(self.t)  # e^{−(m+1)/t} directly: r^(m+1) would amplify r's error
+                diff = 2 * mp.exp(-(m + 1) / t) / (1 + mp.exp(-1 / t)) - _mp(alpha)
                 if abs(diff) > mpf(2) ** (-prec + 20):
                     return bool(diff < 0)
         raise ArithmeticError("margin-of-error decision did not resolve")  # pragma: no cover
@@ -167,8 +167,9 @@ class DiscreteLaplaceLaw:
     def _cdf_ge(self, x: int, q: Fraction) -> bool:
         for prec in (_PREC, 4 * _PREC, 16 * _PREC):
             with mp.workprec(prec):
-                r = mp.exp(-1 / _mp(self.t))
-                c = r ** (-x) / (1 + r) if x < 0 else 1 - r ** (x + 1) / (1 + r)
+                t = _mp(self.t)
+                one_r = 1 + mp.exp(-1 / t)
+                c = mp.exp(x / t) / one_r if x < 0 else 1 - mp.exp(-(x + 1) / t) / one_r
                 diff = c - _mp(q)
                 if abs(diff) > mpf(2) ** (-prec + 20):
                     return bool(diff > 0)

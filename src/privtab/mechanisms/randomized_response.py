@@ -25,7 +25,6 @@ from typing import Any
 import numpy as np
 from mpmath import mp, mpf
 from numpy.typing import ArrayLike, NDArray
-from scipy import stats
 
 from privtab.accounting import RDP, PureDP, randomized_response_rdp
 from privtab.accounting.guarantees import FloatArray
@@ -168,6 +167,8 @@ class RandomizedResponse:
         c = int(count)
         if not 0 <= c <= n:
             raise ValueError(f"count must be between 0 and n={n}, got {count!r}")
+        from scipy import stats
+
         a = stats.binom.pmf(np.arange(c + 1), c, self._p)
         b = stats.binom.pmf(np.arange(n - c + 1), n - c, self._q)
         if min(a.size, b.size) > 2000:
