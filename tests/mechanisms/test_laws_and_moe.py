@@ -233,3 +233,27 @@ def test_large_sigma_uses_the_certified_midpoint_rule() -> None:
 def test_levels_are_validated(bad: object) -> None:
     with pytest.raises(ValueError, match="level"):
         Geometric(1).moe(bad)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("b", [0.4, 1.0, 2.3366574048673385, 17.0])
+def test_safetab_lemma_13_tail(b: float) -> None:
+    """Lemma 13 (CKS Lemma 30): P[Y ≥ y] = e^{−⌈y⌉/b}/(1 + e^{−1/b}) (equality on ℤ)."""
+    law = DiscreteLaplaceLaw(b)
+    for y in (0.5, 1.0, 2.0, 3.3, 7.0, 20.0):
+        k = math.ceil(y)
+        tail = float(law.sf(k - 1))  # P[Y ≥ k] = P[Y > k − 1]
+        assert tail == pytest.approx(math.exp(-k / b) / (1 + math.exp(-1 / b)), rel=1e-12)
+
+
+@pytest.mark.parametrize("sigma", [0.5, 1.0, 3.7, 10.0, 29.95])
+def test_safetab_proposition_1_tail_bound(sigma: float) -> None:
+    """Prop. 1 (CKS Prop. 25): P[X ≥ m] for N_ℤ(σ²) ≤ P[X ≥ m − 1] for N(0, σ²), m ≥ 1.
+
+    It holds — but the paper's step from it to "the 95% MOE is ⌊1.96σ⌋" does not
+    (σ = 0.5 and 29.95 above)."""
+    from scipy import stats
+
+    law = DiscreteGaussianLaw(sigma * sigma)
+    for m in range(1, int(6 * sigma) + 3):
+        dg_tail = 0.5 * (1 - law.coverage(m - 1))  # P[X ≥ m]
+        assert dg_tail <= stats.norm.sf((m - 1) / sigma) + 1e-15
