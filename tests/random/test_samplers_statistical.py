@@ -172,6 +172,8 @@ def test_chunk_boundaries_do_not_change_the_law() -> None:
         (discrete_laplace, float("nan")),
         (discrete_laplace, float("inf")),
         (discrete_laplace, 2.0**45),
+        (discrete_laplace, 2.0**-41),
+        (discrete_gaussian, 2.0**-81),
         (discrete_gaussian, 0),
         (discrete_gaussian, "abc"),
         (discrete_gaussian, 2.0**90),

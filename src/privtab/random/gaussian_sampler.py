@@ -39,7 +39,7 @@ from privtab.random._exact import LazyUniform, exp_neg_enclosure, resolve_less
 from privtab.random._kernels import accept_exp_neg, check_float_log, prefixes63
 from privtab.random._rational import RationalLike, as_rational
 from privtab.random._util import Size, fill_chunks, shape_of
-from privtab.random.laplace_sampler import MAX_SCALE, _fill_discrete_laplace
+from privtab.random.laplace_sampler import MAX_SCALE, MIN_SCALE, _fill_discrete_laplace
 from privtab.random.sources import RandomSource, resolve_source
 
 __all__ = ["discrete_gaussian"]
@@ -107,6 +107,8 @@ def _sigma2(sigma2: RationalLike, name: str = "sigma2") -> Fraction:
     s2 = as_rational(sigma2, name, positive=True)
     if s2 > MAX_SCALE * MAX_SCALE:
         raise ValueError(f"{name} must be at most 2**88 (σ ≤ 2**44), got {sigma2!r}")
+    if s2 < MIN_SCALE * MIN_SCALE:
+        raise ValueError(f"{name} must be at least 2**-80 (σ ≥ 2**-40), got {sigma2!r}")
     return s2
 
 

@@ -65,10 +65,12 @@ from privtab.random._rational import RationalLike, as_rational
 from privtab.random._util import Size, fill_chunks, shape_of
 from privtab.random.sources import RandomSource, resolve_source
 
-__all__ = ["MAX_SCALE", "discrete_laplace", "geometric"]
+__all__ = ["MAX_SCALE", "MIN_SCALE", "discrete_laplace", "geometric"]
 
 #: Largest supported scale (values stay exact in int64 and float64).
 MAX_SCALE = Fraction(1 << 44)
+#: Smallest supported scale (below it the noise is 0 except with probability < e^{−2⁴⁰}).
+MIN_SCALE = Fraction(1, 1 << 40)
 _DIRECT_MAX = Fraction(1 << 20)
 
 
@@ -223,6 +225,8 @@ def _scale(scale: RationalLike) -> Fraction:
     t = as_rational(scale, "scale", positive=True)
     if t > MAX_SCALE:
         raise ValueError(f"scale must be at most 2**44 (about 1.76e13), got {scale!r}")
+    if t < MIN_SCALE:
+        raise ValueError(f"scale must be at least 2**-40 (about 9.1e-13), got {scale!r}")
     return t
 
 
