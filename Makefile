@@ -5,7 +5,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 PYTEST_ARGS ?=
 
-.PHONY: demo test test-all lint typecheck bench clean
+.PHONY: demo test test-all lint typecheck bench clean browsers
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -30,12 +30,24 @@ lint: $(VENV)/.stamp-dev
 typecheck: $(VENV)/.stamp-dev
 	$(BIN)/mypy
 
+## make browsers: headless Chromium (Debian package) for the HTML report rendering tests
+browsers:
+	@if command -v chromium >/dev/null 2>&1; then :; \
+	elif [ "$$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then \
+	  echo "make browsers: installing Debian's chromium for the HTML report tests"; \
+	  apt-get install -y --no-install-recommends chromium >/dev/null 2>&1 \
+	  || (apt-get update >/dev/null 2>&1 && apt-get install -y --no-install-recommends chromium >/dev/null 2>&1) \
+	  || echo "make browsers: could not install chromium; the HTML rendering tests will be skipped"; \
+	else \
+	  echo "make browsers: chromium not found and not root with apt-get; the HTML rendering tests will be skipped"; \
+	fi
+
 ## make test: lint, type-check (strict on src/) and the test suite (slow tests excluded)
-test: lint typecheck
+test: browsers lint typecheck
 	$(BIN)/python -m pytest -n auto $(PYTEST_ARGS)
 
 ## make test-all: everything, including the slow statistical and scale tests
-test-all: lint typecheck
+test-all: browsers lint typecheck
 	$(BIN)/python -m pytest -n auto --runslow $(PYTEST_ARGS)
 
 ## make bench: the benchmarks (peers installed from the `bench` extra)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import typer
 
 from privtab import __version__
-from privtab.cli import account, bench, demo
+from privtab.cli import account, bench, demo, semantics
 
 app = typer.Typer(
     name="privtab",
@@ -39,6 +39,7 @@ def _root(
 account.register(app)
 bench.register(app)
 demo.register(app)
+semantics.register(app)
 
 
 def main() -> None:

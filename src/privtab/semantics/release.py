@@ -1,0 +1,135 @@
+"""Read a guarantee from a release file (``release.json``) or a Rényi curve file.
+
+``release.json`` — the file a SafeTab run writes next to its tables. privtab semantics
+reads exactly one field, the top-level ``"guarantee"`` object, which holds exactly one of
+
+* ``{"pure": {"epsilon": E}}``
+* ``{"approx": {"epsilon": E, "delta": D}}``
+* ``{"zcdp": {"rho": R}}``
+* ``{"gdp": {"mu": M}}``
+* ``{"rdp": {"alphas": [a1, ...], "taus": [t1, ...]}}`` (orders > 1 and their τ)
+
+Everything else in the file is ignored. Rényi curve files (``--rdp-file``) are either
+JSON ``{"alphas": [...], "taus": [...]}`` or CSV with columns ``alpha,tau``.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+from privtab.accounting.guarantees import GDP, RDP, ZCDP, ApproxDP, Guarantee, PureDP
+
+__all__ = ["ReleaseError", "guarantee_from_release", "load_rdp_file", "load_release_guarantee"]
+
+
+class ReleaseError(ValueError):
+    """A release or curve file is malformed; the message names the file and field."""
+
+
+def _num(obj: dict[str, Any], key: str, where: str) -> float:
+    if key not in obj:
+        raise ReleaseError(f"{where}: missing field {key!r}")
+    v = obj[key]
+    if isinstance(v, bool) or not isinstance(v, int | float):
+        raise ReleaseError(f"{where}.{key}: expected a number, got {v!r}")
+    return float(v)
+
+
+def _rdp_from_lists(alphas: Any, taus: Any, where: str) -> RDP:
+    if not isinstance(alphas, list) or not isinstance(taus, list):
+        raise ReleaseError(f"{where}: 'alphas' and 'taus' must be lists of numbers")
+    for name, seq in (("alphas", alphas), ("taus", taus)):
+        for i, v in enumerate(seq):
+            if isinstance(v, bool) or not isinstance(v, int | float) or math.isnan(float(v)):
+                raise ReleaseError(f"{where}.{name}[{i}]: expected a number, got {v!r}")
+    try:
+        return RDP.tabulated(alphas, taus)
+    except ValueError as exc:
+        raise ReleaseError(f"{where}: {exc}") from exc
+
+
+def guarantee_from_release(doc: Any, origin: str = "release.json") -> Guarantee:
+    """The :class:`Guarantee` in a parsed release document (see the module docstring)."""
+    if not isinstance(doc, dict):
+        raise ReleaseError(f"{origin}: the top level must be a JSON object")
+    g = doc.get("guarantee")
+    if not isinstance(g, dict):
+        raise ReleaseError(f"{origin}: missing top-level object 'guarantee'")
+    kinds = [k for k in ("pure", "approx", "zcdp", "gdp", "rdp") if k in g]
+    unknown = sorted(set(g) - {"pure", "approx", "zcdp", "gdp", "rdp"})
+    if unknown or len(kinds) != 1:
+        raise ReleaseError(
+            f"{origin}: 'guarantee' must hold exactly one of pure, approx, zcdp, gdp, rdp; "
+            f"got {sorted(g)}"
+        )
+    kind = kinds[0]
+    body = g[kind]
+    where = f"{origin}: guarantee.{kind}"
+    if not isinstance(body, dict):
+        raise ReleaseError(f"{where}: expected an object")
+    try:
+        if kind == "pure":
+            return PureDP(_num(body, "epsilon", where))
+        if kind == "approx":
+            return ApproxDP(_num(body, "epsilon", where), _num(body, "delta", where))
+        if kind == "zcdp":
+            return ZCDP(_num(body, "rho", where))
+        if kind == "gdp":
+            return GDP(_num(body, "mu", where))
+    except ValueError as exc:
+        if isinstance(exc, ReleaseError):
+            raise
+        raise ReleaseError(f"{where}: {exc}") from exc
+    return _rdp_from_lists(body.get("alphas"), body.get("taus"), where)
+
+
+def load_release_guarantee(path: str | Path) -> Guarantee:
+    """Read ``path`` (a ``release.json``) and return its guarantee."""
+    p = Path(path)
+    try:
+        doc = json.loads(p.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ReleaseError(f"cannot read {str(p)!r}: {exc.strerror}") from exc
+    except json.JSONDecodeError as exc:
+        raise ReleaseError(f"{str(p)!r}: not valid JSON ({exc.msg} at line {exc.lineno})") from exc
+    return guarantee_from_release(doc, str(p))
+
+
+def load_rdp_file(path: str | Path) -> RDP:
+    """A tabulated Rényi curve from JSON ``{"alphas", "taus"}`` or CSV ``alpha,tau``."""
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ReleaseError(f"cannot read {str(p)!r}: {exc.strerror}") from exc
+    if p.suffix.lower() == ".json":
+        try:
+            doc = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise ReleaseError(f"{str(p)!r}: not valid JSON ({exc.msg})") from exc
+        if not isinstance(doc, dict):
+            raise ReleaseError(f"{str(p)!r}: expected an object with 'alphas' and 'taus'")
+        return _rdp_from_lists(doc.get("alphas"), doc.get("taus"), str(p))
+    if p.suffix.lower() != ".csv":
+        raise ReleaseError(f"{str(p)!r}: Rényi curve files must end in .json or .csv")
+    reader = csv.DictReader(io.StringIO(text))
+    cols = [c.strip().lower() for c in (reader.fieldnames or [])]
+    if "alpha" not in cols or "tau" not in cols:
+        raise ReleaseError(f"{str(p)!r}: need columns 'alpha' and 'tau', got {cols}")
+    alphas: list[float] = []
+    taus: list[float] = []
+    for n, raw in enumerate(reader, start=2):
+        row = {k.strip().lower(): (v or "").strip() for k, v in raw.items() if k is not None}
+        for col, dest in (("alpha", alphas), ("tau", taus)):
+            try:
+                dest.append(float(row[col]))
+            except ValueError as exc:
+                raise ReleaseError(
+                    f"{str(p)!r}: row {n}: {col} {row[col]!r} is not a number"
+                ) from exc
+    return _rdp_from_lists(alphas, taus, str(p))
