@@ -11,7 +11,6 @@ from collections.abc import Callable
 
 import numpy as np
 from numpy.typing import NDArray
-from scipy.optimize import minimize_scalar
 
 FloatArray = NDArray[np.float64]
 
@@ -80,6 +79,8 @@ def minimise_over_orders(
         with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
             v = float(np.asarray(objective(np.array([1.0 + np.exp(t)])))[0])
         return v if np.isfinite(v) else float("inf")
+
+    from scipy.optimize import minimize_scalar  # lazy: scipy.optimize is slow to import
 
     res = minimize_scalar(scalar, bounds=(lo, hi), method="bounded", options={"xatol": 1e-13})
     best_t, best_v = float(res.x), float(res.fun)

@@ -31,8 +31,6 @@ from typing import Literal
 
 import numpy as np
 from numpy.typing import ArrayLike
-from scipy.optimize import brentq
-from scipy.special import log_ndtr, ndtr
 
 from privtab.accounting._solve import increasing_root, minimise_over_orders
 from privtab.accounting.guarantees import (
@@ -357,6 +355,8 @@ def gdp_delta(mu: ArrayLike, epsilon: ArrayLike) -> float | FloatArray:
 
     Dong, Roth & Su (2019), Corollary 2.13. Tight: the Gaussian mechanism attains it.
     """
+    from scipy.special import log_ndtr, ndtr  # lazy: scipy.special is slow to import
+
     m = _nonneg_array("mu", mu)
     e = np.asarray(epsilon, dtype=np.float64)
     if np.any(np.isnan(e)):
@@ -393,6 +393,8 @@ def _gdp_epsilon_scalar(mu: float, delta: float) -> float:
     # log-scale residual keeps full relative accuracy when delta is tiny
     def g(e: float) -> float:
         return math.log(max(float(gdp_delta(mu, e)), 1e-320)) - math.log(delta)
+
+    from scipy.optimize import brentq  # lazy: scipy.optimize is slow to import
 
     return float(brentq(g, 0.0, hi, xtol=1e-15, rtol=4 * np.finfo(float).eps, maxiter=500))
 

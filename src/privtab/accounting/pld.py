@@ -32,10 +32,20 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.optimize import brentq
-from scipy.special import logsumexp
 
 from privtab.accounting.guarantees import FloatArray, check_parameter
+
+
+def logsumexp(values: np.ndarray) -> float:
+    """``log Σ exp(values)`` computed stably (−inf for an empty or all −inf input)."""
+    v = np.asarray(values, dtype=np.float64)
+    if v.size == 0:
+        return -math.inf
+    top = float(np.max(v))
+    if not math.isfinite(top):
+        return top
+    return top + math.log(float(np.sum(np.exp(v - top))))
+
 
 __all__ = [
     "LossFactor",
@@ -160,6 +170,8 @@ class PLDProfile:
             lo, hi = hi, hi * 2.0
             if hi > 1e6:
                 return lo
+        from scipy.optimize import brentq  # lazy: scipy.optimize is slow to import
+
         return float(brentq(lambda t: self._cgf(t)[1] - epsilon, lo, hi, xtol=1e-10))
 
     def _convolve(self, theta: float) -> tuple[FloatArray, FloatArray]:
@@ -227,6 +239,8 @@ class PLDProfile:
 
             if f(hi) > 0:
                 return math.inf
+            from scipy.optimize import brentq  # lazy: scipy.optimize is slow to import
+
             eps = float(brentq(f, 0.0, hi, xtol=1e-10, rtol=1e-13))
             if abs(eps - guess) <= 1e-9 * max(eps, 1.0):
                 break

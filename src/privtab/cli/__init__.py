@@ -10,7 +10,7 @@ from __future__ import annotations
 import typer
 
 from privtab import __version__
-from privtab.cli import account, demo, invariants, semantics
+from privtab.cli import account, bench, demo, invariants, semantics
 
 app = typer.Typer(
     name="privtab",
@@ -37,6 +37,7 @@ def _root(
 
 
 account.register(app)
+bench.register(app)
 demo.register(app)
 invariants.register(app)
 semantics.register(app)

@@ -1,0 +1,112 @@
+"""``privtab bench``: the benchmarks in the source checkout's ``bench/`` directory.
+
+A typer group. Each benchmark is a module ``bench/<module>.py`` with a ``run(...)`` function
+returning a JSON-ready dict (our figure, the peer's figure measured in the same run, the
+ratio). Register a new one in :data:`BENCHMARKS` and give it a subcommand; ``privtab bench
+all`` runs every registered benchmark with its defaults. Peers come from the ``bench``
+extra: ``pip install -e '.[dev,bench]'`` (``make bench`` does this).
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import typer
+
+from privtab.cli._common import fail, print_json, warn
+
+#: name → (module in bench/, one-line description)
+BENCHMARKS: dict[str, tuple[str, str]] = {
+    "samplers": ("bench_samplers", "exact secure noise samplers vs OpenDP (issue 3)"),
+    "accounting": ("bench_accounting", "zCDP → (ε, δ) conversion vs dp_accounting (issue 2)"),
+}
+
+
+def _bench_module(module: str) -> ModuleType:
+    root = Path(__file__).resolve().parents[3]
+    if not (root / "bench" / f"{module}.py").is_file():
+        fail(
+            f"benchmark bench/{module}.py not found: benchmarks live in the source checkout "
+            "(install privtab with `pip install -e .` from a clone)"
+        )
+    if str(root) not in sys.path:
+        sys.path.insert(0, str(root))
+    return importlib.import_module(f"bench.{module}")
+
+
+def _print_samplers(res: dict[str, Any]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=f"Exact secure samplers (n = {res['n']:,}, best of {res['repeat']})")
+    table.add_column("sampler", no_wrap=True)
+    for col in ("σ / scale", "privtab /s", "OpenDP /s", "ratio", "urandom /s"):
+        table.add_column(col, justify="right", no_wrap=True)
+    for r in res["results"]:
+        peer = "—" if r["opendp_per_s"] is None else f"{r['opendp_per_s']:,.0f}"
+        ratio = "—" if r["ratio"] is None else f"{r['ratio']:,.0f}×"
+        table.add_row(
+            r["sampler"],
+            str(r["scale"]),
+            f"{r['ours_per_s']:,.0f}",
+            peer,
+            ratio,
+            f"{r['ours_os_urandom_per_s']:,.0f}",
+        )
+    console = Console()
+    console.print(table)
+    m = res["machine"]
+    console.print(f"machine: {m['cpu']}, {m['cores']} cores, load {m['load_average']}")
+    console.print(f"targets met: {res['targets_met']}")
+
+
+def register(app: typer.Typer) -> None:
+    """Add the ``bench`` group to the top-level app."""
+    bench_app = typer.Typer(
+        help="Benchmarks against peer libraries (figures recorded in docs/benchmarks.md).",
+        no_args_is_help=True,
+    )
+
+    @bench_app.command("samplers")
+    def samplers(
+        n: int = typer.Option(2_000_000, "--n", min=1, help="Samples per timed privtab run."),
+        repeat: int = typer.Option(3, "--repeat", min=1, help="Timed runs (best is kept)."),
+        opendp_n: int | None = typer.Option(
+            None, "--opendp-n", min=1, help="Samples per OpenDP run (default n/20, ≤ 50,000)."
+        ),
+        json_out: bool = typer.Option(False, "--json", help="Print one JSON object."),
+    ) -> None:
+        """Throughput of the exact discrete Gaussian and Laplace samplers vs OpenDP."""
+        mod = _bench_module(BENCHMARKS["samplers"][0])
+        typer.echo("privtab bench samplers: measuring (about 20 s)…", err=True)
+        res = mod.run(n=n, repeat=repeat, opendp_n=opendp_n)
+        if res["opendp_n"] is None:
+            warn("opendp is not installed: peer figures are null (pip install -e '.[bench]')")
+        if json_out:
+            print_json(res)
+        else:
+            _print_samplers(res)
+
+    @bench_app.command("all")
+    def all_(json_out: bool = typer.Option(False, "--json", help="Print one JSON object.")) -> None:
+        """Run every registered benchmark with its defaults."""
+        out: dict[str, Any] = {}
+        for name, (module, _) in BENCHMARKS.items():
+            typer.echo(f"privtab bench all: {name}…", err=True)
+            out[name] = _bench_module(module).run()
+        if json_out:
+            print_json(out)
+            return
+        for name, res in out.items():
+            if name == "samplers":
+                _print_samplers(res)
+            else:
+                typer.echo(f"{name}:")
+                for key, value in res.items():
+                    typer.echo(f"  {key}: {value}")
+
+    app.add_typer(bench_app, name="bench")

@@ -1,0 +1,69 @@
+"""Noise mechanisms that know their guarantee and their error.
+
+Quick start::
+
+    >>> from privtab.mechanisms import Geometric, DiscreteGaussian, Laplace
+    >>> g = Geometric(epsilon=0.5)                # ε-DP, pmf ∝ exp(−0.5|x|)
+    >>> g.guarantee, g.moe(0.95)
+    (PureDP(epsilon=0.5), 6)
+    >>> DiscreteGaussian(rho=0.5).guarantee
+    ZCDP(rho=0.5)
+    >>> lo, hi = Laplace(epsilon=10).confidence_interval(4, 0.9)   # course Q12: (3.77, 4.23)
+    >>> round(lo, 4), round(hi, 4)
+    (3.7697, 4.2303)
+
+Every mechanism exposes ``guarantee`` (a :mod:`privtab.accounting` object), ``rdp``,
+``variance``, the exact noise CDF and quantiles, the exact margin of error ``moe(level)``,
+``confidence_interval(value, level)`` and ``release(values)``, which uses the secure source
+and refuses insecure ones unless ``allow_insecure=True`` (the release is then marked
+``private: false``). Calibration from margin-of-error targets — exact, or the SafeTab
+paper's closed forms — is in :mod:`privtab.mechanisms.calibration`; sensitivities of
+matrix queries in :mod:`privtab.mechanisms.sensitivity`. See ``docs/mechanisms.md``.
+"""
+
+from privtab.mechanisms.base import (
+    InsecureReleaseWarning,
+    InsecureSourceError,
+    NoiseMechanism,
+    Release,
+)
+from privtab.mechanisms.calibration import (
+    discrete_gaussian_rho_for_moe,
+    gaussian_rho_for_moe,
+    geometric_epsilon_for_moe,
+    laplace_epsilon_for_moe,
+    paper_discrete_gaussian_moe,
+    paper_discrete_gaussian_rho,
+    paper_geometric_epsilon,
+    paper_geometric_moe,
+)
+from privtab.mechanisms.continuous import Gaussian, Laplace
+from privtab.mechanisms.discrete_gaussian import DiscreteGaussian
+from privtab.mechanisms.geometric import Geometric
+from privtab.mechanisms.laws import DiscreteGaussianLaw, DiscreteLaplaceLaw
+from privtab.mechanisms.randomized_response import RandomizedResponse
+from privtab.mechanisms.sensitivity import partition_guarantee, sensitivity
+
+__all__ = [
+    "DiscreteGaussian",
+    "DiscreteGaussianLaw",
+    "DiscreteLaplaceLaw",
+    "Gaussian",
+    "Geometric",
+    "InsecureReleaseWarning",
+    "InsecureSourceError",
+    "Laplace",
+    "NoiseMechanism",
+    "RandomizedResponse",
+    "Release",
+    "discrete_gaussian_rho_for_moe",
+    "gaussian_rho_for_moe",
+    "geometric_epsilon_for_moe",
+    "laplace_epsilon_for_moe",
+    "paper_discrete_gaussian_moe",
+    "paper_discrete_gaussian_rho",
+    "paper_geometric_epsilon",
+    "paper_geometric_moe",
+    "partition_guarantee",
+    "sensitivity",
+]

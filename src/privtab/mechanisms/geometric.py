@@ -1,0 +1,137 @@
+"""The geometric mechanism (two-sided geometric / discrete Laplace noise) for integer queries.
+
+SafeTab seed Def. 6 and Alg. 4 (``BaseGeometric``); course seed Defs. 9–10. For a query
+with integer values and L1 sensitivity Δ, adding ``X`` with ``P(X = x) ∝ e^{−ε|x|/Δ}`` to
+each value is ε-DP (pure). Its exact Rényi curve is
+:func:`privtab.accounting.geometric_rdp` (the SafeTab paper's Cor. 1 understates it).
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+from typing import Any, Literal
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+from privtab.accounting import RDP, PureDP, geometric_rdp
+from privtab.mechanisms.base import NoiseMechanism, Release, float_up, integer_values
+from privtab.mechanisms.laws import DiscreteLaplaceLaw
+from privtab.random import RandomSource, RationalLike, as_rational, discrete_laplace
+
+__all__ = ["Geometric", "positive_int"]
+
+
+def positive_int(value: int, name: str) -> int:
+    """Validate a positive integer parameter."""
+    if isinstance(value, bool) or not isinstance(value, int | np.integer) or int(value) < 1:
+        raise ValueError(f"{name} must be a positive integer, got {value!r}")
+    return int(value)
+
+
+class Geometric(NoiseMechanism):
+    """ε-DP geometric mechanism: integer noise with pmf ∝ ``exp(−ε|x|/Δ)``.
+
+    ``epsilon`` is exact (a float is taken at its binary value); ``sensitivity`` is the
+    query's L1 sensitivity Δ (a positive integer: differences of integer vectors have
+    integer L1 norms). Noise scale ``b = Δ/ε`` (the seed's ``1/ε`` at Δ = 1).
+
+    >>> g = Geometric(1.0)
+    >>> g.moe(0.95), round(g.variance, 6)
+    (3, 1.841347)
+    """
+
+    name = "geometric"
+
+    def __init__(self, epsilon: RationalLike, sensitivity: int = 1) -> None:
+        self.epsilon_exact = as_rational(epsilon, "epsilon", positive=True)
+        self.sensitivity = positive_int(sensitivity, "sensitivity")
+        self.scale_exact = Fraction(self.sensitivity) / self.epsilon_exact
+        self.law = DiscreteLaplaceLaw(self.scale_exact)
+
+    @classmethod
+    def from_scale(cls, scale: RationalLike, sensitivity: int = 1) -> Geometric:
+        """The mechanism with noise scale ``b`` (pmf ∝ e^{−|x|/b}): ε = Δ/b."""
+        b = as_rational(scale, "scale", positive=True)
+        return cls(positive_int(sensitivity, "sensitivity") / b, sensitivity)
+
+    @classmethod
+    def for_moe(
+        cls,
+        moe: float,
+        level: RationalLike = 0.95,
+        sensitivity: int = 1,
+        method: Literal["exact", "paper"] = "exact",
+    ) -> Geometric:
+        """The mechanism calibrated to a margin-of-error target (see
+        :func:`privtab.mechanisms.geometric_epsilon_for_moe`)."""
+        from privtab.mechanisms.calibration import geometric_epsilon_for_moe
+
+        eps = geometric_epsilon_for_moe(moe, level, sensitivity=sensitivity, method=method)
+        return cls(eps, sensitivity)
+
+    def __repr__(self) -> str:
+        return f"Geometric(epsilon={float(self.epsilon_exact)!r}, sensitivity={self.sensitivity})"
+
+    @property
+    def epsilon(self) -> float:
+        return float_up(self.epsilon_exact)
+
+    @property
+    def scale(self) -> float:
+        """The noise scale ``b = Δ/ε``."""
+        return float(self.scale_exact)
+
+    @property
+    def guarantee(self) -> PureDP:
+        return PureDP(self.epsilon)
+
+    @property
+    def rdp(self) -> RDP:
+        return geometric_rdp(self.epsilon, self.sensitivity)
+
+    @property
+    def variance(self) -> float:
+        """``2r/(1−r)²`` with ``r = e^{−ε/Δ}`` (course seed Defs. 9–10)."""
+        return self.law.variance
+
+    def noise_pmf(self, x: ArrayLike) -> NDArray[np.float64]:
+        return self.law.pmf(x)
+
+    def noise_cdf(self, x: ArrayLike) -> NDArray[np.float64]:
+        return self.law.cdf(x)
+
+    def noise_quantile(self, q: ArrayLike) -> NDArray[np.float64]:
+        return self.law.quantile(q)
+
+    def moe(self, level: RationalLike = 0.95) -> int:
+        """The exact margin of error: the smallest integer ``m`` with
+        ``P(|noise| ≤ m) ≥ level``. (SafeTab Cor. 2's ``⌊b·ln(40/(1+e^{1/b}))⌋`` is one too
+        small; see :func:`privtab.mechanisms.paper_geometric_moe`.)"""
+        return self.law.moe_index(level)
+
+    def sample_noise(
+        self, size: int | tuple[int, ...], *, source: RandomSource | None = None
+    ) -> NDArray[np.int64]:
+        return discrete_laplace(self.scale_exact, size, source=source)
+
+    def parameters(self) -> dict[str, Any]:
+        return {
+            "epsilon": self.epsilon,
+            "sensitivity": self.sensitivity,
+            "scale": self.scale,
+        }
+
+    def release(
+        self,
+        values: ArrayLike,
+        *,
+        source: RandomSource | None = None,
+        allow_insecure: bool = False,
+    ) -> Release:
+        """``values + noise`` (int64) for integer ``values``; ε-DP per query of
+        L1 sensitivity Δ."""
+        true = integer_values(values, self.name)
+        src = self._release_source(source, allow_insecure)
+        noisy = true + discrete_laplace(self.scale_exact, true.shape, source=src)
+        return self._make_release(noisy, src)
