@@ -6,14 +6,14 @@ from collections.abc import Callable
 
 import pytest
 
-from privtab.invariants._noise import NoiseSource, SeededNoise
+from privtab.random import RandomSource, SeededSource
 
 
 @pytest.fixture
-def seeded() -> Callable[[int], NoiseSource]:
+def seeded() -> Callable[[int], RandomSource]:
     """A factory of seeded, test-only sources (``is_private`` is False)."""
 
-    def make(seed: int) -> NoiseSource:
-        return SeededNoise(seed)
+    def make(seed: int) -> RandomSource:
+        return SeededSource(seed)
 
     return make

@@ -15,9 +15,12 @@ import numpy as np
 import pytest
 
 from privtab.invariants import NaiveGaussian, ProjectedGaussian, audit_gdp, table_sensitivity_space
-from privtab.invariants._noise import NoiseSource
+from privtab.random import RandomSource
 
-Seeded = Callable[[int], NoiseSource]
+Seeded = Callable[[int], RandomSource]
+
+# releases here use seeded (test-only) sources on purpose
+pytestmark = pytest.mark.filterwarnings("ignore::privtab.mechanisms.InsecureReleaseWarning")
 N_DEFAULT = 20_000
 
 X22 = np.array([[3, 1], [2, 4]])

@@ -26,10 +26,13 @@ from privtab.invariants import (
     nearest_integer_table,
     projection_matrix,
 )
-from privtab.invariants._noise import NoiseSource
-from privtab.invariants.mechanisms import SeededReleaseError
+from privtab.mechanisms import InsecureSourceError
+from privtab.random import RandomSource
 
-Seeded = Callable[[int], NoiseSource]
+Seeded = Callable[[int], RandomSource]
+
+# releases here use seeded (test-only) sources on purpose
+pytestmark = pytest.mark.filterwarnings("ignore::privtab.mechanisms.InsecureReleaseWarning")
 X33 = np.array([[30, 12, 8], [10, 25, 15], [5, 9, 40]])
 
 
@@ -46,7 +49,7 @@ def all_mechanisms(r: int, c: int) -> list[object]:
 
 def test_ours_keep_margins_naive_do_not(seeded: Seeded) -> None:
     for mech in all_mechanisms(3, 3):
-        rel = mech.release(X33, source=seeded(1), allow_seeded=True)  # type: ignore[attr-defined]
+        rel = mech.release(X33, source=seeded(1), allow_insecure=True)  # type: ignore[attr-defined]
         assert rel.private is False
         if mech.name in ("projected-gaussian", "optimal-knorm"):  # type: ignore[attr-defined]
             assert rel.margin_error < 1e-9
@@ -57,7 +60,7 @@ def test_ours_keep_margins_naive_do_not(seeded: Seeded) -> None:
 def test_projected_noise_lies_in_span(seeded: Seeded) -> None:
     mech = ProjectedGaussian(3, 4, mu=0.5)
     ys = mech.sample_outputs(
-        np.ones((3, 4), dtype=int) * 5, 200, source=seeded(2), allow_seeded=True
+        np.ones((3, 4), dtype=int) * 5, 200, source=seeded(2), allow_insecure=True
     )
     noise = ys.reshape(200, 12) - 5
     p = projection_matrix(3, 4)
@@ -103,7 +106,7 @@ def test_ours_beat_naive_on_models_i_ii(model: str, seeded: Seeded) -> None:
     def mean_l2(mech: object, seed: int) -> float:
         src = seeded(seed)
         out = [
-            np.linalg.norm(mech.release(t, source=src, allow_seeded=True).table - t)  # type: ignore[attr-defined]
+            np.linalg.norm(mech.release(t, source=src, allow_insecure=True).table - t)  # type: ignore[attr-defined]
             for t in tables
         ]
         return float(np.mean(out))
@@ -117,7 +120,7 @@ def test_ours_beat_naive_on_models_i_ii(model: str, seeded: Seeded) -> None:
 
 
 def test_seeded_source_refused_without_flag(seeded: Seeded) -> None:
-    with pytest.raises(SeededReleaseError, match="test-only"):
+    with pytest.raises(InsecureSourceError, match="not a secure source"):
         ProjectedGaussian(2, 2).release(np.eye(2, dtype=int), source=seeded(1))
     rel = ProjectedGaussian(2, 2).release(np.eye(2, dtype=int))
     assert rel.private is True
@@ -126,7 +129,7 @@ def test_seeded_source_refused_without_flag(seeded: Seeded) -> None:
 def test_integer_postprocessing_keeps_margins(seeded: Seeded) -> None:
     x = np.array([[0, 1, 7], [3, 0, 2]])
     rel = OptimalKNorm(2, 3, epsilon=0.3).release(
-        x, source=seeded(4), allow_seeded=True, integer=True
+        x, source=seeded(4), allow_insecure=True, integer=True
     )
     it = rel.integer_table
     assert it is not None

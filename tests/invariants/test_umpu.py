@@ -27,9 +27,13 @@ from privtab.invariants import (
     gaussian_tradeoff,
     naive_test,
 )
-from privtab.invariants._noise import NoiseSource
+from privtab.mechanisms import InsecureSourceError
+from privtab.random import RandomSource
 
-Seeded = Callable[[int], NoiseSource]
+Seeded = Callable[[int], RandomSource]
+
+# releases here use seeded (test-only) sources on purpose
+pytestmark = pytest.mark.filterwarnings("ignore::privtab.mechanisms.InsecureReleaseWarning")
 M = Margins2x2(20, 30, 25)
 
 
@@ -160,14 +164,14 @@ def test_alternative_less_by_symmetry() -> None:
 def test_run_releases_only_the_statistic(seeded: Seeded) -> None:
     t = OddsRatioTest(TulapCND(1.0))
     table = np.array([[15, 5], [6, 14]])
-    res = t.run(table, 0.05, source=seeded(5), allow_seeded=True)
+    res = t.run(table, 0.05, source=seeded(5), allow_insecure=True)
     assert res.private is False
     assert res.margins == Margins2x2(20, 20, 21)
     assert res.reject == (res.p_value <= 0.05)
     d = res.to_dict()
     assert set(d) >= {"statistic", "p_value", "reject", "critical_value", "guarantee", "private"}
     assert "3 replacements" in d["guarantee"]
-    with pytest.raises(RuntimeError, match="seeded"):
+    with pytest.raises(InsecureSourceError, match="refuses"):
         t.run(table, 0.05, source=seeded(5))
     with pytest.raises(ValueError, match="2 × 2"):
         t.run(np.ones((2, 3), dtype=int))

@@ -12,6 +12,7 @@ import json
 import math
 import os
 import tempfile
+import warnings
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -139,12 +140,16 @@ def _write_csv_atomic(path: Path, rows: list[list[Any]]) -> None:
 
 
 def _source(seed: int | None) -> Any:
-    from privtab.invariants import _noise
+    from privtab.random import SeededSource
 
     if seed is None:
         return None
     warn(f"--seed {seed}: using a reproducible TEST source; the output is NOT private")
-    return _noise.SeededNoise(seed)
+    # this command has just said so on stderr: silence the library's duplicate warning
+    from privtab.mechanisms import InsecureReleaseWarning
+
+    warnings.filterwarnings("ignore", category=InsecureReleaseWarning)
+    return SeededSource(seed)
 
 
 # --------------------------------------------------------------------------- census
@@ -406,7 +411,9 @@ def table(
             mech = OptimalKNorm(r, c, a=a, epsilon=float(epsilon))  # type: ignore[arg-type]
         else:
             mech = NaiveKNorm(r, c, a=a_mech, epsilon=float(epsilon), norm=mechanism.split("-")[1])  # type: ignore[arg-type]
-        rel = mech.release(x, source=_source(seed), allow_seeded=seed is not None, integer=integer)
+        rel = mech.release(
+            x, source=_source(seed), allow_insecure=seed is not None, integer=integer
+        )
     except ValueError as exc:
         fail(str(exc))
     payload = rel.to_dict()
@@ -498,7 +505,7 @@ def odds_ratio_test(
     try:
         cnd: Any = TulapCND(float(epsilon)) if epsilon is not None else GaussianCND(float(mu))  # type: ignore[arg-type]
         tst = OddsRatioTest(cnd, theta0=theta0, alternative=alternative)  # type: ignore[arg-type]
-        res = tst.run(x, alpha, source=_source(seed), allow_seeded=seed is not None)
+        res = tst.run(x, alpha, source=_source(seed), allow_insecure=seed is not None)
         margins = Margins2x2.of(x)
         naive = naive_test(cnd, 3, theta0=theta0, alternative=alternative)
         power = [

@@ -26,8 +26,8 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from privtab.invariants._noise import NoiseSource
 from privtab.invariants.tradeoff import gaussian_tradeoff
+from privtab.random import RandomSource
 
 FloatArray = NDArray[np.float64]
 
@@ -80,12 +80,12 @@ def audit_gdp(
     x_prime: ArrayLike,
     mu_claimed: float,
     n: int,
-    source: NoiseSource | None,
+    source: RandomSource | None,
     alphas: tuple[float, ...] = (0.01, 0.05, 0.2),
 ) -> GDPAudit:
     """Run the mechanism ``n`` times on each table and measure the separation.
 
-    ``mechanism`` needs ``sample_outputs(table, n, source=..., allow_seeded=True)``.
+    ``mechanism`` needs ``sample_outputs(table, n, source=..., allow_insecure=True)``.
     ``mu_pair`` is the separation the mechanism *should* achieve on this pair,
     ``‖Δ‖₂/σ`` when it has ``sigma``.
     """
@@ -100,7 +100,7 @@ def audit_gdp(
     u = delta / norm_d
 
     def stat(table: NDArray[np.int64]) -> FloatArray:
-        ys = mechanism.sample_outputs(table, n, source=source, allow_seeded=True).reshape(n, -1)
+        ys = mechanism.sample_outputs(table, n, source=source, allow_insecure=True).reshape(n, -1)
         return np.asarray((ys - xa.reshape(1, -1)) @ u, dtype=np.float64)
 
     w0, w1 = stat(xa), stat(xb)

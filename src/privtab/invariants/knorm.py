@@ -41,7 +41,7 @@ from numpy.typing import NDArray
 from scipy.spatial import ConvexHull
 
 from privtab.invariants import _noise
-from privtab.invariants._noise import NoiseSource
+from privtab.random import RandomSource
 
 FloatArray = NDArray[np.float64]
 
@@ -51,13 +51,15 @@ __all__ = ["MAX_POLYTOPE_DIM", "SubspacePolytope", "gamma_radius", "lp_ball_unif
 MAX_POLYTOPE_DIM = 9
 
 
-def gamma_radius(shape_int: int, scale: float, size: int, source: NoiseSource | None) -> FloatArray:
+def gamma_radius(
+    shape_int: int, scale: float, size: int, source: RandomSource | None
+) -> FloatArray:
     """``Gamma(k, scale)`` for integer ``k`` as ``−scale · Σ_{i≤k} ln U_i``."""
     u = _noise.uniform_open(size * shape_int, source).reshape(size, shape_int)
     return np.asarray(-scale * np.log(u).sum(axis=1), dtype=np.float64)
 
 
-def lp_ball_uniform(norm: str, dim: int, size: int, source: NoiseSource | None) -> FloatArray:
+def lp_ball_uniform(norm: str, dim: int, size: int, source: RandomSource | None) -> FloatArray:
     """Uniform points of the unit ℓ₁, ℓ₂ or ℓ∞ ball of ``ℝ^dim`` (``size × dim``)."""
     if norm == "linf":
         u = _noise.uniform_open(size * dim, source).reshape(size, dim)
@@ -156,7 +158,7 @@ class SubspacePolytope:
         return float((per * self.simplex_volumes).sum() / self.volume)
 
     def sample_uniform(
-        self, size: int, source: NoiseSource | None = None, method: str = "auto"
+        self, size: int, source: RandomSource | None = None, method: str = "auto"
     ) -> FloatArray:
         """``size`` uniform points of ``K`` (``size × m``)."""
         if method == "auto":
@@ -167,7 +169,7 @@ class SubspacePolytope:
             return self._cone(size, source)
         raise ValueError(f"method must be 'auto', 'rejection' or 'cone', got {method!r}")
 
-    def _rejection(self, size: int, source: NoiseSource | None) -> FloatArray:
+    def _rejection(self, size: int, source: RandomSource | None) -> FloatArray:
         m = self.dim
         out = np.empty((size, m))
         filled = 0
@@ -182,7 +184,7 @@ class SubspacePolytope:
             filled += take
         return out
 
-    def _cone(self, size: int, source: NoiseSource | None) -> FloatArray:
+    def _cone(self, size: int, source: RandomSource | None) -> FloatArray:
         m = self.dim
         cum = np.cumsum(self.simplex_volumes)
         pick = np.searchsorted(cum, _noise.uniform_open(size, source) * cum[-1], side="right")

@@ -39,9 +39,10 @@ from numpy.typing import ArrayLike, NDArray
 
 from privtab.accounting import GDP, ZCDP, Guarantee, PureDP
 from privtab.invariants import _noise
-from privtab.invariants._noise import NoiseSource
 from privtab.invariants.knorm import SubspacePolytope, gamma_radius, lp_ball_uniform
 from privtab.invariants.sensitivity import TableSpace
+from privtab.mechanisms.base import release_source
+from privtab.random import RandomSource
 
 FloatArray = NDArray[np.float64]
 
@@ -54,10 +55,6 @@ __all__ = [
     "TableRelease",
     "check_table",
 ]
-
-
-class SeededReleaseError(RuntimeError):
-    """A release was attempted with a test-only (seeded) source without ``allow_seeded``."""
 
 
 @dataclass(frozen=True)
@@ -144,14 +141,11 @@ class TableRelease:
         return out
 
 
-def _resolve(source: NoiseSource | None, allow_seeded: bool) -> NoiseSource:
-    src = _noise.resolve_source(source)
-    if not src.is_private and not allow_seeded:
-        raise SeededReleaseError(
-            "refusing to release with a test-only (seeded) source; pass allow_seeded=True to get "
-            "a non-private output for testing"
-        )
-    return src
+def _resolve(source: RandomSource | None, allow_insecure: bool, name: str) -> RandomSource:
+    """The release source (secure default); an insecure one only with ``allow_insecure``
+    (:func:`privtab.mechanisms.base.release_source`: error, or a warning and
+    ``private: false``)."""
+    return release_source(source, allow_insecure, name)
 
 
 def _positive(name: str, v: float) -> float:
@@ -181,7 +175,7 @@ class _TableMechanism:
     def guarantee(self) -> SemiGuarantee:
         raise NotImplementedError
 
-    def noise(self, size: int, source: NoiseSource | None = None) -> FloatArray:
+    def noise(self, size: int, source: RandomSource | None = None) -> FloatArray:
         """``size`` noise draws (``size × rc``) — for error studies, not for releases."""
         raise NotImplementedError
 
@@ -193,14 +187,14 @@ class _TableMechanism:
         self,
         table: ArrayLike,
         *,
-        source: NoiseSource | None = None,
-        allow_seeded: bool = False,
+        source: RandomSource | None = None,
+        allow_insecure: bool = False,
         integer: bool = False,
     ) -> TableRelease:
         """Release a noisy table. ``integer=True`` adds the non-negative integer table with
         the same margins nearest in ℓ₁ (post-processing, seed Remark 33)."""
         x = self._check(table)
-        src = _resolve(source, allow_seeded)
+        src = _resolve(source, allow_insecure, self.name)
         y = self._perturb(x, src)
         rows, cols = x.sum(axis=1), x.sum(axis=0)
         it = None
@@ -215,18 +209,18 @@ class _TableMechanism:
         table: ArrayLike,
         size: int,
         *,
-        source: NoiseSource | None = None,
-        allow_seeded: bool = False,
+        source: RandomSource | None = None,
+        allow_insecure: bool = False,
     ) -> FloatArray:
         """``size`` independent outputs of the mechanism on ``table`` (``size × r × c``),
         by the same code path as :meth:`release` — for audits and error studies."""
         x = self._check(table)
-        return self._perturb_many(x, int(size), _resolve(source, allow_seeded))
+        return self._perturb_many(x, int(size), _resolve(source, allow_insecure, self.name))
 
-    def _perturb(self, x: NDArray[np.int64], source: NoiseSource) -> FloatArray:
+    def _perturb(self, x: NDArray[np.int64], source: RandomSource) -> FloatArray:
         return np.asarray(self._perturb_many(x, 1, source)[0], dtype=np.float64)
 
-    def _perturb_many(self, x: NDArray[np.int64], size: int, source: NoiseSource) -> FloatArray:
+    def _perturb_many(self, x: NDArray[np.int64], size: int, source: RandomSource) -> FloatArray:
         noise = self.noise(size, source).reshape(size, self.r, self.c)
         return np.asarray(x[None, :, :] + noise, dtype=np.float64)
 
@@ -261,7 +255,7 @@ class ProjectedGaussian(_TableMechanism):
     def expected_squared_l2(self) -> float:
         return self.sigma**2 * self.space.dim
 
-    def noise(self, size: int, source: NoiseSource | None = None) -> FloatArray:
+    def noise(self, size: int, source: RandomSource | None = None) -> FloatArray:
         if self.space.dim == 0:
             return np.zeros((size, self.r * self.c))
         z = _noise.gaussian(self.sigma, size * self.r * self.c, source=source).reshape(
@@ -269,7 +263,7 @@ class ProjectedGaussian(_TableMechanism):
         )
         return _double_center(z).reshape(size, self.r * self.c)
 
-    def _perturb_many(self, x: NDArray[np.int64], size: int, source: NoiseSource) -> FloatArray:
+    def _perturb_many(self, x: NDArray[np.int64], size: int, source: RandomSource) -> FloatArray:
         xf = x.astype(np.float64)
         if self.space.dim == 0:
             return np.repeat(xf[None], size, axis=0)
@@ -325,7 +319,7 @@ class OptimalKNorm(_TableMechanism):
             return 0.0
         return (m + 1) * (m + 2) / self.epsilon**2 * self.polytope.second_moment()
 
-    def noise(self, size: int, source: NoiseSource | None = None) -> FloatArray:
+    def noise(self, size: int, source: RandomSource | None = None) -> FloatArray:
         m = self.space.dim
         if m == 0:
             return np.zeros((size, self.r * self.c))
@@ -355,7 +349,7 @@ class NaiveGaussian(_TableMechanism):
     def expected_squared_l2(self) -> float:
         return self.sigma**2 * self.r * self.c
 
-    def noise(self, size: int, source: NoiseSource | None = None) -> FloatArray:
+    def noise(self, size: int, source: RandomSource | None = None) -> FloatArray:
         return _noise.gaussian(self.sigma, size * self.r * self.c, source=source).reshape(
             size, self.r * self.c
         )
@@ -392,7 +386,7 @@ class NaiveKNorm(_TableMechanism):
         second = {"l2": d / (d + 2.0), "linf": d / 3.0}[self.norm]
         return (d + 1) * (d + 2) * s * s * second
 
-    def noise(self, size: int, source: NoiseSource | None = None) -> FloatArray:
+    def noise(self, size: int, source: RandomSource | None = None) -> FloatArray:
         d = self.r * self.c
         scale = self.sensitivity / self.epsilon
         if self.norm == "l1":

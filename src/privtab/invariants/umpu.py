@@ -42,8 +42,9 @@ from scipy.stats import norm
 
 from privtab.accounting import GDP, Guarantee, PureDP
 from privtab.invariants import _noise
-from privtab.invariants._noise import NoiseSource
 from privtab.invariants.tradeoff import TradeOff
+from privtab.mechanisms.base import release_source
+from privtab.random import RandomSource
 
 FloatArray = NDArray[np.float64]
 IntArray = NDArray[np.int64]
@@ -145,7 +146,7 @@ class CND(Protocol):
 
     def cdf(self, x: ArrayLike) -> FloatArray: ...
 
-    def sample(self, size: int, source: NoiseSource | None = None) -> FloatArray: ...
+    def sample(self, size: int, source: RandomSource | None = None) -> FloatArray: ...
 
     @property
     def guarantee(self) -> Guarantee | TradeOff: ...
@@ -182,7 +183,7 @@ class TulapCND:
         pk = (1 - b) / (1 + b) * np.exp(np.abs(k) * log_b)
         return np.asarray(np.clip(below + pk * frac, 0.0, 1.0), dtype=np.float64)
 
-    def sample(self, size: int, source: NoiseSource | None = None) -> FloatArray:
+    def sample(self, size: int, source: RandomSource | None = None) -> FloatArray:
         z = _noise.discrete_laplace(1.0 / self.epsilon, size, source=source).astype(np.float64)
         return np.asarray(z + _noise.uniform_open(size, source) - 0.5, dtype=np.float64)
 
@@ -207,7 +208,7 @@ class GaussianCND:
     def cdf(self, x: ArrayLike) -> FloatArray:
         return np.asarray(norm.cdf(self.mu * np.asarray(x, dtype=np.float64)), dtype=np.float64)
 
-    def sample(self, size: int, source: NoiseSource | None = None) -> FloatArray:
+    def sample(self, size: int, source: RandomSource | None = None) -> FloatArray:
         return _noise.gaussian(1.0 / self.mu, size, source=source)
 
     @property
@@ -254,7 +255,7 @@ class TradeOffCND:
         flat = np.array([self._cdf_scalar(float(v)) for v in xx.reshape(-1)])
         return flat.reshape(xx.shape)
 
-    def sample(self, size: int, source: NoiseSource | None = None) -> FloatArray:
+    def sample(self, size: int, source: RandomSource | None = None) -> FloatArray:
         u = _noise.uniform_open(size, source)
         out = np.empty(size)
         for i, ui in enumerate(u):
@@ -380,15 +381,13 @@ class OddsRatioTest:
         table: ArrayLike,
         alpha: float = 0.05,
         *,
-        source: NoiseSource | None = None,
-        allow_seeded: bool = False,
+        source: RandomSource | None = None,
+        allow_insecure: bool = False,
     ) -> TestResult:
         """Release ``T = x₁₁ + N`` and decide. Only ``T`` (and the margins) are released."""
         margins = Margins2x2.of(table)
         x11 = int(np.asarray(table)[0, 0])
-        src = _noise.resolve_source(source)
-        if not src.is_private and not allow_seeded:
-            raise RuntimeError("refusing a test-only (seeded) source without allow_seeded=True")
+        src = release_source(source, allow_insecure, "OddsRatioTest")
         t = float(x11 + self.cnd.sample(1, src)[0])
         m = self.critical_value(margins, alpha)
         p = self.p_value(t, margins)
