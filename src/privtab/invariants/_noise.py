@@ -14,6 +14,8 @@ entropy); :class:`privtab.random.SeededSource` is for tests only (``is_private``
 
 from __future__ import annotations
 
+from fractions import Fraction
+
 import numpy as np
 from numpy.typing import NDArray
 
@@ -30,6 +32,7 @@ __all__ = [
     "gaussian",
     "laplace",
     "resolve_source",
+    "round_up",
     "uniform_open",
 ]
 
@@ -43,18 +46,28 @@ def uniform_open(size: int, source: RandomSource | None = None) -> FloatArray:
     return np.asarray((k + 0.5) * 2.0**-53, dtype=np.float64)
 
 
+def round_up(scale: float) -> float:
+    """A noise scale computed in floating point (a few roundings, each ≤ ½ ulp), moved up by
+    2⁻⁵⁰ relative so that the scale used is never below the exact one: rounding only ever
+    adds noise."""
+    return float(scale) * (1.0 + 2.0**-50)
+
+
 def gaussian(sigma: float, size: int, *, source: RandomSource | None = None) -> FloatArray:
-    """N(0, σ²) noise, exact on the lattice ``γℤ`` (``privtab.random.gaussian``)."""
-    return np.asarray(_random.gaussian(float(sigma), int(size), source=source), dtype=np.float64)
+    """N(0, σ²) noise, exact on the lattice ``γℤ`` (``privtab.random.gaussian``), σ rounded up."""
+    out = _random.gaussian(round_up(sigma), int(size), source=source)
+    return np.asarray(out, dtype=np.float64)
 
 
 def laplace(scale: float, size: int, *, source: RandomSource | None = None) -> FloatArray:
-    """Laplace(scale) noise, exact on the lattice ``γℤ`` (``privtab.random.laplace``)."""
-    return np.asarray(_random.laplace(float(scale), int(size), source=source), dtype=np.float64)
+    """Laplace noise, exact on the lattice ``γℤ`` (``privtab.random.laplace``), scale rounded up."""
+    out = _random.laplace(round_up(scale), int(size), source=source)
+    return np.asarray(out, dtype=np.float64)
 
 
-def discrete_laplace(scale: float, size: int, *, source: RandomSource | None = None) -> IntArray:
-    """Integers with pmf ∝ exp(−|x|/scale), exactly (``privtab.random.discrete_laplace``)."""
-    return np.asarray(
-        _random.discrete_laplace(float(scale), int(size), source=source), dtype=np.int64
-    )
+def discrete_laplace(
+    scale: float | Fraction, size: int, *, source: RandomSource | None = None
+) -> IntArray:
+    """Integers with pmf ∝ exp(−|x|/scale), exactly (``privtab.random.discrete_laplace``);
+    pass a :class:`~fractions.Fraction` for an exact rational scale."""
+    return np.asarray(_random.discrete_laplace(scale, int(size), source=source), dtype=np.int64)

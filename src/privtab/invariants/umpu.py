@@ -31,6 +31,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from fractions import Fraction
 from functools import lru_cache
 from typing import Any, Literal, Protocol
 
@@ -184,7 +185,9 @@ class TulapCND:
         return np.asarray(np.clip(below + pk * frac, 0.0, 1.0), dtype=np.float64)
 
     def sample(self, size: int, source: RandomSource | None = None) -> FloatArray:
-        z = _noise.discrete_laplace(1.0 / self.epsilon, size, source=source).astype(np.float64)
+        # scale 1/ε as an exact rational: the pmf is exactly ∝ e^{−ε|z|}
+        scale = 1 / Fraction(self.epsilon)
+        z = _noise.discrete_laplace(scale, size, source=source).astype(np.float64)
         return np.asarray(z + _noise.uniform_open(size, source) - 0.5, dtype=np.float64)
 
     @property
