@@ -1,6 +1,7 @@
 """Benchmark: ℓ₂ cost of invariant-aware vs naive table mechanisms (seed §5.2, Figures 2–3).
 
-Run: ``python bench/bench_invariants.py [--json] [--replicates 30] [--n 1000] [--big]``.
+Run: ``privtab bench invariants [--json] [--replicates 30] [--n 1000] [--big]`` or
+``python bench/bench_invariants.py`` with the same options.
 
 Set-up of ``semi-dp-invariant-statistics.txt`` §5.2: an r × c table drawn once per replicate
 from Multinomial(n, p) with Model I (``p_k = 1/rc``) or Model II (``p_k ∝ k``, cells in
@@ -120,6 +121,17 @@ def measure(mech: Any, tables: list[np.ndarray], seed: int, integer: bool) -> di
 
 
 def run(replicates: int = 30, n: int = 1000, big: bool = False) -> dict[str, Any]:
+    """Every mechanism on Model I/II tables; see the module docstring."""
+    import warnings
+
+    from privtab.mechanisms import InsecureReleaseWarning
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", InsecureReleaseWarning)  # seeded: measurement only
+        return _run(replicates, n, big)
+
+
+def _run(replicates: int, n: int, big: bool) -> dict[str, Any]:
     results: list[dict[str, Any]] = []
     gauss_sizes = [(2, 2), (3, 3), (4, 4), (5, 5)]
     knorm_sizes = [(2, 2), (3, 3), (3, 4)] + ([(4, 4)] if big else [])
@@ -291,11 +303,6 @@ def markdown(out: dict[str, Any]) -> str:
 
 
 def main() -> None:
-    import warnings
-
-    from privtab.mechanisms import InsecureReleaseWarning
-
-    warnings.filterwarnings("ignore", category=InsecureReleaseWarning)  # measurement only
     args = sys.argv[1:]
     reps = int(args[args.index("--replicates") + 1]) if "--replicates" in args else 30
     n = int(args[args.index("--n") + 1]) if "--n" in args else 1000

@@ -23,6 +23,7 @@ from privtab.cli._common import fail, print_json, warn
 BENCHMARKS: dict[str, tuple[str, str]] = {
     "samplers": ("bench_samplers", "exact secure noise samplers vs OpenDP (issue 3)"),
     "accounting": ("bench_accounting", "zCDP → (ε, δ) conversion vs dp_accounting (issue 2)"),
+    "invariants": ("bench_invariants", "ℓ₂ cost of Semi-DP table mechanisms vs naive (issue 7)"),
 }
 
 
@@ -91,6 +92,22 @@ def register(app: typer.Typer) -> None:
         else:
             _print_samplers(res)
 
+    @bench_app.command("invariants")
+    def invariants(
+        replicates: int = typer.Option(30, "--replicates", min=2, help="Tables per setting."),
+        n: int = typer.Option(1000, "--n", min=1, help="Records per table (Multinomial)."),
+        big: bool = typer.Option(False, "--big", help="Add the 4 × 4 K-norm (≈ 3 min hull)."),
+        json_out: bool = typer.Option(False, "--json", help="Print one JSON object."),
+    ) -> None:
+        """ℓ₂ cost of the Semi-DP table mechanisms vs the naive ones (seed Figures 2–3)."""
+        mod = _bench_module(BENCHMARKS["invariants"][0])
+        typer.echo("privtab bench invariants: measuring (about 30 s)…", err=True)
+        res = mod.run(replicates=replicates, n=n, big=big)
+        if json_out:
+            print_json(res)
+        else:
+            typer.echo(mod.markdown(res))
+
     @bench_app.command("all")
     def all_(json_out: bool = typer.Option(False, "--json", help="Print one JSON object.")) -> None:
         """Run every registered benchmark with its defaults."""
@@ -104,6 +121,8 @@ def register(app: typer.Typer) -> None:
         for name, res in out.items():
             if name == "samplers":
                 _print_samplers(res)
+            elif name == "invariants":
+                typer.echo(_bench_module(BENCHMARKS[name][0]).markdown(res))
             else:
                 typer.echo(f"{name}:")
                 for key, value in res.items():
