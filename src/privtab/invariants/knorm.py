@@ -38,7 +38,6 @@ from dataclasses import dataclass, field
 
 import numpy as np
 from numpy.typing import NDArray
-from scipy.spatial import ConvexHull
 
 from privtab.invariants import _noise
 from privtab.random import RandomSource
@@ -114,6 +113,8 @@ class SubspacePolytope:
             simplices = np.array([[1], [0]], dtype=np.int64)
             vols = np.array([h, h])
             return cls(pts, facets, simplices, vols, half)
+        from scipy.spatial import ConvexHull  # lazy: scipy.spatial costs ~0.7 s to import
+
         hull = ConvexHull(z)
         normals, offsets = hull.equations[:, :-1], hull.equations[:, -1]
         if np.any(offsets >= 0):

@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
-from scipy.optimize import Bounds, LinearConstraint, milp
-from scipy.sparse import csr_matrix, hstack, identity, kron, vstack
 
 __all__ = ["nearest_integer_table"]
 
@@ -22,6 +20,9 @@ def nearest_integer_table(
     noisy: ArrayLike, row_margins: ArrayLike, col_margins: ArrayLike
 ) -> NDArray[np.int64]:
     """The ℓ₁-nearest non-negative integer table to ``noisy`` with the given margins."""
+    from scipy.optimize import Bounds, LinearConstraint, milp  # lazy (import cost)
+    from scipy.sparse import csr_matrix, hstack, identity, kron, vstack
+
     y = np.asarray(noisy, dtype=np.float64)
     rows = np.asarray(row_margins, dtype=np.int64).reshape(-1)
     cols = np.asarray(col_margins, dtype=np.int64).reshape(-1)

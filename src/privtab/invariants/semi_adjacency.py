@@ -53,7 +53,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-from scipy.spatial import cKDTree
 
 from privtab.invariants.schema import CountInvariant, IntArray
 
@@ -154,6 +153,8 @@ def semi_adjacent_exact(
     inv: CountInvariant, max_datasets: int = DEFAULT_MAX_DATASETS
 ) -> SemiAdjacency:
     """Definition 13 evaluated exactly by enumeration (see the module docstring)."""
+    from scipy.spatial import cKDTree  # lazy: scipy.spatial costs ~0.7 s to import
+
     hs = conforming_datasets(inv, max_datasets)
     m = hs.shape[0]
     if m == 0:

@@ -28,7 +28,6 @@ from dataclasses import dataclass
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
-from scipy.stats import norm
 
 FloatArray = NDArray[np.float64]
 
@@ -39,8 +38,11 @@ _TOL = 1e-12
 
 def gaussian_tradeoff(mu: float, alpha: ArrayLike) -> FloatArray:
     """``G_μ(α) = Φ(Φ⁻¹(1 − α) − μ)``: the trade-off of ``N(0,1)`` vs ``N(μ,1)``."""
+    from scipy.special import ndtr, ndtri  # lazy (import cost)
+
     a = np.clip(np.asarray(alpha, dtype=np.float64), 0.0, 1.0)
-    return np.asarray(norm.cdf(norm.isf(a) - float(mu)), dtype=np.float64)
+    # Φ⁻¹(1 − α) = −Φ⁻¹(α), accurate for tiny α
+    return np.asarray(ndtr(-ndtri(a) - float(mu)), dtype=np.float64)
 
 
 @dataclass(frozen=True)

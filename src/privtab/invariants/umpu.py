@@ -37,9 +37,6 @@ from typing import Any, Literal, Protocol
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
-from scipy.optimize import brentq
-from scipy.special import gammaln
-from scipy.stats import norm
 
 from privtab.accounting import GDP, Guarantee, PureDP
 from privtab.invariants import _noise
@@ -66,6 +63,8 @@ __all__ = [
 
 def _root(fn: Callable[[float], float], lo: float, hi: float) -> float:
     """A root of a monotone function bracketed by ``[lo, hi]`` (Brent's method)."""
+    from scipy.optimize import brentq  # lazy (import cost)
+
     return float(brentq(fn, lo, hi, xtol=1e-13, rtol=4 * np.finfo(float).eps))  # type: ignore[no-untyped-call]
 
 
@@ -122,6 +121,8 @@ def fisher_nch_pmf(theta: float, margins: Margins2x2) -> tuple[IntArray, FloatAr
 
 @lru_cache(maxsize=4096)
 def _fisher_nch_cached(th: float, margins: Margins2x2) -> tuple[IntArray, FloatArray]:
+    from scipy.special import gammaln  # lazy (import cost)
+
     x = margins.support
     xf = x.astype(np.float64)
     logc = (
@@ -209,7 +210,9 @@ class GaussianCND:
             raise ValueError(f"mu must be positive and finite, got {self.mu!r}")
 
     def cdf(self, x: ArrayLike) -> FloatArray:
-        return np.asarray(norm.cdf(self.mu * np.asarray(x, dtype=np.float64)), dtype=np.float64)
+        from scipy.special import ndtr  # lazy (import cost)
+
+        return np.asarray(ndtr(self.mu * np.asarray(x, dtype=np.float64)), dtype=np.float64)
 
     def sample(self, size: int, source: RandomSource | None = None) -> FloatArray:
         return _noise.gaussian(1.0 / self.mu, size, source=source)
