@@ -86,3 +86,54 @@ def test_validation() -> None:
         compose_plds([(geometric_loss(1.0), 0)])
     with pytest.raises(ValueError, match="sigma2"):
         discrete_gaussian_loss(0.0)
+
+
+def test_epsilon_solver_matches_exact_enumeration_at_large_rho() -> None:
+    # 9 discrete Gaussians with sigma^2 = 1/4 (rho = 2 each): the loss is a function of the
+    # sum of 9 i.i.d. N_Z(0, 1/4), enumerated exactly here.
+    import numpy as np
+
+    s2, n = 0.25, 9
+    xs = np.arange(-10, 11)
+    p = np.exp(-(xs**2) / (2 * s2))
+    p /= p.sum()
+    q = p.copy()
+    for _ in range(n - 1):
+        q = np.convolve(q, p)
+    losses = (n - 2 * np.arange(-10 * n, 10 * n + 1)) / (2 * s2)
+
+    def exact(e: float) -> float:
+        m = losses > e
+        return float(np.sum(q[m] * -np.expm1(e - losses[m])))
+
+    prof = compose_plds([(discrete_gaussian_loss(s2), n)], grid=1e-3)
+    eps = prof.epsilon(1e-10)
+    assert exact(eps) <= 1e-10 * (1 + 1e-6)
+    assert exact(eps - 0.02) > 1e-10  # and it is tight to within the grid
+    assert eps < zcdp_epsilon(n / (2 * s2), 1e-10)
+
+
+def test_either_of_dominates_each_option() -> None:
+    import numpy as np
+
+    from privtab.accounting.pld import either_of
+
+    for rho in [0.005, 0.5, 2.0]:
+        two = [
+            (discrete_gaussian_loss(1 / (2 * 0.1 * rho)), 1),
+            (discrete_gaussian_loss(1 / (2 * 0.9 * rho)), 1),
+        ]
+        one = [(discrete_gaussian_loss(1 / (2 * rho)), 1)]
+        both = either_of([two, one], grid=1e-3)
+        assert sum(np.exp(both.log_probs)) + both.tail == pytest.approx(1.0, abs=1e-6)
+        pe = compose_plds([(both, 1)], grid=1e-3)
+        pa, pb = compose_plds(two, grid=1e-3), compose_plds(one, grid=1e-3)
+        for e in np.linspace(-0.5, 4 * np.sqrt(rho) + 3 * rho, 7):
+            assert pe.delta(e) >= max(pa.delta(e), pb.delta(e)) * (1 - 1e-6) - 1e-15
+        # composing 9 of them is no tighter than either homogeneous composition
+        eps_e = compose_plds([(both, 9)], grid=1e-3).epsilon(1e-10)
+        eps_a = compose_plds([(f, 9) for f, _ in two], grid=1e-3).epsilon(1e-10)
+        eps_b = compose_plds([(one[0][0], 9)], grid=1e-3).epsilon(1e-10)
+        # (each homogeneous composition carries up to 9-18 grid roundings of pessimism)
+        assert eps_e >= max(eps_a, eps_b) - 0.02
+        assert eps_e <= zcdp_epsilon(9 * rho, 1e-10)
