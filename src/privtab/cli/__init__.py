@@ -10,7 +10,7 @@ from __future__ import annotations
 import typer
 
 from privtab import __version__
-from privtab.cli import account, demo
+from privtab.cli import account, demo, synth, validate
 
 app = typer.Typer(
     name="privtab",
@@ -38,6 +38,8 @@ def _root(
 
 account.register(app)
 demo.register(app)
+synth.register(app)
+validate.register(app)
 
 
 def main() -> None:

@@ -16,9 +16,11 @@ data as synthetic (it is not a privacy output; the seeded generator is fine here
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -135,8 +137,11 @@ class Nation:
         """The persons of unit ``k`` as integer columns (see :func:`_person_columns`)."""
         lo = k * UNIT_PERSONS
         hi = min(self.persons, lo + UNIT_PERSONS)
-        idx = np.arange(lo, hi, dtype=np.int64)
-        block = np.searchsorted(self.block_start, idx, side="right") - 1
+        b0 = int(np.searchsorted(self.block_start, lo, side="right")) - 1
+        b1 = int(np.searchsorted(self.block_start, hi - 1, side="right"))
+        starts = np.clip(self.block_start[b0:b1], lo, hi)
+        ends = np.clip(np.append(self.block_start[b0 + 1 : b1], hi), lo, hi)
+        block = np.repeat(np.arange(b0, b1, dtype=np.int64), ends - starts)
         return _draw_persons(_seq(self.seed, 1, k), self.geo, self.race, block)
 
 
@@ -148,53 +153,60 @@ def _draw_persons(
     county = geo.tract_county[tract]
     state = geo.county_state[county]
     area = geo.block_area[block]
-    u = rng.random((n, 6))
-    hisp = u[:, 0] < m.county_hispanic[county]
-    origin = m.origin.sample(state, u[:, 1])
-    qspan = np.where(hisp, origin, m.not_hispanic_code)
+    u = rng.random((6, n))
+    hisp = u[0] < m.county_hispanic[county]
+    qspan = np.full(n, m.not_hispanic_code, dtype=np.int64)
+    h = np.flatnonzero(hisp)
+    qspan[h] = m.origin.sample(state[h], u[1, h])
     n_groups = len(m.groups)
     # which mixture each person's codes come from: county, AIANNH area, or Hispanic persons
     mix = np.where(area >= 0, m.n_counties + area, county)
-    mix = np.where(hisp, m.major.n - 1, mix)
-    k = m.multiplicity.sample(np.zeros(n, dtype=np.int64), u[:, 2])
+    mix[h] = m.major.n - 1
+    k = 1 + np.searchsorted(m.multiplicity_cdf, u[2], side="right")
     codes = np.zeros((n, 8), dtype=np.int64)
     mask = np.zeros(n, dtype=np.int64)
-    first_group = m.major.sample(mix, u[:, 3])
+    first_group = m.major.sample(mix, u[3])
     det_base = state * n_groups
+    gaps = False
     for j in range(8):
-        rows = np.flatnonzero(k > j)
+        rows = np.flatnonzero(k > j) if j else np.arange(n)
         if rows.size == 0:
             break
         if j == 0:
-            g = first_group[rows]
+            g = first_group
         else:
             same = rng.random(rows.size) < SAME_GROUP_EXTRA
             other = m.major.sample(mix[rows], rng.random(rows.size))
             g = np.where(same, first_group[rows], other)
         code = _detailed(rng, geo, m, det_base[rows], g, area[rows])
         if j == 0:
-            as_origin = hisp[rows] & (g == m.sor_group) & (u[rows, 4] < HISPANIC_RACE_AS_ORIGIN)
-            code = np.where(as_origin, qspan[rows], code)
+            as_origin = hisp & (g == m.sor_group) & (u[4] < HISPANIC_RACE_AS_ORIGIN)
+            code = np.where(as_origin, qspan, code)
+            codes[:, 0] = code
+            mask |= 1 << g
+            continue
+        held = codes[rows, :j]
         for _ in range(8):  # redraw codes already held by the person
-            dup = (codes[rows, :j] == code[:, None]).any(axis=1)
-            if not dup.any():
+            d = np.flatnonzero((held == code[:, None]).any(axis=1))
+            if d.size == 0:
                 break
-            d = np.flatnonzero(dup)
             code[d] = _detailed(rng, geo, m, det_base[rows[d]], g[d], area[rows[d]])
-        dup = (codes[rows, :j] == code[:, None]).any(axis=1)
-        keep = rows[~dup]
-        codes[keep, j] = code[~dup]
-        mask[keep] |= 1 << g[~dup]
-    codes = _compact(codes)
+        ok = ~(held == code[:, None]).any(axis=1)
+        keep = rows[ok]
+        codes[keep, j] = code[ok]
+        mask[keep] |= 1 << g[ok]
+        gaps = gaps or not ok.all()
+    if gaps:
+        codes = _compact(codes)
     profile = np.clip(m.county_age_profile[county] - 2 * hisp, 0, 7)
-    age = m.age.sample(profile, u[:, 5])
+    age = m.age.sample(profile, u[5])
     female_p = (
         0.488 + 0.112 * np.clip((age - 30) / 55, 0, 1) + 0.15 * np.clip((age - 85) / 15, 0, 1)
     )
-    r = rng.random((n, 2))
-    sex = np.where(r[:, 0] < female_p, 2, 1)
+    r = rng.random((2, n))
+    sex = np.where(r[0] < female_p, 2, 1)
     hh_p = np.where(age >= 18, 0.48, np.where(age >= 15, 0.002, 0.0))
-    householder = r[:, 1] < hh_p
+    householder = r[1] < hh_p
     return {
         "block": block,
         "age": age,
@@ -224,45 +236,54 @@ def _detailed(
 def _compact(codes: I64) -> I64:
     """Move codes left so that Null (0) only follows codes (a dropped duplicate leaves a gap)."""
     present = codes != 0
-    if present[:, :-1].all() or (present[:, 1:] <= present[:, :-1]).all():
+    gap = (present[:, 1:] > present[:, :-1]).any(axis=1)
+    if not gap.any():
         return codes
-    order = np.argsort(~present, axis=1, kind="stable")
-    out: I64 = np.take_along_axis(codes, order, axis=1)
-    return out
+    rows = np.flatnonzero(gap)
+    order = np.argsort(~present[rows], axis=1, kind="stable")
+    codes[rows] = np.take_along_axis(codes[rows], order, axis=1)
+    return codes
 
 
 class _Columns:
-    """Converts integer person columns to the Census string columns (polars Enums)."""
+    """Converts integer person columns to the Census string columns (polars Enums).
+
+    Every output column is a gather from a small table of strings by a precomputed index,
+    so building a chunk costs a few vectorised gathers per column.
+    """
 
     def __init__(self, geo: SynthGeography, reference: ReferenceData) -> None:
         self.geo = geo
         self.state_enum = _enum([s.fips for s in geo.states])
-        self.county_vals, self.county_enum = _fixed(geo.county_code, 3)
-        self.tract_vals, self.tract_enum = _fixed(geo.tract_code, 6)
-        self.block_vals, self.block_enum = _fixed(geo.block_code, 4)
-        self.place_vals, self.place_enum = _fixed(geo.block_place, 5)
-        self.aiannh_vals, self.aiannh_enum = _fixed(geo.block_aiannh, 4)
+        county_vals, self.county_enum = _fixed(geo.county_code, 3)
+        tract_vals, self.tract_enum = _fixed(geo.tract_code, 6)
+        block_vals, self.block_enum = _fixed(geo.block_code, 4)
+        place_vals, self.place_enum = _fixed(geo.block_place, 5)
+        aiannh_vals, self.aiannh_enum = _fixed(geo.block_aiannh, 4)
+        tract = geo.block_tract
+        county = geo.tract_county[tract]
+        # per-block indices into the enums above
+        self.b_state = geo.county_state[county]
+        self.b_county = np.searchsorted(county_vals, geo.county_code[county])
+        self.b_tract = np.searchsorted(tract_vals, geo.tract_code[tract])
+        self.b_block = np.searchsorted(block_vals, geo.block_code)
+        self.b_place = np.searchsorted(place_vals, geo.block_place)
+        self.b_aiannh = np.searchsorted(aiannh_vals, geo.block_aiannh)
         self.age = _enum([f"{a:03d}" for a in range(116)])
         self.sex = _enum(["1", "2"])
         self.bool = _enum(["False", "True"])
         self.cenrace = _enum([f"{c:02d}" for c in range(100)])
         codes = sorted(reference.codes)
-        self.code_list = np.array([0, *codes], dtype=np.int64)
+        self.code_index = np.zeros(10_000, dtype=np.int64)  # code → position in self.race
+        self.code_index[np.array(codes, dtype=np.int64)] = np.arange(1, len(codes) + 1)
         self.race = _enum(["Null", *(f"{c:04d}" for c in codes)])
 
     def geo_columns(self, block: I64) -> dict[str, pl.Series]:
-        g = self.geo
-        tract = g.block_tract[block]
-        county = g.tract_county[tract]
         return {
-            "TABBLKST": _take(self.state_enum, g.county_state[county]),
-            "TABBLKCOU": _take(
-                self.county_enum, np.searchsorted(self.county_vals, g.county_code[county])
-            ),
-            "TABTRACTCE": _take(
-                self.tract_enum, np.searchsorted(self.tract_vals, g.tract_code[tract])
-            ),
-            "TABBLK": _take(self.block_enum, np.searchsorted(self.block_vals, g.block_code[block])),
+            "TABBLKST": _take(self.state_enum, self.b_state[block]),
+            "TABBLKCOU": _take(self.county_enum, self.b_county[block]),
+            "TABTRACTCE": _take(self.tract_enum, self.b_tract[block]),
+            "TABBLK": _take(self.block_enum, self.b_block[block]),
         }
 
     def persons(self, p: dict[str, npt.NDArray[Any]]) -> pl.DataFrame:
@@ -273,22 +294,17 @@ class _Columns:
             **self.geo_columns(p["block"]),
             "CENRACE": _take(self.cenrace, p["cenrace"]),
         }
-        code_idx = np.searchsorted(self.code_list, p["codes"])
+        code_idx = self.code_index[p["codes"]]
         for j, c in enumerate(RACE_COLUMNS):
             cols[c] = _take(self.race, code_idx[:, j])
-        cols["QSPAN"] = _take(self.race, np.searchsorted(self.code_list, p["qspan"]))
+        cols["QSPAN"] = _take(self.race, self.code_index[p["qspan"]])
         return pl.DataFrame([cols[c].alias(c) for c in PERSON_COLUMNS])
 
     def grfc(self, lo: int, hi: int) -> pl.DataFrame:
         block = np.arange(lo, hi, dtype=np.int64)
-        g = self.geo
         cols = self.geo_columns(block)
-        cols["PLACEFP"] = _take(
-            self.place_enum, np.searchsorted(self.place_vals, g.block_place[block])
-        )
-        cols["AIANNHCE"] = _take(
-            self.aiannh_enum, np.searchsorted(self.aiannh_vals, g.block_aiannh[block])
-        )
+        cols["PLACEFP"] = _take(self.place_enum, self.b_place[block])
+        cols["AIANNHCE"] = _take(self.aiannh_enum, self.b_aiannh[block])
         return pl.DataFrame([cols[c].alias(c) for c in GRFC_COLUMNS])
 
 
@@ -348,6 +364,10 @@ class _Writer:
             self._pq.close()
 
 
+def _write_persons(w: _Writer, columns: _Columns, p: dict[str, npt.NDArray[Any]]) -> None:
+    w.write(columns.persons(p))
+
+
 def synthesize(
     out: str | Path,
     persons: int,
@@ -383,23 +403,40 @@ def synthesize(
     hispanic = 0
     with atomic_directory(out, overwrite=overwrite) as tmp:
         pw = _Writer(tmp / f"{PERSON_STEM}.{ext}", fmt, null_race=True)
-        try:
-            done = 0
-            for first in range(0, units, per_chunk):
-                parts = [nation.unit(k) for k in range(first, min(units, first + per_chunk))]
-                p = {key: np.concatenate([q[key] for q in parts]) for key in parts[0]}
-                del parts
-                pw.write(columns.persons(p))
-                by_state += np.bincount(nation.geo.block_state[p["block"]], minlength=len(chosen))
-                mult += np.bincount((p["codes"] != 0).sum(axis=1), minlength=9)
-                hispanic += int(p["hispanic"].sum())
-                done += p["block"].size
+        # double buffering: chunk k is converted and written by a worker thread (polars
+        # releases the GIL) while the main thread draws chunk k + 1
+        with ThreadPoolExecutor(max_workers=1) as pool:
+            pending: Future[None] | None = None
+            try:
+                done = 0
+                for first in range(0, units, per_chunk):
+                    parts = [nation.unit(k) for k in range(first, min(units, first + per_chunk))]
+                    p = {key: np.concatenate([q[key] for q in parts]) for key in parts[0]}
+                    del parts
+                    by_state += np.bincount(
+                        nation.geo.block_state[p["block"]], minlength=len(chosen)
+                    )
+                    mult += np.bincount((p["codes"] != 0).sum(axis=1), minlength=9)
+                    hispanic += int(p["hispanic"].sum())
+                    if pending is not None:
+                        pending.result()
+                        if progress is not None:
+                            progress(done, persons, time.monotonic() - started)
+                    pending = pool.submit(_write_persons, pw, columns, p)
+                    done += p["block"].size
+                if pending is not None:
+                    pending.result()
+                    pending = None
                 if progress is not None:
                     progress(done, persons, time.monotonic() - started)
-            if persons == 0:
-                pw.write(pl.DataFrame(schema=dict.fromkeys(PERSON_COLUMNS, pl.String)))
-        finally:
-            pw.close()
+                if persons == 0:
+                    pw.write(pl.DataFrame(schema=dict.fromkeys(PERSON_COLUMNS, pl.String)))
+            finally:
+                if pending is not None:
+                    pending.cancel()
+                    with contextlib.suppress(Exception):
+                        pending.result()
+                pw.close()
         gw = _Writer(tmp / f"{GRFC_STEM}.{ext}", fmt, null_race=False)
         try:
             step = 1 << 20

@@ -108,11 +108,14 @@ STATE_ORIGIN_BOOST: dict[str, dict[str, float]] = {
 
 
 class FlatCategorical:
-    """Many categorical distributions sampled at once by one ``searchsorted``.
+    """Many categorical distributions sampled at once, vectorised (inverse CDF + guide table).
 
     Distribution ``d`` occupies the interval [d, d + 1] of a single increasing array of
     cumulative probabilities; sampling person i from distribution ``ids[i]`` with a uniform
-    ``u[i]`` is ``searchsorted(cdf, ids + u)``.
+    ``u[i]`` returns the first outcome whose cumulative value exceeds ``ids[i] + u[i]``. A
+    guide table (one entry per outcome: the answer for u = k / n_d) gives a starting point
+    at most one or two steps before the answer, so sampling costs a few gathers per draw
+    instead of a binary search over all distributions.
     """
 
     def __init__(self, probs: Sequence[F64], values: Sequence[npt.NDArray[np.int64]]) -> None:
@@ -124,19 +127,34 @@ class FlatCategorical:
             s = p.sum()
             if not np.isfinite(s) or s <= 0 or (p < 0).any():
                 raise ValueError(f"distribution {d} has no positive mass")
+            if len(values[d]) != p.size:
+                raise ValueError(
+                    f"distribution {d}: {p.size} probabilities, {len(values[d])} values"
+                )
             c = np.cumsum(p / s)
             c[-1] = 1.0
             cdfs.append(d + c)
         self.cdf = np.concatenate(cdfs)
         self.values = np.concatenate([np.asarray(v, dtype=np.int64) for v in values])
-        self.starts = np.cumsum([0] + [len(p) for p in probs[:-1]])
+        self.sizes = np.array([len(p) for p in probs], dtype=np.int64)
+        self.starts = np.concatenate([[0], np.cumsum(self.sizes)[:-1]]).astype(np.int64)
         self.n = len(probs)
+        dist = np.repeat(np.arange(self.n), self.sizes)
+        k = np.arange(self.cdf.size) - self.starts[dist]
+        grid = dist + k / self.sizes[dist]
+        self.guide = np.searchsorted(self.cdf, grid, side="right").astype(np.int64)
 
     def sample(self, ids: npt.ArrayLike, u: F64) -> npt.NDArray[np.int64]:
         ids = np.asarray(ids, dtype=np.int64)
-        idx = np.searchsorted(self.cdf, ids + u, side="right")
-        np.minimum(idx, len(self.cdf) - 1, out=idx)
-        out: npt.NDArray[np.int64] = self.values[idx]
+        x = ids + u
+        k = (u * self.sizes[ids]).astype(np.int64)
+        np.minimum(k, self.sizes[ids] - 1, out=k)
+        i = self.guide[self.starts[ids] + k]
+        step = np.flatnonzero(self.cdf[i] <= x)
+        while step.size:
+            i[step] += 1
+            step = step[self.cdf[i[step]] <= x[step]]
+        out: npt.NDArray[np.int64] = self.values[i]
         return out
 
 
@@ -173,7 +191,7 @@ class SynthGeography:
 
 def _largest_remainder(weights: F64, total: int) -> I64:
     q = weights / weights.sum() * total
-    base = np.floor(q).astype(np.int64)
+    base: I64 = np.floor(q).astype(np.int64)
     rest = total - int(base.sum())
     if rest > 0:
         order = np.argsort(-(q - base), kind="stable")
@@ -300,7 +318,7 @@ def _aiannh(
     # one area crosses the AZ / NM / UT borders (as the Navajo Nation does)
     fips = [s.fips for s in states]
     if all(f in fips for f in ("04", "35", "49")):
-        first = {}
+        first: dict[str, int] = {}
         for a, si in enumerate(area_state):
             first.setdefault(states[si].fips, a)
         if all(f in first for f in ("04", "35", "49")):
@@ -331,7 +349,8 @@ class RaceModel:
     """Detailed code: dists = (state, group) pairs, then AIANNH areas (AIAN codes)."""
     origin: FlatCategorical
     """Hispanic origin code per state."""
-    multiplicity: FlatCategorical
+    multiplicity_cdf: F64
+    """Cumulative probabilities of 1..8 race codes (k = 1 + searchsorted(cdf, u))."""
     age: FlatCategorical
     county_age_profile: I64
     cenrace_of_mask: I64
@@ -476,7 +495,7 @@ def build_race_model(
             w[_origin_mask(reference, hisp, name)] *= factor
         or_p.append(w)
     origin = FlatCategorical(or_p, [hisp] * n_s)
-    mult = FlatCategorical([MULTIPLICITY], [np.arange(1, 9, dtype=np.int64)])
+    mult = np.cumsum(MULTIPLICITY / MULTIPLICITY.sum())[:-1]
     age = FlatCategorical(list(_age_table()), [np.arange(116, dtype=np.int64)] * 8)
     profile = rng.binomial(7, 0.5, size=geo.county_state.size).astype(np.int64)
     return RaceModel(
@@ -489,7 +508,7 @@ def build_race_model(
         n_counties=int(geo.county_state.size),
         detailed=detailed,
         origin=origin,
-        multiplicity=mult,
+        multiplicity_cdf=mult,
         age=age,
         county_age_profile=profile,
         cenrace_of_mask=cenrace_table(g_n),
