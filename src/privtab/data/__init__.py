@@ -21,6 +21,7 @@ This package imports polars and numpy; ``import privtab`` alone does not.
 from privtab.data.ages import AGE4, AGE9, AGE23, STAT_LEVEL_BINS, AgeBins
 from privtab.data.atomic import atomic_directory
 from privtab.data.config import SafeTabConfig, budget_key, load_config, read_config, threshold_key
+from privtab.data.convert import convert_file
 from privtab.data.errors import InputValidationError, Problem, ProblemLog
 from privtab.data.geography import (
     BLOCK,
@@ -103,6 +104,7 @@ __all__ = [
     "block_key_expr",
     "budget_key",
     "canonical_persons",
+    "convert_file",
     "expand_iterations",
     "iteration_table",
     "iterations_of",

@@ -23,6 +23,16 @@ class OutputExistsError(FileExistsError):
     """The output directory exists and is not empty (pass ``overwrite=True`` to replace it)."""
 
 
+def check_output(target: str | Path, *, overwrite: bool = False) -> None:
+    """Raise :class:`OutputExistsError` if ``target`` is a file or a non-empty directory.
+
+    Call it before long work so that a run fails fast; :func:`atomic_directory` checks again.
+    """
+    target = Path(target)
+    if target.exists() and not overwrite and (not target.is_dir() or any(target.iterdir())):
+        raise OutputExistsError(f"output {target} exists (use --overwrite to replace it)")
+
+
 @contextmanager
 def atomic_directory(target: str | Path, *, overwrite: bool = False) -> Iterator[Path]:
     """Write a directory atomically: yields a temporary directory renamed onto ``target``.
@@ -31,8 +41,7 @@ def atomic_directory(target: str | Path, *, overwrite: bool = False) -> Iterator
     is a non-empty directory (or a file) and ``overwrite`` is false.
     """
     target = Path(target).absolute()
-    if target.exists() and not overwrite and (not target.is_dir() or any(target.iterdir())):
-        raise OutputExistsError(f"output {target} exists (use --overwrite to replace it)")
+    check_output(target, overwrite=overwrite)
     target.parent.mkdir(parents=True, exist_ok=True)
     tag = f"{os.getpid()}-{uuid.uuid4().hex[:8]}"
     tmp = target.parent / f".{target.name}.tmp-{tag}"
@@ -82,4 +91,10 @@ def interrupts_as_exceptions() -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous)
 
 
-__all__ = ["OutputExistsError", "Terminated", "atomic_directory", "interrupts_as_exceptions"]
+__all__ = [
+    "OutputExistsError",
+    "Terminated",
+    "atomic_directory",
+    "check_output",
+    "interrupts_as_exceptions",
+]

@@ -128,13 +128,9 @@ def load_geography(
     try:
         for batch in iter_batches(lf, batch_rows):
             batch = batch.filter(~is_blank_row(GRFC_COLUMNS))
-            ok = _check_batch(name, batch, log)
-            if ok is not None:
-                parts.append(ok)
+            parts.append(_check_batch(name, batch, log))
     except pl.exceptions.ComputeError:
         diagnose_field_counts(path, _field_count(path), log)
-        return None
-    if sum(log.counts.values()) > before:
         return None
     table = pl.concat(parts) if parts else _empty_table()
     dup = table.filter(~pl.col(BLOCK).is_first_distinct())
@@ -147,7 +143,7 @@ def load_geography(
         "TABBLK",
         value_column=BLOCK,
     )
-    if table.height == 0:
+    if table.height == 0 and sum(log.counts.values()) == before:
         log.add(Problem(name, "empty_file", "GRF-C has no blocks"))
     if sum(log.counts.values()) > before:
         return None
@@ -163,27 +159,24 @@ def _empty_table() -> pl.DataFrame:
     return pl.DataFrame(schema={ROW: pl.UInt64, BLOCK: pl.UInt64, **_CODE_DTYPES})
 
 
-def _check_batch(file: str, batch: pl.DataFrame, log: ProblemLog) -> pl.DataFrame | None:
-    bad_any = False
+def _check_batch(file: str, batch: pl.DataFrame, log: ProblemLog) -> pl.DataFrame:
+    """Report the problems of a batch; return its valid rows in compact form."""
+    bad_rows: list[pl.Expr] = []
     for col, (regex, desc) in ID_PATTERNS.items():
-        bad = batch.filter(~pattern_ok(col, regex))
-        if bad.height:
-            bad_any = True
-            report_rows(log, file, "malformed_id", f"{col} must be {desc}", bad, col)
-    bad = batch.filter(pattern_ok("TABBLKST", r"\d{2}") & ~pl.col("TABBLKST").is_in(VALID_STATES))
-    if bad.height:
-        bad_any = True
-        report_rows(
-            log,
-            file,
-            "unknown_state",
-            "not the FIPS code of a state, DC or Puerto Rico (72)",
-            bad,
-            "TABBLKST",
-        )
-    if bad_any:
-        return None
-    return batch.select(
+        ok = pattern_ok(col, regex)
+        bad_rows.append(~ok)
+        report_rows(log, file, "malformed_id", f"{col} must be {desc}", batch.filter(~ok), col)
+    unknown = pattern_ok("TABBLKST", r"\d{2}") & ~pl.col("TABBLKST").is_in(VALID_STATES)
+    bad_rows.append(unknown)
+    report_rows(
+        log,
+        file,
+        "unknown_state",
+        "not the FIPS code of a state, DC or Puerto Rico (72)",
+        batch.filter(unknown),
+        "TABBLKST",
+    )
+    return batch.filter(~pl.any_horizontal(bad_rows)).select(
         ROW,
         block_key_expr(),
         *(pl.col(c).cast(dt).alias(c) for c, dt in _CODE_DTYPES.items()),

@@ -186,7 +186,7 @@ def load_reference(directory: str | Path, log: ProblemLog) -> ReferenceData | No
     if eth_df is not None:
         _check_iteration_rows(str(d / ETHNICITY_ITERATIONS_FILE), eth_df, log, race=False)
     if race_df is not None and eth_df is not None:
-        overlap = eth_df.filter(pl.col("ITERATION_CODE").is_in(race_df["ITERATION_CODE"]))
+        overlap = eth_df.filter(pl.col("ITERATION_CODE").is_in(race_df["ITERATION_CODE"].implode()))
         report_rows(
             log,
             str(d / ETHNICITY_ITERATIONS_FILE),
@@ -342,7 +342,7 @@ def _check_mapping(
             file,
             "unknown_iteration",
             "iteration code is not defined in the race or ethnicity iteration file",
-            df.filter(~pl.col("ITERATION_CODE").is_in(known)),
+            df.filter(~pl.col("ITERATION_CODE").is_in(known.implode())),
             "ITERATION_CODE",
         )
     if codes_df is not None:
@@ -353,7 +353,7 @@ def _check_mapping(
             f"race/ethnicity code is not defined in {CODES_FILE}",
             df.filter(
                 pattern_ok("RACE_ETH_CODE", FOUR_DIGIT_CODE)
-                & ~pl.col("RACE_ETH_CODE").is_in(codes_df["RACE_ETH_CODE"])
+                & ~pl.col("RACE_ETH_CODE").is_in(codes_df["RACE_ETH_CODE"].implode())
             ),
             "RACE_ETH_CODE",
         )

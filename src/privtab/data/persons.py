@@ -252,7 +252,7 @@ class _Checker:
                 pl.format("block {}|{}|{}|{} is not in GRF-C", *(pl.col(c) for c in BLOCK_COLUMNS)),
             )
             if missing.height:
-                flags.append(pl.col(ROW).is_in(missing[ROW]))
+                flags.append(pl.col(ROW).is_in(missing[ROW].implode()))
         # age, sex, householder, CENRACE
         age = pl.col("QAGE")
         is_int = pattern_ok("QAGE", r"-?\d{1,12}")
@@ -301,7 +301,7 @@ class _Checker:
         if self.codes is not None:
             run(
                 "unknown_ethnicity_code",
-                eth_ok & ~pl.col("QSPAN").is_in(self.codes),
+                eth_ok & ~pl.col("QSPAN").is_in(self.codes.implode()),
                 "QSPAN",
                 pl.col("QSPAN"),
                 f"QSPAN is not a code of {CODES_FILE}",
@@ -332,7 +332,7 @@ class _Checker:
             if self.codes is not None:
                 run(
                     "unknown_race_code",
-                    fmt_ok[c] & ~pl.col(c).is_in(self.codes),
+                    fmt_ok[c] & ~pl.col(c).is_in(self.codes.implode()),
                     c,
                     pl.col(c),
                     f"race code is not in {CODES_FILE}",

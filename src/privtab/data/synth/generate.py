@@ -30,7 +30,7 @@ import numpy.typing as npt
 import polars as pl
 
 from privtab import __version__
-from privtab.data.atomic import atomic_directory
+from privtab.data.atomic import atomic_directory, check_output
 from privtab.data.geography import GRFC_COLUMNS, GRFC_STEM
 from privtab.data.iterations import ReferenceData, read_reference
 from privtab.data.persons import PERSON_COLUMNS, PERSON_STEM, RACE_COLUMNS
@@ -390,6 +390,7 @@ def synthesize(
         raise ValueError(f"format must be 'txt' or 'parquet', got {fmt!r}")
     if chunk_rows < 1:
         raise ValueError("chunk_rows must be positive")
+    check_output(out, overwrite=overwrite)
     started = time.monotonic()
     chosen = resolve_states(states)
     ref = reference if reference is not None else read_reference(production_config_dir())

@@ -150,10 +150,14 @@ class FlatCategorical:
         k = (u * self.sizes[ids]).astype(np.int64)
         np.minimum(k, self.sizes[ids] - 1, out=k)
         i = self.guide[self.starts[ids] + k]
-        step = np.flatnonzero(self.cdf[i] <= x)
+        # d + u may round up to d + 1 when u is within 2^-53 (d + 1) of 1: never step out
+        # of the distribution (its last outcome is then the answer)
+        last = self.starts[ids] + self.sizes[ids] - 1
+        np.minimum(i, last, out=i)
+        step = np.flatnonzero((self.cdf[i] <= x) & (i < last))
         while step.size:
             i[step] += 1
-            step = step[self.cdf[i[step]] <= x[step]]
+            step = step[(self.cdf[i[step]] <= x[step]) & (i[step] < last[step])]
         out: npt.NDArray[np.int64] = self.values[i]
         return out
 
@@ -327,7 +331,10 @@ def _aiannh(
     block_area = tract_area[block_tract]
     outside_part = partial[block_tract] & (j >= np.ceil(n_b[block_tract] / 2))
     block_area = np.where(outside_part, -1, block_area)
-    block_code = np.where(block_area >= 0, codes[np.maximum(block_area, 0)], 9_999)
+    if n_areas_total == 0:
+        block_code = np.full(block_area.size, 9_999, dtype=np.int64)
+    else:
+        block_code = np.where(block_area >= 0, codes[np.maximum(block_area, 0)], 9_999)
     share = rng.uniform(0.2, 0.9, size=n_areas_total)
     return block_code.astype(np.int64), block_area.astype(np.int64), share
 
