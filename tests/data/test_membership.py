@@ -17,8 +17,8 @@ from privtab.data import (
     iteration_table,
     iterations_of,
     pack_race_codes,
-    race_key_exprs,
     unpack_race_codes,
+    with_race_keys,
 )
 
 codes_st = st.lists(st.integers(1000, 9999), min_size=1, max_size=8, unique=True)
@@ -44,7 +44,8 @@ def test_pack_unpack_roundtrip(rows: list[list[int]]) -> None:
     df = pl.DataFrame(
         {f"Q{j}": [int(x) if x else None for x in arr[:, j]] for j in range(8)},
         schema={f"Q{j}": pl.UInt16 for j in range(8)},
-    ).select(race_key_exprs([f"Q{j}" for j in range(8)]))
+    )
+    df = with_race_keys(df, [f"Q{j}" for j in range(8)]).collect()
     assert df["RACE_KEY1"].to_list() == k1.tolist()
     assert df["RACE_KEY2"].to_list() == k2.tolist()
 

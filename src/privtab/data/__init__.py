@@ -55,8 +55,9 @@ from privtab.data.membership import (
     iteration_table,
     iterations_of,
     pack_race_codes,
-    race_key_exprs,
+    race_keys_expr,
     unpack_race_codes,
+    with_race_keys,
 )
 from privtab.data.persons import (
     CANONICAL_SCHEMA,
@@ -116,7 +117,7 @@ __all__ = [
     "pack_race_codes",
     "production_config_dir",
     "production_config_path",
-    "race_key_exprs",
+    "race_keys_expr",
     "read_config",
     "read_geography",
     "read_persons",
@@ -128,4 +129,5 @@ __all__ = [
     "toy_dataset_dir",
     "unpack_race_codes",
     "validate_persons",
+    "with_race_keys",
 ]

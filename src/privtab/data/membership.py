@@ -88,23 +88,39 @@ def unpack_race_codes(k1: npt.ArrayLike, k2: npt.ArrayLike) -> npt.NDArray[np.ui
     return parts.reshape(len(keys), MAX_CODES).astype(np.uint16)
 
 
-def race_key_exprs(code_columns: Sequence[str]) -> list[pl.Expr]:
-    """Polars expressions building :data:`RACE_KEYS` from integer code columns (null = absent).
+def _pack_struct(s: pl.Series) -> pl.Series:
+    arr = s.struct.unnest().to_numpy().astype(np.uint64)
+    k1, k2 = pack_race_codes(arr)
+    return pl.DataFrame({RACE_KEYS[0]: k1, RACE_KEYS[1]: k2}).to_struct("RACE_KEYS")
 
-    The codes of each row are sorted in decreasing order (nulls → 0, last) and packed.
+
+def race_keys_expr(code_columns: Sequence[str]) -> pl.Expr:
+    """A struct expression ``RACE_KEYS`` {RACE_KEY1, RACE_KEY2} from integer code columns.
+
+    Null or 0 = absent code. The codes of each row are sorted (numpy, vectorised) and packed;
+    works in eager, lazy and streaming queries. See :func:`with_race_keys`.
     """
     if not 1 <= len(code_columns) <= MAX_CODES:
         raise ValueError(f"between 1 and {MAX_CODES} code columns are needed")
-    lst = (
-        pl.concat_list([pl.col(c).cast(pl.UInt64).fill_null(0) for c in code_columns])
-        .list.sort(descending=True)
-        .alias("_codes")
+    cols = [
+        pl.col(c).cast(pl.UInt16).fill_null(0).alias(f"_c{i}") for i, c in enumerate(code_columns)
+    ]
+    return (
+        pl.struct(cols)
+        .map_batches(
+            _pack_struct,
+            return_dtype=pl.Struct({RACE_KEYS[0]: pl.UInt64, RACE_KEYS[1]: pl.UInt64}),
+        )
+        .alias("RACE_KEYS")
     )
-    parts = [lst.list.get(i, null_on_oob=True).fill_null(0) for i in range(MAX_CODES)]
-    # polars expressions have no bit shifts; codes < 2**16, so the sums are exact packings
-    key1 = parts[0] * _W3 + parts[1] * _W2 + parts[2] * _W1 + parts[3]
-    key2 = parts[4] * _W3 + parts[5] * _W2 + parts[6] * _W1 + parts[7]
-    return [key1.cast(pl.UInt64).alias(RACE_KEYS[0]), key2.cast(pl.UInt64).alias(RACE_KEYS[1])]
+
+
+def with_race_keys(
+    frame: pl.DataFrame | pl.LazyFrame, code_columns: Sequence[str], *, drop: bool = True
+) -> pl.LazyFrame:
+    """Add :data:`RACE_KEYS` columns built from ``code_columns`` (dropped if ``drop``)."""
+    lf = frame.lazy().with_columns(race_keys_expr(code_columns)).unnest("RACE_KEYS")
+    return lf.drop(code_columns) if drop else lf
 
 
 def _unpacked_long(combos: pl.LazyFrame) -> pl.LazyFrame:
@@ -206,6 +222,7 @@ __all__ = [
     "iteration_table",
     "iterations_of",
     "pack_race_codes",
-    "race_key_exprs",
+    "race_keys_expr",
     "unpack_race_codes",
+    "with_race_keys",
 ]

@@ -32,15 +32,23 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
+import numpy as np
 import polars as pl
 
 from privtab.data._scan import diagnose_field_counts, is_blank_row, iter_batches, open_table
 from privtab.data._tables import FOUR_DIGIT_CODE, NULL, ROW, pattern_ok
 from privtab.data.ages import MAX_AGE
 from privtab.data.errors import Problem, ProblemLog
-from privtab.data.geography import BLOCK, BLOCK_COLUMNS, ID_PATTERNS, Geography, block_key_expr
+from privtab.data.geography import (
+    BLOCK,
+    BLOCK_COLUMNS,
+    ID_PATTERNS,
+    UNIT,
+    Geography,
+    block_key_expr,
+)
 from privtab.data.iterations import CODES_FILE, ReferenceData
-from privtab.data.membership import RACE_KEYS, race_key_exprs
+from privtab.data.membership import RACE_KEYS, pack_race_codes, race_keys_expr
 
 PERSON_STEM = "person-records"
 RACE_COLUMNS = tuple(f"QRACE{i}" for i in range(1, 9))
@@ -92,8 +100,9 @@ def canonical_persons(raw: pl.LazyFrame | pl.DataFrame) -> pl.LazyFrame:
             pl.col("QAGE").cast(pl.UInt8),
             pl.col("QSEX").cast(pl.UInt8),
             pl.col("QSPAN").cast(pl.UInt16),
-            *race_key_exprs(RACE_COLUMNS),
+            race_keys_expr(RACE_COLUMNS),
         )
+        .unnest("RACE_KEYS")
     )
 
 
@@ -127,17 +136,28 @@ class PersonReader:
         lf = open_table(self.path, PERSON_COLUMNS, self.log, optional_null=RACE_COLUMNS)
         if lf is None:
             return
-        checker = _Checker(str(self.path), self.reference, self.geography, self.max_race_codes)
+        name = str(self.path)
+        fast = _FastPath(self.reference, self.geography, self.max_race_codes)
+        checker = _Checker(name, self.reference, self.geography, self.max_race_codes)
+        states = None if self.states is None else [int(x) for x in self.states]
         try:
             for batch in iter_batches(lf, self.batch_rows):
                 batch = batch.filter(~is_blank_row(PERSON_COLUMNS))
                 self.rows_read += batch.height
-                good = checker.check(batch, self.log)
-                if self.states is not None:
-                    good = good.filter(pl.col("TABBLKST").is_in(list(self.states)))
+                typed = fast.typed(batch)
+                bad = typed["_BAD"]
+                if bad.any():
+                    # slow path, only on the offending rows: name every problem exactly
+                    flagged = batch.filter(bad)
+                    unexplained = checker.check(flagged, self.log)
+                    if unexplained.height:  # pragma: no cover - a bug if reached
+                        _report_unexplained(name, unexplained, self.log)
+                good = typed.filter(~bad)
+                if states is not None:
+                    good = good.filter((pl.col(BLOCK) // 10**13).is_in(states))
                 self.rows_valid += good.height
                 if good.height:
-                    yield canonical_persons(good).collect()
+                    yield _canonical(good, fast.has_units)
         except pl.exceptions.ComputeError:
             diagnose_field_counts(self.path, len(PERSON_COLUMNS), self.log)
 
@@ -173,6 +193,113 @@ def read_persons(
     if not parts:
         return pl.DataFrame(schema=CANONICAL_SCHEMA)
     return pl.concat(parts)
+
+
+def _digits(column: str, width: int | None, dtype: type[pl.DataType]) -> pl.Expr:
+    """Integer value of a string of ASCII digits (of ``width`` bytes); null otherwise.
+
+    The unsigned cast rejects everything but digits and a leading '+', which is excluded.
+    """
+    s = pl.col(column)
+    v = s.cast(dtype, strict=False)
+    ok = v.is_not_null() & ~s.str.starts_with("+")
+    if width is not None:
+        ok = ok & (s.str.len_bytes() == width)
+    return pl.when(ok).then(v)
+
+
+class _FastPath:
+    """Types a batch and flags every row with any problem, with cheap integer checks.
+
+    Rows it flags go through :class:`_Checker`, which names each problem; rows it passes
+    are exactly those :class:`_Checker` finds no problem in (tested property).
+    """
+
+    def __init__(
+        self, reference: ReferenceData | None, geography: Geography | None, max_race_codes: int
+    ) -> None:
+        valid = sorted(reference.codes) if reference is not None else range(1000, 10_000)
+        self.codes = pl.Series(list(valid), dtype=pl.UInt16).implode()
+        self.blocks = (
+            None
+            if geography is None
+            else geography.blocks.with_columns(pl.lit(True).alias("_IN_GRFC"))
+        )
+        self.has_units = geography is not None
+        self.k = max_race_codes
+
+    def typed(self, b: pl.DataFrame) -> pl.DataFrame:
+        race = [
+            pl.when(pl.col(c) == NULL)
+            .then(pl.lit(0, pl.UInt16))
+            .when(pl.col(c).str.len_bytes() == 4)
+            .then(pl.col(c).cast(pl.UInt16, strict=False))
+            .alias(c)
+            for c in RACE_COLUMNS
+        ]
+        age = pl.when(pl.col("QAGE").str.len_bytes() <= 3).then(_digits("QAGE", None, pl.UInt16))
+        block = (
+            _digits("TABBLKST", 2, pl.UInt64) * 10**13
+            + _digits("TABBLKCOU", 3, pl.UInt64) * 10**10
+            + _digits("TABTRACTCE", 6, pl.UInt64) * 10**4
+            + _digits("TABBLK", 4, pl.UInt64)
+        )
+        eth = pl.when(pl.col("QSPAN").str.len_bytes() == 4).then(
+            pl.col("QSPAN").cast(pl.UInt16, strict=False)
+        )
+        t = b.select(
+            block.alias(BLOCK),
+            age.alias("QAGE"),
+            pl.col("QSEX").replace_strict(["1", "2"], [1, 2], default=None, return_dtype=pl.UInt8),
+            pl.col("HOUSEHOLDER").is_in(["True", "False"]).alias("_HH"),
+            pl.col("CENRACE").is_in([f"{i:02d}" for i in range(1, MAX_CENRACE + 1)]).alias("_CEN"),
+            *race,
+            eth.alias("QSPAN"),
+        )
+        if self.blocks is not None:
+            t = t.join(self.blocks, on=BLOCK, how="left", maintain_order="left")
+        r = [pl.col(c) for c in RACE_COLUMNS]
+        n_codes = pl.sum_horizontal([(x > 0).cast(pl.UInt8) for x in r])
+        checks = [
+            pl.col(BLOCK).is_null(),
+            pl.col("QAGE").is_null() | (pl.col("QAGE") > MAX_AGE),
+            pl.col("QSEX").is_null(),
+            ~pl.col("_HH"),
+            ~pl.col("_CEN"),
+            *(x.is_null() | ((x > 0) & ~x.is_in(self.codes)) for x in r),
+            r[0] == 0,
+            *((r[i] > 0) & (r[i - 1] == 0) for i in range(1, len(r))),
+            *((r[i] == r[j]) & (r[i] > 0) for i in range(len(r)) for j in range(i)),
+            n_codes > self.k,
+            pl.col("QSPAN").is_null() | ~pl.col("QSPAN").is_in(self.codes),
+        ]
+        if self.blocks is not None:
+            checks.append(pl.col("_IN_GRFC").is_null())
+        return t.with_columns(pl.any_horizontal(checks).fill_null(True).alias("_BAD"))
+
+
+def _canonical(good: pl.DataFrame, with_units: bool) -> pl.DataFrame:
+    codes = good.select(RACE_COLUMNS).to_numpy().astype(np.uint64)
+    k1, k2 = pack_race_codes(codes)
+    return good.select(
+        pl.col(BLOCK),
+        *([pl.col(UNIT)] if with_units else []),
+        pl.col("QAGE").cast(pl.UInt8),
+        pl.col("QSEX"),
+        pl.col("QSPAN"),
+    ).with_columns(pl.Series(RACE_KEYS[0], k1), pl.Series(RACE_KEYS[1], k2))
+
+
+def _report_unexplained(file: str, rows: pl.DataFrame, log: ProblemLog) -> None:
+    log.add_many(
+        rows.height,
+        [
+            Problem(
+                file, "invalid_row", "row rejected by the fast check (please report)", row=int(r)
+            )
+            for r in rows[ROW].head(10).to_list()
+        ],
+    )
 
 
 class _Checker:

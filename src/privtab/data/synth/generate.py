@@ -207,14 +207,15 @@ def _draw_persons(
     sex = np.where(r[0] < female_p, 2, 1)
     hh_p = np.where(age >= 18, 0.48, np.where(age >= 15, 0.002, 0.0))
     householder = r[1] < hh_p
+    # compact dtypes: a chunk of persons costs ~30 bytes each until it is written
     return {
-        "block": block,
-        "age": age,
-        "sex": sex,
+        "block": block.astype(np.uint32),
+        "age": age.astype(np.uint8),
+        "sex": sex.astype(np.uint8),
         "householder": householder,
-        "cenrace": m.cenrace_of_mask[mask],
-        "codes": codes,
-        "qspan": qspan,
+        "cenrace": m.cenrace_of_mask[mask].astype(np.uint8),
+        "codes": codes.astype(np.uint16),
+        "qspan": qspan.astype(np.uint16),
         "hispanic": hisp,
     }
 
@@ -263,18 +264,19 @@ class _Columns:
         tract = geo.block_tract
         county = geo.tract_county[tract]
         # per-block indices into the enums above
-        self.b_state = geo.county_state[county]
-        self.b_county = np.searchsorted(county_vals, geo.county_code[county])
-        self.b_tract = np.searchsorted(tract_vals, geo.tract_code[tract])
-        self.b_block = np.searchsorted(block_vals, geo.block_code)
-        self.b_place = np.searchsorted(place_vals, geo.block_place)
-        self.b_aiannh = np.searchsorted(aiannh_vals, geo.block_aiannh)
+        u32 = np.uint32
+        self.b_state = geo.county_state[county].astype(u32)
+        self.b_county = np.searchsorted(county_vals, geo.county_code[county]).astype(u32)
+        self.b_tract = np.searchsorted(tract_vals, geo.tract_code[tract]).astype(u32)
+        self.b_block = np.searchsorted(block_vals, geo.block_code).astype(u32)
+        self.b_place = np.searchsorted(place_vals, geo.block_place).astype(u32)
+        self.b_aiannh = np.searchsorted(aiannh_vals, geo.block_aiannh).astype(u32)
         self.age = _enum([f"{a:03d}" for a in range(116)])
         self.sex = _enum(["1", "2"])
         self.bool = _enum(["False", "True"])
         self.cenrace = _enum([f"{c:02d}" for c in range(100)])
         codes = sorted(reference.codes)
-        self.code_index = np.zeros(10_000, dtype=np.int64)  # code → position in self.race
+        self.code_index = np.zeros(10_000, dtype=np.uint32)  # code → position in self.race
         self.code_index[np.array(codes, dtype=np.int64)] = np.arange(1, len(codes) + 1)
         self.race = _enum(["Null", *(f"{c:04d}" for c in codes)])
 
@@ -290,7 +292,7 @@ class _Columns:
         cols: dict[str, pl.Series] = {
             "QAGE": _take(self.age, p["age"]),
             "QSEX": _take(self.sex, p["sex"] - 1),
-            "HOUSEHOLDER": _take(self.bool, p["householder"].astype(np.int64)),
+            "HOUSEHOLDER": _take(self.bool, p["householder"].astype(np.uint8)),
             **self.geo_columns(p["block"]),
             "CENRACE": _take(self.cenrace, p["cenrace"]),
         }
