@@ -17,6 +17,7 @@ from privtab.data import (
     read_geography,
     read_persons,
     read_reference,
+    scan_canonical,
     scan_persons,
     toy_dataset_dir,
     unpack_race_codes,
@@ -238,3 +239,17 @@ def test_many_rows_vectorised(tmp_path: Path, ref: ReferenceData) -> None:
     assert err.kinds() == {"duplicate_race_code"}
     assert err.total == bad_idx.size
     assert [p.row for p in err.problems] == (bad_idx[:10] + 1).tolist()
+
+
+def test_scan_canonical_single_pass(data_dir: Path, ref: ReferenceData) -> None:
+    _add(data_dir, person_line(QSEX="5"), person_line(QRACE1="2011", QRACE2="1000"))
+    geo = read_geography(data_dir / "GRF-C.txt")
+    lazy = scan_canonical(data_dir / PERSONS, ref, geo).collect(engine="streaming")
+    assert lazy.filter(pl.col("_BAD"))["ROW"].to_list() == [6]
+    log = ProblemLog()
+    eager = pl.concat(list(PersonReader(data_dir / PERSONS, ref, geo, 8, log=log).batches()))
+    good = lazy.filter(~pl.col("_BAD")).drop("ROW", "_BAD")
+    assert good.equals(eager)
+    assert [p.kind for p in log] == ["invalid_sex"]
+    # the unit column joins straight to every level's region id
+    assert set(good.columns) == {"BLOCK", "UNIT", "QAGE", "QSEX", "QSPAN", "RACE_KEY1", "RACE_KEY2"}

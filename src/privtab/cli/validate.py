@@ -25,7 +25,7 @@ def validate(
         "default: the packaged 2020 production parameters (NMFv7-2020).",
     ),
     batch_rows: int = typer.Option(
-        1 << 20, "--batch-rows", min=1, help="Person rows validated per batch (memory)."
+        1 << 18, "--batch-rows", min=1, help="Person rows validated per batch (memory)."
     ),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress on stderr."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),

@@ -65,6 +65,7 @@ from privtab.data.persons import (
     PersonReader,
     canonical_persons,
     read_persons,
+    scan_canonical,
     scan_persons,
     validate_persons,
 )
@@ -122,6 +123,7 @@ __all__ = [
     "read_geography",
     "read_persons",
     "read_reference",
+    "scan_canonical",
     "scan_persons",
     "sha256_file",
     "stabilities",

@@ -68,16 +68,29 @@ def pack_race_codes(codes: npt.ArrayLike) -> tuple[npt.NDArray[np.uint64], npt.N
     Codes are sorted in decreasing order within each row first, so the key identifies the
     *set* of codes: the order of QRACE1..QRACE8 in the file does not matter.
     """
-    a = np.asarray(codes, dtype=np.uint64)
+    a = np.asarray(codes)
     if a.ndim != 2 or a.shape[1] > MAX_CODES:
         raise ValueError(f"expected an (n, <= {MAX_CODES}) array of codes, got {a.shape}")
-    if a.shape[1] < MAX_CODES:
-        a = np.concatenate([a, np.zeros((a.shape[0], MAX_CODES - a.shape[1]), np.uint64)], 1)
-    a = (-np.sort(-a.astype(np.int64), axis=1)).astype(np.uint64)
-    shifts = np.array([48, 32, 16, 0], dtype=np.uint64)
-    k1 = np.bitwise_or.reduce(a[:, :4] << shifts, axis=1)
-    k2 = np.bitwise_or.reduce(a[:, 4:] << shifts, axis=1)
-    return k1.astype(np.uint64), k2.astype(np.uint64)
+    if a.size and (a.min() < 0 or a.max() > 0xFFFF):
+        raise ValueError("race codes must lie in 0..65535")
+    full = np.zeros((a.shape[0], MAX_CODES), dtype=np.uint16)
+    full[:, : a.shape[1]] = a
+    # ascending, zeros first; the columns are read backwards below. Rows with one code
+    # (most persons) only need that code moved to the last column.
+    multi = np.count_nonzero(full, axis=1) > 1
+    rows = np.flatnonzero(multi)
+    full[rows] = np.sort(full[rows], axis=1)
+    single = np.flatnonzero(~multi)
+    last = full[single].max(axis=1)
+    full[single] = 0
+    full[single, MAX_CODES - 1] = last
+    keys = []
+    for part in (range(7, 3, -1), range(3, -1, -1)):
+        k = np.zeros(a.shape[0], dtype=np.uint64)
+        for shift, col in zip((48, 32, 16, 0), part, strict=True):
+            k |= full[:, col].astype(np.uint64) << np.uint64(shift)
+        keys.append(k)
+    return keys[0], keys[1]
 
 
 def unpack_race_codes(k1: npt.ArrayLike, k2: npt.ArrayLike) -> npt.NDArray[np.uint16]:
@@ -89,7 +102,8 @@ def unpack_race_codes(k1: npt.ArrayLike, k2: npt.ArrayLike) -> npt.NDArray[np.ui
 
 
 def _pack_struct(s: pl.Series) -> pl.Series:
-    arr = s.struct.unnest().to_numpy().astype(np.uint64)
+    parts = s.struct.unnest()
+    arr = np.column_stack([parts[c].fill_null(0).to_numpy() for c in parts.columns])
     k1, k2 = pack_race_codes(arr)
     return pl.DataFrame({RACE_KEYS[0]: k1, RACE_KEYS[1]: k2}).to_struct("RACE_KEYS")
 
@@ -110,6 +124,7 @@ def race_keys_expr(code_columns: Sequence[str]) -> pl.Expr:
         .map_batches(
             _pack_struct,
             return_dtype=pl.Struct({RACE_KEYS[0]: pl.UInt64, RACE_KEYS[1]: pl.UInt64}),
+            is_elementwise=True,
         )
         .alias("RACE_KEYS")
     )

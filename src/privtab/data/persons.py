@@ -69,7 +69,7 @@ CANONICAL_SCHEMA: dict[str, pl.DataType] = {
     RACE_KEYS[0]: pl.UInt64(),
     RACE_KEYS[1]: pl.UInt64(),
 }
-DEFAULT_BATCH_ROWS = 1 << 20
+DEFAULT_BATCH_ROWS = 1 << 18
 MAX_CENRACE = 63
 
 
@@ -103,6 +103,43 @@ def canonical_persons(raw: pl.LazyFrame | pl.DataFrame) -> pl.LazyFrame:
             race_keys_expr(RACE_COLUMNS),
         )
         .unnest("RACE_KEYS")
+    )
+
+
+def scan_canonical(
+    path: str | Path,
+    reference: ReferenceData | None,
+    geography: Geography | None,
+    max_race_codes: int = 8,
+) -> pl.LazyFrame:
+    """One lazy, streamable query: canonical columns of every row plus a ``_BAD`` flag.
+
+    Columns: ``ROW``, ``BLOCK``, ``UNIT`` (with a geography), ``QAGE``, ``QSEX``,
+    ``QSPAN``, ``RACE_KEY1``, ``RACE_KEY2``, ``_BAD``. For an engine that aggregates in a
+    single streaming pass: aggregate the rows with ``~_BAD`` and count the ``_BAD`` ones;
+    if that count is not zero, nothing may be written — run :func:`validate_persons` (or
+    :class:`PersonReader`) to name every problem, then raise. ``_BAD`` is exactly the set of
+    rows the naming checks reject (tested). Typed values of bad rows are meaningless.
+    """
+    log = ProblemLog()
+    raw = open_table(Path(path), PERSON_COLUMNS, log, optional_null=RACE_COLUMNS)
+    log.raise_if_any()
+    assert raw is not None
+    fast = _FastPath(reference, geography, max_race_codes)
+    return (
+        fast.lazy(raw.filter(~is_blank_row(PERSON_COLUMNS)))
+        .with_columns(race_keys_expr(RACE_COLUMNS))
+        .unnest("RACE_KEYS")
+        .select(
+            ROW,
+            BLOCK,
+            *([UNIT] if fast.has_units else []),
+            pl.col("QAGE").cast(pl.UInt8, strict=False),
+            "QSEX",
+            "QSPAN",
+            *RACE_KEYS,
+            "_BAD",
+        )
     )
 
 
@@ -229,6 +266,11 @@ class _FastPath:
         self.k = max_race_codes
 
     def typed(self, b: pl.DataFrame) -> pl.DataFrame:
+        """Typed columns of a raw batch plus ``_BAD`` (eager)."""
+        return self.lazy(b.lazy()).collect()
+
+    def lazy(self, raw: pl.LazyFrame) -> pl.LazyFrame:
+        """Typed columns (null = invalid) plus the boolean ``_BAD``, lazily (streamable)."""
         race = [
             pl.when(pl.col(c) == NULL)
             .then(pl.lit(0, pl.UInt16))
@@ -247,7 +289,8 @@ class _FastPath:
         eth = pl.when(pl.col("QSPAN").str.len_bytes() == 4).then(
             pl.col("QSPAN").cast(pl.UInt16, strict=False)
         )
-        t = b.select(
+        t = raw.select(
+            ROW,
             block.alias(BLOCK),
             age.alias("QAGE"),
             pl.col("QSEX").replace_strict(["1", "2"], [1, 2], default=None, return_dtype=pl.UInt8),
@@ -257,7 +300,7 @@ class _FastPath:
             eth.alias("QSPAN"),
         )
         if self.blocks is not None:
-            t = t.join(self.blocks, on=BLOCK, how="left", maintain_order="left")
+            t = t.join(self.blocks.lazy(), on=BLOCK, how="left", maintain_order="left")
         r = [pl.col(c) for c in RACE_COLUMNS]
         n_codes = pl.sum_horizontal([(x > 0).cast(pl.UInt8) for x in r])
         checks = [
@@ -279,7 +322,7 @@ class _FastPath:
 
 
 def _canonical(good: pl.DataFrame, with_units: bool) -> pl.DataFrame:
-    codes = good.select(RACE_COLUMNS).to_numpy().astype(np.uint64)
+    codes = np.column_stack([good[c].to_numpy() for c in RACE_COLUMNS])
     k1, k2 = pack_race_codes(codes)
     return good.select(
         pl.col(BLOCK),
@@ -521,6 +564,7 @@ __all__ = [
     "PersonReader",
     "canonical_persons",
     "read_persons",
+    "scan_canonical",
     "scan_persons",
     "validate_persons",
 ]
