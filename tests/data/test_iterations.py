@@ -25,6 +25,10 @@ def test_production_counts(ref: ReferenceData) -> None:
     assert len(ref.ethnicity_iterations()) == 38
     assert sum(len(i.codes) for i in ref.iterations.values()) == 14088
     assert ref.codes[9950] == "Not Hispanic (checkbox)"
+    c2i = ref.code_to_iterations
+    assert sum(len(v) for v in c2i.values()) == 14088
+    assert "4015" in c2i[2011]  # Mexican
+    assert all(2011 in ref.iterations[i].codes for i in c2i[2011])
 
 
 def test_production_iteration_attributes(ref: ReferenceData) -> None:

@@ -93,7 +93,7 @@ def open_table(
         )
     else:
         try:
-            lf = pl.scan_parquet(path, row_index_name=ROW, row_index_offset=1)
+            lf = pl.scan_parquet(path, row_index_name=ROW, row_index_offset=1, low_memory=True)
             names = lf.collect_schema().names()
         except Exception as exc:  # polars raises several types for non-Parquet files
             log.add(Problem(name, "unreadable", f"not a readable Parquet file: {exc}"))
@@ -101,13 +101,44 @@ def open_table(
         names = [n for n in names if n != ROW]
         if not check_header(name, names, expected, log, extra_ok=extra_ok, ordered=False):
             return None
-    cols = [
+    return lf.select(pl.col(ROW).cast(pl.UInt64), *_normalized(expected, optional_null))
+
+
+def _normalized(expected: Sequence[str], optional_null: Sequence[str]) -> list[pl.Expr]:
+    return [
         pl.col(c).cast(pl.String).fill_null("Null").alias(c)
         if c in optional_null
         else pl.col(c).cast(pl.String).alias(c)
         for c in expected
     ]
-    return lf.select(pl.col(ROW).cast(pl.UInt64), *cols)
+
+
+def table_batches(
+    path: Path,
+    lf: pl.LazyFrame,
+    rows: int,
+    expected: Sequence[str],
+    optional_null: Sequence[str] = (),
+) -> Iterator[pl.DataFrame]:
+    """Batches of a table opened by :func:`open_table` (same columns), bounded in memory.
+
+    Text files stream through polars; Parquet files are read row group by row group with
+    pyarrow (polars' streaming Parquet reader prefetches ~1.5 GB at 10⁷ rows).
+    """
+    if format_of(path) == "txt":
+        yield from iter_batches(lf, rows)
+        return
+    import pyarrow.parquet as pq
+
+    exprs = _normalized(expected, optional_null)
+    offset = 1
+    with pq.ParquetFile(path) as pf:
+        for rb in pf.iter_batches(batch_size=rows, columns=list(expected)):
+            df = pl.from_arrow(rb)
+            assert isinstance(df, pl.DataFrame)
+            n = df.height
+            yield df.select(pl.int_range(offset, offset + n, dtype=pl.UInt64).alias(ROW), *exprs)
+            offset += n
 
 
 def is_blank_row(columns: Sequence[str]) -> pl.Expr:
@@ -168,4 +199,5 @@ __all__ = [
     "is_blank_row",
     "iter_batches",
     "open_table",
+    "table_batches",
 ]

@@ -35,7 +35,7 @@ from pathlib import Path
 
 import polars as pl
 
-from privtab.data._scan import diagnose_field_counts, is_blank_row, iter_batches, open_table
+from privtab.data._scan import diagnose_field_counts, is_blank_row, open_table, table_batches
 from privtab.data._tables import ROW, pattern_ok, report_rows
 from privtab.data.errors import Problem, ProblemLog
 from privtab.data.levels import (
@@ -126,7 +126,7 @@ def load_geography(
         return None
     parts: list[pl.DataFrame] = []
     try:
-        for batch in iter_batches(lf, batch_rows):
+        for batch in table_batches(path, lf, batch_rows, GRFC_COLUMNS):
             batch = batch.filter(~is_blank_row(GRFC_COLUMNS))
             parts.append(_check_batch(name, batch, log))
     except pl.exceptions.ComputeError:

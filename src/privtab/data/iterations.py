@@ -144,6 +144,15 @@ class ReferenceData:
     def code_set(self) -> frozenset[int]:
         return frozenset(self.codes)
 
+    @cached_property
+    def code_to_iterations(self) -> Mapping[int, tuple[str, ...]]:
+        """Every code → the iterations (of every level, file order) whose group holds it."""
+        out: dict[int, list[str]] = {c: [] for c in self.codes}
+        for it in self.iterations.values():
+            for c in it.codes:
+                out.setdefault(c, []).append(it.code)
+        return {c: tuple(v) for c, v in out.items()}
+
     def membership(self, iterations: Iterable[Iteration] | None = None) -> pl.DataFrame:
         """Long table ``ITERATION_CODE`` (Enum) × ``RACE_ETH_CODE`` (UInt16) of the groups."""
         its = list(self.iterations.values()) if iterations is None else list(iterations)

@@ -20,9 +20,13 @@ than ``max_race_codes``), ``invalid_ethnicity_code``, ``unknown_ethnicity_code``
 ``wrong_field_count``, ``wrong_header``.
 
 The canonical form used by engines (:data:`CANONICAL_SCHEMA`): ``BLOCK`` (UInt64 block
-key), ``QAGE`` (UInt8), ``QSEX`` (UInt8, 1 male, 2 female), ``QSPAN`` (UInt16) and the
-race-code combination packed in ``RACE_KEY1``/``RACE_KEY2`` (see
-:mod:`privtab.data.membership`).
+key), ``UNIT`` (UInt32 geo unit, when a geography is given), ``QAGE`` (UInt8), ``QSEX``
+(UInt8, 1 male, 2 female), ``QSPAN`` (UInt16) and the race-code combination packed in
+``RACE_KEY1``/``RACE_KEY2`` (see :mod:`privtab.data.membership`).
+
+Speed: each batch is typed and checked by cheap integer expressions (:class:`_FastPath`);
+only the rows it flags go through the naming checks (:class:`_Checker`), which produce the
+messages. Both flag exactly the same rows (property test).
 """
 
 from __future__ import annotations
@@ -35,7 +39,7 @@ from typing import Protocol
 import numpy as np
 import polars as pl
 
-from privtab.data._scan import diagnose_field_counts, is_blank_row, iter_batches, open_table
+from privtab.data._scan import diagnose_field_counts, is_blank_row, open_table, table_batches
 from privtab.data._tables import FOUR_DIGIT_CODE, NULL, ROW, pattern_ok
 from privtab.data.ages import MAX_AGE
 from privtab.data.errors import Problem, ProblemLog
@@ -63,6 +67,7 @@ PERSON_COLUMNS = (
 )
 CANONICAL_SCHEMA: dict[str, pl.DataType] = {
     BLOCK: pl.UInt64(),
+    UNIT: pl.UInt32(),
     "QAGE": pl.UInt8(),
     "QSEX": pl.UInt8(),
     "QSPAN": pl.UInt16(),
@@ -178,7 +183,8 @@ class PersonReader:
         checker = _Checker(name, self.reference, self.geography, self.max_race_codes)
         states = None if self.states is None else [int(x) for x in self.states]
         try:
-            for batch in iter_batches(lf, self.batch_rows):
+            batches = table_batches(self.path, lf, self.batch_rows, PERSON_COLUMNS, RACE_COLUMNS)
+            for batch in batches:
                 batch = batch.filter(~is_blank_row(PERSON_COLUMNS))
                 self.rows_read += batch.height
                 typed = fast.typed(batch)
@@ -228,7 +234,8 @@ def read_persons(
     parts = list(reader.batches())
     reader.raise_if_invalid()
     if not parts:
-        return pl.DataFrame(schema=CANONICAL_SCHEMA)
+        schema = {k: v for k, v in CANONICAL_SCHEMA.items() if geography or k != UNIT}
+        return pl.DataFrame(schema=schema)
     return pl.concat(parts)
 
 

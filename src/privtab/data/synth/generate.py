@@ -347,15 +347,20 @@ class _Writer:
         else:
             import pyarrow.parquet as pq
 
-            out = df.with_columns(pl.all().cast(pl.String))
+            out = df
             if self.null_race:
                 out = out.with_columns(
                     pl.when(pl.col(c) == "Null").then(None).otherwise(pl.col(c)).alias(c)
                     for c in RACE_COLUMNS
                 )
+            # Enum columns become Arrow dictionaries: written as dictionary-encoded Parquet
+            # strings without converting every value; no Arrow schema is stored, so readers
+            # see plain string columns
             table = out.to_arrow(compat_level=pl.CompatLevel.oldest())
             if self._pq is None:
-                self._pq = pq.ParquetWriter(self.path, table.schema, compression="zstd")
+                self._pq = pq.ParquetWriter(
+                    self.path, table.schema, compression="zstd", store_schema=False
+                )
             self._pq.write_table(table)
         self.rows += df.height
 
