@@ -219,7 +219,18 @@ def load_reference(directory: str | Path, log: ProblemLog) -> ReferenceData | No
     return ref
 
 
-def _check_codes(file: str, df: pl.DataFrame, log: ProblemLog) -> None:
+def _check_iteration_code_format(file: str, df: pl.DataFrame, log: ProblemLog) -> None:
+    report_rows(
+        log,
+        file,
+        "invalid_iteration_code",
+        "an iteration code is four digits",
+        df.filter(~pattern_ok("ITERATION_CODE", ITERATION_CODE_PATTERN)),
+        "ITERATION_CODE",
+    )
+
+
+def _check_code_format(file: str, df: pl.DataFrame, log: ProblemLog) -> None:
     report_rows(
         log,
         file,
@@ -228,6 +239,10 @@ def _check_codes(file: str, df: pl.DataFrame, log: ProblemLog) -> None:
         df.filter(~pattern_ok("RACE_ETH_CODE", FOUR_DIGIT_CODE)),
         "RACE_ETH_CODE",
     )
+
+
+def _check_codes(file: str, df: pl.DataFrame, log: ProblemLog) -> None:
+    _check_code_format(file, df, log)
     report_rows(
         log,
         file,
@@ -245,14 +260,7 @@ _BOOL_OR_NULL = ("True", "False", NULL)
 
 
 def _check_iteration_rows(file: str, df: pl.DataFrame, log: ProblemLog, *, race: bool) -> None:
-    report_rows(
-        log,
-        file,
-        "invalid_iteration_code",
-        "an iteration code is four digits",
-        df.filter(~pattern_ok("ITERATION_CODE", ITERATION_CODE_PATTERN)),
-        "ITERATION_CODE",
-    )
+    _check_iteration_code_format(file, df, log)
     report_rows(
         log,
         file,
@@ -319,22 +327,8 @@ def _check_mapping(
     eth_df: pl.DataFrame | None,
     log: ProblemLog,
 ) -> None:
-    report_rows(
-        log,
-        file,
-        "invalid_iteration_code",
-        "an iteration code is four digits",
-        df.filter(~pattern_ok("ITERATION_CODE", ITERATION_CODE_PATTERN)),
-        "ITERATION_CODE",
-    )
-    report_rows(
-        log,
-        file,
-        "invalid_code",
-        "a race/ethnicity code is four digits, not starting with 0",
-        df.filter(~pattern_ok("RACE_ETH_CODE", FOUR_DIGIT_CODE)),
-        "RACE_ETH_CODE",
-    )
+    _check_iteration_code_format(file, df, log)
+    _check_code_format(file, df, log)
     pair = pl.struct("ITERATION_CODE", "RACE_ETH_CODE")
     report_rows(
         log,
