@@ -10,7 +10,7 @@ from __future__ import annotations
 import typer
 
 from privtab import __version__
-from privtab.cli import account, bench, demo, invariants, semantics
+from privtab.cli import account, bench, demo, invariants, semantics, synth, validate
 
 app = typer.Typer(
     name="privtab",
@@ -41,6 +41,8 @@ bench.register(app)
 demo.register(app)
 invariants.register(app)
 semantics.register(app)
+synth.register(app)
+validate.register(app)
 
 
 def main() -> None:

@@ -1,0 +1,441 @@
+"""``config.json`` of SafeTab-P: reading, validation and a typed model.
+
+The file is read unchanged (the 2020 production file ``NMFv7-2020/config.json`` ships in
+:mod:`privtab.data.resources`). Numbers are parsed as exact decimals, so budgets are exact
+rationals: the US production budget sums to ρ = 4.944 exactly, not to a float near it.
+
+Rules (each violation is a :class:`~privtab.data.errors.Problem` naming the key and value):
+
+- every key of the production schema is present, no unknown key, no key twice;
+- ``privacy_defn`` is ``zcdp`` (budgets are ρ, discrete Gaussian noise) or ``puredp``
+  (budgets are ε, geometric noise);
+- every budget is a finite number ≥ 0;
+- ``privacy_budget_p_stage_1_fraction`` lies strictly between 0 and 1;
+- ``thresholds_p`` has, for every (geography, iteration level) of each scope that is run,
+  exactly three strictly increasing numbers (stage 2: below the first → total only; then
+  Sex × Age4, Sex × Age9, Sex × Age23) — the Census code accepted non-decreasing lists of
+  three or more, but equal thresholds make a statistic level unreachable and extra ones
+  are never used, so both are reported as errors here;
+- ``max_race_codes`` is an integer in 1..8, ``zero_suppression_chance`` in [0, 1);
+- ``allow_negative_counts``, ``run_us``, ``run_pr`` are booleans and at least one run is on;
+- ``state_filter_us`` is a non-empty list of distinct FIPS codes of the 50 states + DC;
+- ``reader`` is ``cef`` or ``csv`` (kept for provenance: privtab reads files itself).
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from decimal import Decimal
+from fractions import Fraction
+from pathlib import Path
+from typing import Any, Literal
+
+from privtab.data.errors import Problem, ProblemLog
+from privtab.data.levels import (
+    ITERATION_LEVELS,
+    PR_LEVELS,
+    US_LEVELS,
+    US_STATE_FIPS,
+    GeoLevel,
+    PopulationGroupLevel,
+    Scope,
+    levels_of,
+)
+
+PrivacyDefinition = Literal["zcdp", "puredp"]
+
+STAGE_1_KEY = "privacy_budget_p_stage_1_fraction"
+THRESHOLDS_KEY = "thresholds_p"
+OPTIONAL_KEYS = ("zero_suppression_chance",)
+MAX_RACE_CODES_LIMIT = 8
+"""The person file has eight race columns QRACE1..QRACE8."""
+
+
+def budget_key(geo: GeoLevel, iteration_level: int) -> str:
+    """The ``config.json`` key of a level's budget, e.g. ``privacy_budget_p_level_2_county``."""
+    return f"privacy_budget_p_level_{iteration_level}_{geo.config_name}"
+
+
+def threshold_key(geo: GeoLevel, iteration_level: int) -> str:
+    """The ``thresholds_p`` key of a level, e.g. ``(COUNTY, 2)``."""
+    return f"({geo.value}, {iteration_level})"
+
+
+BUDGET_KEYS: dict[str, PopulationGroupLevel] = {
+    budget_key(g, i): (g, i) for g in (*US_LEVELS, *PR_LEVELS) for i in ITERATION_LEVELS
+}
+REQUIRED_KEYS: tuple[str, ...] = (
+    "max_race_codes",
+    *BUDGET_KEYS,
+    STAGE_1_KEY,
+    THRESHOLDS_KEY,
+    "allow_negative_counts",
+    "run_us",
+    "run_pr",
+    "reader",
+    "state_filter_us",
+    "privacy_defn",
+)
+KNOWN_KEYS: frozenset[str] = frozenset((*REQUIRED_KEYS, *OPTIONAL_KEYS))
+
+
+@dataclass(frozen=True)
+class SafeTabConfig:
+    """A validated SafeTab-P configuration.
+
+    Budgets are per population-group level (geography level × iteration level 1|2), in the
+    unit of ``privacy_defn`` (ρ for zCDP, ε for pure DP), as exact rationals. Thresholds are
+    per level, three strictly increasing numbers.
+    """
+
+    privacy_defn: PrivacyDefinition
+    budgets: Mapping[PopulationGroupLevel, Fraction]
+    stage_1_fraction: Fraction
+    thresholds: Mapping[PopulationGroupLevel, tuple[Fraction, Fraction, Fraction]]
+    max_race_codes: int
+    zero_suppression_chance: Fraction | None
+    allow_negative_counts: bool
+    run_us: bool
+    run_pr: bool
+    state_filter_us: tuple[str, ...]
+    reader: str
+    source: str
+    """Where the config was read from (path or ``<dict>``)."""
+
+    @property
+    def scopes(self) -> tuple[Scope, ...]:
+        """The runs switched on, in production order (US, then PR)."""
+        return tuple(s for s, on in ((Scope.US, self.run_us), (Scope.PR, self.run_pr)) if on)
+
+    def levels(self, scope: Scope) -> tuple[PopulationGroupLevel, ...]:
+        """Population-group levels of a run: each geography level × iteration levels 1, 2."""
+        return tuple((g, i) for g in levels_of(scope) for i in ITERATION_LEVELS)
+
+    def budget(self, geo: GeoLevel, iteration_level: int) -> Fraction:
+        return self.budgets[(geo, iteration_level)]
+
+    def total_budget(self, scope: Scope) -> Fraction:
+        """Sum of the budgets of a run's levels (ρ = 4.944 for the 2020 US production run)."""
+        return sum((self.budgets[lv] for lv in self.levels(scope)), Fraction(0))
+
+    def threshold(self, geo: GeoLevel, iteration_level: int) -> tuple[Fraction, ...]:
+        return self.thresholds[(geo, iteration_level)]
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form (budgets as floats and exact fractions as strings)."""
+        return {
+            "source": self.source,
+            "privacy_defn": self.privacy_defn,
+            "budgets": {
+                f"{g.value},{i}": {"value": float(b), "exact": str(b)}
+                for (g, i), b in self.budgets.items()
+            },
+            "stage_1_fraction": str(self.stage_1_fraction),
+            "thresholds": {
+                f"{g.value},{i}": [float(t) for t in ts] for (g, i), ts in self.thresholds.items()
+            },
+            "max_race_codes": self.max_race_codes,
+            "zero_suppression_chance": (
+                None
+                if self.zero_suppression_chance is None
+                else float(self.zero_suppression_chance)
+            ),
+            "allow_negative_counts": self.allow_negative_counts,
+            "run_us": self.run_us,
+            "run_pr": self.run_pr,
+            "state_filter_us": list(self.state_filter_us),
+            "reader": self.reader,
+        }
+
+
+def read_config(path: str | Path) -> SafeTabConfig:
+    """Read and validate ``config.json``; raise :class:`InputValidationError` on any problem."""
+    log = ProblemLog()
+    cfg = load_config(path, log)
+    log.raise_if_any()
+    assert cfg is not None
+    return cfg
+
+
+def load_config(path: str | Path, log: ProblemLog) -> SafeTabConfig | None:
+    """Read and validate ``config.json``, adding problems to ``log``.
+
+    Returns ``None`` if the file has any problem (they are all in ``log``).
+    """
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        log.add(Problem(str(path), "missing_file", f"cannot read the file: {exc.strerror}"))
+        return None
+    return parse_config_text(text, source=str(path), log=log)
+
+
+def parse_config_text(text: str, source: str, log: ProblemLog) -> SafeTabConfig | None:
+    """Parse JSON text with exact decimals and duplicate-key detection, then validate.
+
+    Returns ``None`` (problems in ``log``) if anything is wrong.
+    """
+    dup: list[str] = []
+
+    def pairs(items: list[tuple[str, Any]]) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for k, v in items:
+            if k in out:
+                dup.append(k)
+            out[k] = v
+        return out
+
+    try:
+        raw = json.loads(text, parse_float=Decimal, object_pairs_hook=pairs)
+    except json.JSONDecodeError as exc:
+        log.add(
+            Problem(
+                source,
+                "invalid_json",
+                f"not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})",
+                row=None,
+            )
+        )
+        return None
+    for k in dup:
+        log.add(Problem(source, "duplicate_key", "key appears more than once", column=k))
+    if not isinstance(raw, dict):
+        log.add(Problem(source, "invalid_json", "the config must be a JSON object"))
+        return None
+    cfg = parse_config(raw, source=source, log=log)
+    return None if dup else cfg
+
+
+def parse_config(
+    raw: Mapping[str, Any], source: str = "<dict>", log: ProblemLog | None = None
+) -> SafeTabConfig | None:
+    """Validate a config mapping (values as produced by :func:`json.loads`).
+
+    Returns the typed config, or ``None`` when problems were found (they are in ``log``;
+    without a ``log`` an :class:`~privtab.data.errors.InputValidationError` is raised).
+    """
+    own = log is None
+    log = ProblemLog() if log is None else log
+    before = sum(log.counts.values())
+    _Checker(raw, source, log).run()
+    if sum(log.counts.values()) > before:
+        if own:
+            log.raise_if_any()
+        return None
+    thresholds = {
+        lv: tuple(_frac(x) for x in raw[THRESHOLDS_KEY][threshold_key(*lv)])
+        for lv in BUDGET_KEYS.values()
+        if threshold_key(*lv) in raw[THRESHOLDS_KEY]
+    }
+    zsc = raw.get("zero_suppression_chance")
+    return SafeTabConfig(
+        privacy_defn=raw["privacy_defn"],
+        budgets={lv: _frac(raw[k]) for k, lv in BUDGET_KEYS.items()},
+        stage_1_fraction=_frac(raw[STAGE_1_KEY]),
+        thresholds=thresholds,  # type: ignore[arg-type]
+        max_race_codes=int(raw["max_race_codes"]),
+        zero_suppression_chance=None if zsc is None else _frac(zsc),
+        allow_negative_counts=bool(raw["allow_negative_counts"]),
+        run_us=bool(raw["run_us"]),
+        run_pr=bool(raw["run_pr"]),
+        state_filter_us=tuple(raw["state_filter_us"]),
+        reader=str(raw["reader"]),
+        source=source,
+    )
+
+
+def _is_number(x: Any) -> bool:
+    if isinstance(x, bool):
+        return False
+    if isinstance(x, int):
+        return True
+    if isinstance(x, Decimal):
+        return x.is_finite()
+    return isinstance(x, float) and math.isfinite(x)
+
+
+def _frac(x: Any) -> Fraction:
+    if isinstance(x, float):
+        return Fraction(repr(x))  # the decimal the user wrote, not the binary float
+    return Fraction(x)
+
+
+def _show(x: Any) -> str:
+    if isinstance(x, Decimal):
+        return str(x)
+    try:
+        return json.dumps(x, default=str)
+    except (TypeError, ValueError):
+        return repr(x)
+
+
+class _Checker:
+    def __init__(self, raw: Mapping[str, Any], source: str, log: ProblemLog) -> None:
+        self.raw = raw
+        self.source = source
+        self.log = log
+
+    def bad(self, kind: str, key: str, value: Any, message: str) -> None:
+        shown = None if value is _ABSENT else _show(value)
+        self.log.add(Problem(self.source, kind, message, column=key, value=shown))
+
+    def run(self) -> None:
+        raw = self.raw
+        for k in sorted(set(raw) - KNOWN_KEYS):
+            self.bad("unknown_key", k, raw[k], "unknown config key (not part of SafeTab-P)")
+        for k in REQUIRED_KEYS:
+            if k not in raw:
+                self.bad("missing_key", k, _ABSENT, "required config key is missing")
+        self._privacy_defn()
+        self._budgets()
+        self._stage_1()
+        self._max_race_codes()
+        self._zero_suppression()
+        self._flags()
+        self._state_filter()
+        self._reader()
+        self._thresholds()
+
+    def _privacy_defn(self) -> None:
+        v = self.raw.get("privacy_defn", _ABSENT)
+        if v is not _ABSENT and v not in ("zcdp", "puredp"):
+            self.bad("invalid_value", "privacy_defn", v, "must be 'zcdp' or 'puredp'")
+
+    def _budgets(self) -> None:
+        for k in BUDGET_KEYS:
+            v = self.raw.get(k, _ABSENT)
+            if v is _ABSENT:
+                continue
+            if not _is_number(v):
+                self.bad("invalid_type", k, v, "a budget must be a finite number")
+            elif v < 0:
+                self.bad("negative_budget", k, v, "a budget must be non-negative")
+
+    def _stage_1(self) -> None:
+        v = self.raw.get(STAGE_1_KEY, _ABSENT)
+        if v is _ABSENT:
+            return
+        if not _is_number(v):
+            self.bad("invalid_type", STAGE_1_KEY, v, "must be a number")
+        elif not 0 < v < 1:
+            self.bad("out_of_range", STAGE_1_KEY, v, "must lie strictly between 0 and 1")
+
+    def _max_race_codes(self) -> None:
+        v = self.raw.get("max_race_codes", _ABSENT)
+        if v is _ABSENT:
+            return
+        if isinstance(v, bool) or not isinstance(v, int):
+            self.bad("invalid_type", "max_race_codes", v, "must be an integer")
+        elif not 1 <= v <= MAX_RACE_CODES_LIMIT:
+            self.bad(
+                "out_of_range",
+                "max_race_codes",
+                v,
+                f"must be between 1 and {MAX_RACE_CODES_LIMIT} (columns QRACE1..QRACE8)",
+            )
+
+    def _zero_suppression(self) -> None:
+        v = self.raw.get("zero_suppression_chance", _ABSENT)
+        if v is _ABSENT:
+            return
+        if not _is_number(v):
+            self.bad("invalid_type", "zero_suppression_chance", v, "must be a number")
+        elif not 0 <= v < 1:
+            self.bad("out_of_range", "zero_suppression_chance", v, "must lie in [0, 1)")
+
+    def _flags(self) -> None:
+        for k in ("allow_negative_counts", "run_us", "run_pr"):
+            v = self.raw.get(k, _ABSENT)
+            if v is not _ABSENT and not isinstance(v, bool):
+                self.bad("invalid_type", k, v, "must be true or false")
+        if self.raw.get("run_us") is False and self.raw.get("run_pr") is False:
+            self.bad("no_run", "run_us", False, "run_us and run_pr are both false")
+
+    def _state_filter(self) -> None:
+        k = "state_filter_us"
+        v = self.raw.get(k, _ABSENT)
+        if v is _ABSENT:
+            return
+        if not isinstance(v, list) or not all(isinstance(s, str) for s in v):
+            self.bad("invalid_type", k, v, "must be a list of 2-digit state FIPS strings")
+            return
+        if not v and self.raw.get("run_us") is True:
+            self.bad("invalid_value", k, v, "must not be empty for a US run")
+        seen: set[str] = set()
+        for s in v:
+            if s in seen:
+                self.bad("duplicate_value", k, s, "state listed twice")
+            seen.add(s)
+            if s not in US_STATE_FIPS:
+                self.bad("invalid_value", k, s, "not the FIPS code of one of the 50 states or DC")
+
+    def _reader(self) -> None:
+        v = self.raw.get("reader", _ABSENT)
+        if v is not _ABSENT and v not in ("cef", "csv"):
+            self.bad("invalid_value", "reader", v, "must be 'cef' or 'csv'")
+
+    def _thresholds(self) -> None:
+        v = self.raw.get(THRESHOLDS_KEY, _ABSENT)
+        if v is _ABSENT:
+            return
+        if not isinstance(v, dict):
+            self.bad("invalid_type", THRESHOLDS_KEY, v, "must be an object")
+            return
+        known = {threshold_key(*lv) for lv in BUDGET_KEYS.values()}
+        for k in sorted(set(v) - known):
+            self.bad(
+                "unknown_key",
+                f"{THRESHOLDS_KEY}.{k}",
+                v[k],
+                "unknown thresholds key (expected '(GEO, level)')",
+            )
+        scopes = [s for s, f in ((Scope.US, "run_us"), (Scope.PR, "run_pr")) if self.raw.get(f)]
+        required = {threshold_key(g, i) for s in scopes for g in levels_of(s) for i in (1, 2)}
+        for k in sorted(required - set(v)):
+            self.bad(
+                "missing_key", f"{THRESHOLDS_KEY}.{k}", _ABSENT, "thresholds of a level are missing"
+            )
+        for k in sorted(set(v) & known):
+            ts = v[k]
+            col = f"{THRESHOLDS_KEY}.{k}"
+            if not isinstance(ts, list) or not all(_is_number(t) for t in ts):
+                self.bad("invalid_type", col, ts, "must be a list of three numbers")
+            elif len(ts) != 3:
+                self.bad(
+                    "thresholds_count",
+                    col,
+                    ts,
+                    f"exactly three thresholds are needed, got {len(ts)}",
+                )
+            elif not all(a < b for a, b in itertools.pairwise(ts)):
+                self.bad(
+                    "thresholds_not_increasing", col, ts, "thresholds must be strictly increasing"
+                )
+
+
+class _Absent:
+    def __repr__(self) -> str:
+        return "<absent>"
+
+
+_ABSENT: Any = _Absent()
+
+
+__all__ = [
+    "BUDGET_KEYS",
+    "KNOWN_KEYS",
+    "REQUIRED_KEYS",
+    "PrivacyDefinition",
+    "SafeTabConfig",
+    "budget_key",
+    "load_config",
+    "parse_config",
+    "parse_config_text",
+    "read_config",
+    "threshold_key",
+]

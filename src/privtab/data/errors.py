@@ -1,0 +1,181 @@
+"""Structured input problems and the single error raised for bad input.
+
+Every check in :mod:`privtab.data` reports a :class:`Problem` naming the FILE, the ROW (the
+1-based number of the data row: the first row after the header is row 1, so in a text file
+row ``r`` is on line ``r + 1``), the COLUMN and the offending VALUE. Problems are collected
+across all input files and raised together as one :class:`InputValidationError`, before
+anything is written. Only the first :data:`DEFAULT_EXAMPLES` rows of each kind of problem are
+kept (the total number of offending rows of that kind is counted exactly), so validating
+10⁸ bad rows does not need memory for 10⁸ messages.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+DEFAULT_EXAMPLES = 10
+"""How many example rows of each (file, kind) are kept by a :class:`ProblemLog`."""
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One bad value (or one bad file-level property) of an input file.
+
+    Attributes:
+        file: the file name (or path) as given by the caller.
+        kind: a stable, machine-readable code, e.g. ``"unknown_race_code"``.
+        message: a human-readable explanation.
+        row: 1-based data-row number (header excluded; ``None`` for file-level problems,
+            e.g. a wrong header, and for keys of ``config.json``).
+        column: the column (or, for ``config.json``, the key) at fault.
+        value: the offending value as it appears in the file (``None`` if absent).
+    """
+
+    file: str
+    kind: str
+    message: str
+    row: int | None = None
+    column: str | None = None
+    value: str | None = None
+
+    def __str__(self) -> str:
+        where = [self.file]
+        if self.row is not None:
+            where.append(f"row {self.row}")
+        if self.column is not None:
+            where.append(f"column {self.column}")
+        if self.value is not None:
+            where.append(f"value {self.value!r}")
+        return f"{', '.join(where)}: {self.message} [{self.kind}]"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "file": self.file,
+            "kind": self.kind,
+            "row": self.row,
+            "column": self.column,
+            "value": self.value,
+            "message": self.message,
+        }
+
+
+@dataclass
+class ProblemLog:
+    """Collects problems, keeping the first ``examples`` of each (file, kind) and exact counts.
+
+    ``add`` records one offending row; ``add_many`` records a vectorised check's result
+    (its total count and its first example rows).
+    """
+
+    examples: int = DEFAULT_EXAMPLES
+    _problems: list[Problem] = field(default_factory=list)
+    _counts: dict[tuple[str, str], int] = field(default_factory=dict)
+    _kept: dict[tuple[str, str], int] = field(default_factory=dict)
+
+    def _keep(self, problem: Problem) -> None:
+        key = (problem.file, problem.kind)
+        if self._kept.get(key, 0) < self.examples:
+            self._problems.append(problem)
+            self._kept[key] = self._kept.get(key, 0) + 1
+
+    def add(self, problem: Problem) -> None:
+        key = (problem.file, problem.kind)
+        self._counts[key] = self._counts.get(key, 0) + 1
+        self._keep(problem)
+
+    def add_many(self, count: int, examples: Iterable[Problem]) -> None:
+        """Record ``count`` offending rows of one kind, given (some of) their problems."""
+        if count <= 0:
+            return
+        it = iter(examples)
+        first = next(it, None)
+        if first is None:
+            raise ValueError("add_many needs at least one example problem")
+        key = (first.file, first.kind)
+        self._counts[key] = self._counts.get(key, 0) + count
+        for p in (first, *it):
+            self._keep(p)
+
+    def extend(self, other: ProblemLog) -> None:
+        """Merge another log into this one (counts add up; examples are kept in order)."""
+        for p in other._problems:
+            self._keep(p)
+        for key, n in other._counts.items():
+            self._counts[key] = self._counts.get(key, 0) + n
+
+    def room(self, file: str, kind: str) -> int:
+        """How many more example rows of (file, kind) will be kept."""
+        return max(0, self.examples - self._kept.get((file, kind), 0))
+
+    @property
+    def problems(self) -> tuple[Problem, ...]:
+        return tuple(self._problems)
+
+    @property
+    def counts(self) -> dict[tuple[str, str], int]:
+        return dict(self._counts)
+
+    def __bool__(self) -> bool:
+        return bool(self._counts)
+
+    def __iter__(self) -> Iterator[Problem]:
+        return iter(self._problems)
+
+    def raise_if_any(self) -> None:
+        """Raise :class:`InputValidationError` if any problem was recorded."""
+        if self._counts:
+            raise InputValidationError(self.problems, self.counts)
+
+
+class InputValidationError(ValueError):
+    """Bad input: carries every problem found (first rows of each kind) and exact counts.
+
+    ``problems`` is the structured list (see :class:`Problem`); ``counts`` maps
+    ``(file, kind)`` to the total number of offending rows. ``str(err)`` lists them all.
+    """
+
+    def __init__(
+        self,
+        problems: Iterable[Problem],
+        counts: dict[tuple[str, str], int] | None = None,
+    ) -> None:
+        self.problems: tuple[Problem, ...] = tuple(problems)
+        if counts is None:
+            counts = {}
+            for p in self.problems:
+                counts[(p.file, p.kind)] = counts.get((p.file, p.kind), 0) + 1
+        self.counts: dict[tuple[str, str], int] = dict(counts)
+        super().__init__(self._render())
+
+    @property
+    def total(self) -> int:
+        """Total number of offending rows (or file-level problems) over all kinds."""
+        return sum(self.counts.values())
+
+    def kinds(self) -> set[str]:
+        return {kind for _, kind in self.counts}
+
+    def _render(self) -> str:
+        lines = [f"invalid input: {self.total} problem(s)"]
+        shown: dict[tuple[str, str], int] = {}
+        for p in self.problems:
+            lines.append(f"  {p}")
+            shown[(p.file, p.kind)] = shown.get((p.file, p.kind), 0) + 1
+        for (file, kind), n in self.counts.items():
+            more = n - shown.get((file, kind), 0)
+            if more > 0:
+                lines.append(f"  {file}: ... and {more} more row(s) with [{kind}]")
+        return "\n".join(lines)
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready summary: every kept problem plus the exact count per (file, kind)."""
+        return {
+            "valid": False,
+            "total": self.total,
+            "counts": [
+                {"file": f, "kind": k, "count": n} for (f, k), n in sorted(self.counts.items())
+            ],
+            "problems": [p.to_dict() for p in self.problems],
+        }

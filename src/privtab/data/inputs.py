@@ -1,0 +1,197 @@
+"""All SafeTab-P inputs at once: parameters directory + data directory, validated together.
+
+Layout (as the Census CSV reader expects):
+
+- parameters: ``config.json`` and, next to it, the four race/ethnicity reference files
+  (default: the packaged 2020 production parameters);
+- data: ``person-records.txt`` (or ``.parquet``) and ``GRF-C.txt`` (or ``.parquet``).
+
+:func:`load_inputs` checks everything it can, collects every problem of every file and
+raises one :class:`~privtab.data.errors.InputValidationError` — before the caller has
+written anything. With ``validate_persons=False`` the person file is only header-checked,
+so that an engine can validate while it aggregates, in a single pass
+(:meth:`SafeTabInputs.person_reader`, then ``raise_if_invalid()`` before writing).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from privtab.data._scan import find_input, open_table
+from privtab.data.config import SafeTabConfig, load_config
+from privtab.data.errors import ProblemLog
+from privtab.data.geography import GRFC_STEM, Geography, load_geography
+from privtab.data.iterations import REFERENCE_FILES, ReferenceData, load_reference
+from privtab.data.levels import PopulationGroupLevel, Scope
+from privtab.data.persons import (
+    DEFAULT_BATCH_ROWS,
+    PERSON_COLUMNS,
+    PERSON_STEM,
+    RACE_COLUMNS,
+    PersonReader,
+)
+from privtab.data.resources import production_config_path
+from privtab.data.stability import Stability, stabilities
+
+
+@dataclass(frozen=True)
+class SafeTabInputs:
+    """Validated configuration, reference data and geography, plus the person file to read."""
+
+    config: SafeTabConfig
+    reference: ReferenceData
+    geography: Geography
+    config_path: Path
+    persons_path: Path
+    grfc_path: Path
+    person_rows: int | None
+    """Rows of the person file when it was validated by :func:`load_inputs`, else None."""
+
+    @property
+    def parameters_dir(self) -> Path:
+        return self.config_path.parent
+
+    def person_reader(
+        self, batch_rows: int = DEFAULT_BATCH_ROWS, states: list[str] | None = None
+    ) -> PersonReader:
+        """A validating batch reader of the person file (canonical columns)."""
+        return PersonReader(
+            self.persons_path,
+            self.reference,
+            self.geography,
+            self.config.max_race_codes,
+            batch_rows=batch_rows,
+            states=states,
+        )
+
+    def stabilities(self, scope: Scope) -> dict[PopulationGroupLevel, Stability]:
+        """Stability of every population-group level of a run (reference files + K)."""
+        return stabilities(self.reference, self.config.max_race_codes, scope)
+
+    def input_files(self) -> list[Path]:
+        return [
+            self.config_path,
+            *(self.parameters_dir / f for f in REFERENCE_FILES),
+            self.persons_path,
+            self.grfc_path,
+        ]
+
+    def checksums(self) -> dict[str, str]:
+        """SHA-256 of every input file (streamed), for a release's provenance record."""
+        return {str(p): sha256_file(p) for p in self.input_files()}
+
+    def summary(self) -> dict[str, Any]:
+        """JSON-ready description: files, rows, domain sizes, budgets and stabilities."""
+        out: dict[str, Any] = {
+            "config": str(self.config_path),
+            "persons": str(self.persons_path),
+            "grfc": str(self.grfc_path),
+            "person_rows": self.person_rows,
+            "grfc_blocks": self.geography.blocks.height,
+            "codes": len(self.reference.codes),
+            "race_iterations": len(self.reference.race_iterations()),
+            "ethnicity_iterations": len(self.reference.ethnicity_iterations()),
+            "privacy_defn": self.config.privacy_defn,
+            "max_race_codes": self.config.max_race_codes,
+            "runs": {},
+        }
+        for scope in self.config.scopes:
+            stab = self.stabilities(scope)
+            out["runs"][scope.value] = {
+                "total_budget": float(self.config.total_budget(scope)),
+                "levels": [
+                    {
+                        "geography": g.value,
+                        "iteration_level": i,
+                        "regions": len(self.geography.domain(g)),
+                        "iterations": len(self.reference.select(i, g.granularity)),
+                        "budget": float(self.config.budget(g, i)),
+                        "stability": stab[(g, i)].value,
+                        "stability_census_rule": stab[(g, i)].census_rule,
+                        "stability_exact": stab[(g, i)].exact,
+                    }
+                    for g, i in self.config.levels(scope)
+                ],
+            }
+        return out
+
+
+def sha256_file(path: Path, block: int = 1 << 22) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as fh:
+        while chunk := fh.read(block):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def resolve_config_path(config: str | Path | None) -> Path:
+    """``config.json`` from a file path, a parameters directory, or the packaged default."""
+    if config is None:
+        return production_config_path()
+    p = Path(config)
+    return p / "config.json" if p.is_dir() else p
+
+
+def load_inputs(
+    config: str | Path | None,
+    data_dir: str | Path,
+    *,
+    validate_persons: bool = True,
+    batch_rows: int = DEFAULT_BATCH_ROWS,
+    progress: Any = None,
+) -> SafeTabInputs:
+    """Read and validate every input; raise one InputValidationError listing all problems.
+
+    ``config`` is a ``config.json`` path or a parameters directory (``None``: the packaged
+    2020 production parameters); the reference files are read from the same directory.
+    ``progress``, if given, is called as ``progress(rows_read)`` after each person batch.
+    """
+    log = ProblemLog()
+    config_path = resolve_config_path(config)
+    data = Path(data_dir)
+    cfg = load_config(config_path, log)
+    ref = load_reference(config_path.parent, log)
+    grfc_path = find_input(data, GRFC_STEM, log)
+    persons_path = find_input(data, PERSON_STEM, log)
+    state_filter = cfg.state_filter_us if cfg is not None else ()
+    geo = None if grfc_path is None else load_geography(grfc_path, log, state_filter, batch_rows)
+    rows: int | None = None
+    if persons_path is not None:
+        if validate_persons:
+            reader = PersonReader(
+                persons_path,
+                ref,
+                geo,
+                cfg.max_race_codes if cfg is not None else 8,
+                batch_rows=batch_rows,
+                log=log,
+            )
+            started = time.monotonic()
+            for _ in reader.batches():
+                if progress is not None:
+                    progress(reader.rows_read, time.monotonic() - started)
+            rows = reader.rows_read
+        else:
+            open_table(persons_path, PERSON_COLUMNS, log, optional_null=RACE_COLUMNS)
+    log.raise_if_any()
+    assert cfg is not None
+    assert ref is not None
+    assert geo is not None
+    assert persons_path is not None
+    assert grfc_path is not None
+    return SafeTabInputs(
+        config=cfg,
+        reference=ref,
+        geography=geo,
+        config_path=config_path,
+        persons_path=persons_path,
+        grfc_path=grfc_path,
+        person_rows=rows,
+    )
+
+
+__all__ = ["SafeTabInputs", "load_inputs", "resolve_config_path", "sha256_file"]

@@ -1,0 +1,55 @@
+"""The fast integer checks flag exactly the rows the detailed (naming) checks reject."""
+
+from __future__ import annotations
+
+import random
+
+import polars as pl
+import pytest
+
+from privtab.data import ReferenceData, read_geography, toy_dataset_dir
+from privtab.data._tables import ROW
+from privtab.data.errors import ProblemLog
+from privtab.data.persons import PERSON_COLUMNS, _Checker, _FastPath
+
+POOLS: dict[str, list[str]] = {
+    "QAGE": ["000", "0", "28", "115", "116", "-1", "+5", " 5", "1e2", "", "0115", "abc"],
+    "QSEX": ["1", "2", "0", "3", "", "+1"],
+    "HOUSEHOLDER": ["True", "False", "true", ""],
+    "TABBLKST": ["01", "02", "72", "11", "1", "+1", "03", "001", ""],
+    "TABBLKCOU": ["001", "002", "031", "01", "+01", "0001"],
+    "TABTRACTCE": ["000001", "000002", "050901", "000100", "+00001", "00001"],
+    "TABBLK": ["0001", "0002", "2040", "3004", "+001", "001", "0009"],
+    "CENRACE": ["01", "63", "00", "64", "1", "+1", "ab"],
+    "QSPAN": ["9950", "2011", "1000", "1234", "0999", "+999", "Null", "", "99500"],
+}
+RACE = ["1000", "3000", "4000", "2011", "9950", "Null", "Null", "Null", "1234", "0999",
+        "+999", "12", "", "10000"]  # fmt: skip
+
+
+def _row(rng: random.Random, clean: float) -> dict[str, str]:
+    if rng.random() < clean:
+        row = {c: POOLS[c][0] for c in POOLS}
+        k = rng.randint(1, 8)
+        codes = rng.sample(["1000", "3000", "4000", "2011", "9950", "1002", "5000", "7500"], k)
+        row.update({f"QRACE{i + 1}": (codes[i] if i < k else "Null") for i in range(8)})
+        return row
+    row = {c: rng.choice(p) for c, p in POOLS.items()}
+    row.update({f"QRACE{i}": rng.choice(RACE) for i in range(1, 9)})
+    return row
+
+
+@pytest.mark.parametrize(("seed", "k"), [(1, 8), (2, 3), (3, 1)])
+def test_fast_path_agrees_with_detailed_checks(ref: ReferenceData, seed: int, k: int) -> None:
+    rng = random.Random(seed)
+    rows = [_row(rng, clean=0.5) for _ in range(4000)]
+    b = pl.DataFrame(
+        {ROW: list(range(1, len(rows) + 1)), **{c: [r[c] for r in rows] for c in PERSON_COLUMNS}},
+        schema={ROW: pl.UInt64, **dict.fromkeys(PERSON_COLUMNS, pl.String)},
+    )
+    geo = read_geography(toy_dataset_dir() / "GRF-C.txt")
+    fast = _FastPath(ref, geo, k).typed(b)
+    flagged = set(b.filter(fast["_BAD"])[ROW].to_list())
+    ok_rows = set(_Checker("f", ref, geo, k).check(b, ProblemLog())[ROW].to_list())
+    assert flagged == set(b[ROW].to_list()) - ok_rows
+    assert 0.2 * len(rows) < len(flagged) < 0.97 * len(rows)  # both kinds of rows occur
