@@ -168,3 +168,46 @@ def test_production_analyses_are_ordered() -> None:
     res = analyse(plan, 1e-10)
     assert res["zcdp_analytic"]["epsilon"] == pytest.approx(zcdp_epsilon(4.944, 1e-10, "analytic"))
     assert res["pld"]["epsilon"] < res["zcdp_optimal"]["epsilon"] <= res["zcdp_grid"]["epsilon"]
+
+
+def test_plan_round_trips_through_dict(paper_plans) -> None:
+    import json
+
+    for plan in paper_plans:
+        again = ReleasePlan.from_dict(json.loads(json.dumps(plan.to_dict())))
+        assert again.levels == plan.levels
+        assert again.total_budget == plan.total_budget
+    with pytest.raises(ValueError, match="levels"):
+        ReleasePlan.from_dict({"privacy_defn": "zcdp"})
+
+
+def test_release_power_from_pld_matches_seed_dgm_column() -> None:
+    # 16 discrete Gaussian queries sharing rho = 2.63: the semantics seed's Table 2
+    # "Power (DGM)" column (0.49 / 0.74 / 0.84); the exact Gaussian is 0.4869 / 0.7417 / 0.8442
+    from privtab.accounting.pld import compose_plds, discrete_gaussian_loss
+
+    prof = compose_plds([(discrete_gaussian_loss(16 / (2 * 2.63)), 16)], grid=1e-3)
+    power = prof.power([0.01, 0.05, 0.10])
+    np.testing.assert_allclose(power, [0.4869, 0.7417, 0.8442], atol=3e-3)
+    assert np.all(np.diff(prof.power(np.linspace(0, 1, 50))) >= -1e-12)
+
+
+def test_semantics_cli_reads_a_release_plan(tmp_path, paper_plans) -> None:
+    import json
+
+    from typer.testing import CliRunner
+
+    from privtab.cli import app
+
+    _, dg = paper_plans
+    path = tmp_path / "release.json"
+    path.write_text(
+        json.dumps({"guarantee": {"zcdp": {"rho": float(dg.total_budget)}}, "plan": dg.to_dict()})
+    )
+    res = CliRunner().invoke(app, ["semantics", "--release", str(path), "--json"])
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.stdout)
+    pld = out["power"]["release_pld"]
+    # the release's own composition is never above the bound for any rho-zCDP mechanism
+    assert all(p <= z + 1e-9 for p, z in zip(pld, out["power"]["zcdp_bound"], strict=True))
+    assert all(p >= a for p, a in zip(pld, out["power"]["levels"], strict=True))

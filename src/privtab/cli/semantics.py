@@ -107,6 +107,28 @@ def _guarantee(
         fail(f"{chosen[0]}: {exc}")
 
 
+def _release_pld_power(path: str, levels: list[float]) -> Any:
+    """Power against a SafeTab release's worst-case person, from the ``plan`` in its
+    release.json (None when the file has no plan)."""
+    import json
+
+    from privtab.tabulate import ReleasePlan, plan_pld
+
+    try:
+        with open(path, encoding="utf-8") as fh:
+            doc = json.load(fh)
+    except (OSError, ValueError) as exc:
+        fail(f"--release: cannot read {path}: {exc}")
+    if not isinstance(doc, dict) or "plan" not in doc:
+        return None
+    try:
+        plan = ReleasePlan.from_dict(doc["plan"])
+    except (ValueError, TypeError) as exc:
+        fail(f"--release: {path}: the 'plan' object is not a privtab plan: {exc}")
+    typer.echo("privtab: computing the release's privacy-loss distribution ...", err=True)
+    return plan_pld(plan).power(levels)
+
+
 def _lists(d: dict[str, Any]) -> dict[str, Any]:
     return {k: (v.tolist() if hasattr(v, "tolist") else v) for k, v in d.items()}
 
@@ -155,6 +177,10 @@ def semantics(
         post = posterior_bounds(g, rt)
     except ValueError as exc:
         fail(str(exc))
+    if release is not None:
+        release_power = _release_pld_power(release, lv)
+        if release_power is not None:
+            pw["release_pld"] = release_power
     eps_at: dict[str, float | None] = {}
     for d in (1e-5, 1e-10):
         try:

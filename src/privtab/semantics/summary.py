@@ -122,6 +122,12 @@ BOUNDS: dict[str, BoundInfo] = {
         "exact power against k discrete Gaussian queries with the same total ρ",
         "Canonne, Kamath & Steinke 2020; exact Neyman–Pearson from the pmf",
     ),
+    "release_pld": BoundInfo(
+        "mechanism",
+        "power against the worst-case person of a SafeTab release: the privacy-loss "
+        "distribution of its actual composition of noisy counts (upper bound)",
+        "SafeTab seed Algorithms 1-5; privtab.tabulate.plan_pld (Neyman–Pearson on the PLD)",
+    ),
 }
 
 

@@ -23,7 +23,7 @@ geometric one is off by one — seed-checks README item 3).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -58,10 +58,10 @@ class StagePlan:
     stage: Stage
     noise: Literal["discrete_gaussian", "geometric"]
     parameter: Fraction
-    mechanism: NoiseMechanism
-    noise_scale: float
-    variance: float
-    moe95: int
+    mechanism: NoiseMechanism = field(compare=False, repr=False)
+    noise_scale: float = 0.0
+    variance: float = 0.0
+    moe95: int = 0
 
     @classmethod
     def build(cls, stage: Stage, privacy_defn: PrivacyDefn, parameter: Fraction) -> StagePlan:
@@ -158,6 +158,23 @@ class LevelPlan:
             total=StagePlan.build("total", privacy_defn, per_group),
         )
 
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> LevelPlan:
+        """Rebuild a level from :meth:`to_dict` output (exact fields preferred)."""
+        try:
+            return cls.build(
+                geo=str(d["geo"]),
+                iteration_level=int(d["iteration_level"]),
+                privacy_defn=d["privacy_defn"],
+                budget=Fraction(str(d.get("budget_exact", d["budget"]))),
+                gamma=Fraction(str(d.get("gamma_exact", d["gamma"]))),
+                thresholds=[int(t) for t in d["thresholds"]],
+                stability=int(d["stability"]),
+                has_detailed_only=bool(d.get("has_detailed_only", True)),
+            )
+        except KeyError as exc:
+            raise ValueError(f"level description is missing the field {exc}") from exc
+
     def stat_level(self, stage1_counts: ArrayLike) -> NDArray[np.int8]:
         """Statistic level 0–3 of each group from its stage-1 noisy total (production's
         ``np.digitize(count, thresholds)``: below the first threshold → 0, …)."""
@@ -173,6 +190,7 @@ class LevelPlan:
             "budget": float(self.budget),
             "budget_exact": str(self.budget),
             "gamma": float(self.gamma),
+            "gamma_exact": str(self.gamma),
             "thresholds": list(self.thresholds),
             "stability": self.stability,
             "has_detailed_only": self.has_detailed_only,
@@ -268,6 +286,14 @@ class ReleasePlan:
                 )
             )
         return cls(privacy_defn, tuple(levels), source=f"MOE targets {list(moes)} ({calibration})")
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> ReleasePlan:
+        """Rebuild a plan from :meth:`to_dict` output (e.g. a release.json's ``plan``)."""
+        if "levels" not in d or "privacy_defn" not in d:
+            raise ValueError("a plan needs 'privacy_defn' and 'levels'")
+        levels = tuple(LevelPlan.from_dict(lv) for lv in d["levels"])
+        return cls(d["privacy_defn"], levels, source=str(d.get("source", "")))
 
     @property
     def total_budget(self) -> Fraction:
