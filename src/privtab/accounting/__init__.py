@@ -4,7 +4,11 @@ Quick start::
 
     >>> from privtab.accounting import ZCDP, zcdp_epsilon
     >>> round(zcdp_epsilon(2.63, 1e-10, "analytic"), 3)
-    18.046
+    18.194
+    >>> round(zcdp_epsilon(2.63, 1e-10), 3)  # the tight (Canonne-Kamath-Steinke) conversion
+    17.431
+    >>> ZCDP(2.63).rho
+    2.63
 
 See ``docs/accounting.md`` for every conversion and its source.
 """
