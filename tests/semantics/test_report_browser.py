@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from privtab.accounting import ZCDP
+from privtab.accounting import GDP, ZCDP, ApproxDP, Guarantee, PureDP, geometric_rdp
 from privtab.semantics.allocation import builtin_allocation
 from privtab.semantics.report import guarantee_report_html, topdown_report_html, write_html
 
@@ -70,6 +70,37 @@ def test_guarantee_report_renders_without_errors(tmp_path: Path) -> None:
     assert kept.shape == fresh.shape
     # same page layout: the mean darkness of the first screen agrees roughly
     assert abs(kept.mean() - fresh.mean()) < 15
+
+
+BASE_FIGURES = {"fig-power", "fig-epsilon-delta", "fig-bayes"}
+
+
+@pytest.mark.parametrize(
+    ("guarantee", "expected"),
+    [
+        # pure ε also draws the prior-to-posterior figure (Thm 6.4, Examples 4.4 and 4.5)
+        (PureDP(1.0), BASE_FIGURES | {"fig-prior-posterior"}),
+        (ApproxDP(1.0, 1e-6), BASE_FIGURES),
+        (GDP(2.29), BASE_FIGURES),
+        (geometric_rdp(0.5), BASE_FIGURES),
+    ],
+    ids=["pure", "approx", "gdp", "rdp"],
+)
+def test_other_guarantee_reports_render_every_figure(
+    tmp_path: Path, guarantee: Guarantee, expected: set[str]
+) -> None:
+    page = write_html(
+        tmp_path / "g.html", guarantee_report_html(guarantee, [0.01, 0.05, 0.1], [1.25, 2, 10])
+    )
+    r = render(page.as_uri(), FIGURES_JS)
+    assert r.errors == []
+    figs = _figures(r.value)
+    assert set(figs) == expected
+    for ident, (width, complete, text) in figs.items():
+        assert complete, ident
+        assert width > 0, ident
+        assert text > 150, ident
+    _check(r.screenshot)
 
 
 def test_topdown_report_renders_without_errors(tmp_path: Path) -> None:
