@@ -96,10 +96,13 @@ def test_single_rdp_pair_values() -> None:
     for lam, tau, e, v1, v2 in [
         (2.0, 0.5, 1.0, 0.22313016014842982, 0.6065306597126334),
         (5.0, 1.0, 2.0, 0.0024787521766663585, 0.01831563888873418),
+        # seed-checks 000.bayes.thm741_rdp / thm742_rdp .al10.0.tau2.63.eps4.0
+        (10.0, 2.63, 4.0, 8.090420795158388e-08, 4.417220084053278e-06),
     ]:
         g = RDP.tabulated([lam], [tau])  # known at one order only: the bound uses it
-        assert posterior_ratio_tail_rest_known(g, e) <= v1 * (1 + 1e-9)
-        assert posterior_ratio_tail_arbitrary_prior(g, e) <= v2 * (1 + 1e-9)
+        # exp((λ−1)τ − λε) and exp((λ−1)(τ − ε)) exactly (a smaller value would be invalid)
+        assert posterior_ratio_tail_rest_known(g, e) == pytest.approx(v1, rel=1e-9)
+        assert posterior_ratio_tail_arbitrary_prior(g, e) == pytest.approx(v2, rel=1e-9)
 
 
 def test_inferential_limits_values() -> None:
@@ -117,6 +120,18 @@ def test_inferential_limits_values() -> None:
         (0.09196986029286058, 0.6795704571147613)
     )
     assert randomized_response_flip(1.0) == pytest.approx(0.2689414213699951)
+    # seed-checks 001.ex23.rr_flip.e0.5, 001.thm64.raw.pi0.9/pi0.02, 001.thm85.odds.o3.e0.5
+    assert randomized_response_flip(0.5) == pytest.approx(0.37754066879814546, rel=1e-12)
+    assert posterior_interval(0.9, 0.2, clip=False) == pytest.approx(
+        (0.7368576777701836, 1.0992624823441528), rel=1e-12
+    )
+    assert posterior_interval(0.9, 0.2) == pytest.approx((0.7368576777701836, 1.0), rel=1e-12)
+    assert posterior_interval(0.02, 1.0) == pytest.approx(
+        (0.007357588823428847, 0.054365636569180906), rel=1e-12
+    )
+    assert pufferfish_odds_bounds(3, 0.5) == pytest.approx(
+        (1.8195919791379003, 4.946163812100385), rel=1e-12
+    )
     assert pure_posterior_ratio_bounds(1.0)[1] == pytest.approx(math.e)
 
 
