@@ -168,6 +168,8 @@ def test_bounds_hold_for_exact_posteriors(eps0: float) -> None:
     }
     eps_grid = np.linspace(0.01, 3 * eps0, 25)
     zc = ZCDP(eps0**2 / 2)  # ε-DP ⇒ ε²/2-zCDP
+    # the model's own Rényi curve at the four orders, through privtab's RDP bounds
+    g = RDP.tabulated(lams, [tau[lam] for lam in lams])
     pbdp = pbdp_curve(PureDP(eps0), eps_grid)
     # Thm 7.4.1: z known, ratio = P(ω|r,z)/P_z(ω), ω ~ P_z
     for z in range(3):
@@ -181,6 +183,7 @@ def test_bounds_hold_for_exact_posteriors(eps0: float) -> None:
                 for lam in lams:
                     assert exact <= math.exp((lam - 1) * tau[lam] - lam * e) + 1e-12
                 assert exact <= float(posterior_ratio_tail_rest_known(zc, e)) + 1e-12
+                assert exact <= float(posterior_ratio_tail_rest_known(g, e)) + 1e-12
                 # f-DP / pbdp version: ω drawn given the true record r
                 truth = float(pw(r, z)[ratio > math.exp(e)].sum())
                 assert truth <= pbdp[i] + 1e-12
@@ -199,6 +202,7 @@ def test_bounds_hold_for_exact_posteriors(eps0: float) -> None:
             exact = float(given_r[ratio > math.exp(e)].sum())
             for lam in lams:
                 assert exact <= math.exp((lam - 1) * (tau[lam] - e)) + 1e-12
+            assert exact <= float(posterior_ratio_tail_arbitrary_prior(g, e)) + 1e-12
             assert exact <= float(posterior_ratio_tail_arbitrary_prior(zc, e)) + 1e-12
 
 
