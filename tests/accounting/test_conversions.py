@@ -56,6 +56,9 @@ def test_safetab_table2_zcdp_numbers() -> None:
     assert round(analytic, 1) == 12.8
     assert round(grid, 1) == 12.2
     assert zcdp_epsilon(rho_total, 1e-10) <= grid
+    # with the printed (rounded) rho_total = 1.41 (seed-checks 002.table2.*_printed_totals)
+    assert zcdp_epsilon(1.41, 1e-10, "analytic") == pytest.approx(12.805867638967388, abs=1e-9)
+    assert zcdp_epsilon(1.41, 1e-10, "grid") == pytest.approx(12.177309482589244, abs=1e-9)
 
 
 def test_pure_conversions() -> None:

@@ -76,6 +76,8 @@ def test_paper_formula_values_and_understatement() -> None:
         (7.36, 0.38516557802837026, 0.2860020253509517),
         (3.0, 0.42796175336485587, 0.20276127249299986),
         (1.1, 0.01, -2.8515823170839602e-05),
+        (10.0, 0.05, 0.011845496318709584),
+        (20.0, 0.25, 0.21458087253560196),
     ]
     for alpha, eps, expected in cases:
         assert geometric_rdp_paper_value(np.array([alpha]), eps)[0] == pytest.approx(
