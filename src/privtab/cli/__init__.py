@@ -10,7 +10,7 @@ from __future__ import annotations
 import typer
 
 from privtab import __version__
-from privtab.cli import account, bench, demo, invariants, semantics, synth, validate
+from privtab.cli import account, analyze, bench, demo, invariants, semantics, synth, validate
 
 app = typer.Typer(
     name="privtab",
@@ -37,6 +37,7 @@ def _root(
 
 
 account.register(app)
+analyze.register(app)
 bench.register(app)
 demo.register(app)
 invariants.register(app)

@@ -1,0 +1,359 @@
+"""Analysing a SafeTab release: exact intervals, combined totals, consistent tables.
+
+A release directory holds ``t1.parquet`` / ``t2.parquet`` (or pipe-delimited ``t1.txt`` /
+``t2.txt`` with the same columns) and ``release.json``. Every noisy count carries its
+noise law: ``NOISE`` (``discrete_gaussian`` or ``geometric``), ``NOISE_SCALE`` (σ² of one
+discrete Gaussian draw, or ``b = 1/ε`` of one geometric draw) and ``VARIANCE`` (the
+variance of the count's noise — a T1 ``sum_of_t2`` total carries the noise of
+``n = VARIANCE / Var(one draw)`` independent cells). All noises are independent.
+
+* :func:`add_intervals` adds exact interval columns at any level: the law of one draw for
+  a single measurement, the ``n``-fold convolution for a sum of T2 cells, so the bounds are
+  the shortest symmetric integer intervals whose exact coverage is ≥ the level (SafeTab
+  seed Alg. 4–5; course seed §4.2).
+* :func:`combine_totals` combines each group's stage-1 total ``STAGE1_COUNT`` with its
+  published ``COUNT`` by inverse variance (course seed §4.1) and states the variance of
+  the combination; ``level=`` adds an interval from the exact law of ``w₁e₁ + w₂e₂``.
+* :func:`consistent_t2` fits the T2 cells to the stage-1 total by GLS (optionally
+  non-negative): the fitted cells add up to the combined total.
+
+**The selection effect.** ``STAT_LEVEL`` was chosen by comparing ``STAGE1_COUNT`` with
+thresholds (SafeTab seed Alg. 2), so *conditional on the level* the stage-1 noise is not
+mean-zero: a group published at a detailed level is more likely to have had positive
+stage-1 noise. What each estimate guarantees:
+
+* ``COUNT`` (stage 2): its noise is drawn after, and independently of, the level choice,
+  so given the level it is unbiased with exactly the stated ``VARIANCE`` and the intervals
+  of :func:`add_intervals` have their exact coverage *conditionally on the level*.
+* ``COMBINED_COUNT``: unconditionally (over both stages' noise) each input is unbiased,
+  but the weights depend on the level through ``VARIANCE``, and given the level the
+  stage-1 input is biased. The stated ``COMBINED_VARIANCE = 1/(1/V₁ + 1/V₂)`` is its
+  exact variance for a group whose level is not in doubt (stage-1 count far from every
+  threshold relative to its standard deviation, and for TotalOnly groups, which have no
+  stage 1 and no combination); near a threshold the combined estimate can carry a bias of
+  up to ``STAGE1_WEIGHT·|E[e₁ | level]|``. :func:`combine_totals` therefore reports
+  ``STAGE1_WEIGHT`` and, when thresholds are given, ``STAGE1_THRESHOLD_SD`` (the distance
+  from the stage-1 count to the nearest threshold in stage-1 standard deviations); a user
+  who needs conditional guarantees uses ``COUNT`` alone where that distance is small
+  (``min_threshold_sd=``). The tests measure both effects by simulation.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from privtab.random import RationalLike
+
+if TYPE_CHECKING:
+    import polars as pl
+
+    from privtab.mechanisms import NoiseMechanism
+
+__all__ = [
+    "SafeTabRelease",
+    "add_intervals",
+    "combine_totals",
+    "consistent_t2",
+    "draw_count",
+    "load_release",
+    "measurement_mechanism",
+]
+
+GROUP_KEYS = ["REGION_ID", "REGION_TYPE", "ITERATION_CODE"]
+
+
+def _t1_schema() -> dict[str, Any]:
+    import polars as pl
+
+    return {
+        "REGION_ID": pl.String,
+        "REGION_TYPE": pl.String,
+        "ITERATION_CODE": pl.String,
+        "COUNT": pl.Int64,
+        "STAT_LEVEL": pl.Int8,
+        "COUNT_SOURCE": pl.String,
+        "NOISE": pl.String,
+        "NOISE_SCALE": pl.Float64,
+        "VARIANCE": pl.Float64,
+        "MOE95": pl.Int64,
+        "STAGE1_COUNT": pl.Int64,
+        "STAGE1_NOISE_SCALE": pl.Float64,
+        "STAGE1_VARIANCE": pl.Float64,
+    }
+
+
+def _t2_schema() -> dict[str, Any]:
+    import polars as pl
+
+    return {
+        "REGION_ID": pl.String,
+        "REGION_TYPE": pl.String,
+        "ITERATION_CODE": pl.String,
+        "AGESTART": pl.String,
+        "AGEEND": pl.String,
+        "SEX": pl.String,
+        "COUNT": pl.Int64,
+        "NOISE": pl.String,
+        "NOISE_SCALE": pl.Float64,
+        "VARIANCE": pl.Float64,
+        "MOE95": pl.Int64,
+    }
+
+
+@dataclass
+class SafeTabRelease:
+    """The tables of a SafeTab release and its ``release.json`` metadata."""
+
+    t1: pl.DataFrame
+    t2: pl.DataFrame
+    metadata: dict[str, Any] = field(default_factory=dict)
+    path: Path | None = None
+
+
+def _read_table(directory: Path, stem: str, schema: dict[str, Any]) -> pl.DataFrame:
+    import polars as pl
+
+    pq, txt = directory / f"{stem}.parquet", directory / f"{stem}.txt"
+    if pq.exists():
+        df = pl.read_parquet(pq)
+    elif txt.exists():
+        df = pl.read_csv(txt, separator="|", schema_overrides=schema, null_values=[""])
+    else:
+        raise FileNotFoundError(f"{directory} has neither {stem}.parquet nor {stem}.txt")
+    missing = [c for c in schema if c not in df.columns]
+    if missing:
+        raise ValueError(f"{stem} in {directory} lacks columns {missing}")
+    return df.with_columns([pl.col(c).cast(t) for c, t in schema.items()])
+
+
+def load_release(path: str | Path) -> SafeTabRelease:
+    """Read a release directory (Parquet preferred, pipe-delimited text otherwise)."""
+    d = Path(path)
+    if not d.is_dir():
+        raise FileNotFoundError(f"release directory {d} not found")
+    meta_path = d / "release.json"
+    meta = json.loads(meta_path.read_text()) if meta_path.exists() else {}
+    return SafeTabRelease(
+        _read_table(d, "t1", _t1_schema()), _read_table(d, "t2", _t2_schema()), meta, d
+    )
+
+
+def measurement_mechanism(noise: str, scale: float) -> NoiseMechanism:
+    """The mechanism of one draw: ``geometric`` with ``b = scale`` or ``discrete_gaussian``
+    with ``σ² = scale`` (sensitivity 1)."""
+    from privtab.analysis.noise import mechanism_from_spec
+
+    if noise not in ("geometric", "discrete_gaussian"):
+        raise ValueError(f"unknown NOISE {noise!r} (geometric or discrete_gaussian)")
+    return mechanism_from_spec(noise, scale=scale)
+
+
+def draw_count(noise: str, scale: float, variance: float) -> int:
+    """How many independent draws of one measurement's noise a count carries:
+    ``VARIANCE / Var(one draw)``, which must be (close to) a positive integer."""
+    v1 = measurement_mechanism(noise, scale).variance
+    n = variance / v1
+    k = round(n)
+    if k < 1 or abs(n - k) > 1e-6 * max(k, 1):
+        raise ValueError(
+            f"VARIANCE {variance} is not a whole number of draws of {noise} with scale "
+            f"{scale} (variance {v1} each)"
+        )
+    return int(k)
+
+
+def _law_moe(noise: str, scale: float, n: int, level: RationalLike) -> tuple[int, float]:
+    from privtab.analysis.noise import LinearNoise
+
+    m = measurement_mechanism(noise, scale)
+    if n == 1:
+        moe = int(m.moe(level))
+        return moe, float(m.law.coverage(moe))  # type: ignore[attr-defined]
+    law = LinearNoise([(1, m)] * n)
+    moe = int(law.moe(level))
+    return moe, law.central_mass(moe)
+
+
+def _pct(level: RationalLike) -> str:
+    from privtab.mechanisms.laws import as_level
+
+    v = float(as_level(level)) * 100
+    return f"{v:g}".replace(".", "_")
+
+
+def add_intervals(
+    df: pl.DataFrame,
+    level: RationalLike = 0.9,
+    *,
+    count_col: str = "COUNT",
+    scale_col: str = "NOISE_SCALE",
+    variance_col: str = "VARIANCE",
+    prefix: str = "",
+) -> pl.DataFrame:
+    """Add ``{prefix}MOE{L}``, ``{prefix}LOWER{L}``, ``{prefix}UPPER{L}`` (int64) and
+    ``{prefix}COVERAGE{L}`` (the exact coverage, ≥ level) for level ``L`` percent.
+
+    Works on T1 and T2 (and on T1's stage-1 columns with ``count_col="STAGE1_COUNT"``,
+    ``scale_col="STAGE1_NOISE_SCALE"``, ``variance_col="STAGE1_VARIANCE"``,
+    ``prefix="STAGE1_"``; rows without a stage 1 get nulls). Guarantee: for every row,
+    ``P(LOWER ≤ truth ≤ UPPER) = COVERAGE ≥ level`` over that row's noise.
+    """
+    import polars as pl
+
+    tag = _pct(level)
+    keys = ["NOISE", scale_col, variance_col]
+    classes = df.select(keys).unique().drop_nulls()
+    rows = []
+    for noise, scale, var in classes.iter_rows():
+        n = draw_count(noise, scale, var)
+        moe, cov = _law_moe(noise, scale, n, level)
+        rows.append({"NOISE": noise, scale_col: scale, variance_col: var, "_m": moe, "_c": cov})
+    table = pl.DataFrame(
+        rows,
+        schema={
+            "NOISE": pl.String,
+            scale_col: pl.Float64,
+            variance_col: pl.Float64,
+            "_m": pl.Int64,
+            "_c": pl.Float64,
+        },
+    )
+    out = df.join(table, on=keys, how="left", nulls_equal=False, maintain_order="left")
+    return out.with_columns(
+        pl.col("_m").alias(f"{prefix}MOE{tag}"),
+        (pl.col(count_col) - pl.col("_m")).alias(f"{prefix}LOWER{tag}"),
+        (pl.col(count_col) + pl.col("_m")).alias(f"{prefix}UPPER{tag}"),
+        pl.col("_c").alias(f"{prefix}COVERAGE{tag}"),
+    ).drop("_m", "_c")
+
+
+def combine_totals(
+    t1: pl.DataFrame,
+    *,
+    level: RationalLike | None = None,
+    thresholds: list[float] | None = None,
+    min_threshold_sd: float | None = None,
+) -> pl.DataFrame:
+    """Add ``COMBINED_COUNT``, ``COMBINED_VARIANCE`` and ``STAGE1_WEIGHT`` to T1.
+
+    ``COMBINED_COUNT = w·STAGE1_COUNT + (1−w)·COUNT`` with ``w = V₂/(V₁ + V₂)`` and variance
+    ``V₁V₂/(V₁ + V₂)`` (inverse variance; course seed §4.1). Groups without a stage 1
+    (TotalOnly) keep ``COUNT``. With ``thresholds`` (the release plan's θ's) the column
+    ``STAGE1_THRESHOLD_SD`` = distance of ``STAGE1_COUNT`` to the nearest threshold in
+    stage-1 standard deviations; with ``min_threshold_sd`` groups closer than that keep
+    ``COUNT`` alone (guarding against the selection bias described in the module
+    docstring). ``level`` adds ``COMBINED_LOWER{L}``/``COMBINED_UPPER{L}`` from the exact
+    law of the combined noise (valid for fixed weights, i.e. given the level when the
+    stage-1 noise is not selected on).
+    """
+    import polars as pl
+
+    v1, v2 = pl.col("STAGE1_VARIANCE"), pl.col("VARIANCE")
+    has1 = pl.col("STAGE1_COUNT").is_not_null() & v1.is_not_null()
+    out = t1
+    use = has1
+    if thresholds:
+        sd = v1.sqrt()
+        dist = pl.min_horizontal(
+            [(pl.col("STAGE1_COUNT").cast(pl.Float64) - th).abs() / sd for th in thresholds]
+        )
+        out = out.with_columns(
+            pl.when(has1).then(dist).otherwise(None).alias("STAGE1_THRESHOLD_SD")
+        )
+        if min_threshold_sd is not None:
+            use = has1 & (pl.col("STAGE1_THRESHOLD_SD") >= min_threshold_sd)
+    w = pl.when(use).then(v2 / (v1 + v2)).otherwise(0.0)
+    out = out.with_columns(w.alias("STAGE1_WEIGHT"))
+    w1 = pl.col("STAGE1_WEIGHT")
+    out = out.with_columns(
+        pl.when(w1 > 0)
+        .then(w1 * pl.col("STAGE1_COUNT") + (1 - w1) * pl.col("COUNT"))
+        .otherwise(pl.col("COUNT").cast(pl.Float64))
+        .alias("COMBINED_COUNT"),
+        pl.when(w1 > 0).then(v1 * v2 / (v1 + v2)).otherwise(v2).alias("COMBINED_VARIANCE"),
+    )
+    if level is None:
+        return out
+    from privtab.analysis.noise import LinearNoise
+
+    tag = _pct(level)
+    keys = [
+        "NOISE",
+        "NOISE_SCALE",
+        "VARIANCE",
+        "STAGE1_NOISE_SCALE",
+        "STAGE1_VARIANCE",
+        "STAGE1_WEIGHT",
+    ]
+    rows = []
+    for noise, scale, var, s1, var1, wt in out.select(keys).unique().iter_rows():
+        n = draw_count(noise, scale, var)
+        m2 = measurement_mechanism(noise, scale)
+        terms: list[tuple[RationalLike, NoiseMechanism]] = [(1 - wt, m2)] * n
+        if wt > 0:
+            n1 = draw_count(noise, s1, var1)
+            terms += [(wt, measurement_mechanism(noise, s1))] * n1
+        law = LinearNoise(terms)
+        rows.append((noise, scale, var, s1, var1, wt, float(law.moe(level))))
+    table = pl.DataFrame(
+        rows,
+        schema={**{k: out.schema[k] for k in keys}, "_m": pl.Float64},
+        orient="row",
+    )
+    out = out.join(table, on=keys, how="left", nulls_equal=True, maintain_order="left")
+    return out.with_columns(
+        (pl.col("COMBINED_COUNT") - pl.col("_m")).alias(f"COMBINED_LOWER{tag}"),
+        (pl.col("COMBINED_COUNT") + pl.col("_m")).alias(f"COMBINED_UPPER{tag}"),
+    ).drop("_m")
+
+
+def consistent_t2(t1: pl.DataFrame, t2: pl.DataFrame, *, nonnegative: bool = True) -> pl.DataFrame:
+    """Fit each group's T2 cells to its stage-1 total by GLS; adds ``FITTED_COUNT``.
+
+    The measurements — T2 cells ``pᵢ`` (variance ``vᵢ``) and the independent stage-1 total
+    ``t`` (variance ``V``) — give ``x̂ᵢ = pᵢ + vᵢ(t − Σp)/(V + Σv)``: unbiased for fixed
+    levels, each cell's variance reduced, and ``Σx̂`` equals the inverse-variance combined
+    total. Groups whose unconstrained fit has a negative cell are refitted with
+    non-negative least squares (scipy) when ``nonnegative``. Post-processing: no privacy
+    cost. (The same selection caveat as :func:`combine_totals` applies to ``t``.)
+    """
+    import numpy as np
+    import polars as pl
+
+    from privtab.analysis.postprocess import consistent_total
+
+    s1 = t1.select([*GROUP_KEYS, "STAGE1_COUNT", "STAGE1_VARIANCE"])
+    df = t2.join(s1, on=GROUP_KEYS, how="left", maintain_order="left")
+    g = df.with_columns(
+        pl.col("COUNT").sum().over(GROUP_KEYS).alias("_sp"),
+        pl.col("VARIANCE").sum().over(GROUP_KEYS).alias("_sv"),
+    )
+    has = pl.col("STAGE1_COUNT").is_not_null()
+    fit = pl.col("COUNT") + pl.col("VARIANCE") * (pl.col("STAGE1_COUNT") - pl.col("_sp")) / (
+        pl.col("STAGE1_VARIANCE") + pl.col("_sv")
+    )
+    g = g.with_columns(
+        pl.when(has).then(fit).otherwise(pl.col("COUNT").cast(pl.Float64)).alias("FITTED_COUNT")
+    )
+    if nonnegative:
+        g = g.with_row_index("_row")
+        neg = g.filter((pl.col("FITTED_COUNT") < 0).any().over(GROUP_KEYS))
+        fitted = g["FITTED_COUNT"].to_numpy().copy()
+        for _, grp in neg.group_by(GROUP_KEYS):
+            rows = grp["_row"].to_numpy()
+            if grp["STAGE1_COUNT"][0] is None:
+                fitted[rows] = np.maximum(grp["COUNT"].to_numpy(), 0)
+                continue
+            res = consistent_total(
+                float(grp["STAGE1_COUNT"][0]),
+                grp["COUNT"].to_numpy(),
+                float(grp["STAGE1_VARIANCE"][0]),
+                grp["VARIANCE"].to_numpy(),
+                nonnegative=True,
+            )
+            fitted[rows] = res.parts
+        g = g.with_columns(pl.Series("FITTED_COUNT", fitted)).drop("_row")
+    return g.drop("_sp", "_sv", "STAGE1_COUNT", "STAGE1_VARIANCE")
