@@ -74,6 +74,8 @@ def test_generalized_parallel_composition() -> None:
     g = compose_by_degree(geometric_rdp(0.3), 9)
     a = np.array([2.0, 5.0])
     np.testing.assert_allclose(g(a), 9 * geometric_rdp(0.3)(a))
+    assert isinstance(g, RDP)
+    assert g.description.startswith("9 × geometric")  # not "sum of 1 curves"
     with pytest.raises(ValueError, match="degree"):
         compose_by_degree(PureDP(1), 0)
 

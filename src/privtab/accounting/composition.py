@@ -48,7 +48,13 @@ def _sum_rdp(parts: list[RDP], weights: list[float] | None = None) -> RDP:
             total = total + wi * np.asarray(c(alpha), dtype=np.float64)
         return total
 
-    names = ", ".join(p.description for p in parts[:3]) + (" …" if len(parts) > 3 else "")
+    terms = [
+        p.description if wi == 1.0 else f"{wi:g} × {p.description}"
+        for p, wi in zip(parts, w, strict=True)
+    ]
+    if len(terms) == 1:
+        return RDP(curve, terms[0])
+    names = ", ".join(terms[:3]) + (" …" if len(terms) > 3 else "")
     return RDP(curve, f"sum of {len(parts)} curves [{names}]")
 
 
