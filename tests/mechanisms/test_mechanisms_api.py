@@ -204,7 +204,9 @@ def test_randomized_response_exact_error() -> None:
     err = np.abs(est - 60)
     assert pmf[err <= m + 1e-9].sum() >= 0.95
     assert pmf[err < m - 1e-9].sum() < 0.95
-    assert rr.moe(0.95, n=200) >= 0
+    # default count: the variance-maximising one; close to the normal 1.96·sd (here ≈ 26.6)
+    worst_sd = math.sqrt(max(rr.count_variance(200, c) for c in range(201)))
+    assert rr.moe(0.95, n=200) == pytest.approx(1.96 * worst_sd, rel=0.05)
 
 
 def test_randomized_response_confidence_interval_covers() -> None:
