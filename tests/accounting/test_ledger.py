@@ -16,7 +16,10 @@ from privtab.accounting import (
     BudgetExceededError,
     PrivacyLedger,
     PureDP,
+    compose,
     geometric_rdp,
+    randomized_response_rdp,
+    rdp_epsilon,
     zcdp_epsilon,
 )
 
@@ -107,3 +110,25 @@ def test_spent_never_exceeds_budget(charges: list[float]) -> None:
     exact = sum((Fraction(repr(e.charged.epsilon)) for e in ledger.entries), Fraction(0))  # type: ignore[union-attr]
     assert exact <= 2
     assert ledger.spent.epsilon <= 2.0  # type: ignore[union-attr]
+
+
+def test_epsilon_at_uses_renyi_composition_when_not_adaptive() -> None:
+    """The reported total takes the tightest valid route: for a fixed sequence of 100 pure
+    ε = 0.1 charges, composing randomized-response curves beats the sum ε = 10."""
+    fixed = PrivacyLedger(PureDP(20.0), adaptive=False)
+    adaptive = PrivacyLedger(PureDP(20.0))
+    for i in range(100):
+        fixed.charge(PureDP(0.1), f"q{i}")
+        adaptive.charge(PureDP(0.1), f"q{i}")
+    assert adaptive.epsilon_at(1e-10) == pytest.approx(10.0)  # a filter: the sum only
+    rdp = rdp_epsilon(compose([randomized_response_rdp(0.1)] * 100), 1e-10)
+    assert fixed.epsilon_at(1e-10) == pytest.approx(rdp, rel=1e-12)
+    assert 6.0 < fixed.epsilon_at(1e-10) < 7.0
+    # δ = 0 leaves only the pure route; budget enforcement is unchanged
+    assert fixed.epsilon_at(0.0) == pytest.approx(10.0)
+    assert fixed.spent.epsilon == pytest.approx(10.0)  # type: ignore[union-attr]
+    # pure charges in a zCDP ledger: never worse than ε²/2 accounting, never worse than Σε
+    z = PrivacyLedger(ZCDP(5.0), adaptive=False)
+    for _ in range(9):
+        z.charge(PureDP(0.4))
+    assert z.epsilon_at(1e-10) <= min(zcdp_epsilon(0.72, 1e-10), 3.6 + 1e-6)

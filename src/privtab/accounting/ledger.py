@@ -19,7 +19,7 @@ from fractions import Fraction
 from typing import Any, Literal
 
 from privtab.accounting.composition import compose
-from privtab.accounting.conversions import epsilon_at, gdp_to_zcdp, pure_to_zcdp
+from privtab.accounting.conversions import epsilon_at, gdp_to_zcdp, pure_to_zcdp, to_rdp
 from privtab.accounting.guarantees import GDP, RDP, ZCDP, ApproxDP, Guarantee, PureDP
 
 __all__ = ["BudgetExceededError", "Charge", "PrivacyLedger"]
@@ -192,8 +192,20 @@ class PrivacyLedger:
         return None
 
     def epsilon_at(self, delta: float) -> float:
-        """Total spent, as ε at ``delta`` by the tightest conversion available."""
-        return epsilon_at(self.spent, delta)
+        """Total spent, as ε at ``delta`` by the tightest conversion available.
+
+        The spent total in the budget's definition, converted (zCDP, GDP, RDP: optimal
+        order; pure: ε). For a non-adaptive ledger (the sequence was fixed in advance) with
+        ``delta > 0`` and no (ε, δ) charge, the charges *as given* are also composed as
+        Rényi curves (pure ε as randomized response, the tightest ε-DP curve) and the
+        smaller of the two valid bounds is returned — e.g. many small pure-DP charges.
+        """
+        base = epsilon_at(self.spent, delta)
+        gs = [e.guarantee for e in self._entries]
+        if self.adaptive or delta <= 0 or not gs or any(isinstance(g, ApproxDP) for g in gs):
+            return base
+        curves = compose(*[to_rdp(g) for g in gs])
+        return min(base, epsilon_at(curves, delta))
 
     def to_dict(self, delta: float | None = None) -> dict[str, Any]:
         """A JSON-ready summary (``delta`` adds the total ε at that δ)."""
