@@ -1,46 +1,113 @@
-"""``privtab demo``: the main job on built-in data (README command one)."""
+"""``privtab demo``: the main job on built-in data (README command one).
+
+Builds a synthetic population (a few states and Puerto Rico, every geography level),
+runs the 2020 production SafeTab-P configuration (zCDP, discrete Gaussian noise, ρ = 4.944
+for the US run) over it with secure noise, and prints levels, budgets, the guarantee by
+every analysis, cells released, MOE per level and — marked as a non-private evaluation
+that a real release never has — the error against the synthetic truth.
+"""
 
 from __future__ import annotations
 
+import json
+import shutil
+import sys
+from pathlib import Path
+
 import typer
 
-from privtab.cli._common import print_json
+from privtab.cli._common import fail, print_json, warn
+
+MARKER = ".privtab-demo"
+DEFAULT_STATES = "DE,RI,VT,PR"
 
 
 def register(app: typer.Typer) -> None:
     app.command("demo")(demo)
 
 
-def demo(as_json: bool = typer.Option(False, "--json", help="Print one JSON object.")) -> None:
-    """Run the built-in demonstration.
+def _demo_params(directory: Path, states: list[str], run_pr: bool) -> Path:
+    """The production parameters with ``state_filter_us`` set to the demo's states."""
+    from privtab.data import production_config_dir
 
-    Until the SafeTab engine lands this is the accounting demo: the 2020 production
-    SafeTab-P budget (ρ = 4.944) and the SafeTab paper's Table 2, by every conversion.
-    """
-    from privtab.accounting import ZCDP
-    from privtab.accounting.summary import epsilon_by_method
+    directory.mkdir(parents=True, exist_ok=True)
+    src = production_config_dir()
+    for f in src.iterdir():
+        if f.is_file():
+            shutil.copy2(f, directory / f.name)
+    cfg = json.loads((src / "config.json").read_text())
+    us = [s for s in states if s != "72"]
+    cfg["state_filter_us"] = us or cfg["state_filter_us"][:1]
+    cfg["run_us"] = bool(us)
+    cfg["run_pr"] = run_pr
+    (directory / "config.json").write_text(json.dumps(cfg, indent=2) + "\n")
+    return directory / "config.json"
 
-    rows = {
-        "2020 SafeTab-P US production (rho=4.944)": ZCDP(4.944),
-        "SafeTab paper Table 2 (rho=1.4071)": ZCDP(1.407062038567493),
-        "2020 TopDown persons+housing (rho=2.63)": ZCDP(2.63),
+
+def demo(
+    persons: int = typer.Option(200_000, "--persons", min=1000, help="Synthetic persons."),
+    states: str = typer.Option(
+        DEFAULT_STATES, "--states", help="States (USPS or FIPS; PR for Puerto Rico)."
+    ),
+    out: str = typer.Option("privtab-demo", "--out", "-o", help="Working directory."),
+    seed: int | None = typer.Option(
+        None, "--seed", help="Seeded noise for a reproducible demo (then NOT private)."
+    ),
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress on stderr."),
+) -> None:
+    """Synthetic population → the 2020 production SafeTab-P config → a release, summarised."""
+    import warnings
+
+    from privtab.cli.safetab import print_release_summary, release_summary
+    from privtab.data.synth import synthesize
+    from privtab.data.synth.states import resolve_states
+    from privtab.mechanisms import InsecureReleaseWarning
+    from privtab.random import SeededSource
+    from privtab.tabulate.run import RunOptions, run_release
+
+    root = Path(out)
+    if root.exists() and any(root.iterdir()) and not (root / MARKER).exists():
+        fail(f"{root} exists and is not a privtab demo directory; choose another --out")
+    try:
+        chosen = [st.fips for st in resolve_states(states)]
+    except ValueError as exc:
+        fail(str(exc))
+    root.mkdir(parents=True, exist_ok=True)
+    (root / MARKER).write_text("created by privtab demo\n")
+
+    def say(msg: str) -> None:
+        if not quiet:
+            print(f"demo: {msg}", file=sys.stderr, flush=True)
+
+    say(f"synthesising {persons:,} persons in states {', '.join(chosen)}")
+    synth = synthesize(root / "input", persons, states=chosen, seed=2020, overwrite=True)
+    params = _demo_params(root / "parameters", chosen, "72" in chosen)
+    if seed is not None:
+        warn("--seed: seeded noise, the demo release is NOT private")
+    opts = RunOptions(
+        source=SeededSource(seed) if seed is not None else None,
+        allow_insecure=seed is not None,
+        evaluate=True,
+        overwrite=True,
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", InsecureReleaseWarning)
+        res = run_release(params, root / "input", root / "release", opts, progress=say)
+    summary = release_summary(res)
+    summary["synthetic_persons"] = synth.persons
+    summary["states"] = list(chosen)
+    summary["outputs"] = {
+        "t1": str(root / "release" / "t1.txt"),
+        "t2": str(root / "release" / "t2.txt"),
+        "release_json": str(root / "release" / "release.json"),
+        "report": str(root / "release" / "report.html"),
     }
-    result = {name: epsilon_by_method(g, 1e-10) for name, g in rows.items()}
     if as_json:
-        print_json(
-            {
-                "delta": 1e-10,
-                "results": {k: {m: v["epsilon"] for m, v in r.items()} for k, r in result.items()},
-            }
-        )
+        print_json(summary)
         return
-    from rich.console import Console
-    from rich.table import Table
-
-    t = Table(title="privtab accounting demo: ε at δ = 1e-10")
-    t.add_column("release")
-    for m in ("analytic", "grid", "optimal"):
-        t.add_column(m, justify="right")
-    for name, r in result.items():
-        t.add_row(name, *(f"{r[m]['epsilon']:.4f}" for m in ("analytic", "grid", "optimal")))
-    Console().print(t)
+    print_release_summary(summary)
+    typer.echo(
+        f"\nT1/T2 (pipe-delimited and Parquet), release.json and report.html are in "
+        f"{root / 'release'}; the synthetic input is in {root / 'input'}."
+    )

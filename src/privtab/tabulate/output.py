@@ -1,0 +1,64 @@
+"""Writing a release: T1/T2 in the Census layout (pipe-delimited and Parquet), incrementally.
+
+Files in a release directory (written inside a temporary directory that is renamed onto the
+target only when the whole release succeeded — :func:`privtab.data.atomic_directory`):
+
+- ``t1.txt`` / ``t1.parquet`` — ``REGION_ID|REGION_TYPE|ITERATION_CODE|COUNT`` (the Census
+  T1 columns) followed by the error of every row (:data:`privtab.tabulate.engine.T1_SCHEMA`);
+- ``t2.txt`` / ``t2.parquet`` — ``REGION_ID|REGION_TYPE|ITERATION_CODE|AGESTART|AGEEND|SEX|
+  COUNT`` followed by the error (:data:`privtab.tabulate.engine.T2_SCHEMA`);
+- ``release.json`` and ``report.html``.
+
+Levels are appended one at a time (text: one header; Parquet: one row group per level and
+batch), so memory holds one level's output at most.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from types import TracebackType
+from typing import IO, Any
+
+import polars as pl
+
+__all__ = ["TableWriter"]
+
+
+class TableWriter:
+    """Appends frames of one schema to ``<stem>.txt`` (pipe-delimited) and ``<stem>.parquet``."""
+
+    def __init__(self, directory: Path, stem: str, schema: dict[str, Any]) -> None:
+        import pyarrow.parquet as pq
+
+        self.schema = schema
+        self.rows = 0
+        self.txt_path = directory / f"{stem}.txt"
+        self.parquet_path = directory / f"{stem}.parquet"
+        self._txt: IO[bytes] = self.txt_path.open("wb")
+        empty = pl.DataFrame(schema=schema)
+        empty.write_csv(self._txt, separator="|", include_header=True)
+        self._arrow_schema = empty.to_arrow().schema
+        self._pq = pq.ParquetWriter(self.parquet_path, self._arrow_schema, compression="zstd")
+
+    def write(self, frame: pl.DataFrame) -> None:
+        if frame.height == 0:
+            return
+        frame = frame.select(list(self.schema)).cast(self.schema)  # type: ignore[arg-type]
+        frame.write_csv(self._txt, separator="|", include_header=False, null_value="")
+        self._pq.write_table(frame.to_arrow().cast(self._arrow_schema), row_group_size=1 << 20)
+        self.rows += frame.height
+
+    def close(self) -> None:
+        self._txt.close()
+        self._pq.close()
+
+    def __enter__(self) -> TableWriter:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
