@@ -1,0 +1,140 @@
+"""Fixtures for the SafeTab engine tests: a small synthetic nation and an independent
+reference implementation of the exact tabulation (plain Python over person rows)."""
+
+from __future__ import annotations
+
+import csv
+import json
+import shutil
+from collections import defaultdict
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from privtab.data import (
+    GeoLevel,
+    Granularity,
+    IterationKind,
+    ReferenceData,
+    Scope,
+    production_config_dir,
+    read_reference,
+)
+
+SYNTH_STATES = ["10", "44", "72"]  # DE, RI, PR: every US and PR level, small domains
+
+
+def demo_params(directory: Path, states: list[str], **overrides: object) -> Path:
+    """A copy of the production parameters with ``state_filter_us`` = the US ``states``."""
+    directory.mkdir(parents=True, exist_ok=True)
+    for f in production_config_dir().iterdir():
+        if f.is_file():
+            shutil.copy(f, directory / f.name)
+            (directory / f.name).chmod(0o644)
+    cfg = json.loads((directory / "config.json").read_text())
+    cfg["state_filter_us"] = [s for s in states if s != "72"]
+    cfg["run_pr"] = "72" in states
+    cfg.update(overrides)
+    (directory / "config.json").write_text(json.dumps(cfg))
+    return directory / "config.json"
+
+
+@pytest.fixture(scope="session")
+def ref() -> ReferenceData:
+    return read_reference(production_config_dir())
+
+
+@pytest.fixture(scope="session")
+def synth_small(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """(config.json, data dir) of 20,000 synthetic persons in DE, RI and PR."""
+    from privtab.data.synth import synthesize
+
+    root = tmp_path_factory.mktemp("synth-small")
+    synthesize(root / "data", 20_000, states=SYNTH_STATES, seed=11)
+    return demo_params(root / "params", SYNTH_STATES), root / "data"
+
+
+# --------------------------------------------------------------------------------------
+# the independent reference implementation
+
+
+@dataclass
+class Truth:
+    t1: dict[tuple[str, str, str], int]
+    """(REGION_TYPE, REGION_ID, ITERATION_CODE) → persons."""
+    ages: dict[tuple[str, str, str, int, int], int]
+    """(REGION_TYPE, REGION_ID, ITERATION_CODE, sex, age) → persons."""
+    domains: dict[str, set[str]]
+
+
+def _regions(row: dict[str, str], us_states: set[str]) -> Iterator[tuple[GeoLevel, str]]:
+    st, cou, tr = row["TABBLKST"], row["TABBLKCOU"], row["TABTRACTCE"]
+    place, aiannh = row["PLACEFP"], row["AIANNHCE"]
+    if st in us_states:
+        yield GeoLevel.USA, "1"
+        yield GeoLevel.STATE, st
+        yield GeoLevel.COUNTY, st + cou
+        yield GeoLevel.TRACT, st + cou + tr
+        if place != "99999":
+            yield GeoLevel.PLACE, st + place
+        if aiannh != "9999":
+            yield GeoLevel.AIANNH, aiannh
+    elif st == "72":
+        yield GeoLevel.PR_STATE, st
+        yield GeoLevel.PR_COUNTY, st + cou
+        yield GeoLevel.PR_TRACT, st + cou + tr
+        if place != "99999":
+            yield GeoLevel.PR_PLACE, st + place
+
+
+def reference_tabulation(
+    data: Path, ref: ReferenceData, us_states: list[str], scopes: list[Scope]
+) -> Truth:
+    """Exact T1/T2 counts straight from the definitions (DESIGN.md §3), person by person."""
+    levels = {Scope.US: (1, 2), Scope.PR: (1, 2)}
+    blocks: dict[str, dict[str, str]] = {}
+    domains: dict[str, set[str]] = defaultdict(set)
+    us = {s for s in us_states if s != "72"}
+    with (data / "GRF-C.txt").open() as fh:
+        for row in csv.DictReader(fh, delimiter="|"):
+            key = row["TABBLKST"] + row["TABBLKCOU"] + row["TABTRACTCE"] + row["TABBLK"]
+            blocks[key] = row
+            for geo, region in _regions(row, us):
+                domains[geo.value].add(region)
+    members: dict[tuple[frozenset[int], int, int, Granularity], list[str]] = {}
+
+    def iterations(codes: frozenset[int], eth: int, lv: int, gran: Granularity) -> list[str]:
+        key = (codes, eth, lv, gran)
+        if key not in members:
+            out = []
+            for it in ref.select(lv, gran):
+                if it.kind is IterationKind.ETHNICITY:
+                    ok = eth in it.codes
+                elif it.alone:
+                    ok = codes <= it.codes
+                else:
+                    ok = bool(codes & it.codes)
+                if ok:
+                    out.append(it.code)
+            members[key] = out
+        return members[key]
+
+    t1: dict[tuple[str, str, str], int] = defaultdict(int)
+    ages: dict[tuple[str, str, str, int, int], int] = defaultdict(int)
+    with (data / "person-records.txt").open() as fh:
+        for row in csv.DictReader(fh, delimiter="|"):
+            b = blocks[row["TABBLKST"] + row["TABBLKCOU"] + row["TABTRACTCE"] + row["TABBLK"]]
+            codes = frozenset(
+                int(row[f"QRACE{i}"]) for i in range(1, 9) if row[f"QRACE{i}"] != "Null"
+            )
+            eth, sex, age = int(row["QSPAN"]), int(row["QSEX"]), int(row["QAGE"])
+            for geo, region in _regions(b, us):
+                if geo.scope not in scopes:
+                    continue
+                for lv in levels[geo.scope]:
+                    for it in iterations(codes, eth, lv, geo.granularity):
+                        t1[(geo.value, region, it)] += 1
+                        ages[(geo.value, region, it, sex, age)] += 1
+    return Truth(dict(t1), dict(ages), dict(domains))

@@ -1,0 +1,261 @@
+"""End-to-end SafeTab-P releases: exactness with noise off (against an independent
+implementation), the error model with noise on, the release files, and test-mode guards."""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+import pytest
+
+from privtab.data import STAT_LEVEL_BINS, GeoLevel, Scope, read_config, toy_dataset_dir
+from privtab.mechanisms import InsecureSourceError
+from privtab.random import SeededSource
+from privtab.tabulate import RunOptions, run_release
+from tests.tabulate.conftest import SYNTH_STATES, Truth, demo_params, reference_tabulation
+
+pytestmark = pytest.mark.filterwarnings("ignore::privtab.mechanisms.InsecureReleaseWarning")
+
+EXACT = RunOptions(noise=False, allow_insecure=True, report=False, pld_grid=1e-2)
+
+
+def _check_exact(out: Path, truth: Truth, config: Path) -> None:
+    """Every T1/T2 row equals the reference count; the domain is the full public product;
+    statistic levels are the ones the thresholds imply for the true totals."""
+    cfg = read_config(config)
+    t1 = pl.read_parquet(out / "t1.parquet")
+    t2 = pl.read_parquet(out / "t2.parquet")
+    # the text files hold the same rows
+    assert pl.read_csv(out / "t1.txt", separator="|", infer_schema=False).height == t1.height
+    assert pl.read_csv(out / "t2.txt", separator="|", infer_schema=False).height == t2.height
+    for (geo, region, it), n in truth.t1.items():
+        assert region in truth.domains[geo]
+    got = {
+        (r["REGION_TYPE"], r["REGION_ID"], r["ITERATION_CODE"]): r for r in t1.iter_rows(named=True)
+    }
+    # nothing released outside the public domain; every public group released once
+    assert len(got) == t1.height
+    for (geo, region, it), row in got.items():
+        assert region in truth.domains[geo], (geo, region)
+        true = truth.t1.get((geo, region, it), 0)
+        assert row["COUNT"] == true, (geo, region, it)
+        level = int(row["STAT_LEVEL"])
+        if level >= 0:
+            assert row["STAGE1_COUNT"] == true
+            th = cfg.threshold(GeoLevel(geo), 2 if len(it) == 4 and it[0] != "0" else 1)
+            del th  # thresholds are checked per level below
+    # statistic levels against the thresholds, per level
+    for geo in t1["REGION_TYPE"].unique().to_list():
+        g = GeoLevel(geo)
+        for lv in (1, 2):
+            if cfg.budget(g, lv) == 0:
+                continue
+            th = [float(x) for x in cfg.threshold(g, lv)]
+            from privtab.data import read_reference
+
+            codes = {i.code for i in read_reference(config.parent).select(lv, g.granularity)}
+            rows = t1.filter(
+                (pl.col("REGION_TYPE") == geo) & pl.col("ITERATION_CODE").is_in(list(codes))
+            )
+            assert rows.height == len(truth.domains.get(geo, ())) * len(codes)
+            adaptive = rows.filter(pl.col("STAT_LEVEL") >= 0)
+            expect = np.digitize(adaptive["COUNT"].to_numpy(), th)
+            assert (adaptive["STAT_LEVEL"].to_numpy() == expect).all()
+    # T2 cells: sums of the reference's per-age counts over each bin
+    for r in t2.iter_rows(named=True):
+        lo, hi, sex = int(r["AGESTART"]), int(r["AGEEND"]), int(r["SEX"])
+        true = sum(
+            truth.ages.get((r["REGION_TYPE"], r["REGION_ID"], r["ITERATION_CODE"], sex, a), 0)
+            for a in range(lo, hi + 1)
+        )
+        assert r["COUNT"] == true
+    # each group with cells has the full Sex × Age table of its statistic level
+    with_cells = t1.filter(pl.col("STAT_LEVEL") >= 1)
+    n_cells = {k: 2 * b.n_bins for k, b in STAT_LEVEL_BINS.items() if b is not None}
+    assert t2.height == sum(n_cells[int(k)] for k in with_cells["STAT_LEVEL"].to_list())
+
+
+def test_exact_counts_synthetic(synth_small, ref, tmp_path: Path) -> None:
+    config, data = synth_small
+    out = tmp_path / "release"
+    res = run_release(config, data, out, EXACT)
+    assert res.release["private"] is False
+    truth = reference_tabulation(data, ref, SYNTH_STATES, [Scope.US, Scope.PR])
+    _check_exact(out, truth, config)
+    # some groups reach every statistic level, so all branches were exercised
+    t1 = pl.read_parquet(out / "t1.parquet")
+    assert set(t1["STAT_LEVEL"].unique().to_list()) >= {-1, 0, 1, 2, 3}
+
+
+@pytest.mark.slow
+def test_exact_counts_100k(ref, tmp_path: Path) -> None:
+    from privtab.data.synth import synthesize
+
+    states = ["10", "44", "50", "72"]
+    synthesize(tmp_path / "data", 100_000, states=states, seed=5)
+    config = demo_params(tmp_path / "params", states)
+    res = run_release(config, tmp_path / "data", tmp_path / "out", EXACT)
+    truth = reference_tabulation(tmp_path / "data", ref, states, [Scope.US, Scope.PR])
+    _check_exact(tmp_path / "out", truth, config)
+    assert res.release["persons"] == 100_000
+
+
+def test_exact_counts_toy_dataset(ref, tmp_path: Path) -> None:
+    """The Census toy dataset, with its four toy codes added to a copy of the code list."""
+    params = tmp_path / "params"
+    config = demo_params(params, ["01", "02", "04", "11"])  # states of the toy GRF-C
+    codes = params / "race-and-ethnicity-codes.txt"
+    codes.write_text(codes.read_text() + "1011|t\r\n1012|t\r\n1021|t\r\n2021|t\r\n")
+    data = tmp_path / "data"
+    data.mkdir()
+    for f in ("GRF-C.txt", "person-records.txt"):
+        shutil.copy(toy_dataset_dir() / f, data / f)
+    out = tmp_path / "out"
+    res = run_release(config, data, out, EXACT)
+    from privtab.data import read_reference
+
+    truth = reference_tabulation(
+        data, read_reference(params), ["01", "02", "04", "11"], [Scope.US, Scope.PR]
+    )
+    assert sum(v for k, v in truth.t1.items() if k[0] == "USA") > 0
+    _check_exact(out, truth, config)
+    assert res.release["persons"] == 10
+
+
+def test_error_model_coverage(synth_small, tmp_path: Path) -> None:
+    """Over repeated seeded runs the released counts cover the truth within their stated
+    exact 95% MOE at the exact rate P(|noise| ≤ MOE), within binomial error (6 s.e.)."""
+    config, data = synth_small
+    pooled: dict[str, list[float]] = {}
+    for seed in (1, 2, 3):
+        res = run_release(
+            config,
+            data,
+            tmp_path / f"r{seed}",
+            RunOptions(
+                source=SeededSource(seed),
+                allow_insecure=True,
+                evaluate=True,
+                report=False,
+                pld_grid=1e-2,
+            ),
+        )
+        for lv in res.levels:
+            for kind, ev in lv.evaluation.items():
+                if ev.get("count", 0) == 0:
+                    continue
+                acc = pooled.setdefault(f"{lv.plan.key}:{kind}", [0.0, 0.0, 0.0])
+                acc[0] += ev["within_moe95"] * ev["count"]
+                acc[1] += ev["expected_within_moe95"] * ev["count"]
+                acc[2] += ev["count"]
+                assert abs(ev["mean_error"]) < 8 * ev["expected_rmse"] / math.sqrt(ev["count"])
+    checked = 0
+    for name, (got, exp, n) in pooled.items():
+        p = exp / n
+        assert p >= 0.95 - 1e-9, name
+        if n >= 2000:
+            se = math.sqrt(p * (1 - p) / n)
+            assert abs(got / n - p) <= 6 * se, (name, got / n, p, n)
+            checked += 1
+    assert checked >= 10
+
+
+def test_release_files_and_guarantee(synth_small, tmp_path: Path) -> None:
+    config, data = synth_small
+    out = tmp_path / "rel"
+    res = run_release(
+        config, data, out, RunOptions(source=SeededSource(9), allow_insecure=True, pld_grid=1e-2)
+    )
+    assert sorted(p.name for p in out.iterdir()) == [
+        "release.json",
+        "report.html",
+        "t1.parquet",
+        "t1.txt",
+        "t2.parquet",
+        "t2.txt",
+    ]
+    doc = json.loads((out / "release.json").read_text())
+    assert doc["private"] is False
+    assert "SeededSource" in doc["noise"]
+    assert doc["runs"]["US"]["plan"]["total_budget"] == pytest.approx(4.944)
+    assert doc["runs"]["PR"]["plan"]["total_budget"] == pytest.approx(2.643)
+    assert doc["guarantee"] == {"zcdp": {"rho": pytest.approx(4.944)}}
+    us = doc["runs"]["US"]
+    assert all(lv["stability"] == 9 == lv["stability_exact"] for lv in us["levels"])
+    pr = us["privacy"]
+    assert pr["zcdp_optimal"]["epsilon"] <= pr["zcdp_analytic"]["epsilon"]
+    assert pr["pld"]["lower"] <= pr["pld"]["epsilon"]  # (the coarse test grid: see plan tests)
+    assert len(doc["inputs"]) == 7 and all(len(v) == 64 for v in doc["inputs"].values())
+    assert doc["outputs"]["t1_rows"] == pl.read_parquet(out / "t1.parquet").height
+    html = (out / "report.html").read_text()
+    for ident in ("fig-moe", "fig-stat-levels", "fig-privacy-curve"):
+        assert f'id="{ident}"' in html
+    assert "NOT PRIVATE" in html
+    # the MOE column is the exact MOE of each row's noise
+    t1 = pl.read_parquet(out / "t1.parquet")
+    plan = {lv["level"]: lv for lv in us["plan"]["levels"]}
+    st = t1.filter((pl.col("REGION_TYPE") == "STATE") & (pl.col("COUNT_SOURCE") == "stage2_total"))
+    state2 = plan["(STATE, 2)"]["stage2"]
+    assert set(st.filter(pl.col("ITERATION_CODE").str.len_chars() == 4)["MOE95"].to_list()) <= {
+        state2["moe95"],
+        plan["(STATE, 1)"]["stage2"]["moe95"],
+    }
+    assert res.seconds["total"] > 0
+
+
+def test_secure_source_required(synth_small, tmp_path: Path) -> None:
+    config, data = synth_small
+    with pytest.raises(InsecureSourceError):
+        run_release(config, data, tmp_path / "x", RunOptions(source=SeededSource(1)))
+    with pytest.raises(ValueError, match="allow_insecure"):
+        run_release(config, data, tmp_path / "x", RunOptions(noise=False))
+    assert not (tmp_path / "x").exists()
+
+
+def test_failure_leaves_no_partial_release(synth_small, tmp_path: Path, monkeypatch) -> None:
+    config, data = synth_small
+    import privtab.tabulate.run as run_mod
+
+    calls = {"n": 0}
+    real = run_mod.tabulate_level
+
+    def boom(*a, **k):
+        calls["n"] += 1
+        if calls["n"] == 3:
+            raise KeyboardInterrupt("simulated Ctrl-C")
+        return real(*a, **k)
+
+    monkeypatch.setattr(run_mod, "tabulate_level", boom)
+    with pytest.raises(KeyboardInterrupt):
+        run_release(config, data, tmp_path / "out", EXACT)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_nonnegative_and_zero_suppression(synth_small, tmp_path: Path) -> None:
+    config, data = synth_small
+    opts = RunOptions(
+        source=SeededSource(4),
+        allow_insecure=True,
+        nonnegative=True,
+        zero_suppression=True,
+        report=False,
+        pld_grid=1e-2,
+    )
+    res = run_release(config, data, tmp_path / "o", opts)
+    t1 = pl.read_parquet(tmp_path / "o" / "t1.parquet")
+    t2 = pl.read_parquet(tmp_path / "o" / "t2.parquet")
+    assert t1["COUNT"].min() >= 0 and t2["COUNT"].min() >= 0
+    post = res.release["postprocessing"]
+    assert post["nonnegative"] and post["zero_suppressed_rows"] > 0
+    # zero suppression only drops groups without T2 cells whose count is 0
+    full = sum(lv["groups"] for run in res.release["runs"].values() for lv in run["levels"])
+    assert t1.height == full - post["zero_suppressed_rows"]
+    # groups with cells: T1 = sum of the (clamped) cells
+    sums = t2.group_by("REGION_TYPE", "REGION_ID", "ITERATION_CODE").agg(pl.col("COUNT").sum())
+    joined = t1.join(sums, on=["REGION_TYPE", "REGION_ID", "ITERATION_CODE"], suffix="_T2")
+    assert (joined["COUNT"] == joined["COUNT_T2"]).all()
+    assert (joined["COUNT_SOURCE"] == "sum_of_t2").all()
