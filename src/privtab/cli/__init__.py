@@ -10,7 +10,17 @@ from __future__ import annotations
 import typer
 
 from privtab import __version__
-from privtab.cli import account, analyze, bench, demo, invariants, semantics, synth, validate
+from privtab.cli import (
+    account,
+    analyze,
+    bench,
+    demo,
+    invariants,
+    safetab,
+    semantics,
+    synth,
+    validate,
+)
 
 app = typer.Typer(
     name="privtab",
@@ -41,6 +51,7 @@ analyze.register(app)
 bench.register(app)
 demo.register(app)
 invariants.register(app)
+safetab.register(app)
 semantics.register(app)
 synth.register(app)
 validate.register(app)
