@@ -47,8 +47,10 @@ def test_q13_simultaneous_bound() -> None:
     assert laplace_max_error_bound(3, 1, 3, 0.05) == pytest.approx(12.283033686666302, abs=1e-12)
     box = simultaneous_intervals([5, -3, 1], Laplace(1.0, 3), 0.95, "bonferroni")
     np.testing.assert_allclose(box.moe, 12.283033686666302, atol=1e-8)
-    np.testing.assert_allclose(box.lower, [-7.283033686666302, -15.283033686666302, -11.283033686666302], atol=1e-8)  # fmt: skip
-    np.testing.assert_allclose(box.upper, [17.2830336866663, 9.283033686666302, 13.283033686666302], atol=1e-8)  # fmt: skip
+    lower = [-7.283033686666302, -15.283033686666302, -11.283033686666302]
+    upper = [17.2830336866663, 9.283033686666302, 13.283033686666302]
+    np.testing.assert_allclose(box.lower, lower, atol=1e-8)
+    np.testing.assert_allclose(box.upper, upper, atol=1e-8)
     assert box.coverage >= 0.95
     # the exact (i.i.d.) box is narrower and still covers with probability exactly 0.95
     exact = simultaneous_intervals([5, -3, 1], Laplace(1.0, 3), 0.95, "exact")

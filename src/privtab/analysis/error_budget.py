@@ -78,6 +78,7 @@ def release_error_estimate(
     nothing was released. Insecure sources are refused unless ``allow_insecure`` (the
     result then says ``private: False``).
     """
+    from privtab.analysis.noise import mechanism_moe
     from privtab.mechanisms.laws import as_level
 
     d = np.asarray(published, dtype=np.float64)
@@ -85,7 +86,7 @@ def release_error_estimate(
     ledger.charge(mechanism.guarantee, label)
     rel = mechanism.release(err, source=source, allow_insecure=allow_insecure)
     e = np.asarray(rel.values, dtype=np.float64)
-    m = float(mechanism.moe(level))
+    m = float(mechanism_moe(mechanism, level))
     est = d + e
     return ErrorEstimate(
         published=np.atleast_1d(d),

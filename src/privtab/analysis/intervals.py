@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from privtab.analysis.noise import LinearNoise
+from privtab.analysis.noise import LinearNoise, mechanism_moe
 from privtab.random import RationalLike
 
 if TYPE_CHECKING:
@@ -100,9 +100,15 @@ def _level(level: RationalLike) -> Fraction:
 
 
 def _coverage(mechanism: NoiseMechanism, level: RationalLike) -> float | None:
+    """Exact coverage of the MOE interval (the level itself for the lattice Gaussian,
+    whose MOE is the continuous one rounded up: see ``mechanism_moe``)."""
+    from privtab.mechanisms import Gaussian
+
     law = getattr(mechanism, "law", None)
     if law is None:
         return None
+    if isinstance(mechanism, Gaussian):
+        return float(_level(level))
     return float(law.coverage(law.moe_index(level)))
 
 
@@ -117,7 +123,7 @@ def noise_interval(value: float, mechanism: NoiseMechanism, level: RationalLike 
     >>> round(iv.lower, 3), round(iv.upper, 3)
     (1.697, 6.303)
     """
-    m = mechanism.moe(level)
+    m = mechanism_moe(mechanism, level)
     return Interval(
         estimate=float(value),
         lower=value - m,
@@ -177,7 +183,7 @@ def simultaneous_intervals(
     cov = 1.0
     for i, m in enumerate(mechs):
         if id(m) not in cache:
-            cache[id(m)] = (float(m.moe(cl)), _coverage(m, cl) or float(cl))
+            cache[id(m)] = (float(mechanism_moe(m, cl)), _coverage(m, cl) or float(cl))
         moes[i], c = cache[id(m)]
         cov *= c
     return SimultaneousIntervals(

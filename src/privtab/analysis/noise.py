@@ -29,6 +29,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any
 
@@ -40,7 +41,7 @@ from privtab.random import RationalLike, as_rational
 if TYPE_CHECKING:
     from privtab.mechanisms import NoiseMechanism
 
-__all__ = ["LinearNoise", "discrete_pmf", "is_discrete", "mechanism_from_spec"]
+__all__ = ["LinearNoise", "discrete_pmf", "is_discrete", "mechanism_from_spec", "mechanism_moe"]
 
 _TAIL = 1e-18  # per-term truncated tail mass
 _CALC_ERR = 1e-13  # float summation error allowance on probabilities
@@ -52,6 +53,31 @@ def is_discrete(mechanism: NoiseMechanism) -> bool:
     from privtab.mechanisms import DiscreteGaussian, Geometric
 
     return isinstance(mechanism, Geometric | DiscreteGaussian)
+
+
+def mechanism_moe(mechanism: NoiseMechanism, level: RationalLike) -> Any:
+    """The mechanism's exact margin of error at ``level`` (``mechanism.moe``), except for
+    the lattice :class:`~privtab.mechanisms.Gaussian`: its law's certified decision can
+    fall back to summing ~2⁴⁰ lattice terms at levels such as ``0.9^{1/5}``, so there the
+    continuous ``σ·Φ⁻¹((1+level)/2)`` (at 100 bits) plus one lattice step is used — an
+    upper bound on the lattice MOE (the lattice law's central mass exceeds the continuous
+    one's over ``[−m−γ, m+γ]`` up to ~2⁻⁴⁰ relative)."""
+    from privtab.mechanisms import Gaussian
+
+    if not isinstance(mechanism, Gaussian):
+        return mechanism.moe(level)
+    from mpmath import mp, mpf
+
+    from privtab.mechanisms.laws import as_level
+
+    lv = as_level(level)
+    with mp.workprec(100):
+        q = (1 + mpf(lv.numerator) / lv.denominator) / 2
+        z = mp.sqrt(2) * mp.erfinv(2 * q - 1)
+        m = float(
+            z * mp.sqrt(mpf(mechanism.sigma2_exact.numerator) / mechanism.sigma2_exact.denominator)
+        )
+    return m + 2 * float(mechanism.granularity)
 
 
 def mechanism_from_spec(
@@ -105,6 +131,7 @@ def mechanism_from_spec(
     )
 
 
+@lru_cache(maxsize=64)
 def discrete_pmf(mechanism: NoiseMechanism) -> tuple[NDArray[np.float64], int]:
     """The pmf of a discrete mechanism's noise on ``[−M, M]`` and ``M``, where
     ``P(|noise| > M) ≤ 10⁻¹⁸`` (geometric: ``2r^{M+1}/(1+r)``; discrete Gaussian: the
@@ -120,7 +147,9 @@ def discrete_pmf(mechanism: NoiseMechanism) -> tuple[NDArray[np.float64], int]:
     else:
         raise TypeError(f"{mechanism!r} does not add integer noise")
     k = np.arange(-m, m + 1, dtype=np.float64)
-    return np.asarray(mechanism.noise_pmf(k), dtype=np.float64), m
+    pmf = np.asarray(mechanism.noise_pmf(k), dtype=np.float64)
+    pmf.setflags(write=False)  # cached: shared between callers
+    return pmf, m
 
 
 def _convolve(a: NDArray[np.float64], b: NDArray[np.float64]) -> NDArray[np.float64]:
@@ -321,7 +350,7 @@ class LinearNoise:
         if target >= 1:
             raise ValueError(f"level {level} is too close to 1 for the computation's accuracy")
         if len(self.terms) == 1 and self.terms[0][0] == 1:
-            return self.terms[0][1].moe(level)
+            return mechanism_moe(self.terms[0][1], level)
         sd = math.sqrt(self.variance)
         if self.is_lattice:
             assert self._integer is not None
