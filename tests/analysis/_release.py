@@ -48,13 +48,17 @@ def simulate(
         true_totals if true_totals is not None else rng.integers(0, 400, size=groups + total_only)
     )
     s1 = totals[:groups] + m1.sample_noise(groups, source=src)
+    e0 = m0.sample_noise(groups + total_only, source=src)
+    ec = mc.sample_noise((groups, 46), source=src)
+    v0, v1, vc = m0.variance, m1.variance, mc.variance
+    moe0, moec = m0.moe(0.95), mc.moe(0.95)
     levels = np.searchsorted(np.array(THRESHOLDS), s1, side="left")
     t1_rows, t2_rows = [], []
     true_cells: dict[tuple[str, str, str], np.ndarray] = {}
     for i in range(groups + total_only):
         key = (f"{i:05d}", "COUNTY", "A01")
         if i >= groups:
-            c = int(totals[i] + m0.sample_noise(1, source=src)[0])
+            c = int(totals[i] + e0[i])
             t1_rows.append(
                 (
                     *key,
@@ -63,8 +67,8 @@ def simulate(
                     "total_only",
                     noise,
                     total_scale,
-                    m0.variance,
-                    m0.moe(0.95),
+                    v0,
+                    moe0,
                     None,
                     None,
                     None,
@@ -73,7 +77,7 @@ def simulate(
             continue
         lvl = int(levels[i])
         if lvl == 0:
-            c = int(totals[i] + m0.sample_noise(1, source=src)[0])
+            c = int(totals[i] + e0[i])
             t1_rows.append(
                 (
                     *key,
@@ -82,18 +86,18 @@ def simulate(
                     "stage2_total",
                     noise,
                     total_scale,
-                    m0.variance,
-                    m0.moe(0.95),
+                    v0,
+                    moe0,
                     int(s1[i]),
                     stage1_scale,
-                    m1.variance,
+                    v1,
                 )
             )
             continue
         k = CELLS[lvl]
         cells = rng.multinomial(int(totals[i]), np.full(k, 1.0 / k))
         true_cells[key] = cells
-        noisy = cells + mc.sample_noise(k, source=src)
+        noisy = cells + ec[i, :k]
         for j in range(k):
             t2_rows.append(
                 (
@@ -104,8 +108,8 @@ def simulate(
                     int(noisy[j]),
                     noise,
                     cell_scale,
-                    mc.variance,
-                    mc.moe(0.95),
+                    vc,
+                    moec,
                 )
             )
         t1_rows.append(
@@ -116,11 +120,11 @@ def simulate(
                 "sum_of_t2",
                 noise,
                 cell_scale,
-                k * mc.variance,
+                k * vc,
                 -1,
                 int(s1[i]),
                 stage1_scale,
-                m1.variance,
+                v1,
             )
         )
     t1 = pl.DataFrame(

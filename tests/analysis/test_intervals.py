@@ -91,21 +91,21 @@ def test_continuous_combinations_match_quadrature() -> None:
 
     la, ga = Laplace(1.0), Gaussian(0.5)  # b = 1, σ = 1
     law = LinearNoise([(1, la), (2, ga)])
-    f = lambda u: (
-        stats.laplace.pdf(u)
-        * (  # noqa: E731
+
+    def f(u: float) -> float:
+        return stats.laplace.pdf(u) * (
             stats.norm.cdf((1.5 - u) / 2) - stats.norm.cdf((-1.5 - u) / 2)
         )
-    )
+
     ref = integrate.quad(f, -50, 50, limit=200)[0]
     assert law.central_mass(1.5) == pytest.approx(ref, abs=1e-9)
     two = LinearNoise([(1, la), (1, Laplace(0.5))])  # Laplace(1) + Laplace(2): Gil-Pelaez
-    g = lambda u: (
-        stats.laplace.pdf(u)
-        * (  # noqa: E731
+
+    def g(u: float) -> float:
+        return stats.laplace.pdf(u) * (
             stats.laplace.cdf((2 - u) / 2) - stats.laplace.cdf((-2 - u) / 2)
         )
-    )
+
     assert two.central_mass(2.0) == pytest.approx(
         integrate.quad(g, -60, 60, limit=200)[0], abs=1e-7
     )
@@ -114,14 +114,19 @@ def test_continuous_combinations_match_quadrature() -> None:
 def test_integer_bounds_and_coverage_fields() -> None:
     iv = noise_interval(10, Geometric(1.0), 0.9)
     assert isinstance(iv.moe, int)
-    assert iv.lower == 10 - iv.moe and iv.coverage is not None and iv.coverage >= 0.9
+    assert iv.lower == 10 - iv.moe
+    assert iv.coverage is not None
+    assert iv.coverage >= 0.9
     g = Geometric(1.0)
     # the shortest symmetric integer interval: one less does not reach the level
     assert g.law.coverage(iv.moe - 1) < 0.9 <= g.law.coverage(iv.moe)
     s = sum_interval([3, 4, 5], g, 0.9)
-    assert s.estimate == 12 and float(s.moe).is_integer()
+    assert s.estimate == 12
+    assert float(s.moe).is_integer()
     d = difference_interval(7, 3, g, g, 0.95)
-    assert d.estimate == 4 and d.coverage is not None and d.coverage >= 0.95
+    assert d.estimate == 4
+    assert d.coverage is not None
+    assert d.coverage >= 0.95
 
 
 def test_coordinate_levels() -> None:
@@ -143,7 +148,8 @@ def test_single_interval_coverage(mech: NoiseMechanism, level: float) -> None:
     released = truth + e
     iv = noise_interval(0.0, mech, level)
     covered = np.abs(released - truth) <= iv.moe
-    assert iv.coverage is not None and iv.coverage >= level
+    assert iv.coverage is not None
+    assert iv.coverage >= level
     assert _within(float(covered.mean()), iv.coverage, n)
 
 
@@ -166,13 +172,15 @@ def test_combination_coverage() -> None:
     e = g.sample_noise((n, 3), source=src)
     iv = combination_interval([0, 0, 0], [1, 1, -1], g, 0.9)
     rate = float((np.abs(e[:, 0] + e[:, 1] - e[:, 2]) <= iv.moe).mean())
-    assert iv.coverage is not None and _within(rate, iv.coverage, n)
+    assert iv.coverage is not None
+    assert _within(rate, iv.coverage, n)
     # inverse-variance combination of two measurements with different discrete noises
     e1, e2 = g.sample_noise(n, source=src), d.sample_noise(n, source=src)
     ci = combined_interval([0, 0], [g, d], 0.95)
     w = d.variance / (g.variance + d.variance)
     rate = float((np.abs(w * e1 + (1 - w) * e2) <= ci.moe + 1e-9).mean())
-    assert ci.coverage is not None and _within(rate, ci.coverage, n)
+    assert ci.coverage is not None
+    assert _within(rate, ci.coverage, n)
 
 
 def test_ratio_interval_coverage() -> None:

@@ -51,7 +51,8 @@ def test_consistent_total_is_gls_and_nonnegative() -> None:
     np.testing.assert_allclose(free.parts, ref, atol=1e-9)
     assert free.total == pytest.approx(free.parts.sum())
     nn = consistent_total(total, parts, vt, v, nonnegative=True)
-    assert (nn.parts >= 0).all() and nn.parts[1] == 0
+    assert (nn.parts >= 0).all()
+    assert nn.parts[1] == 0
 
 
 def test_consistency_reduces_error_by_simulation() -> None:
@@ -76,7 +77,7 @@ def test_consistency_reduces_error_by_simulation() -> None:
 def test_error_estimate_ledger_and_coverage() -> None:
     ledger = PrivacyLedger(ZCDP(1.0))
     mech = DiscreteGaussian(0.25)
-    with pytest.warns(UserWarning):
+    with pytest.warns(UserWarning, match="private: false"):
         est = release_error_estimate(
             np.arange(2000) % 7, np.zeros(2000), mech, ledger, level=0.9,
             source=SeededSource("err"), allow_insecure=True,
