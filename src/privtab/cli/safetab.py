@@ -32,7 +32,12 @@ def _floats(text: str, name: str) -> list[float]:
 
 
 def _paper_model(
-    moes: list[float], stability: int, gamma: float, delta: float, calibration: str
+    moes: list[float],
+    stability: int,
+    gamma: float,
+    delta: float,
+    calibration: str,
+    pld_grid: float,
 ) -> dict[str, Any]:
     from privtab.tabulate import ReleasePlan, analyse
 
@@ -43,7 +48,7 @@ def _paper_model(
     }
     geo = ReleasePlan.from_moe_targets(moes, privacy_defn="puredp", **kw)
     dg = ReleasePlan.from_moe_targets(moes, privacy_defn="zcdp", **kw)
-    a, b = analyse(geo, delta), analyse(dg, delta)
+    a, b = analyse(geo, delta, pld_grid=pld_grid), analyse(dg, delta, pld_grid=pld_grid)
     levels = [
         {
             "moe": m,
@@ -81,7 +86,7 @@ def _paper_model(
     }
 
 
-def _config_plan(config: str | None, scope: str, delta: float) -> dict[str, Any]:
+def _config_plan(config: str | None, scope: str, delta: float, pld_grid: float) -> dict[str, Any]:
     from privtab.data import Scope, read_config, read_reference
     from privtab.data.errors import InputValidationError
     from privtab.data.inputs import resolve_config_path
@@ -102,7 +107,7 @@ def _config_plan(config: str | None, scope: str, delta: float) -> dict[str, Any]
     if sc not in cfg.scopes:
         fail(f"the config does not run {sc.value} (run_us/run_pr)")
     plan = ReleasePlan.from_config(cfg, ref, sc)
-    analyses = analyse(plan, delta)
+    analyses = analyse(plan, delta, pld_grid=pld_grid)
     return {
         "source": plan.source,
         "scope": sc.value,
@@ -132,6 +137,13 @@ def plan_cmd(
         "exact", "--calibration", help="exact (default) or paper closed forms (with --moe)."
     ),
     delta: float = typer.Option(1e-10, "--delta", help="δ of the (ε, δ) conversions."),
+    pld_grid: float = typer.Option(
+        1e-3,
+        "--pld-grid",
+        min=1e-5,
+        max=0.1,
+        help="Loss grid of the PLD analysis (finer: tighter, slower).",
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
 ) -> None:
     """Each level's budget, noise scale and exact MOE, and the end-to-end guarantee.
@@ -146,9 +158,9 @@ def plan_cmd(
     if not 0 < gamma < 1:
         fail(f"--gamma must lie strictly between 0 and 1, got {gamma}")
     if moe is not None:
-        res = _paper_model(_floats(moe, "--moe"), stability, gamma, delta, calibration)
+        res = _paper_model(_floats(moe, "--moe"), stability, gamma, delta, calibration, pld_grid)
     else:
-        res = _config_plan(config, scope, delta)
+        res = _config_plan(config, scope, delta, pld_grid)
     if as_json:
         print_json(res)
         return
@@ -227,6 +239,13 @@ def run_cmd(
     ),
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace an existing --out."),
     delta: float = typer.Option(1e-10, "--delta", help="δ of the reported (ε, δ) guarantees."),
+    pld_grid: float = typer.Option(
+        1e-3,
+        "--pld-grid",
+        min=1e-5,
+        max=0.1,
+        help="Loss grid of the PLD analysis (finer: tighter, slower).",
+    ),
     nonnegative: bool | None = typer.Option(
         None,
         "--nonnegative/--allow-negative",
@@ -271,6 +290,7 @@ def run_cmd(
         allow_insecure=insecure,
         noise=not no_noise,
         delta=delta,
+        pld_grid=pld_grid,
         nonnegative=nonnegative,
         zero_suppression=zero_suppression,
         evaluate=evaluate,
