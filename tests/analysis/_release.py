@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
-from privtab.analysis.noise import mechanism_from_spec
+from privtab.analysis.noise import LinearNoise, mechanism_from_spec
 from privtab.random import SeededSource
 
 THRESHOLDS = (20.0, 60.0, 150.0)
@@ -52,6 +52,7 @@ def simulate(
     ec = mc.sample_noise((groups, 46), source=src)
     v0, v1, vc = m0.variance, m1.variance, mc.variance
     moe0, moec = m0.moe(0.95), mc.moe(0.95)
+    moe_sum = {k: int(LinearNoise([(1, mc)] * k).moe(0.95)) for k in (8, 18, 46)}
     levels = np.searchsorted(np.array(THRESHOLDS), s1, side="left")
     t1_rows, t2_rows = [], []
     true_cells: dict[tuple[str, str, str], np.ndarray] = {}
@@ -121,7 +122,7 @@ def simulate(
                 noise,
                 cell_scale,
                 k * vc,
-                -1,
+                moe_sum[k],
                 int(s1[i]),
                 stage1_scale,
                 v1,

@@ -149,3 +149,37 @@ def test_consistent_t2() -> None:
     raw = ((sim.t2["COUNT"].to_numpy() - truth) ** 2).mean()
     fit = ((fitted["FITTED_COUNT"].to_numpy() - truth) ** 2).mean()
     assert fit < raw
+
+
+def test_moe95_column_is_checked() -> None:
+    sim = simulate(60, seed=8)
+    checked = add_intervals(sim.t1, 0.95)  # the release's MOE95 agrees with the exact law
+    assert (checked["MOE95"] == sim.t1["MOE95"]).all()
+    broken = sim.t1.with_columns((pl.col("MOE95") + 1).alias("MOE95"))
+    with pytest.raises(ValueError, match="disagree with the exact noise law"):
+        add_intervals(broken, 0.95)
+
+
+@pytest.mark.slow
+def test_on_a_real_synthetic_release(tmp_path: Path) -> None:
+    """End to end on the engine's output (5,000 synthetic persons in VT): the exact MOE95
+    of every row agrees with the engine's, and the analysis functions run."""
+    from typer.testing import CliRunner
+
+    from privtab.cli import app
+
+    runner = CliRunner()
+    data, rel = tmp_path / "data", tmp_path / "rel"
+    synth = ["synth", "--persons", "5000", "--out", str(data), "--states", "VT", "-q"]
+    res = runner.invoke(app, synth)
+    assert res.exit_code == 0, res.output
+    res = runner.invoke(app, ["safetab", "run", "--data", str(data), "--out", str(rel), "--json"])
+    assert res.exit_code == 0, res.output
+    release = load_release(rel)
+    t1 = add_intervals(release.t1, 0.95)
+    t2 = add_intervals(release.t2, 0.95)
+    assert (t1["COVERAGE95"] >= 0.95).all()
+    assert t2.height == release.t2.height
+    comb = combine_totals(release.t1, level=0.9)
+    has1 = comb.filter(pl.col("STAGE1_COUNT").is_not_null())
+    assert (has1["COMBINED_VARIANCE"] < has1["VARIANCE"]).all()

@@ -194,7 +194,9 @@ def add_intervals(
     prefix: str = "",
 ) -> pl.DataFrame:
     """Add ``{prefix}MOE{L}``, ``{prefix}LOWER{L}``, ``{prefix}UPPER{L}`` (int64) and
-    ``{prefix}COVERAGE{L}`` (the exact coverage, ≥ level) for level ``L`` percent.
+    ``{prefix}COVERAGE{L}`` (the exact coverage, ≥ level) for level ``L`` percent. If the
+    MOE column already exists (the release's ``MOE95`` at level 0.95) it is *checked*
+    against the exact law instead (``ValueError`` naming the first disagreeing row).
 
     Works on T1 and T2 (and on T1's stage-1 columns with ``count_col="STAGE1_COUNT"``,
     ``scale_col="STAGE1_NOISE_SCALE"``, ``variance_col="STAGE1_VARIANCE"``,
@@ -222,8 +224,17 @@ def add_intervals(
         },
     )
     out = df.join(table, on=keys, how="left", nulls_equal=False, maintain_order="left")
+    moe_col = f"{prefix}MOE{tag}"
+    if moe_col in df.columns:  # e.g. the release's own MOE95: check it instead of replacing
+        bad = out.filter(pl.col(moe_col).ne_missing(pl.col("_m")))
+        if bad.height:
+            row = bad.row(0, named=True)
+            raise ValueError(
+                f"{bad.height} rows' {moe_col} disagree with the exact noise law, e.g. "
+                f"{ {k: row[k] for k in [*GROUP_KEYS, moe_col, '_m'] if k in row} }"
+            )
     return out.with_columns(
-        pl.col("_m").alias(f"{prefix}MOE{tag}"),
+        pl.col("_m").alias(moe_col),
         (pl.col(count_col) - pl.col("_m")).alias(f"{prefix}LOWER{tag}"),
         (pl.col(count_col) + pl.col("_m")).alias(f"{prefix}UPPER{tag}"),
         pl.col("_c").alias(f"{prefix}COVERAGE{tag}"),
