@@ -12,7 +12,6 @@ noise s.d. is 2.83 against a binomial s.d. of 4.36, so its true size is
 from __future__ import annotations
 
 import math
-import os
 
 import numpy as np
 import pytest
@@ -27,7 +26,7 @@ from privtab.analysis import (
 from privtab.mechanisms import DiscreteGaussian, Gaussian, Geometric, Laplace, NoiseMechanism
 from privtab.random import SeededSource
 
-SLOW = os.environ.get("PRIVTAB_SLOW") == "1"
+SLOW_TESTS = pytest.param(20_000, id="n20000", marks=pytest.mark.slow)
 N, P0, ALPHA = 100, 0.255, 0.05
 
 
@@ -48,8 +47,8 @@ def _se(p: float, n: int) -> float:
 
 
 @pytest.mark.parametrize("mech", [Laplace(0.5), Gaussian(0.0625)], ids=lambda m: m.name)
-def test_exact_test_size_continuous(mech: NoiseMechanism) -> None:
-    tests = 20_000 if SLOW else 4_000
+@pytest.mark.parametrize("tests", [4_000, SLOW_TESTS])
+def test_exact_test_size_continuous(mech: NoiseMechanism, tests: int) -> None:
     r = type_one_error(N, P0, mech, tests=tests, source=SeededSource(f"size-{mech.name}"), seed=5)
     assert abs(r["dp_rejection_rate"] - ALPHA) <= 3.5 * _se(ALPHA, tests)
     naive_size = 2 * stats.norm.cdf(
@@ -61,8 +60,8 @@ def test_exact_test_size_continuous(mech: NoiseMechanism) -> None:
 
 
 @pytest.mark.parametrize("mech", [Geometric(0.5), DiscreteGaussian(0.0625)], ids=lambda m: m.name)
-def test_exact_test_size_discrete(mech: NoiseMechanism) -> None:
-    tests = 20_000 if SLOW else 4_000
+@pytest.mark.parametrize("tests", [4_000, SLOW_TESTS])
+def test_exact_test_size_discrete(mech: NoiseMechanism, tests: int) -> None:
     r = type_one_error(N, P0, mech, tests=tests, source=SeededSource(f"size-{mech.name}"), seed=6)
     # exact size: P(p ≤ α) under H0 from the exact law of the statistic
     lo, hi = -60, N + 60
@@ -76,9 +75,11 @@ def test_exact_test_size_discrete(mech: NoiseMechanism) -> None:
     assert r["naive_rejection_rate"] > ALPHA + 3 * _se(ALPHA, tests)
 
 
-def test_monte_carlo_test_size() -> None:
-    """The course's Monte Carlo test (with the +1 correction) over 2,000 simulated tests."""
-    tests, reps = (10_000, 2_000) if SLOW else (2_000, 499)
+@pytest.mark.parametrize(
+    ("tests", "reps"), [(2_000, 499), pytest.param(10_000, 2_000, marks=pytest.mark.slow)]
+)
+def test_monte_carlo_test_size(tests: int, reps: int) -> None:
+    """The course's Monte Carlo test (with the +1 correction) over ≥ 2,000 simulated tests."""
     r = type_one_error(
         N, P0, Laplace(0.5), tests=tests, method="monte_carlo", reps=reps,
         source=SeededSource("mc-size"), seed=8,

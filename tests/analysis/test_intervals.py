@@ -10,7 +10,6 @@ variants use 2·10⁵ draws.
 from __future__ import annotations
 
 import math
-import os
 
 import numpy as np
 import pytest
@@ -29,7 +28,14 @@ from privtab.analysis import (
 from privtab.mechanisms import DiscreteGaussian, Gaussian, Geometric, Laplace, NoiseMechanism
 from privtab.random import SeededSource
 
-SLOW = os.environ.get("PRIVTAB_SLOW") == "1"
+
+def _sizes(default: int, large: int) -> list[object]:
+    """The default size and a larger ``@pytest.mark.slow`` variant."""
+    return [
+        pytest.param(default, id=f"n{default}"),
+        pytest.param(large, id=f"n{large}", marks=pytest.mark.slow),
+    ]
+
 
 MECHS: list[NoiseMechanism] = [
     Geometric(0.5),
@@ -141,8 +147,8 @@ def test_coordinate_levels() -> None:
 # ------------------------------------------------------------------ coverage
 @pytest.mark.parametrize("mech", MECHS, ids=lambda m: m.name)
 @pytest.mark.parametrize("level", [0.9, 0.95])
-def test_single_interval_coverage(mech: NoiseMechanism, level: float) -> None:
-    n = 200_000 if SLOW else 10_000
+@pytest.mark.parametrize("n", _sizes(10_000, 200_000))
+def test_single_interval_coverage(mech: NoiseMechanism, level: float, n: int) -> None:
     e = mech.sample_noise(n, source=SeededSource(f"cov-{mech.name}-{level}"))
     truth = np.random.default_rng(7).integers(0, 1000, n)
     released = truth + e
@@ -155,8 +161,9 @@ def test_single_interval_coverage(mech: NoiseMechanism, level: float) -> None:
 
 @pytest.mark.parametrize("mech", MECHS, ids=lambda m: m.name)
 @pytest.mark.parametrize("method", ["exact", "bonferroni"])
-def test_simultaneous_coverage(mech: NoiseMechanism, method: str) -> None:
-    n, k = (100_000 if SLOW else 10_000), 5
+@pytest.mark.parametrize("n", _sizes(10_000, 100_000))
+def test_simultaneous_coverage(mech: NoiseMechanism, method: str, n: int) -> None:
+    k = 5
     e = mech.sample_noise((n, k), source=SeededSource(f"sim-{mech.name}-{method}"))
     box = simultaneous_intervals(np.zeros(k), mech, 0.9, method)  # type: ignore[arg-type]
     rate = float((np.abs(e) <= box.moe).all(axis=1).mean())
@@ -183,8 +190,8 @@ def test_combination_coverage() -> None:
     assert _within(rate, ci.coverage, n)
 
 
-def test_ratio_interval_coverage() -> None:
-    n = 2_000 if SLOW else 100
+@pytest.mark.parametrize("n", _sizes(100, 2_000))
+def test_ratio_interval_coverage(n: int) -> None:
     g = Geometric(0.5)
     src = SeededSource("ratio")
     a_true, b_true = 30, 60
