@@ -183,3 +183,19 @@ def test_on_a_real_synthetic_release(tmp_path: Path) -> None:
     comb = combine_totals(release.t1, level=0.9)
     has1 = comb.filter(pl.col("STAGE1_COUNT").is_not_null())
     assert (has1["COMBINED_VARIANCE"] < has1["VARIANCE"]).all()
+
+
+def test_clamped_flag_and_intervals_stay_valid() -> None:
+    from privtab.analysis import SafeTabRelease
+
+    sim = simulate(3000, seed=10, true_totals=np.random.default_rng(1).integers(0, 4, 3000))
+    rel = SafeTabRelease(sim.t1, sim.t2, {"postprocessing": {"nonnegative": True}})
+    assert rel.clamped
+    assert not SafeTabRelease(sim.t1, sim.t2, {}).clamped
+    clamped = sim.t1.with_columns(pl.col("COUNT").clip(lower_bound=0))
+    iv = add_intervals(clamped, 0.9)
+    truth = sim.true_total
+    hits = (iv["LOWER90"].to_numpy() <= truth) & (truth <= iv["UPPER90"].to_numpy())
+    raw = add_intervals(sim.t1, 0.9)
+    raw_hits = (raw["LOWER90"].to_numpy() <= truth) & (truth <= raw["UPPER90"].to_numpy())
+    assert (hits >= raw_hits).all()  # clamping never loses coverage for true counts ≥ 0

@@ -112,6 +112,15 @@ class SafeTabRelease:
     metadata: dict[str, Any] = field(default_factory=dict)
     path: Path | None = None
 
+    @property
+    def clamped(self) -> bool:
+        """Whether ``release.json`` says counts were clamped at zero (``postprocessing.
+        nonnegative``). Intervals stay valid: for a true count ``c ≥ 0`` and a clamped draw
+        ``v ≤ 0``, ``|v − c| ≤ m`` implies ``|0 − c| ≤ m``, so clamping can only add coverage;
+        variances and combined estimates are biased near zero (docs/analysis.md)."""
+        post = self.metadata.get("postprocessing", {})
+        return bool(isinstance(post, dict) and post.get("nonnegative"))
+
 
 def _read_table(directory: Path, stem: str, schema: dict[str, Any]) -> pl.DataFrame:
     import polars as pl

@@ -76,9 +76,16 @@ def _load(release: Path) -> Any:
     from privtab.analysis.safetab import load_release
 
     try:
-        return load_release(release)
+        rel = load_release(release)
     except (FileNotFoundError, ValueError) as exc:
         fail(str(exc))
+    if rel.clamped:
+        warn(
+            "this release clamped counts at zero: intervals stay valid (true counts are "
+            "≥ 0, so clamping only widens coverage) but variances and combinations are biased "
+            "near zero"
+        )
+    return rel
 
 
 # --------------------------------------------------------------------------- ci
