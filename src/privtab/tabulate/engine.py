@@ -53,7 +53,18 @@ from privtab.tabulate.aggregate import COMBO, Cells
 from privtab.tabulate.errors import CountError, count_error
 from privtab.tabulate.plan import LevelPlan, StagePlan
 
-__all__ = ["T1_SCHEMA", "T2_SCHEMA", "LevelResult", "tabulate_level"]
+__all__ = [
+    "T1_SCHEMA",
+    "T2_SCHEMA",
+    "Domain",
+    "LevelResult",
+    "combo_iterations",
+    "level_domain",
+    "merge_results",
+    "tabulate_groups",
+    "tabulate_level",
+    "true_counts",
+]
 
 T1_SCHEMA: dict[str, Any] = {
     "REGION_ID": pl.String,
@@ -103,6 +114,8 @@ class LevelResult:
     noise_draws: int
     memberships: int
     evaluation: dict[str, Any] = field(default_factory=dict)
+    t1_rows: int = 0
+    t2_rows: int = 0
 
     def summary(self) -> dict[str, Any]:
         return {
@@ -110,30 +123,46 @@ class LevelResult:
             "regions": self.regions,
             "iterations": self.iterations,
             "groups": self.regions * self.iterations,
-            "t1_rows": self.t1.height,
-            "t2_rows": self.t2.height,
+            "t1_rows": self.t1_rows,
+            "t2_rows": self.t2_rows,
             "noise_draws": self.noise_draws,
             "stat_levels": {str(k): v for k, v in sorted(self.stat_levels.items())},
         }
 
 
 @dataclass(frozen=True)
-class _Domain:
+class Domain:
+    """The public domain of a level (or of a slice of its regions): regions × iterations,
+    group ``G = region_index · I + iteration_index`` (region-major)."""
+
     geo: GeoLevel
     regions: tuple[str, ...]
     codes: tuple[str, ...]
     total_only: NDArray[np.bool_]  # per iteration
+    first_region: int = 0
+    """Index of ``regions[0]`` in the level's full domain (for slices)."""
 
     @property
     def size(self) -> int:
         return len(self.regions) * len(self.codes)
 
+    def slice(self, lo: int, hi: int) -> Domain:
+        """Regions ``lo:hi`` (indices into this domain) with every iteration."""
+        return Domain(
+            self.geo,
+            self.regions[lo:hi],
+            self.codes,
+            self.total_only,
+            self.first_region + lo,
+        )
 
-def _domain(plan: LevelPlan, geography: Geography, reference: ReferenceData) -> _Domain:
+
+def level_domain(plan: LevelPlan, geography: Geography, reference: ReferenceData) -> Domain:
+    """The public domain of ``plan``'s level, from the GRF-C and the reference files."""
     geo = GeoLevel(plan.geo)
     its = reference.select(plan.iteration_level, geo.granularity)
     detailed = geo.granularity is Granularity.DETAILED
-    return _Domain(
+    return Domain(
         geo=geo,
         regions=geography.domain(geo),
         codes=tuple(i.code for i in its),
@@ -151,31 +180,14 @@ def _unit_regions(geography: Geography, geo: GeoLevel) -> NDArray[np.int64]:
     return out
 
 
-def true_counts(
-    cells: Cells, dom: _Domain, reference: ReferenceData, geography: Geography, level: int
+def combo_iterations(
+    cells: Cells, dom: Domain, reference: ReferenceData, level: int
 ) -> pl.DataFrame:
-    """Exact person counts per (``G``, ``QSEX``, ``QAGE``) where ``G`` indexes the domain
-    region-major (``G = region · I + iteration``). Groups with no persons have no rows."""
-    n_it = len(dom.codes)
-    empty = pl.DataFrame(schema={"G": pl.Int64, "QSEX": pl.UInt8, "QAGE": pl.UInt8, "N": pl.Int64})
-    if cells.cells.height == 0 or n_it == 0 or not dom.regions:
-        return empty
-    unit_region = _unit_regions(geography, dom.geo)
-    units = cells.cells[UNIT].to_numpy()
-    region = np.where(
-        units < len(unit_region), unit_region[np.minimum(units, len(unit_region) - 1)], -1
-    )
-    by_region = (
-        cells.cells.with_columns(pl.Series("_R", region))
-        .filter(pl.col("_R") >= 0)
-        .group_by("_R", COMBO, "QSEX", "QAGE")
-        .agg(pl.col("N").sum().cast(pl.Int64))
-    )
-    if by_region.height == 0:
-        return empty
+    """``COMBO`` → ``_I`` (iteration index in ``dom.codes``) for every combination and
+    every iteration of the level it belongs to (:func:`privtab.data.expand_iterations`)."""
     expansion = expand_iterations(cells.combos, reference, level, dom.geo.granularity)
     index = {c: i for i, c in enumerate(dom.codes)}
-    combo_it = (
+    return (
         expansion.join(cells.combos, on=[*RACE_KEYS, "QSPAN"], how="inner")
         .select(
             COMBO,
@@ -186,6 +198,34 @@ def true_counts(
         )
         .drop_nulls()
     )
+
+
+def true_counts(
+    cells: Cells,
+    dom: Domain,
+    geography: Geography,
+    combo_it: pl.DataFrame,
+) -> pl.DataFrame:
+    """Exact person counts per (``G``, ``QSEX``, ``QAGE``) of the groups of ``dom``
+    (``G`` indexes ``dom`` region-major from 0). Groups with no persons have no rows.
+    ``combo_it`` is :func:`combo_iterations` of the level."""
+    n_it = len(dom.codes)
+    empty = pl.DataFrame(schema={"G": pl.Int64, "QSEX": pl.UInt8, "QAGE": pl.UInt8, "N": pl.Int64})
+    if cells.cells.height == 0 or n_it == 0 or not dom.regions:
+        return empty
+    unit_region = _unit_regions(geography, dom.geo)
+    units = cells.cells[UNIT].to_numpy()
+    inside = units < len(unit_region)
+    region = np.where(inside, unit_region[np.where(inside, units, 0)], -1) - dom.first_region
+    region[(region < 0) | (region >= len(dom.regions))] = -1
+    by_region = (
+        cells.cells.with_columns(pl.Series("_R", region))
+        .filter(pl.col("_R") >= 0)
+        .group_by("_R", COMBO, "QSEX", "QAGE")
+        .agg(pl.col("N").sum().cast(pl.Int64))
+    )
+    if by_region.height == 0:
+        return empty
     return (
         by_region.join(combo_it, on=COMBO, how="inner")
         .group_by((pl.col("_R") * n_it + pl.col("_I")).alias("G"), "QSEX", "QAGE")
@@ -245,7 +285,28 @@ def tabulate_level(
     evaluate: bool = False,
     nonnegative: bool = False,
 ) -> LevelResult:
-    """Run Algorithms 1–3 of the SafeTab seed for one level; see the module docstring.
+    """Run Algorithms 1–3 of the SafeTab seed for one whole level (see :func:`tabulate_groups`)."""
+    dom = level_domain(plan, geography, reference)
+    combo_it = combo_iterations(cells, dom, reference, plan.iteration_level)
+    fine = true_counts(cells, dom, geography, combo_it)
+    return tabulate_groups(
+        plan, dom, fine, source=source, noise=noise, evaluate=evaluate, nonnegative=nonnegative
+    )
+
+
+def tabulate_groups(
+    plan: LevelPlan,
+    dom: Domain,
+    fine: pl.DataFrame,
+    *,
+    source: RandomSource | None,
+    noise: bool = True,
+    evaluate: bool = False,
+    nonnegative: bool = False,
+) -> LevelResult:
+    """Run Algorithms 1–3 of the SafeTab seed for the groups of ``dom`` (a level or a slice
+    of its regions), whose exact counts per (group, sex, age) are ``fine``
+    (:func:`true_counts`); see the module docstring.
 
     ``source`` must be secure for a publishable release (the caller checks); ``noise=False``
     is for tests only (exact counts, not private). ``evaluate`` compares the released counts
@@ -254,10 +315,8 @@ def tabulate_level(
     clamped counts are biased upwards near 0; totals of groups with cells are then the sums
     of the clamped cells). Statistic levels always use the raw stage-1 totals.
     """
-    dom = _domain(plan, geography, reference)
     n_reg, n_it = len(dom.regions), len(dom.codes)
     size = dom.size
-    fine = true_counts(cells, dom, reference, geography, plan.iteration_level)
     g_all = fine["G"].to_numpy()
     n_all = fine["N"].to_numpy()
     truth = np.bincount(g_all, weights=n_all, minlength=size).astype(np.int64)
@@ -408,4 +467,52 @@ def tabulate_level(
         noise_draws=draw.draws,
         memberships=int(truth.sum()),
         evaluation=evaluation,
+        t1_rows=t1.height,
+        t2_rows=t2.height,
+    )
+
+
+def _merge_evaluation(parts: list[dict[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    kinds = {k for p in parts for k in p}
+    for kind in sorted(kinds):
+        evs = [p[kind] for p in parts if p.get(kind, {}).get("count", 0) > 0]
+        n = sum(e["count"] for e in evs)
+        if n == 0:
+            out[kind] = {"count": 0}
+            continue
+        cov = sum(e["expected_within_moe95"] * e["count"] for e in evs) / n
+        out[kind] = {
+            "count": n,
+            "mean_error": sum(e["mean_error"] * e["count"] for e in evs) / n,
+            "rmse": float(np.sqrt(sum(e["rmse"] ** 2 * e["count"] for e in evs) / n)),
+            "expected_rmse": evs[0]["expected_rmse"],
+            "moe95": evs[0]["moe95"],
+            "within_moe95": sum(e["within_moe95"] * e["count"] for e in evs) / n,
+            "expected_within_moe95": cov,
+            "binomial_se": float(np.sqrt(cov * (1 - cov) / n)),
+        }
+    return out
+
+
+def merge_results(parts: list[LevelResult]) -> LevelResult:
+    """One level's summary from its chunks (tables dropped: they have been written)."""
+    if not parts:
+        raise ValueError("a level has at least one chunk")
+    stat: dict[int, int] = {}
+    for p in parts:
+        for k, v in p.stat_levels.items():
+            stat[k] = stat.get(k, 0) + v
+    return LevelResult(
+        plan=parts[0].plan,
+        regions=sum(p.regions for p in parts),
+        iterations=parts[0].iterations,
+        t1=parts[0].t1.clear(),
+        t2=parts[0].t2.clear(),
+        stat_levels=stat,
+        noise_draws=sum(p.noise_draws for p in parts),
+        memberships=sum(p.memberships for p in parts),
+        evaluation=_merge_evaluation([p.evaluation for p in parts]),
+        t1_rows=sum(p.t1_rows for p in parts),
+        t2_rows=sum(p.t2_rows for p in parts),
     )

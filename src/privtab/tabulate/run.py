@@ -40,8 +40,8 @@ from privtab.data import SafeTabInputs, Scope, atomic_directory, load_inputs, sh
 from privtab.data.atomic import check_output, interrupts_as_exceptions
 from privtab.mechanisms.base import release_source
 from privtab.random import RandomSource, bernoulli
-from privtab.tabulate.aggregate import Cells, aggregate_persons
-from privtab.tabulate.engine import T1_SCHEMA, T2_SCHEMA, LevelResult, tabulate_level
+from privtab.tabulate.engine import T1_SCHEMA, T2_SCHEMA, LevelResult, merge_results
+from privtab.tabulate.engines import Engine, make_engine
 from privtab.tabulate.output import TableWriter
 from privtab.tabulate.plan import ReleasePlan
 from privtab.tabulate.privacy import analyse
@@ -75,6 +75,8 @@ class RunOptions:
     report: bool = True
     pld_grid: float = 1e-3
     overwrite: bool = False
+    engine: str | Engine = "polars"
+    """``polars`` (default), ``spark``, or an :class:`~privtab.tabulate.engines.Engine`."""
 
 
 @dataclass
@@ -153,7 +155,6 @@ def run_release(
     if not opts.noise and not opts.allow_insecure:
         raise ValueError("noise=False releases exact counts: allowed only with allow_insecure")
     source = release_source(opts.source, opts.allow_insecure, "SafeTab-P")
-    private = source.is_private and opts.noise
     seconds: dict[str, float] = {}
     started = time.monotonic()
 
@@ -162,70 +163,82 @@ def run_release(
         inputs = load_inputs(config, data_dir, validate_persons=False)
         plans = _plans(inputs)
         seconds["inputs"] = time.monotonic() - started
-        say(f"validating and aggregating {inputs.persons_path}")
         t0 = time.monotonic()
-        cells = aggregate_persons(inputs)
-        seconds["aggregate"] = time.monotonic() - t0
-        say(f"{cells.persons:,} persons in {cells.cells.height:,} cells")
-        nonneg = (
-            not inputs.config.allow_negative_counts
-            if opts.nonnegative is None
-            else opts.nonnegative
-        )
-        chance = inputs.config.zero_suppression_chance or Fraction(0)
-        with atomic_directory(out, overwrite=opts.overwrite) as tmp:
-            levels, runs, suppressed, rows = _tabulate_all(
-                inputs, cells, plans, tmp, source, opts, nonneg, chance, say
-            )
-            seconds["tabulate"] = time.monotonic() - t0 - seconds["aggregate"]
-            t1 = time.monotonic()
-            worst = max(plans.values(), key=lambda p: p.total_budget)
-            release: dict[str, Any] = {
-                "privtab_version": __version__,
-                "created_utc": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-                "algorithm": "SafeTab-P two-stage adaptive algorithm (SafeTab seed Alg. 1-3)",
-                "private": private,
-                "noise": "off (exact counts: NOT PRIVATE)"
-                if not opts.noise
-                else source.description,
-                "guarantee": _guarantee_doc(worst),
-                "guarantee_note": (
-                    "the US and PR runs hold disjoint persons: the release satisfies the larger "
-                    "of their guarantees (parallel composition)"
-                ),
-                "plan": worst.to_dict(),
-                "runs": runs,
-                "persons": cells.persons,
-                "postprocessing": {
-                    "nonnegative": nonneg,
-                    "zero_suppression": opts.zero_suppression,
-                    "zero_suppression_chance": float(chance),
-                    "zero_suppressed_rows": suppressed,
-                    "t1_count_of_groups_with_t2": "sum of the group's noisy T2 cells",
-                    "note": "post-processing of noisy output only: no privacy cost",
-                },
-                "config": inputs.config.to_dict(),
-                "inputs": inputs.checksums(),
-            }
-            for stem in ("t1", "t2"):
-                for ext in ("txt", "parquet"):
-                    f = tmp / f"{stem}.{ext}"
-                    release.setdefault("outputs", {})[f.name] = {"sha256": sha256_file(f)}
-            release["outputs"].update(rows)
-            (tmp / "release.json").write_text(json.dumps(_jsonable(release), indent=2) + "\n")
-            if opts.report:
-                from privtab.tabulate.report import write_report
-
-                say("writing report.html")
-                write_report(tmp / "report.html", release, levels)
-            seconds["write"] = time.monotonic() - t1
+        engine = make_engine(opts.engine) if isinstance(opts.engine, str) else opts.engine
+        try:
+            persons = engine.prepare(inputs, say)
+            seconds["aggregate"] = time.monotonic() - t0
+            release, levels = _release(inputs, engine, persons, plans, out, source, opts, say)
+        finally:
+            engine.close()
+        seconds["tabulate_and_write"] = time.monotonic() - t0 - seconds["aggregate"]
     seconds["total"] = time.monotonic() - started
     return RunResult(out=out, release=release, levels=levels, seconds=seconds)
 
 
+def _release(
+    inputs: SafeTabInputs,
+    engine: Engine,
+    persons: int,
+    plans: dict[Scope, ReleasePlan],
+    out: Path,
+    source: RandomSource,
+    opts: RunOptions,
+    say: Progress,
+) -> tuple[dict[str, Any], list[LevelResult]]:
+    private = source.is_private and opts.noise
+    nonneg = (
+        not inputs.config.allow_negative_counts if opts.nonnegative is None else opts.nonnegative
+    )
+    chance = inputs.config.zero_suppression_chance or Fraction(0)
+    with atomic_directory(out, overwrite=opts.overwrite) as tmp:
+        levels, runs, suppressed, rows = _tabulate_all(
+            inputs, engine, plans, tmp, source, opts, nonneg, chance, say
+        )
+        worst = max(plans.values(), key=lambda p: p.total_budget)
+        release: dict[str, Any] = {
+            "privtab_version": __version__,
+            "created_utc": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+            "algorithm": "SafeTab-P two-stage adaptive algorithm (SafeTab seed Alg. 1-3)",
+            "private": private,
+            "noise": "off (exact counts: NOT PRIVATE)" if not opts.noise else source.description,
+            "guarantee": _guarantee_doc(worst),
+            "guarantee_note": (
+                "the US and PR runs hold disjoint persons: the release satisfies the larger "
+                "of their guarantees (parallel composition)"
+            ),
+            "plan": worst.to_dict(),
+            "runs": runs,
+            "persons": persons,
+            "engine": engine.name,
+            "postprocessing": {
+                "nonnegative": nonneg,
+                "zero_suppression": opts.zero_suppression,
+                "zero_suppression_chance": float(chance),
+                "zero_suppressed_rows": suppressed,
+                "t1_count_of_groups_with_t2": "sum of the group's noisy T2 cells",
+                "note": "post-processing of noisy output only: no privacy cost",
+            },
+            "config": inputs.config.to_dict(),
+            "inputs": inputs.checksums(),
+        }
+        for stem in ("t1", "t2"):
+            for ext in ("txt", "parquet"):
+                f = tmp / f"{stem}.{ext}"
+                release.setdefault("outputs", {})[f.name] = {"sha256": sha256_file(f)}
+        release["outputs"].update(rows)
+        (tmp / "release.json").write_text(json.dumps(_jsonable(release), indent=2) + "\n")
+        if opts.report:
+            from privtab.tabulate.report import write_report
+
+            say("writing report.html")
+            write_report(tmp / "report.html", release, levels)
+    return release, levels
+
+
 def _tabulate_all(
     inputs: SafeTabInputs,
-    cells: Cells,
+    engine: Engine,
     plans: dict[Scope, ReleasePlan],
     tmp: Path,
     source: RandomSource,
@@ -255,30 +268,30 @@ def _tabulate_all(
             docs = []
             for lp in plan.levels:
                 t0 = time.monotonic()
-                res = tabulate_level(
+                chunks = []
+                for part in engine.tabulate(
                     lp,
-                    cells,
-                    inputs.reference,
-                    inputs.geography,
                     source=source,
                     noise=opts.noise,
                     evaluate=opts.evaluate,
                     nonnegative=nonneg,
-                )
-                t1 = res.t1
-                if opts.zero_suppression:
-                    t1, dropped = _suppress_zeros(t1, chance, source)
-                    suppressed += dropped
-                w1.write(t1)
-                w2.write(res.t2)
+                ):
+                    t1 = part.t1
+                    if opts.zero_suppression:
+                        t1, dropped = _suppress_zeros(t1, chance, source)
+                        suppressed += dropped
+                    w1.write(t1)
+                    w2.write(part.t2)
+                    part.t1, part.t2 = part.t1.clear(), part.t2.clear()  # written: free memory
+                    chunks.append(part)
+                res = merge_results(chunks)
                 done += 1
                 say(
                     f"[{done}/{n_levels}] {scope.value} {lp.key}: {res.regions:,} regions × "
-                    f"{res.iterations:,} iterations, {res.noise_draws:,} noisy counts "
-                    f"({time.monotonic() - t0:.1f} s)"
+                    f"{res.iterations:,} iterations, {res.noise_draws:,} noisy counts, "
+                    f"{len(chunks)} chunk(s) ({time.monotonic() - t0:.1f} s)"
                 )
                 docs.append(_level_doc(res, inputs, scope))
-                res.t1, res.t2 = res.t1.clear(), res.t2.clear()  # written: free the memory
                 levels.append(res)
             runs[scope.value] = {
                 "plan": plan.to_dict(),

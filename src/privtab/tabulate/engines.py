@@ -1,0 +1,194 @@
+"""Engines: where exact counts are computed. The algorithm is defined once.
+
+An engine validates and aggregates the person file (:meth:`Engine.prepare`) and yields the
+noisy tables of a level in one or more chunks of its public domain
+(:meth:`Engine.tabulate`). Both engines apply the same plan with the same per-level steps
+(:func:`privtab.tabulate.engine.tabulate_groups`, SafeTab seed Algorithms 1–3); they differ
+only in how persons are aggregated and joined to population groups.
+
+- :class:`PolarsEngine` (default, embedded): one streaming pass over the person file into
+  a cell table (persons per geo unit × code combination × sex × age); per level, the
+  domain is processed in chunks of whole states for geographies nested in states (county,
+  tract, place), so memory per chunk is bounded by the largest state's slice of the domain
+  and the cell table, not by the number of persons.
+- ``SparkEngine`` (:mod:`privtab.tabulate.spark_engine`, optional ``privtab[spark]``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Protocol
+
+import numpy as np
+import polars as pl
+
+from privtab.data import UNIT, GeoLevel, SafeTabInputs
+from privtab.random import RandomSource
+from privtab.tabulate.aggregate import Cells, aggregate_persons
+from privtab.tabulate.engine import (
+    Domain,
+    LevelResult,
+    combo_iterations,
+    level_domain,
+    tabulate_groups,
+    true_counts,
+)
+from privtab.tabulate.plan import LevelPlan
+
+__all__ = ["NESTED_IN_STATE", "Engine", "PolarsEngine", "make_engine", "state_chunks"]
+
+Say = Callable[[str], None]
+
+NESTED_IN_STATE = frozenset(
+    {
+        GeoLevel.COUNTY,
+        GeoLevel.TRACT,
+        GeoLevel.PLACE,
+        GeoLevel.PR_COUNTY,
+        GeoLevel.PR_TRACT,
+        GeoLevel.PR_PLACE,
+    }
+)
+"""Geography levels whose region ids start with the state's FIPS code."""
+DEFAULT_CHUNK_GROUPS = 1 << 23
+
+
+class Engine(Protocol):
+    """What :func:`privtab.tabulate.run_release` needs from an engine."""
+
+    name: str
+
+    def prepare(self, inputs: SafeTabInputs, say: Say) -> int:
+        """Validate and aggregate the person file; return the number of persons. Raises
+        :class:`privtab.data.InputValidationError` before anything is written."""
+        ...
+
+    def tabulate(
+        self,
+        plan: LevelPlan,
+        *,
+        source: RandomSource | None,
+        noise: bool,
+        evaluate: bool,
+        nonnegative: bool,
+    ) -> Iterator[LevelResult]:
+        """The level's noisy T1/T2 in one or more chunks of its public domain."""
+        ...
+
+    def close(self) -> None: ...
+
+
+def state_chunks(dom: Domain, max_groups: int) -> list[tuple[int, int, list[str]]]:
+    """Consecutive runs of whole states ``(lo, hi, states)`` over ``dom``'s sorted regions,
+    each with at most ``max_groups`` groups unless a single state has more."""
+    n_it = max(len(dom.codes), 1)
+    out: list[tuple[int, int, list[str]]] = []
+    lo = 0
+    states: list[str] = []
+    i = 0
+    regions = dom.regions
+    while i < len(regions):
+        st = regions[i][:2]
+        j = i
+        while j < len(regions) and regions[j][:2] == st:
+            j += 1
+        if states and (j - lo) * n_it > max_groups:
+            out.append((lo, i, states))
+            lo, states = i, []
+        states.append(st)
+        i = j
+    if states:
+        out.append((lo, len(regions), states))
+    return out
+
+
+class PolarsEngine:
+    """The embedded engine (see the module docstring)."""
+
+    name = "polars"
+
+    def __init__(self, max_chunk_groups: int = DEFAULT_CHUNK_GROUPS) -> None:
+        self.max_chunk_groups = max_chunk_groups
+        self.cells: Cells | None = None
+        self.inputs: SafeTabInputs | None = None
+        self._unit_state: np.ndarray | None = None
+
+    def prepare(self, inputs: SafeTabInputs, say: Say) -> int:
+        say(f"validating and aggregating {inputs.persons_path}")
+        cells = aggregate_persons(inputs)
+        self.cells = Cells(cells.cells.sort(UNIT), cells.combos, cells.persons)
+        self.inputs = inputs
+        units = inputs.geography.units.sort(UNIT)
+        self._units = units[UNIT].to_numpy()
+        self._unit_state = units["TABBLKST"].to_numpy()
+        say(f"{cells.persons:,} persons in {cells.cells.height:,} cells")
+        return cells.persons
+
+    def _cells_of(self, states: list[str]) -> Cells:
+        assert self.cells is not None
+        assert self._unit_state is not None
+        col = self.cells.cells[UNIT].to_numpy()
+        parts = []
+        # a state's units are one contiguous UNIT range (units are sorted by state first)
+        for st in states:
+            u = self._units[self._unit_state == st]
+            if u.size == 0:
+                continue
+            a, b = np.searchsorted(col, [u.min(), u.max() + 1])
+            parts.append(self.cells.cells.slice(int(a), int(b - a)))
+        frame = pl.concat(parts) if parts else self.cells.cells.clear()
+        return Cells(frame, self.cells.combos, int(frame["N"].sum() or 0))
+
+    def tabulate(
+        self,
+        plan: LevelPlan,
+        *,
+        source: RandomSource | None,
+        noise: bool,
+        evaluate: bool,
+        nonnegative: bool,
+    ) -> Iterator[LevelResult]:
+        assert self.cells is not None, "call prepare() first"
+        assert self.inputs is not None
+        ref, geo = self.inputs.reference, self.inputs.geography
+        dom = level_domain(plan, geo, ref)
+        combo_it = combo_iterations(self.cells, dom, ref, plan.iteration_level)
+        if dom.geo in NESTED_IN_STATE:
+            chunks = state_chunks(dom, self.max_chunk_groups)
+        else:
+            chunks = [(0, len(dom.regions), [])]
+        for lo, hi, states in chunks:
+            part = dom.slice(lo, hi)
+            cells = self._cells_of(states) if states else self.cells
+            fine = true_counts(cells, part, geo, combo_it)
+            yield tabulate_groups(
+                plan,
+                part,
+                fine,
+                source=source,
+                noise=noise,
+                evaluate=evaluate,
+                nonnegative=nonnegative,
+            )
+
+    def close(self) -> None:
+        self.cells = None
+
+
+def make_engine(name: str) -> Engine:
+    """An engine by name: ``polars`` (default) or ``spark`` (needs ``privtab[spark]``)."""
+    if name == "polars":
+        return PolarsEngine()
+    if name == "spark":
+        import importlib
+
+        try:
+            module = importlib.import_module("privtab.tabulate.spark_engine")
+        except ImportError as exc:  # pragma: no cover - depends on the environment
+            raise RuntimeError(
+                "the Spark engine needs pyspark: pip install 'privtab[spark]' "
+                f"(and Java 17) — {exc}"
+            ) from exc
+        engine: Engine = module.SparkEngine()
+        return engine
+    raise ValueError(f"unknown engine {name!r}: choose polars or spark")
