@@ -45,12 +45,11 @@ def _noise_pmf(mech: NoiseMechanism) -> tuple[int, np.ndarray]:
 
 @lru_cache(maxsize=256)
 def _sum_error(mech: NoiseMechanism, k: int) -> CountError:
-    from scipy.signal import fftconvolve
-
     half, p = _noise_pmf(mech)
-    total = p
-    for _ in range(k - 1):
-        total = np.clip(fftconvolve(total, p), 0.0, None)
+    size = k * (p.size - 1) + 1
+    n = 1 << int(np.ceil(np.log2(size)))
+    # the k-fold convolution in one step: the k-th power of the pmf's transform
+    total = np.clip(np.fft.irfft(np.fft.rfft(p, n) ** k, n)[:size], 0.0, None)
     total = total / total.sum()
     centre = half * k
     # P(|S| <= m) for m = 0, 1, ...: centre + symmetric pairs
