@@ -218,3 +218,41 @@ def test_demo_runs(tmp_path: Path) -> None:
     assert d["private"] is True
     assert d["guarantee"] == {"zcdp": {"rho": pytest.approx(4.944)}}
     assert Path(d["outputs"]["report"]).exists()
+
+
+def test_sigterm_leaves_no_partial_release(synth_small, tmp_path: Path) -> None:
+    """Interrupting a run (SIGTERM, as a scheduler would) leaves no release, no temporary
+    directory and a clear message."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    config, data = synth_small
+    out = tmp_path / "rel"
+    cmd = [
+        sys.executable,
+        "-m",
+        "privtab.cli",
+        "safetab",
+        "run",
+        "--config",
+        str(config),
+        "--data",
+        str(data),
+        "--out",
+        str(out),
+        "--seed",
+        "1",
+    ]
+    proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    assert proc.stderr is not None
+    for line in proc.stderr:  # wait until it is tabulating (the release is being written)
+        if "[1/" in line:
+            break
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=300)
+    assert proc.returncode == 130
+    assert "interrupted: no release was written" in err
+    time.sleep(0.1)
+    assert sorted(p.name for p in tmp_path.iterdir()) == []

@@ -259,6 +259,10 @@ def run_cmd(
         "zero_suppression_chance (post-processing).",
     ),
     report: bool = typer.Option(True, "--report/--no-report", help="Write report.html."),
+    formats: str = typer.Option(
+        "txt,parquet", "--format", help="T1/T2 formats: txt, parquet or txt,parquet."
+    ),
+    engine: str = typer.Option("polars", "--engine", help="polars (default) or spark."),
     evaluate: bool = typer.Option(
         False, "--evaluate", help="Print error against the true counts (NON-PRIVATE diagnostic)."
     ),
@@ -282,6 +286,11 @@ def run_cmd(
 
     if not 0 < delta < 1:
         fail(f"--delta must lie strictly between 0 and 1, got {delta}")
+    fmts = tuple(f.strip() for f in formats.split(",") if f.strip())
+    if not fmts or set(fmts) - {"txt", "parquet"}:
+        fail(f"--format must be txt, parquet or txt,parquet, got {formats!r}")
+    if engine not in ("polars", "spark"):
+        fail(f"--engine must be polars or spark, got {engine!r}")
     insecure = seed is not None or no_noise
     if insecure:
         warn("TEST MODE: seeded or no noise — the release is NOT private; do not publish it")
@@ -296,6 +305,8 @@ def run_cmd(
         evaluate=evaluate,
         report=report,
         overwrite=overwrite,
+        formats=fmts,
+        engine=engine,
     )
 
     def say(msg: str) -> None:

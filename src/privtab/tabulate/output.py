@@ -21,36 +21,56 @@ from typing import IO, Any
 
 import polars as pl
 
-__all__ = ["TableWriter"]
+__all__ = ["FORMATS", "TableWriter"]
+
+FORMATS = ("txt", "parquet")
 
 
 class TableWriter:
     """Appends frames of one schema to ``<stem>.txt`` (pipe-delimited) and ``<stem>.parquet``."""
 
-    def __init__(self, directory: Path, stem: str, schema: dict[str, Any]) -> None:
+    def __init__(
+        self,
+        directory: Path,
+        stem: str,
+        schema: dict[str, Any],
+        formats: tuple[str, ...] = FORMATS,
+    ) -> None:
         import pyarrow.parquet as pq
 
+        unknown = set(formats) - set(FORMATS)
+        if unknown or not formats:
+            raise ValueError(f"formats must be a non-empty subset of {FORMATS}, got {formats}")
         self.schema = schema
         self.rows = 0
-        self.txt_path = directory / f"{stem}.txt"
-        self.parquet_path = directory / f"{stem}.parquet"
-        self._txt: IO[bytes] = self.txt_path.open("wb")
+        self.paths: list[Path] = []
         empty = pl.DataFrame(schema=schema)
-        empty.write_csv(self._txt, separator="|", include_header=True)
+        self._txt: IO[bytes] | None = None
+        self._pq: Any = None
+        if "txt" in formats:
+            self.paths.append(directory / f"{stem}.txt")
+            self._txt = self.paths[-1].open("wb")
+            empty.write_csv(self._txt, separator="|", include_header=True)
         self._arrow_schema = empty.to_arrow().schema
-        self._pq = pq.ParquetWriter(self.parquet_path, self._arrow_schema, compression="zstd")
+        if "parquet" in formats:
+            self.paths.append(directory / f"{stem}.parquet")
+            self._pq = pq.ParquetWriter(self.paths[-1], self._arrow_schema, compression="zstd")
 
     def write(self, frame: pl.DataFrame) -> None:
         if frame.height == 0:
             return
         frame = frame.select(list(self.schema)).cast(self.schema)  # type: ignore[arg-type]
-        frame.write_csv(self._txt, separator="|", include_header=False, null_value="")
-        self._pq.write_table(frame.to_arrow().cast(self._arrow_schema), row_group_size=1 << 20)
+        if self._txt is not None:
+            frame.write_csv(self._txt, separator="|", include_header=False, null_value="")
+        if self._pq is not None:
+            self._pq.write_table(frame.to_arrow().cast(self._arrow_schema), row_group_size=1 << 20)
         self.rows += frame.height
 
     def close(self) -> None:
-        self._txt.close()
-        self._pq.close()
+        if self._txt is not None:
+            self._txt.close()
+        if self._pq is not None:
+            self._pq.close()
 
     def __enter__(self) -> TableWriter:
         return self

@@ -75,6 +75,8 @@ class RunOptions:
     report: bool = True
     pld_grid: float = 1e-3
     overwrite: bool = False
+    formats: tuple[str, ...] = ("txt", "parquet")
+    """Output formats of T1/T2 (pipe-delimited text and/or Parquet)."""
     engine: str | Engine = "polars"
     """``polars`` (default), ``spark``, or an :class:`~privtab.tabulate.engines.Engine`."""
 
@@ -223,7 +225,7 @@ def _release(
             "inputs": inputs.checksums(),
         }
         for stem in ("t1", "t2"):
-            for ext in ("txt", "parquet"):
+            for ext in opts.formats:
                 f = tmp / f"{stem}.{ext}"
                 release.setdefault("outputs", {})[f.name] = {"sha256": sha256_file(f)}
         release["outputs"].update(rows)
@@ -257,8 +259,8 @@ def _tabulate_all(
     # the privacy analyses depend on the public plan only: compute them while tabulating
     with (
         ThreadPoolExecutor(max_workers=1) as pool,
-        TableWriter(tmp, "t1", T1_SCHEMA) as w1,
-        TableWriter(tmp, "t2", T2_SCHEMA) as w2,
+        TableWriter(tmp, "t1", T1_SCHEMA, opts.formats) as w1,
+        TableWriter(tmp, "t2", T2_SCHEMA, opts.formats) as w2,
     ):
         analyses = {
             scope: pool.submit(analyse, plan, opts.delta, pld_grid=opts.pld_grid)

@@ -1,0 +1,5 @@
+"""``python -m privtab.cli``."""
+
+from privtab.cli import main
+
+main()
