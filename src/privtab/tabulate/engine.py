@@ -35,7 +35,6 @@ from typing import Any
 
 import numpy as np
 import polars as pl
-import pyarrow as pa
 from numpy.typing import NDArray
 
 from privtab.data import (
@@ -250,8 +249,8 @@ class _Noise:
 
 
 def _categorical(values: tuple[str, ...], index: NDArray[np.int64]) -> pl.Series:
-    arr = pa.DictionaryArray.from_arrays(pa.array(index.astype(np.int32)), pa.array(values))
-    return pl.Series(pl.from_arrow(arr)).cast(pl.String)
+    """``values[index]`` as a String column (a gather in polars: no Python strings)."""
+    return pl.Series(values, dtype=pl.String).gather(index)
 
 
 def _evaluate(
