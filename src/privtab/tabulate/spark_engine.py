@@ -1,0 +1,513 @@
+"""The Spark engine of SafeTab-P: the same plan and per-level steps, aggregated on PySpark.
+
+``privtab safetab run --engine spark`` (or ``RunOptions(engine="spark")``) runs the release
+with :class:`SparkEngine`. The algorithm is defined once: every chunk of a level's public
+domain is tabulated by :func:`privtab.tabulate.engine.tabulate_groups` (SafeTab seed
+Algorithms 1–3) — on the **executors**, with noise from privtab's exact samplers
+(:mod:`privtab.random`). What differs from the embedded engine is only how persons are
+aggregated and joined to population groups:
+
+1. **Read + validate + aggregate** (:meth:`SparkEngine.prepare`, one pass over the person
+   file, text or Parquet, read by Spark). The header is checked by privtab's reader; every
+   row is then typed and checked by Spark SQL expressions that mirror the fast checks of
+   :func:`privtab.data.scan_canonical` (ids, age 0–115, sex, householder, CENRACE, race
+   codes known / not duplicated / no code after ``Null`` / at most ``max_race_codes``,
+   ethnicity code, block in the GRF-C, field count), the race codes are sorted and packed
+   into ``RACE_KEY1``/``RACE_KEY2`` (:func:`privtab.data.pack_race_codes`'s layout), and
+   rows are counted per (bad flag, geo unit, code combination, ethnicity, sex, age). If any
+   row is flagged, privtab's naming validation (:func:`privtab.data.validate_persons`) runs
+   on the driver and raises the same :class:`~privtab.data.InputValidationError` (file, row,
+   column, value) as the polars engine — before anything is written. A valid file costs one
+   Spark pass; an invalid one also one streaming polars pass on the driver (which must then
+   be able to read the file).
+2. **Per level** (:meth:`SparkEngine.tabulate`): cells → regions (broadcast join with the
+   unit → region table of the level, from the GRF-C) → iterations (broadcast join with the
+   expansion of the *distinct* code combinations, :func:`privtab.data.expand_iterations`,
+   computed on the driver) → exact counts per (group, sex, age). The public domain
+   (regions × iterations, region-major) is cut into chunks of whole regions; one marker row
+   per chunk guarantees that every chunk — empty groups included — reaches an executor,
+   which runs the algorithm on it and returns the chunk's T1/T2 (Arrow IPC) to the driver,
+   one partition at a time (:meth:`pyspark.sql.DataFrame.toLocalIterator`).
+
+**Privacy.** The guarantee is the plan's (seed Theorems 1 and 3; :mod:`privtab.tabulate.
+engine`): every group of the public domain is tabulated exactly once, with the parameters
+of the plan. Noise is drawn on the executors from the exact samplers: each task creates its
+own :class:`privtab.random.SecureSource` (AES-256-CTR keyed from the executor's
+``os.urandom``; no seed is shared or shipped). For tests only, a seeded source may be given:
+chunk ``c`` of level ``L`` then uses ``SeededSource(f"{seed}-{L}-{c}")`` (all stages of the
+chunk are drawn from it in order), independent of Spark's partitioning, and the release is
+marked not private (:func:`privtab.tabulate.run_release` refuses seeded sources unless
+``allow_insecure``). Exact counts never leave the executors except inside the noisy chunk
+outputs (``evaluate=True`` adds non-private error statistics, for tests).
+
+Spark session: pass one (``SparkEngine(spark=...)``), or let the engine use the active one
+(``spark-submit`` — master and configuration then come from its command line), or create
+``master`` (default ``local[2]``, or ``$PRIVTAB_SPARK_MASTER``) with ``config``.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import pickle
+import sys
+from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import polars as pl
+
+from privtab.data import (
+    RACE_KEYS,
+    UNIT,
+    ProblemLog,
+    SafeTabInputs,
+    scan_persons,
+    validate_persons,
+)
+from privtab.data.ages import MAX_AGE
+from privtab.data.persons import MAX_CENRACE, PERSON_COLUMNS, RACE_COLUMNS
+from privtab.random import RandomSource, SecureSource, SeededSource
+from privtab.tabulate.aggregate import COMBO, Cells
+from privtab.tabulate.engine import (
+    LevelResult,
+    combo_iterations,
+    level_domain,
+    tabulate_groups,
+)
+from privtab.tabulate.plan import LevelPlan
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame, SparkSession
+
+__all__ = ["DEFAULT_CHUNK_GROUPS", "SparkEngine"]
+
+Say = Callable[[str], None]
+
+DEFAULT_CHUNK_GROUPS = 1 << 20
+"""Population groups per chunk of a level's domain (one executor call each)."""
+_LINE = "_LINE"
+_SEP = "\x1f"  # never occurs in Census text files: each line is read as one field
+_DEFAULT_CONF = {
+    "spark.sql.execution.arrow.pyspark.enabled": "true",
+    "spark.sql.shuffle.partitions": "8",
+    "spark.ui.showConsoleProgress": "false",
+}
+_OUT_SCHEMA = "chunk long, t1 binary, t2 binary, meta binary"
+
+
+def _spark_modules() -> tuple[Any, Any]:
+    from pyspark.sql import functions as F  # noqa: N812
+    from pyspark.sql import types as T  # noqa: N812
+
+    return F, T
+
+
+class SparkEngine:
+    """SafeTab-P on Spark (see the module docstring for the algorithm and the guarantee).
+
+    ``spark``: a session to use (not stopped by :meth:`close`). Otherwise the active session
+    (e.g. under ``spark-submit``) is used, or one is created with ``master`` (default
+    ``$PRIVTAB_SPARK_MASTER`` or ``local[2]``) and ``config`` (any ``spark.*`` settings).
+    ``max_chunk_groups`` bounds the groups of a level tabulated by one executor call.
+    """
+
+    name = "spark"
+
+    def __init__(
+        self,
+        spark: SparkSession | None = None,
+        master: str | None = None,
+        config: Mapping[str, str] | None = None,
+        *,
+        max_chunk_groups: int = DEFAULT_CHUNK_GROUPS,
+        app_name: str = "privtab-safetab",
+    ) -> None:
+        if max_chunk_groups < 1:
+            raise ValueError("max_chunk_groups must be positive")
+        self._spark = spark
+        self._own = False
+        self.master = master or os.environ.get("PRIVTAB_SPARK_MASTER", "local[2]")
+        self.config = dict(config or {})
+        self.max_chunk_groups = int(max_chunk_groups)
+        self.app_name = app_name
+        self.inputs: SafeTabInputs | None = None
+        self.combos: pl.DataFrame | None = None
+        self._cells: DataFrame | None = None
+
+    # ------------------------------------------------------------------ session
+    @property
+    def spark(self) -> SparkSession:
+        """The session (created on first use)."""
+        if self._spark is None:
+            from pyspark.sql import SparkSession
+
+            active = SparkSession.getActiveSession()
+            if active is not None:
+                self._spark = active
+            else:
+                builder = SparkSession.builder.appName(self.app_name)
+                if "PYSPARK_GATEWAY_PORT" not in os.environ:  # not under spark-submit
+                    builder = builder.master(self.master)
+                    if self.master.startswith("local"):
+                        # local workers must run this interpreter (privtab importable)
+                        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+                for k, v in {**_DEFAULT_CONF, **self.config}.items():
+                    builder = builder.config(k, v)
+                self._spark = builder.getOrCreate()
+                self._own = True
+        return self._spark
+
+    def close(self) -> None:
+        """Release cached data; stop the session if this engine created it."""
+        if self._cells is not None:
+            self._cells.unpersist()
+            self._cells = None
+        if self._own and self._spark is not None:
+            self._spark.stop()
+            self._spark = None
+            self._own = False
+
+    # ------------------------------------------------------------------ prepare
+    def prepare(self, inputs: SafeTabInputs, say: Say) -> int:
+        """Validate and aggregate the person file in Spark (one pass); return the persons.
+
+        Raises :class:`privtab.data.InputValidationError` (file, row, column, value, from
+        privtab's naming validation) if any row is invalid; nothing is written before.
+        """
+        F, _ = _spark_modules()
+        path = Path(inputs.persons_path)
+        scan_persons(path)  # header / format check (raises InputValidationError)
+        say(f"validating and aggregating {path} with Spark ({self.spark.sparkContext.master})")
+        # the row checks are wide expressions: constraint propagation only costs time here
+        self.spark.conf.set("spark.sql.constraintPropagation.enabled", "false")
+        typed = _typed_persons(self.spark, path, inputs)
+        keys = [UNIT, *RACE_KEYS, "QSPAN", "QSEX", "QAGE"]
+        agg = typed.groupBy("_BAD", *keys).agg(F.count(F.lit(1)).alias("N")).persist()
+        try:
+            bad = agg.filter(F.col("_BAD")).agg(F.sum("N")).collect()[0][0]
+            if bad:
+                say(f"{int(bad):,} invalid rows: naming every problem")
+                log = ProblemLog()
+                validate_persons(
+                    path, inputs.reference, inputs.geography, inputs.config.max_race_codes, log
+                )
+                log.raise_if_any()
+                raise RuntimeError(  # pragma: no cover - the two checks agree (tested)
+                    f"{int(bad)} rows of {path} were flagged invalid by Spark but not explained"
+                )
+            good = agg.filter(~F.col("_BAD")).drop("_BAD")
+            combos_rows = good.select(*RACE_KEYS, "QSPAN").distinct().toArrow()
+            combos = (
+                pl.DataFrame(pl.from_arrow(combos_rows))
+                .select(
+                    pl.col(RACE_KEYS[0]).cast(pl.UInt64),
+                    pl.col(RACE_KEYS[1]).cast(pl.UInt64),
+                    pl.col("QSPAN").cast(pl.UInt16),
+                )
+                .sort(*RACE_KEYS, "QSPAN")
+                .with_row_index(COMBO)
+                .with_columns(pl.col(COMBO).cast(pl.UInt32))
+            )
+            combo_df = _to_spark(
+                self.spark,
+                combos.select(
+                    pl.col(COMBO).cast(pl.Int64),
+                    pl.col(RACE_KEYS[0]).cast(pl.Int64),
+                    pl.col(RACE_KEYS[1]).cast(pl.Int64),
+                    pl.col("QSPAN").cast(pl.Int32),
+                ),
+            )
+            cells = (
+                good.join(F.broadcast(combo_df), on=[*RACE_KEYS, "QSPAN"], how="inner")
+                .select(UNIT, COMBO, "QSEX", "QAGE", "N")
+                .persist()
+            )
+            persons = int(cells.agg(F.sum("N")).collect()[0][0] or 0)
+            n_cells = cells.count()
+        finally:
+            agg.unpersist()
+        self._cells = cells
+        self.combos = combos
+        self.inputs = inputs
+        say(f"{persons:,} persons in {n_cells:,} cells")
+        return persons
+
+    # ------------------------------------------------------------------ tabulate
+    def tabulate(
+        self,
+        plan: LevelPlan,
+        *,
+        source: RandomSource | None,
+        noise: bool,
+        evaluate: bool,
+        nonnegative: bool,
+    ) -> Iterator[LevelResult]:
+        """The level's noisy T1/T2, one :class:`LevelResult` per chunk of its domain, in
+        domain order (region-major). Noise is drawn on the executors (module docstring)."""
+        if self._cells is None or self.inputs is None or self.combos is None:
+            raise RuntimeError("call prepare() first")
+        F, _ = _spark_modules()
+        ref, geo = self.inputs.reference, self.inputs.geography
+        dom = level_domain(plan, geo, ref)
+        n_reg, n_it = len(dom.regions), len(dom.codes)
+        if dom.size == 0:
+            empty = pl.DataFrame(
+                schema={"G": pl.Int64, "QSEX": pl.UInt8, "QAGE": pl.UInt8, "N": pl.Int64}
+            )
+            yield tabulate_groups(
+                plan, dom, empty, source=source, noise=noise, evaluate=evaluate,
+                nonnegative=nonnegative,
+            )  # fmt: skip
+            return
+        per_chunk = max(1, self.max_chunk_groups // n_it)
+        n_chunks = -(-n_reg // per_chunk)
+        seed = _seed_of(source)
+        spark = self.spark
+        combo_it = combo_iterations(
+            Cells(pl.DataFrame(), self.combos, 0), dom, ref, plan.iteration_level
+        )
+        ci = _to_spark(spark, combo_it.select(pl.col(COMBO).cast(pl.Int64), "_I"))
+        ur = _to_spark(
+            spark,
+            geo.units.select(
+                pl.col(UNIT).cast(pl.Int64), pl.col(dom.geo.value).to_physical().alias("_R")
+            )
+            .drop_nulls()
+            .with_columns(pl.col("_R").cast(pl.Int64)),
+        )
+        fine = (
+            self._cells.join(F.broadcast(ur), on=UNIT)
+            .join(F.broadcast(ci), on=COMBO)
+            .groupBy("_R", "_I", "QSEX", "QAGE")
+            .agg(F.sum("N").alias("N"))
+            .select(
+                F.floor(F.col("_R") / per_chunk).cast("long").alias("chunk"),
+                ((F.col("_R") % per_chunk) * n_it + F.col("_I")).cast("long").alias("G"),
+                F.col("QSEX").cast("int").alias("QSEX"),
+                F.col("QAGE").cast("int").alias("QAGE"),
+                F.col("N").cast("long").alias("N"),
+            )
+        )
+        markers = spark.range(n_chunks).select(
+            F.col("id").alias("chunk"),
+            F.lit(-1).cast("long").alias("G"),
+            F.lit(0).alias("QSEX"),
+            F.lit(0).alias("QAGE"),
+            F.lit(0).cast("long").alias("N"),
+        )
+        parts = max(1, min(n_chunks, spark.sparkContext.defaultParallelism * 4))
+        shared = spark.sparkContext.broadcast(
+            pickle.dumps((plan, dom, per_chunk, seed, noise, evaluate, nonnegative))
+        )
+        try:
+            out = (
+                fine.unionByName(markers)
+                .repartitionByRange(parts, "chunk")
+                .mapInArrow(_chunk_task(shared), _OUT_SCHEMA)
+            )
+            for row in out.toLocalIterator(prefetchPartitions=True):
+                res = pickle.loads(row["meta"])
+                assert isinstance(res, LevelResult)
+                res.t1 = pl.read_ipc(io.BytesIO(row["t1"]))
+                res.t2 = pl.read_ipc(io.BytesIO(row["t2"]))
+                yield res
+        finally:
+            shared.unpersist()
+
+
+# ---------------------------------------------------------------------- executors
+def _chunk_task(shared: Any) -> Callable[[Iterator[Any]], Iterator[Any]]:
+    """The executor function: tabulate every chunk present in a partition."""
+
+    def run(batches: Iterator[Any]) -> Iterator[Any]:
+        import pyarrow as pa
+
+        plan, dom, per_chunk, seed, noise, evaluate, nonnegative = pickle.loads(shared.value)
+        frames = [pl.DataFrame(pl.from_arrow(b)) for b in batches if b.num_rows]
+        if not frames:
+            return
+        rows = pl.concat(frames)
+        secure: RandomSource | None = None
+        n_reg = len(dom.regions)
+        for (chunk,), part in sorted(rows.partition_by("chunk", as_dict=True).items()):
+            c = int(chunk)
+            if seed is not None:
+                src: RandomSource = SeededSource(f"{seed}-{plan.key}-{c}")
+            else:
+                if secure is None:
+                    secure = SecureSource()  # this task's own OS entropy, never shared
+                src = secure
+            lo, hi = c * per_chunk, min((c + 1) * per_chunk, n_reg)
+            fine = part.filter(pl.col("G") >= 0).select(
+                pl.col("G").cast(pl.Int64),
+                pl.col("QSEX").cast(pl.UInt8),
+                pl.col("QAGE").cast(pl.UInt8),
+                pl.col("N").cast(pl.Int64),
+            )
+            res = tabulate_groups(
+                plan,
+                dom.slice(lo, hi),
+                fine,
+                source=src,
+                noise=noise,
+                evaluate=evaluate,
+                nonnegative=nonnegative,
+            )
+            t1, t2 = _ipc(res.t1), _ipc(res.t2)
+            res.t1, res.t2 = res.t1.clear(), res.t2.clear()
+            yield pa.RecordBatch.from_pydict(
+                {"chunk": [c], "t1": [t1], "t2": [t2], "meta": [pickle.dumps(res)]},
+                schema=pa.schema(
+                    [
+                        ("chunk", pa.int64()),
+                        ("t1", pa.binary()),
+                        ("t2", pa.binary()),
+                        ("meta", pa.binary()),
+                    ]
+                ),
+            )
+
+    return run
+
+
+def _ipc(frame: pl.DataFrame) -> bytes:
+    buf = io.BytesIO()
+    frame.write_ipc(buf, compression="lz4")
+    return buf.getvalue()
+
+
+# ---------------------------------------------------------------------- helpers
+def _seed_of(source: RandomSource | None) -> str | None:
+    """``None`` for a secure source (executors draw their own entropy); for a seeded test
+    source, its seed (or, for another non-private source, 128 bits drawn from it)."""
+    if source is None or source.is_private:
+        return None
+    if isinstance(source, SeededSource):
+        return str(source._seed)
+    return f"{source.random_bits(128):032x}"
+
+
+def _to_spark(spark: SparkSession, frame: pl.DataFrame) -> DataFrame:
+    """A small driver-side polars frame as a Spark DataFrame (Arrow when supported)."""
+    table = frame.to_arrow()
+    try:
+        return spark.createDataFrame(table)
+    except (TypeError, ValueError):  # pragma: no cover - pyspark < 4 (no Arrow tables)
+        return spark.createDataFrame(frame.to_pandas())
+
+
+def _digits(col: Column, width: str) -> Column:
+    """True where ``col`` is exactly ``width`` (regex quantifier) ASCII digits."""
+    return col.rlike(f"^[0-9]{{{width}}}\\z")
+
+
+def _typed_persons(spark: SparkSession, path: Path, inputs: SafeTabInputs) -> DataFrame:
+    """Canonical typed columns + ``_BAD`` (every check of the polars fast path)."""
+    F, T = _spark_modules()
+    n = len(PERSON_COLUMNS)
+    if path.suffix.lower() == ".txt":
+        lines = (
+            spark.read.option("header", True)
+            .option("sep", _SEP)
+            .option("quote", "")
+            .option("escape", "")
+            .option("nullValue", "\u0000")
+            .option("mode", "PERMISSIVE")
+            .option("encoding", "UTF-8")
+            # the field is named after the (already checked) header: no header warning
+            .schema(T.StructType([T.StructField("|".join(PERSON_COLUMNS), T.StringType())]))
+            .csv(str(path))
+        )
+        line = F.coalesce(F.col(f"`{'|'.join(PERSON_COLUMNS)}`"), F.lit(""))
+        arr = F.split(line, "\\|", -1)
+        raw = lines.select(
+            line.alias(_LINE),
+            (F.size(arr) != n).alias("_NF"),
+            *(F.get(arr, i).alias(c) for i, c in enumerate(PERSON_COLUMNS)),
+        )
+        all_empty = F.lit(True)
+        for c in PERSON_COLUMNS:
+            all_empty = all_empty & (F.col(c) == "")
+        # a blank line carries no data (as in the polars reader)
+        blank = F.when(F.col("_NF"), F.col(_LINE) == "").otherwise(all_empty)
+        raw = raw.filter(~blank).drop(_LINE)
+    else:
+        pq = spark.read.parquet(str(path))
+        raw = pq.select(
+            F.lit(False).alias("_NF"),
+            *(
+                F.coalesce(F.col(c).cast("string"), F.lit("Null")).alias(c)
+                if c in RACE_COLUMNS
+                else F.col(c).cast("string").alias(c)
+                for c in PERSON_COLUMNS
+            ),
+        )
+    codes = sorted(inputs.reference.codes)
+    k = inputs.config.max_race_codes
+    ids = {"TABBLKST": "2", "TABBLKCOU": "3", "TABTRACTCE": "6", "TABBLK": "4"}
+    id_ok = F.lit(True)
+    for c, w in ids.items():
+        id_ok = id_ok & _digits(F.col(c), w)
+    block = F.when(id_ok, F.concat(*(F.col(c) for c in ids)).cast("long"))
+    age_ok = _digits(F.col("QAGE"), "1,3")
+    age = F.when(age_ok, F.col("QAGE").cast("int"))
+    race = F.array(
+        *(
+            F.when(F.col(c) == "Null", F.lit(0)).when(_digits(F.col(c), "4"), F.col(c).cast("int"))
+            for c in RACE_COLUMNS
+        )
+    )
+    eth = F.when(_digits(F.col("QSPAN"), "4"), F.col("QSPAN").cast("int"))
+    typed = raw.select(
+        "_NF",
+        block.alias("BLOCK"),
+        age.alias("QAGE"),
+        F.when(F.col("QSEX") == "1", F.lit(1)).when(F.col("QSEX") == "2", F.lit(2)).alias("QSEX"),
+        F.col("HOUSEHOLDER").isin("True", "False").alias("_HH"),
+        F.col("CENRACE").isin(*(f"{i:02d}" for i in range(1, MAX_CENRACE + 1))).alias("_CEN"),
+        race.alias("_RC"),
+        eth.alias("QSPAN"),
+    )
+    blocks = _to_spark(
+        spark,
+        inputs.geography.blocks.select(pl.col("BLOCK").cast(pl.Int64), pl.col(UNIT).cast(pl.Int64)),
+    )
+    typed = typed.join(blocks, on="BLOCK", how="left")
+    rc = F.col("_RC")
+    n_codes = F.size(F.filter(rc, lambda x: x > 0))
+    checks: list[Column] = [
+        F.col("_NF"),
+        F.col("BLOCK").isNull(),
+        F.col("QAGE").isNull() | (F.col("QAGE") > MAX_AGE),
+        F.col("QSEX").isNull(),
+        ~F.col("_HH"),
+        ~F.col("_CEN"),
+        # a code that is not Null nor four digits, or not in the code list
+        F.exists(rc, lambda x: x.isNull() | ((x > 0) & ~x.isin(*codes))),
+        F.get(rc, 0) == 0,  # QRACE1 is Null
+        # a code after a Null: a zero among the first n_codes columns
+        F.exists(F.slice(rc, 1, F.greatest(n_codes, F.lit(1))), lambda x: x == 0),
+        F.size(F.array_distinct(F.filter(rc, lambda x: x > 0))) != n_codes,  # duplicates
+        n_codes > k,
+        F.col("QSPAN").isNull() | ~F.col("QSPAN").isin(*codes),
+        F.col(UNIT).isNull(),  # block not in GRF-C
+    ]
+    bad = F.greatest(*(F.coalesce(c, F.lit(True)) for c in checks))
+    srt = F.sort_array(F.transform(rc, lambda x: F.coalesce(x, F.lit(0))), asc=False)
+    key = [
+        sum(
+            (F.get(srt, 4 * part + i).cast("long") * (1 << (48 - 16 * i)) for i in range(4)),
+            F.lit(0).cast("long"),
+        )
+        for part in (0, 1)
+    ]
+    return typed.select(
+        bad.alias("_BAD"),
+        F.col(UNIT),
+        key[0].alias(RACE_KEYS[0]),
+        key[1].alias(RACE_KEYS[1]),
+        F.col("QSPAN"),
+        F.col("QSEX"),
+        F.col("QAGE"),
+    )
