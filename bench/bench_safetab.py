@@ -1,0 +1,485 @@
+"""SafeTab-P release: privtab vs Tumult Analytics on the same synthetic input (issue 4).
+
+Run: ``privtab bench safetab [--persons 1000000] [--data DIR] [--json]`` (or
+``python bench/bench_safetab.py``). Steps, each heavy one under ``flock LOCK`` (default
+``/tmp/privtab-bench.lock``) so that benchmarks sharing the machine do not overlap:
+
+1. input: ``privtab synth --persons N --out DATA --seed S`` (50 states + DC + PR), reused
+   when ``DATA/synth.json`` already records the same persons, seed and states;
+2. privtab: ``privtab safetab run --data DATA --out OUT --json`` — the packaged 2020
+   production config (zCDP, discrete Gaussian), every US and PR level, T1/T2 (txt +
+   Parquet), release.json, report.html — in a child process under ``/usr/bin/time -v``
+   (peak RSS); per-level times come from its progress lines on stderr;
+3. Tumult Analytics: ``bench/tumult_safetab.py`` in the Python given by ``--tumult-python``
+   / ``$PRIVTAB_TUMULT_PYTHON`` (default ``/work/tumult-venv/bin/python``: tmlt.analytics
+   pins numpy < 2, pandas < 2 and pyarrow 18, which conflict with privtab's, so it lives in
+   its own venv), Spark ``local[cores]``, on the same files and the same plan
+   (:meth:`privtab.tabulate.ReleasePlan.from_config`): per level a stage-1 count over the
+   public KeySet regions × iterations (persons → iterations by ``flat_map``), TotalOnly
+   counts, then the adaptive stage 2, each count with privtab's per-group ρ. Peak memory of
+   the Tumult side is the sampled RSS of its whole process tree (Python + the Spark JVM).
+
+Levels whose public domain has more than ``--tumult-max-groups`` groups are not run in
+Tumult (at its measured ≈ 10³–10⁴ noisy counts per second the biggest levels would take
+hours); the ratio is then computed over the levels both ran — privtab's time for those
+levels is the sum of its per-level times — and the whole-release ratio is an extrapolation
+(marked as such) from Tumult's measured seconds per noisy count.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+DEFAULT_TUMULT_PYTHON = "/work/tumult-venv/bin/python"
+DEFAULT_LOCK = "/tmp/privtab-bench.lock"
+LEVEL_LINE = re.compile(
+    r"\[\d+/\d+\] (?P<scope>\w+) \((?P<geo>[\w-]+), (?P<it>\d)\): .*\((?P<sec>[\d.]+) s\)$",
+    re.MULTILINE,
+)
+
+
+# --------------------------------------------------------------------------- machine
+def machine() -> dict[str, Any]:
+    cpu = platform.processor() or platform.machine()
+    try:
+        out = subprocess.run(["lscpu"], capture_output=True, text=True, check=True).stdout
+        m = re.search(r"Model name:\s*(.+)", out)
+        cpu = m.group(1).strip() if m else cpu
+    except (OSError, subprocess.CalledProcessError):
+        pass
+    mem = None
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal:"):
+                mem = round(int(line.split()[1]) / 1024**2, 1)
+    except OSError:
+        pass
+    return {
+        "cpu": cpu,
+        "cores": os.cpu_count(),
+        "ram_gib": mem,
+        "python": platform.python_version(),
+        "load_average": [round(x, 2) for x in os.getloadavg()],
+    }
+
+
+# --------------------------------------------------------------------------- process tree RSS
+class TreeRSS:
+    """Peak summed RSS (MiB) of a process and all its descendants, sampled every ``period``."""
+
+    def __init__(self, pid: int, period: float = 0.2) -> None:
+        self.pid, self.period, self.peak_mb = pid, period, 0.0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> TreeRSS:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self.peak_mb = max(self.peak_mb, _tree_rss_mb(self.pid))
+            self._stop.wait(self.period)
+
+
+def _children() -> dict[int, list[int]]:
+    kids: dict[int, list[int]] = {}
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit():
+            continue
+        try:
+            stat = (d / "stat").read_text()
+        except OSError:
+            continue
+        ppid = int(stat.rsplit(")", 1)[1].split()[1])
+        kids.setdefault(ppid, []).append(int(d.name))
+    return kids
+
+
+def _tree_rss_mb(pid: int) -> float:
+    kids = _children()
+    todo, total = [pid], 0
+    while todo:
+        p = todo.pop()
+        todo.extend(kids.get(p, ()))
+        try:
+            for line in Path(f"/proc/{p}/status").read_text().splitlines():
+                if line.startswith("VmRSS:"):
+                    total += int(line.split()[1])
+        except OSError:
+            continue
+    return total / 1024
+
+
+def _run_measured(cmd: list[str], lock: str | None, **kw: Any) -> tuple[Any, float, float]:
+    """Run ``cmd`` (under flock), return (CompletedProcess, wall seconds, peak tree RSS MiB)."""
+    full = ["flock", lock, *cmd] if lock else cmd
+    t0 = time.monotonic()
+    proc = subprocess.Popen(full, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kw)
+    with TreeRSS(proc.pid) as rss:
+        out, err = proc.communicate()
+    wall = time.monotonic() - t0
+    res = subprocess.CompletedProcess(full, proc.returncode, out, err)
+    if proc.returncode != 0:
+        raise RuntimeError(f"{' '.join(full)} failed ({proc.returncode}):\n{err[-4000:]}")
+    return res, wall, rss.peak_mb
+
+
+def _time_v_rss_mb(stderr: str) -> float | None:
+    m = re.search(r"Maximum resident set size \(kbytes\): (\d+)", stderr)
+    return None if m is None else round(int(m.group(1)) / 1024, 1)
+
+
+def _time_v_wall(stderr: str) -> float | None:
+    m = re.search(r"Elapsed \(wall clock\) time \(h:mm:ss or m:ss\): ([\d:.]+)", stderr)
+    if m is None:
+        return None
+    parts = [float(p) for p in m.group(1).split(":")]
+    return round(sum(p * 60**i for i, p in enumerate(reversed(parts))), 2)
+
+
+# --------------------------------------------------------------------------- input
+def ensure_input(
+    data: Path, persons: int, seed: int, states: str | None, lock: str | None
+) -> dict[str, Any]:
+    """Reuse ``data`` if its synth.json matches, else generate it with ``privtab synth``."""
+    meta = data / "synth.json"
+    if meta.is_file():
+        got = json.loads(meta.read_text())
+        if got.get("persons") == persons and (states is None or got.get("seed") == seed):
+            return {"generated": False, **_synth_facts(got)}
+        raise RuntimeError(f"{data} holds a different synthetic input ({got.get('persons')})")
+    privtab = str(Path(sys.executable).with_name("privtab"))
+    cmd = [privtab, "synth", "--persons", str(persons), "--out", str(data)]
+    cmd += ["--seed", str(seed), "--quiet", "--json"]
+    if states:
+        cmd += ["--states", states]
+    res, wall, _ = _run_measured(cmd, lock)
+    return {
+        "generated": True,
+        "synth_seconds": round(wall, 2),
+        **_synth_facts(json.loads(res.stdout)),
+    }
+
+
+def _synth_facts(s: dict[str, Any]) -> dict[str, Any]:
+    return {k: s.get(k) for k in ("persons", "seed", "states", "geography")}
+
+
+# --------------------------------------------------------------------------- workload
+def workload(data: Path) -> dict[str, Any]:
+    """The release plan and public domains of every level, for the Tumult side."""
+    from privtab.data import STAT_LEVEL_BINS, GeoLevel, IterationKind, load_inputs
+    from privtab.tabulate import ReleasePlan
+
+    inputs = load_inputs(None, data, validate_persons=False)
+    ref, geo = inputs.reference, inputs.geography
+    levels, used = [], set()
+    for scope in inputs.config.scopes:
+        plan = ReleasePlan.from_config(inputs.config, ref, scope)
+        for lp in plan.levels:
+            g = GeoLevel(lp.geo)
+            its = ref.select(lp.iteration_level, g.granularity)
+            detailed = g.granularity.value == "detailed"
+            used.update(i.code for i in its)
+            levels.append(
+                {
+                    "scope": scope.value,
+                    "geo": lp.geo,
+                    "iteration_level": lp.iteration_level,
+                    "regions": list(geo.domain(g)),
+                    "iterations": [i.code for i in its],
+                    "total_only": [i.code for i in its if detailed and i.detailed_only],
+                    "stability": lp.stability,
+                    "thresholds": list(lp.thresholds),
+                    "rho_stage1": float(lp.stage1.parameter),
+                    "rho_stage2": float(lp.stage2.parameter),
+                    "rho_total": float(lp.total.parameter),
+                    "budget": float(lp.budget),
+                }
+            )
+    groups = {
+        code: {
+            "kind": it.kind.value,
+            "alone": bool(it.alone) if it.kind is IterationKind.RACE else None,
+            "codes": sorted(it.codes),
+        }
+        for code, it in ref.iterations.items()
+        if code in used
+    }
+    bins = {}
+    for k in (1, 2, 3):
+        b = STAT_LEVEL_BINS[k]
+        assert b is not None
+        bins[str(k)] = [int(x) for x in b.lookup()]
+    return {
+        "persons": str(inputs.persons_path),
+        "grfc": str(data / "GRF-C.txt"),
+        "levels": levels,
+        "groups": groups,
+        "age_bins": bins,
+    }
+
+
+def _groups(lv: dict[str, Any]) -> int:
+    return len(lv["regions"]) * len(lv["iterations"])
+
+
+def _key(scope: str, geo: str, it: int) -> str:
+    return f"{scope} ({geo}, {it})"
+
+
+# --------------------------------------------------------------------------- the two sides
+def run_privtab(data: Path, out: Path, lock: str | None) -> dict[str, Any]:
+    privtab = str(Path(sys.executable).with_name("privtab"))
+    cmd = [privtab, "safetab", "run", "--data", str(data), "--out", str(out), "--json"]
+    timer = ["/usr/bin/time", "-v"] if Path("/usr/bin/time").exists() else []
+    res, wall, tree_mb = _run_measured([*timer, *cmd], lock)
+    wall = _time_v_wall(res.stderr) or wall  # without the wait for the lock
+    summary = json.loads(res.stdout)
+    per_level = {}
+    for m in LEVEL_LINE.finditer(res.stderr):
+        per_level[_key(m["scope"], m["geo"], int(m["it"]))] = float(m["sec"])
+    draws = sum(int(lv["noise_draws"]) for lv in summary["levels"])
+    cells = int(summary["t1_rows"]) + int(summary["t2_rows"])
+    secs = summary["seconds"]
+    return {
+        "command": " ".join([*(["/usr/bin/time -v"] if timer else []), *cmd]),
+        "wall_seconds": round(wall, 2),
+        "time_v_wall_seconds": _time_v_wall(res.stderr),
+        "peak_rss_mb": _time_v_rss_mb(res.stderr) or round(tree_mb, 1),
+        "peak_tree_rss_mb_sampled": round(tree_mb, 1),
+        "persons": summary["persons"],
+        "t1_rows": summary["t1_rows"],
+        "t2_rows": summary["t2_rows"],
+        "cells_released": cells,
+        "noise_draws": draws,
+        "noise_draws_per_second": round(draws / wall),
+        "persons_per_second": round(summary["persons"] / wall),
+        "seconds": {k: round(v, 2) for k, v in secs.items()},
+        "level_seconds": per_level,
+        "levels": [
+            {
+                "level": _key(lv["scope"], *lv["level"].strip("()").split(", ")),
+                "groups": lv["groups"],
+                "noise_draws": lv["noise_draws"],
+                "stat_levels": lv["stat_levels"],
+            }
+            for lv in summary["levels"]
+        ],
+    }
+
+
+def run_tumult(
+    w: dict[str, Any], python: str, tmp: Path, lock: str | None, cores: int, memory: str
+) -> dict[str, Any]:
+    w = {**w, "cores": cores, "driver_memory": memory, "session_rho": 1e6}
+    wpath, rpath = tmp / "tumult-workload.json", tmp / "tumult-result.json"
+    wpath.write_text(json.dumps(w))
+    script = Path(__file__).with_name("tumult_safetab.py")
+    cmd = [python, "-W", "ignore", str(script), str(wpath), str(rpath)]
+    env = {**os.environ, "PYSPARK_PYTHON": python, "PYSPARK_DRIVER_PYTHON": python}
+    timer = ["/usr/bin/time", "-v"] if Path("/usr/bin/time").exists() else []
+    res, wall, tree_mb = _run_measured([*timer, *cmd], lock, env=env)
+    wall = _time_v_wall(res.stderr) or wall  # without the wait for the lock
+    out: dict[str, Any] = json.loads(rpath.read_text())
+    out.update(
+        command=" ".join(cmd),
+        wall_seconds=round(wall, 2),
+        peak_tree_rss_mb_sampled=round(tree_mb, 1),
+        stderr_tail=res.stderr.splitlines()[-3:],
+    )
+    return out
+
+
+def tumult_python(explicit: str | None = None) -> str | None:
+    """The Python with tmlt.analytics (argument, $PRIVTAB_TUMULT_PYTHON, default venv)."""
+    cand = explicit or os.environ.get("PRIVTAB_TUMULT_PYTHON") or DEFAULT_TUMULT_PYTHON
+    if not Path(cand).exists():
+        return None
+    ok = subprocess.run([cand, "-c", "import tmlt.analytics"], capture_output=True)
+    return cand if ok.returncode == 0 else None
+
+
+# --------------------------------------------------------------------------- run
+def run(
+    persons: int = 1_000_000,
+    data: str | None = None,
+    seed: int = 1,
+    states: str | None = None,
+    tumult: str | None = None,
+    tumult_max_groups: int = 200_000,
+    tumult_scopes: tuple[str, ...] = ("US",),
+    stage2: bool = True,
+    cores: int | None = None,
+    driver_memory: str = "6g",
+    lock: str | None = DEFAULT_LOCK,
+    keep: bool = False,
+) -> dict[str, Any]:
+    """Measure both sides on the same input; see the module docstring."""
+    if lock and shutil.which("flock") is None:
+        lock = None
+    cores = cores or os.cpu_count() or 1
+    tmp = Path(tempfile.mkdtemp(prefix="privtab-bench-safetab-"))
+    try:
+        data_dir = Path(data) if data else tmp / "synth"
+        facts = ensure_input(data_dir, persons, seed, states, lock)
+        mach = machine()
+        ours = run_privtab(data_dir, tmp / "release", lock)
+        w = workload(data_dir)
+        python = tumult_python(tumult)
+        peer: dict[str, Any] | None = None
+        skipped: list[dict[str, Any]] = []
+        if python is not None:
+            keep_levels = []
+            for lv in w["levels"]:
+                if lv["scope"] not in tumult_scopes:
+                    continue
+                if tumult_max_groups and _groups(lv) > tumult_max_groups:
+                    skipped.append(
+                        {
+                            "level": _key(lv["scope"], lv["geo"], lv["iteration_level"]),
+                            "groups": _groups(lv),
+                        }
+                    )
+                else:
+                    keep_levels.append(lv)
+            peer = run_tumult(
+                {**w, "levels": keep_levels, "stage2": stage2},
+                python,
+                tmp,
+                lock,
+                cores,
+                driver_memory,
+            )
+        return {
+            "benchmark": "safetab",
+            "machine": mach,
+            "input": {"data": str(data_dir) if data else None, **facts},
+            "privtab": ours,
+            "tumult": peer,
+            "tumult_python": python,
+            "tumult_skipped_levels": skipped,
+            "comparison": compare(ours, peer, w, skipped),
+        }
+    finally:
+        if not keep:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+def compare(
+    ours: dict[str, Any], peer: dict[str, Any] | None, w: dict[str, Any], skipped: list[Any]
+) -> dict[str, Any] | None:
+    """Ratios over the levels both sides ran (privtab per-level times vs Tumult's)."""
+    if peer is None:
+        return None
+    common = [lv["level"] for lv in peer["levels"]]
+    ours_levels = sum(ours["level_seconds"].get(k, 0.0) for k in common)
+    ours_draws = {lv["level"]: lv["noise_draws"] for lv in ours["levels"]}
+    t_levels = float(peer["levels_seconds"])
+    out: dict[str, Any] = {
+        "levels_compared": common,
+        "privtab_seconds_common_levels": round(ours_levels, 3),
+        "privtab_noise_draws_common_levels": sum(ours_draws.get(k, 0) for k in common),
+        "tumult_seconds_common_levels": round(t_levels, 3),
+        "tumult_noise_draws": peer["noise_draws"],
+        "ratio_levels": round(t_levels / ours_levels, 1) if ours_levels else None,
+        "tumult_wall_seconds": peer["wall_seconds"],
+    }
+    if not skipped:
+        out["ratio_whole_release"] = round(peer["wall_seconds"] / ours["wall_seconds"], 1)
+    else:
+        per_draw = t_levels / max(peer["noise_draws"], 1)
+        missing = sum(ours_draws.get(s["level"], 0) for s in skipped)
+        est = peer["wall_seconds"] + per_draw * missing
+        out.update(
+            tumult_seconds_per_noisy_count=per_draw,
+            tumult_whole_release_seconds_extrapolated=round(est),
+            ratio_whole_release_extrapolated=round(est / ours["wall_seconds"], 1),
+        )
+    return out
+
+
+def markdown(res: dict[str, Any]) -> str:
+    """A short Markdown summary of :func:`run`'s result."""
+    p, t, c, m = res["privtab"], res["tumult"], res["comparison"], res["machine"]
+    lines = [
+        f"machine: {m['cpu']}, {m['cores']} cores, {m['ram_gib']} GiB, load {m['load_average']}",
+        f"input: {res['input']['persons']:,} synthetic persons",
+        "",
+        "| | privtab | Tumult Analytics |",
+        "|---|---|---|",
+    ]
+    tw = "—" if t is None else f"{t['wall_seconds']:,.1f} s"
+    trss = "—" if t is None else f"{t['peak_tree_rss_mb_sampled']:,.0f} MiB"
+    tn = "—" if t is None else f"{t['noise_draws']:,}"
+    lines += [
+        f"| wall time (whole run) | {p['wall_seconds']:,.1f} s | {tw} |",
+        f"| peak RSS | {p['peak_rss_mb']:,.0f} MiB | {trss} |",
+        f"| noisy counts | {p['noise_draws']:,} | {tn} |",
+        f"| cells released (T1 + T2) | {p['cells_released']:,} | |",
+    ]
+    if c is not None:
+        lines += [
+            f"| levels both ran ({len(c['levels_compared'])}) | "
+            f"{c['privtab_seconds_common_levels']:,.2f} s | "
+            f"{c['tumult_seconds_common_levels']:,.1f} s |",
+            "",
+            f"ratio over the common levels: {c['ratio_levels']}×",
+        ]
+        if "ratio_whole_release" in c:
+            lines.append(f"ratio, whole release: {c['ratio_whole_release']}×")
+        else:
+            lines.append(
+                f"whole release, Tumult extrapolated: "
+                f"{c['tumult_whole_release_seconds_extrapolated']:,} s → "
+                f"{c['ratio_whole_release_extrapolated']}× (extrapolation)"
+            )
+    return "\n".join(lines)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--persons", type=int, default=1_000_000)
+    ap.add_argument("--data", default=None, help="input directory (reused or generated)")
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--states", default=None)
+    ap.add_argument("--tumult-python", default=None)
+    ap.add_argument("--tumult-max-groups", type=int, default=200_000)
+    ap.add_argument("--tumult-scopes", default="US", help="US, PR or US,PR")
+    ap.add_argument("--no-stage2", action="store_true")
+    ap.add_argument("--keep", action="store_true")
+    args = ap.parse_args()
+    res = run(
+        persons=args.persons,
+        data=args.data,
+        seed=args.seed,
+        states=args.states,
+        tumult=args.tumult_python,
+        tumult_max_groups=args.tumult_max_groups,
+        tumult_scopes=tuple(args.tumult_scopes.split(",")),
+        stage2=not args.no_stage2,
+        keep=args.keep,
+    )
+    print(json.dumps(res, indent=2))
+    print(markdown(res), file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()
