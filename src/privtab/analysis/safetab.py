@@ -66,41 +66,17 @@ GROUP_KEYS = ["REGION_ID", "REGION_TYPE", "ITERATION_CODE"]
 
 
 def _t1_schema() -> dict[str, Any]:
-    import polars as pl
+    """The engine's T1 layout (:data:`privtab.tabulate.engine.T1_SCHEMA`)."""
+    from privtab.tabulate.engine import T1_SCHEMA
 
-    return {
-        "REGION_ID": pl.String,
-        "REGION_TYPE": pl.String,
-        "ITERATION_CODE": pl.String,
-        "COUNT": pl.Int64,
-        "STAT_LEVEL": pl.Int8,
-        "COUNT_SOURCE": pl.String,
-        "NOISE": pl.String,
-        "NOISE_SCALE": pl.Float64,
-        "VARIANCE": pl.Float64,
-        "MOE95": pl.Int64,
-        "STAGE1_COUNT": pl.Int64,
-        "STAGE1_NOISE_SCALE": pl.Float64,
-        "STAGE1_VARIANCE": pl.Float64,
-    }
+    return dict(T1_SCHEMA)
 
 
 def _t2_schema() -> dict[str, Any]:
-    import polars as pl
+    """The engine's T2 layout (:data:`privtab.tabulate.engine.T2_SCHEMA`)."""
+    from privtab.tabulate.engine import T2_SCHEMA
 
-    return {
-        "REGION_ID": pl.String,
-        "REGION_TYPE": pl.String,
-        "ITERATION_CODE": pl.String,
-        "AGESTART": pl.String,
-        "AGEEND": pl.String,
-        "SEX": pl.String,
-        "COUNT": pl.Int64,
-        "NOISE": pl.String,
-        "NOISE_SCALE": pl.Float64,
-        "VARIANCE": pl.Float64,
-        "MOE95": pl.Int64,
-    }
+    return dict(T2_SCHEMA)
 
 
 @dataclass

@@ -36,6 +36,7 @@ import numpy as np
 import polars as pl
 
 from privtab import __version__
+from privtab._json import jsonable
 from privtab.data import SafeTabInputs, Scope, atomic_directory, load_inputs, sha256_file
 from privtab.data.atomic import check_output, interrupts_as_exceptions
 from privtab.mechanisms.base import release_source
@@ -229,7 +230,7 @@ def _release(
                 f = tmp / f"{stem}.{ext}"
                 release.setdefault("outputs", {})[f.name] = {"sha256": sha256_file(f)}
         release["outputs"].update(rows)
-        (tmp / "release.json").write_text(json.dumps(_jsonable(release), indent=2) + "\n")
+        (tmp / "release.json").write_text(json.dumps(jsonable(release), indent=2) + "\n")
         if opts.report:
             from privtab.tabulate.report import write_report
 
@@ -304,23 +305,3 @@ def _tabulate_all(
         for run in runs.values():
             run["privacy"] = run["privacy"].result()
     return levels, runs, suppressed, {"t1_rows": w1.rows, "t2_rows": w2.rows}
-
-
-def _jsonable(obj: Any) -> Any:
-    import math
-
-    if isinstance(obj, float):
-        if math.isnan(obj):
-            return None
-        if math.isinf(obj):
-            return "inf" if obj > 0 else "-inf"
-        return obj
-    if isinstance(obj, dict):
-        return {str(k): _jsonable(v) for k, v in obj.items()}
-    if isinstance(obj, list | tuple):
-        return [_jsonable(v) for v in obj]
-    if isinstance(obj, np.generic):
-        return _jsonable(obj.item())
-    if isinstance(obj, Fraction):
-        return float(obj)
-    return obj
