@@ -465,6 +465,7 @@ def main() -> None:
     ap.add_argument("--tumult-scopes", default="US", help="US, PR or US,PR")
     ap.add_argument("--no-stage2", action="store_true")
     ap.add_argument("--keep", action="store_true")
+    ap.add_argument("--lock", default=DEFAULT_LOCK, help="flock file ('' = none)")
     args = ap.parse_args()
     res = run(
         persons=args.persons,
@@ -476,6 +477,7 @@ def main() -> None:
         tumult_scopes=tuple(args.tumult_scopes.split(",")),
         stage2=not args.no_stage2,
         keep=args.keep,
+        lock=args.lock or None,
     )
     print(json.dumps(res, indent=2))
     print(markdown(res), file=sys.stderr)
