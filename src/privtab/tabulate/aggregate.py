@@ -4,22 +4,23 @@ DESIGN.md §3: aggregate first (persons → distinct (geo unit, race-code combin
 ethnicity, sex, age) cells), expand combinations to iterations afterwards, so the work of
 every level grows with distinct combinations, not with persons × iterations.
 
-The person file is read by one streaming polars query (:func:`privtab.data.scan_canonical`)
-that also flags invalid rows. If any row is invalid, the naming validation
-(:class:`privtab.data.PersonReader`) runs and one :class:`InputValidationError` listing
-file / row / column / value is raised — before anything is written. This step computes
+The person file is read in batches by :class:`privtab.data.PersonReader`, which validates
+every row (fast vectorised checks, naming checks only on flagged rows); each batch is
+reduced to cells and the partial tables are merged exactly. If any row is invalid, one
+:class:`InputValidationError` listing file / row / column / value is raised — before
+anything is written. This step computes
 exact counts; it has no privacy cost by itself (nothing it returns is published).
 """
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 
 import polars as pl
 
-from privtab.data import RACE_KEYS, UNIT, ProblemLog, SafeTabInputs, scan_canonical
-from privtab.data.persons import validate_persons
+from privtab.data import RACE_KEYS, UNIT, SafeTabInputs
 
 __all__ = ["COMBO", "Cells", "aggregate_persons", "cells_from_frame"]
 
@@ -76,27 +77,55 @@ def _with_combo_ids(agg: pl.DataFrame) -> Cells:
     return Cells(cells, combos, int(cells["N"].sum() or 0))
 
 
-def aggregate_persons(inputs: SafeTabInputs) -> Cells:
+def _compact(acc: pl.DataFrame | None, parts: list[pl.DataFrame]) -> pl.DataFrame:
+    frames = ([acc] if acc is not None else []) + parts
+    if len(frames) == 1:
+        return frames[0]
+    return pl.concat(frames).group_by(_CELL_KEYS).agg(pl.col("N").sum().cast(pl.UInt32))
+
+
+def aggregate_persons(
+    inputs: SafeTabInputs,
+    *,
+    batch_rows: int = 1 << 20,
+    progress: Callable[[int, float], None] | None = None,
+) -> Cells:
     """Validate and aggregate the person file of ``inputs`` in one streaming pass.
 
-    Raises :class:`privtab.data.InputValidationError` naming every bad row (file, row
-    number, column, value) if any row is invalid; nothing has been written at that point.
+    The file is read in batches of ``batch_rows`` (text: polars' streaming reader; Parquet:
+    row group by row group), each batch is validated (:class:`privtab.data.PersonReader`)
+    and reduced to its cells, and the partial cell tables are merged exactly (summed) once
+    they hold more rows than the merged table — so memory is the cell table plus about one
+    batch, whatever the number of persons. ``progress(rows_read, seconds)`` is called after
+    every batch. Raises :class:`privtab.data.InputValidationError` naming every bad row
+    (file, row number, column, value); nothing has been written at that point.
     """
-    path = Path(inputs.persons_path)
-    lf = scan_canonical(path, inputs.reference, inputs.geography, inputs.config.max_race_codes)
-    agg = (
-        lf.group_by("_BAD", *_CELL_KEYS)
-        .agg(pl.len().cast(pl.UInt32).alias("N"))
-        .collect(engine="streaming")
-    )
-    bad = agg.filter(pl.col("_BAD"))
-    if bad.height:
-        log = ProblemLog()
-        validate_persons(
-            path, inputs.reference, inputs.geography, inputs.config.max_race_codes, log
+    reader = inputs.person_reader(batch_rows=batch_rows)
+    acc: pl.DataFrame | None = None
+    parts: list[pl.DataFrame] = []
+    pending = 0
+    started = time.monotonic()
+    for batch in reader.batches():
+        part = batch.group_by(_CELL_KEYS).agg(pl.len().cast(pl.UInt32).alias("N"))
+        parts.append(part)
+        pending += part.height
+        if pending > max(acc.height if acc is not None else 0, 1 << 23):
+            acc, parts, pending = _compact(acc, parts), [], 0
+        if progress is not None:
+            progress(reader.rows_read, time.monotonic() - started)
+    reader.raise_if_invalid()
+    if parts:
+        acc = _compact(acc, parts)
+    if acc is None or acc.height == 0:
+        acc = pl.DataFrame(
+            schema={
+                UNIT: pl.UInt32,
+                RACE_KEYS[0]: pl.UInt64,
+                RACE_KEYS[1]: pl.UInt64,
+                "QSPAN": pl.UInt16,
+                "QSEX": pl.UInt8,
+                "QAGE": pl.UInt8,
+                "N": pl.UInt32,
+            }
         )
-        log.raise_if_any()
-        raise RuntimeError(  # pragma: no cover - the fast and naming checks agree (tested)
-            f"{int(bad['N'].sum())} rows of {path} were flagged invalid but not explained"
-        )
-    return _with_combo_ids(agg.drop("_BAD"))
+    return _with_combo_ids(acc)

@@ -115,7 +115,14 @@ class PolarsEngine:
 
     def prepare(self, inputs: SafeTabInputs, say: Say) -> int:
         say(f"validating and aggregating {inputs.persons_path}")
-        cells = aggregate_persons(inputs)
+        last = [0.0]
+
+        def progress(rows: int, seconds: float) -> None:
+            if seconds - last[0] >= 10:
+                last[0] = seconds
+                say(f"  {rows:,} persons read ({rows / max(seconds, 1e-9) / 1e6:.2f} M/s)")
+
+        cells = aggregate_persons(inputs, progress=progress)
         self.cells = Cells(cells.cells.sort(UNIT), cells.combos, cells.persons)
         self.inputs = inputs
         units = inputs.geography.units.sort(UNIT)
