@@ -41,6 +41,8 @@ Say = Callable[[str], None]
 
 NESTED_IN_STATE = frozenset(
     {
+        GeoLevel.STATE,
+        GeoLevel.PR_STATE,
         GeoLevel.COUNTY,
         GeoLevel.TRACT,
         GeoLevel.PLACE,
@@ -49,7 +51,8 @@ NESTED_IN_STATE = frozenset(
         GeoLevel.PR_PLACE,
     }
 )
-"""Geography levels whose region ids start with the state's FIPS code."""
+"""Geography levels whose region ids start with the state's FIPS code (tabulated in chunks
+of whole states; USA and AIANNH areas, which may cross states, in one piece)."""
 DEFAULT_CHUNK_GROUPS = 1 << 23
 
 
