@@ -256,3 +256,16 @@ def test_sigterm_leaves_no_partial_release(synth_small, tmp_path: Path) -> None:
     assert "interrupted: no release was written" in err
     time.sleep(0.1)
     assert sorted(p.name for p in tmp_path.iterdir()) == []
+
+
+def test_spark_options_are_checked(tmp_path: Path) -> None:
+    base = ["safetab", "run", "--data", str(tmp_path), "--out", str(tmp_path / "o")]
+    res = runner.invoke(app, [*base, "--spark-master", "local[1]"])
+    assert res.exit_code == 2
+    assert "--engine spark" in res.stderr
+    res = runner.invoke(app, [*base, "--engine", "spark", "--spark-conf", "novalue"])
+    assert res.exit_code == 2
+    assert "KEY=VALUE" in res.stderr
+    res = runner.invoke(app, [*base, "--engine", "flink"])
+    assert res.exit_code == 2
+    assert not (tmp_path / "o").exists()

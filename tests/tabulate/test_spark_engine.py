@@ -160,11 +160,9 @@ def test_same_validation_errors(spark, tmp_path: Path, kind: str) -> None:
     )
     with pytest.raises(InputValidationError) as expected:
         log.raise_if_any()
-    if kind != "wrong_field_count":  # the polars engine's streaming scan raises a
-        # ComputeError on ragged lines instead (reported to the engine's owner)
-        with pytest.raises(InputValidationError) as polars_err:
-            PolarsEngine().prepare(inputs, lambda _m: None)  # type: ignore[arg-type]
-        assert polars_err.value.problems == expected.value.problems
+    with pytest.raises(InputValidationError) as polars_err:
+        PolarsEngine().prepare(inputs, lambda _m: None)  # type: ignore[arg-type]
+    assert polars_err.value.problems == expected.value.problems
     engine = _engine(spark)
     with pytest.raises(InputValidationError) as spark_err:
         engine.prepare(inputs, lambda _m: None)  # type: ignore[arg-type]

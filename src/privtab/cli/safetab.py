@@ -263,6 +263,12 @@ def run_cmd(
         "txt,parquet", "--format", help="T1/T2 formats: txt, parquet or txt,parquet."
     ),
     engine: str = typer.Option("polars", "--engine", help="polars (default) or spark."),
+    spark_master: str | None = typer.Option(
+        None, "--spark-master", help="With --engine spark: the Spark master (default local[2])."
+    ),
+    spark_conf: list[str] = typer.Option(  # noqa: B008
+        [], "--spark-conf", help="With --engine spark: a Spark setting KEY=VALUE (repeatable)."
+    ),
     evaluate: bool = typer.Option(
         False, "--evaluate", help="Print error against the true counts (NON-PRIVATE diagnostic)."
     ),
@@ -291,6 +297,19 @@ def run_cmd(
         fail(f"--format must be txt, parquet or txt,parquet, got {formats!r}")
     if engine not in ("polars", "spark"):
         fail(f"--engine must be polars or spark, got {engine!r}")
+    conf: dict[str, str] = {}
+    for item in spark_conf:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            fail(f"--spark-conf needs KEY=VALUE, got {item!r}")
+        conf[key.strip()] = value.strip()
+    if (spark_master or conf) and engine != "spark":
+        fail("--spark-master / --spark-conf need --engine spark")
+    chosen: Any = engine
+    if engine == "spark" and (spark_master or conf):
+        from privtab.tabulate.spark_engine import SparkEngine
+
+        chosen = SparkEngine(master=spark_master, config=conf or None)
     insecure = seed is not None or no_noise
     if insecure:
         warn("TEST MODE: seeded or no noise — the release is NOT private; do not publish it")
@@ -306,7 +325,7 @@ def run_cmd(
         report=report,
         overwrite=overwrite,
         formats=fmts,
-        engine=engine,
+        engine=chosen,
     )
 
     def say(msg: str) -> None:

@@ -272,6 +272,11 @@ class SeededSource(RandomSource):
         self._stream = _AESCounterStream(key, bytes(16))
 
     @property
+    def seed(self) -> int | str | bytes:
+        """The seed this source was made from (test sources only)."""
+        return self._seed
+
+    @property
     def description(self) -> str:
         return f"SeededSource({self._seed!r}) (NOT private: for tests and examples)"
 

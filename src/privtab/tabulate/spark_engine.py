@@ -384,7 +384,7 @@ def _seed_of(source: RandomSource | None) -> str | None:
     if source is None or source.is_private:
         return None
     if isinstance(source, SeededSource):
-        return str(source._seed)
+        return str(source.seed)
     return f"{source.random_bits(128):032x}"
 
 
