@@ -216,20 +216,36 @@ def true_counts(
     units = cells.cells[UNIT].to_numpy()
     inside = units < len(unit_region)
     region = np.where(inside, unit_region[np.where(inside, units, 0)], -1) - dom.first_region
-    region[(region < 0) | (region >= len(dom.regions))] = -1
-    by_region = (
-        cells.cells.with_columns(pl.Series("_R", region))
-        .filter(pl.col("_R") >= 0)
-        .group_by("_R", COMBO, "QSEX", "QAGE")
-        .agg(pl.col("N").sum().cast(pl.Int64))
-    )
-    if by_region.height == 0:
+    keep = (region >= 0) & (region < len(dom.regions))
+    if not keep.any():
         return empty
-    return (
+    # one UInt64 key per (region, combination, sex, age): single-key group-bys are fast
+    c = cells.cells[COMBO].to_numpy()[keep].astype(np.uint64)
+    sex = cells.cells["QSEX"].to_numpy()[keep].astype(np.uint64) - 1
+    age = cells.cells["QAGE"].to_numpy()[keep].astype(np.uint64)
+    key = (region[keep].astype(np.uint64) << np.uint64(32)) | (c << np.uint64(8))
+    key |= (sex << np.uint64(7)) | age
+    by_region = (
+        pl.DataFrame({"K": key, "N": cells.cells["N"].to_numpy()[keep]})
+        .group_by("K")
+        .agg(pl.col("N").sum().cast(pl.Int64))
+        .with_columns(
+            (pl.col("K") // (1 << 32)).cast(pl.Int64).alias("_R"),
+            ((pl.col("K") // 256) % (1 << 24)).cast(pl.UInt32).alias(COMBO),
+            (pl.col("K") % 256).cast(pl.UInt16).alias("_SA"),
+        )
+    )
+    fine = (
         by_region.join(combo_it, on=COMBO, how="inner")
-        .group_by((pl.col("_R") * n_it + pl.col("_I")).alias("G"), "QSEX", "QAGE")
+        .select(((pl.col("_R") * n_it + pl.col("_I")) * 256 + pl.col("_SA")).alias("K2"), "N")
+        .group_by("K2")
         .agg(pl.col("N").sum())
-        .select("G", "QSEX", "QAGE", "N")
+    )
+    return fine.select(
+        (pl.col("K2") // 256).cast(pl.Int64).alias("G"),
+        ((pl.col("K2") // 128) % 2 + 1).cast(pl.UInt8).alias("QSEX"),
+        (pl.col("K2") % 128).cast(pl.UInt8).alias("QAGE"),
+        "N",
     )
 
 
