@@ -138,3 +138,38 @@ def reference_tabulation(
                         t1[(geo.value, region, it)] += 1
                         ages[(geo.value, region, it, sex, age)] += 1
     return Truth(dict(t1), dict(ages), dict(domains))
+
+
+class CoveragePool:
+    """Pools the non-private evaluation of repeated seeded runs per (level, kind) and checks
+    the error model: mean error ≈ 0 and coverage of the exact MOE95 at its exact rate,
+    within 6 binomial standard errors (bounded false-failure rate)."""
+
+    def __init__(self) -> None:
+        self.pooled: dict[str, list[float]] = {}
+
+    def add(self, levels: list) -> None:
+        import math
+
+        for lv in levels:
+            for kind, ev in lv.evaluation.items():
+                if ev.get("count", 0) == 0:
+                    continue
+                acc = self.pooled.setdefault(f"{lv.plan.key}:{kind}", [0.0, 0.0, 0.0])
+                acc[0] += ev["within_moe95"] * ev["count"]
+                acc[1] += ev["expected_within_moe95"] * ev["count"]
+                acc[2] += ev["count"]
+                assert abs(ev["mean_error"]) < 8 * ev["expected_rmse"] / math.sqrt(ev["count"])
+
+    def check(self, min_checked: int) -> None:
+        import math
+
+        checked = 0
+        for name, (got, exp, n) in self.pooled.items():
+            p = exp / n
+            assert p >= 0.95 - 1e-9, name
+            if n >= 2000:
+                se = math.sqrt(p * (1 - p) / n)
+                assert abs(got / n - p) <= 6 * se, (name, got / n, p, n)
+                checked += 1
+        assert checked >= min_checked

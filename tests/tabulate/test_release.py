@@ -4,7 +4,6 @@ implementation), the error model with noise on, the release files, and test-mode
 from __future__ import annotations
 
 import json
-import math
 import shutil
 from pathlib import Path
 
@@ -16,7 +15,13 @@ from privtab.data import STAT_LEVEL_BINS, GeoLevel, Scope, read_config, toy_data
 from privtab.mechanisms import InsecureSourceError
 from privtab.random import SeededSource
 from privtab.tabulate import RunOptions, run_release
-from tests.tabulate.conftest import SYNTH_STATES, Truth, demo_params, reference_tabulation
+from tests.tabulate.conftest import (
+    SYNTH_STATES,
+    CoveragePool,
+    Truth,
+    demo_params,
+    reference_tabulation,
+)
 
 pytestmark = pytest.mark.filterwarnings("ignore::privtab.mechanisms.InsecureReleaseWarning")
 
@@ -127,7 +132,7 @@ def test_error_model_coverage(synth_small, tmp_path: Path) -> None:
     """Over repeated seeded runs the released counts cover the truth within their stated
     exact 95% MOE at the exact rate P(|noise| ≤ MOE), within binomial error (6 s.e.)."""
     config, data = synth_small
-    pooled: dict[str, list[float]] = {}
+    pool = CoveragePool()
     for seed in (1, 2, 3):
         res = run_release(
             config,
@@ -141,24 +146,8 @@ def test_error_model_coverage(synth_small, tmp_path: Path) -> None:
                 pld_grid=1e-2,
             ),
         )
-        for lv in res.levels:
-            for kind, ev in lv.evaluation.items():
-                if ev.get("count", 0) == 0:
-                    continue
-                acc = pooled.setdefault(f"{lv.plan.key}:{kind}", [0.0, 0.0, 0.0])
-                acc[0] += ev["within_moe95"] * ev["count"]
-                acc[1] += ev["expected_within_moe95"] * ev["count"]
-                acc[2] += ev["count"]
-                assert abs(ev["mean_error"]) < 8 * ev["expected_rmse"] / math.sqrt(ev["count"])
-    checked = 0
-    for name, (got, exp, n) in pooled.items():
-        p = exp / n
-        assert p >= 0.95 - 1e-9, name
-        if n >= 2000:
-            se = math.sqrt(p * (1 - p) / n)
-            assert abs(got / n - p) <= 6 * se, (name, got / n, p, n)
-            checked += 1
-    assert checked >= 10
+        pool.add(res.levels)
+    pool.check(min_checked=10)
 
 
 def test_release_files_and_guarantee(synth_small, tmp_path: Path) -> None:

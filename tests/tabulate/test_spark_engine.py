@@ -9,7 +9,6 @@ seeded noise drawn on the executors, the released counts cover the truth within 
 
 from __future__ import annotations
 
-import math
 import os
 import shutil
 import sys
@@ -35,7 +34,7 @@ from privtab.tabulate import RunOptions, run_release
 from privtab.tabulate.engines import PolarsEngine
 from privtab.tabulate.spark_engine import SparkEngine
 from tests.data.conftest import person_line, write_persons
-from tests.tabulate.conftest import demo_params
+from tests.tabulate.conftest import CoveragePool, demo_params
 
 pytestmark = pytest.mark.filterwarnings(
     "ignore::privtab.mechanisms.InsecureReleaseWarning",
@@ -214,7 +213,7 @@ def test_error_model_coverage_on_spark(synth_small, spark, tmp_path: Path) -> No
     rate within 6 binomial standard errors, per level and kind (pooled over two runs)."""
     _, data = synth_small
     config = demo_params(tmp_path / "params", US)
-    pooled: dict[str, list[float]] = {}
+    pool = CoveragePool()
     releases = []
     for seed in (1, 2):
         res = run_release(
@@ -232,24 +231,8 @@ def test_error_model_coverage_on_spark(synth_small, spark, tmp_path: Path) -> No
         )
         assert res.release["private"] is False
         releases.append(pl.read_parquet(tmp_path / f"r{seed}" / "t1.parquet"))
-        for lv in res.levels:
-            for kind, ev in lv.evaluation.items():
-                if ev.get("count", 0) == 0:
-                    continue
-                acc = pooled.setdefault(f"{lv.plan.key}:{kind}", [0.0, 0.0, 0.0])
-                acc[0] += ev["within_moe95"] * ev["count"]
-                acc[1] += ev["expected_within_moe95"] * ev["count"]
-                acc[2] += ev["count"]
-                assert abs(ev["mean_error"]) < 8 * ev["expected_rmse"] / math.sqrt(ev["count"])
-    checked = 0
-    for name, (got, exp, n) in pooled.items():
-        p = exp / n
-        assert p >= 0.95 - 1e-9, name
-        if n >= 2000:
-            se = math.sqrt(p * (1 - p) / n)
-            assert abs(got / n - p) <= 6 * se, (name, got / n, p, n)
-            checked += 1
-    assert checked >= 6
+        pool.add(res.levels)
+    pool.check(min_checked=6)
     # different seeds, different noise (the chunks draw from their own sources)
     a, b = (r.sort("REGION_TYPE", "REGION_ID", "ITERATION_CODE") for r in releases)
     assert (a["COUNT"] != b["COUNT"]).mean() > 0.5  # type: ignore[operator]
