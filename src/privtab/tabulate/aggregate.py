@@ -183,5 +183,7 @@ def aggregate_persons(
         acc = _compact(acc, parts)
     if acc is None:
         acc = pl.DataFrame(schema={"K": pl.UInt64, "N": pl.UInt32})
-    cells = _unpack(acc)
+    # sorted by the packed key = by unit first: engines slice the cells of a state cheaply
+    cells = _unpack(acc.sort("K"))
+    del acc
     return Cells(cells, combos.table, int(cells["N"].sum() or 0))

@@ -126,7 +126,8 @@ class PolarsEngine:
                 say(f"  {rows:,} persons read ({rows / max(seconds, 1e-9) / 1e6:.2f} M/s)")
 
         cells = aggregate_persons(inputs, progress=progress)
-        self.cells = Cells(cells.cells.sort(UNIT), cells.combos, cells.persons)
+        frame = cells.cells if cells.cells[UNIT].is_sorted() else cells.cells.sort(UNIT)
+        self.cells = Cells(frame, cells.combos, cells.persons)
         self.inputs = inputs
         units = inputs.geography.units.sort(UNIT)
         self._units = units[UNIT].to_numpy()
