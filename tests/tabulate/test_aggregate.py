@@ -25,3 +25,34 @@ def test_batches_and_packed_keys_match_a_plain_group_by(synth_small) -> None:
     assert cells.combos["C"].to_list() == list(range(cells.combos.height))
     assert set(cells.cells["QSEX"].unique().to_list()) == {1, 2}
     assert cells.cells["QAGE"].max() <= 115
+
+
+def test_per_state_merges_and_prefetch_give_the_same_exact_cells(synth_small) -> None:
+    config, data = synth_small
+    inputs = load_inputs(config, data, validate_persons=False)
+    plain = cells_from_frame(pl.concat(list(inputs.person_reader().batches())).lazy())
+    for prefetch in (True, False):
+        # merges every few batches, state by state
+        cells = aggregate_persons(inputs, batch_rows=997, merge_rows=500, prefetch=prefetch)
+        assert _long(cells).equals(_long(plain))
+        assert cells.cells["UNIT"].is_sorted()
+        assert cells.cells.select("UNIT", "C", "QSEX", "QAGE").is_duplicated().sum() == 0
+
+
+def test_a_reader_failure_surfaces_through_the_prefetch_thread(synth_small, monkeypatch) -> None:
+    import pytest
+
+    from privtab.data import PersonReader
+
+    config, data = synth_small
+    inputs = load_inputs(config, data, validate_persons=False)
+    real = PersonReader.batches
+
+    def failing(self):  # type: ignore[no-untyped-def]
+        it = real(self)
+        yield next(it)
+        raise OSError("disk went away")
+
+    monkeypatch.setattr(PersonReader, "batches", failing)
+    with pytest.raises(OSError, match="disk went away"):
+        aggregate_persons(inputs, batch_rows=997)

@@ -14,10 +14,14 @@ exact counts; it has no privacy cost by itself (nothing it returns is published)
 
 from __future__ import annotations
 
+import queue
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import Any
 
+import numpy as np
 import polars as pl
 
 from privtab.data import RACE_KEYS, UNIT, SafeTabInputs
@@ -96,8 +100,10 @@ class _ComboIds:
         )
 
     def ids(self, batch: pl.DataFrame) -> pl.Series:
+        """The combination id of every row of ``batch`` (new combinations get new ids)."""
         keys = [*RACE_KEYS, "QSPAN"]
-        fresh = batch.select(keys).unique().join(self.table, on=keys, how="anti")
+        seen = batch.select(keys).unique().join(self.table, on=keys, how="left")
+        fresh = seen.filter(pl.col(COMBO).is_null()).drop(COMBO)
         if fresh.height:
             start = self.table.height
             if start + fresh.height > MAX_COMBOS:
@@ -105,10 +111,11 @@ class _ComboIds:
             fresh = fresh.with_row_index(COMBO, offset=start).with_columns(
                 pl.col(COMBO).cast(pl.UInt32)
             )
-            self.table = pl.concat([self.table, fresh.select(self.table.columns)])
-        return batch.select(keys).join(self.table, on=keys, how="left", maintain_order="left")[
-            COMBO
-        ]
+            fresh = fresh.select(self.table.columns)
+            self.table = pl.concat([self.table, fresh])
+            seen = pl.concat([seen.filter(pl.col(COMBO).is_not_null()), fresh.select(seen.columns)])
+        # the batch joins only its own (few) combinations, not the whole dictionary
+        return batch.select(keys).join(seen, on=keys, how="left", maintain_order="left")[COMBO]
 
 
 _SHIFT_SEX = 1 << _AGE_BITS
@@ -127,11 +134,114 @@ def _packed_key(combo: pl.Series) -> pl.Expr:
     ).alias("K")
 
 
-def _compact(acc: pl.DataFrame | None, parts: list[pl.DataFrame]) -> pl.DataFrame:
-    frames = ([acc] if acc is not None else []) + parts
+def _merge(frames: list[pl.DataFrame]) -> pl.DataFrame:
+    """Exact sum of partial (K, N) tables."""
     if len(frames) == 1:
         return frames[0]
     return pl.concat(frames).group_by("K").agg(pl.col("N").sum().cast(pl.UInt32))
+
+
+class _Partitions:
+    """Partial cell tables kept per state (a contiguous range of UNIT ids, hence of packed
+    keys), so every exact merge is bounded by one state's cells, not the nation's.
+
+    Partial tables are merged, state by state, once all pending rows outnumber the merged
+    ones (and at least ``min_pending``): memory stays about twice the cell table, and the
+    merging work is amortised linear in the rows read.
+    """
+
+    def __init__(self, unit_starts: list[int], min_pending: int = 1 << 23) -> None:
+        starts = sorted(set(unit_starts) | {0})
+        self.bounds = np.asarray([u * _SHIFT_UNIT for u in starts], dtype=np.uint64)
+        self.acc: list[pl.DataFrame | None] = [None] * len(starts)
+        self.parts: list[list[pl.DataFrame]] = [[] for _ in starts]
+        self.rows = 0
+        self.pending = 0
+        self.min_pending = min_pending
+
+    def add(self, part: pl.DataFrame) -> None:
+        """Add one batch's (K, N) table (any order; split by state here)."""
+        part = part.sort("K")
+        keys = part["K"].to_numpy()
+        cut = [*np.searchsorted(keys, self.bounds, side="left").tolist(), part.height]
+        for p in range(len(self.bounds)):
+            lo, hi = cut[p], cut[p + 1]
+            if hi > lo:
+                self.parts[p].append(part.slice(lo, hi - lo))
+        self.pending += part.height
+        if self.pending > max(self.rows, self.min_pending):
+            self.compact()
+
+    def _merged(self, p: int) -> pl.DataFrame | None:
+        acc = self.acc[p]
+        frames = ([acc] if acc is not None else []) + self.parts[p]
+        self.parts[p] = []
+        return _merge(frames) if frames else None
+
+    def compact(self) -> None:
+        self.rows = 0
+        for p in range(len(self.acc)):
+            merged = self._merged(p)
+            self.acc[p] = merged
+            self.rows += merged.height if merged is not None else 0
+        self.pending = 0
+
+    def cells(self) -> pl.DataFrame:
+        """Every cell, unpacked and sorted by packed key (= by UNIT first); consumes self."""
+        out: list[pl.DataFrame] = []
+        for p in range(len(self.acc)):
+            merged = self._merged(p)
+            self.acc[p] = None
+            if merged is not None:
+                out.append(_unpack(merged.sort("K")))
+            del merged
+        if not out:
+            return _unpack(pl.DataFrame(schema={"K": pl.UInt64, "N": pl.UInt32}))
+        return pl.concat(out, rechunk=True)
+
+
+def _prefetch(batches: Iterator[pl.DataFrame], depth: int = 2) -> Iterator[pl.DataFrame]:
+    """Run ``batches`` (reading + validation) in a thread, ``depth`` batches ahead.
+
+    Reading/validating (pyarrow, polars) and aggregating (polars) both release the GIL, so
+    on two cores they overlap. Exceptions of the reader are re-raised here; if the consumer
+    stops early (error, Ctrl-C), the thread stops at its next batch.
+    """
+    q: queue.Queue[tuple[str, Any]] = queue.Queue(maxsize=depth)
+    stop = threading.Event()
+
+    def put(item: tuple[str, Any]) -> bool:
+        while not stop.is_set():
+            try:
+                q.put(item, timeout=0.1)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def produce() -> None:
+        try:
+            for b in batches:
+                if not put(("batch", b)):
+                    return
+            put(("done", None))
+        except BaseException as exc:
+            put(("error", exc))
+
+    thread = threading.Thread(target=produce, name="privtab-reader", daemon=True)
+    thread.start()
+    try:
+        while True:
+            kind, item = q.get()
+            if kind == "batch":
+                yield item
+            elif kind == "error":
+                raise item
+            else:
+                return
+    finally:
+        stop.set()
+        thread.join(timeout=5)
 
 
 def _unpack(acc: pl.DataFrame) -> pl.DataFrame:
@@ -150,40 +260,38 @@ def aggregate_persons(
     *,
     batch_rows: int = 1 << 20,
     progress: Callable[[int, float], None] | None = None,
+    prefetch: bool = True,
+    merge_rows: int = 1 << 23,
 ) -> Cells:
     """Validate and aggregate the person file of ``inputs`` in one streaming pass.
 
     The file is read in batches of ``batch_rows`` (text: polars' streaming reader; Parquet:
     row group by row group), each batch is validated (:class:`privtab.data.PersonReader`)
-    and reduced to its cells, and the partial cell tables are merged exactly (summed) once
-    they hold more rows than the merged table — so memory is the cell table plus about one
-    batch, whatever the number of persons. A cell is one UInt64 key (unit, combination id,
-    sex, age) and a UInt32 count: 12 bytes, so 10⁸ cells take 1.2 GB.
+    and reduced to its cells, and the partial cell tables are kept per state and merged
+    exactly (summed) state by state once they hold more rows than the merged tables — so
+    memory is about twice the cell table plus a few batches, whatever the number of persons,
+    and no merge is larger than one state's cells. A cell is one UInt64 key (unit,
+    combination id, sex, age) and a UInt32 count: 12 bytes, so 10⁸ cells take 1.2 GB.
+    With ``prefetch`` the reading and validation run in a second thread, a batch ahead of
+    the aggregation (both release the GIL: on two cores they overlap).
+    ``merge_rows`` is the least number of pending partial rows that triggers a merge.
     ``progress(rows_read, seconds)`` is called after every batch. Raises
     :class:`privtab.data.InputValidationError` naming every bad row (file, row number,
     column, value); nothing has been written at that point.
     """
     reader = inputs.person_reader(batch_rows=batch_rows)
     combos = _ComboIds()
-    acc: pl.DataFrame | None = None
-    parts: list[pl.DataFrame] = []
-    pending = 0
+    units = inputs.geography.units
+    starts = units.group_by("TABBLKST").agg(pl.col(UNIT).min())[UNIT].to_list()
+    store = _Partitions(starts, min_pending=merge_rows)
     started = time.monotonic()
-    for batch in reader.batches():
+    batches = _prefetch(reader.batches()) if prefetch else reader.batches()
+    for batch in batches:
         key = _packed_key(combos.ids(batch))
-        part = batch.select(key).group_by("K").agg(pl.len().cast(pl.UInt32).alias("N"))
-        parts.append(part)
-        pending += part.height
-        if pending > max(acc.height if acc is not None else 0, 1 << 23):
-            acc, parts, pending = _compact(acc, parts), [], 0
+        store.add(batch.select(key).group_by("K").agg(pl.len().cast(pl.UInt32).alias("N")))
         if progress is not None:
             progress(reader.rows_read, time.monotonic() - started)
     reader.raise_if_invalid()
-    if parts:
-        acc = _compact(acc, parts)
-    if acc is None:
-        acc = pl.DataFrame(schema={"K": pl.UInt64, "N": pl.UInt32})
     # sorted by the packed key = by unit first: engines slice the cells of a state cheaply
-    cells = _unpack(acc.sort("K"))
-    del acc
+    cells = store.cells()
     return Cells(cells, combos.table, int(cells["N"].sum() or 0))

@@ -63,6 +63,7 @@ __all__ = [
     "tabulate_groups",
     "tabulate_level",
     "true_counts",
+    "unit_regions",
 ]
 
 T1_SCHEMA: dict[str, Any] = {
@@ -169,7 +170,7 @@ def level_domain(plan: LevelPlan, geography: Geography, reference: ReferenceData
     )
 
 
-def _unit_regions(geography: Geography, geo: GeoLevel) -> NDArray[np.int64]:
+def unit_regions(geography: Geography, geo: GeoLevel) -> NDArray[np.int64]:
     """Region index (in the level's sorted domain) of every UNIT, −1 outside the level."""
     units = geography.units.select(UNIT, pl.col(geo.value).to_physical().alias("_R"))
     top = units[UNIT].max()
@@ -212,21 +213,30 @@ def true_counts(
     empty = pl.DataFrame(schema={"G": pl.Int64, "QSEX": pl.UInt8, "QAGE": pl.UInt8, "N": pl.Int64})
     if cells.cells.height == 0 or n_it == 0 or not dom.regions:
         return empty
-    unit_region = _unit_regions(geography, dom.geo)
+    # int32 region per cell, then only the cells inside the slice: a few bytes per cell
+    # of transient memory (levels like AIANNH see every cell of the nation)
+    unit_region = unit_regions(geography, dom.geo).astype(np.int32)
     units = cells.cells[UNIT].to_numpy()
-    inside = units < len(unit_region)
-    region = np.where(inside, unit_region[np.where(inside, units, 0)], -1) - dom.first_region
+    if int(units.max()) >= len(unit_region):
+        unit_region = np.concatenate(
+            [unit_region, np.full(int(units.max()) + 1 - len(unit_region), -1, np.int32)]
+        )
+    region = unit_region[units]
+    region -= np.int32(dom.first_region)
     keep = (region >= 0) & (region < len(dom.regions))
     if not keep.any():
         return empty
+    sel: slice | NDArray[np.intp] = slice(None) if keep.all() else np.flatnonzero(keep)
+    del keep
     # one UInt64 key per (region, combination, sex, age): single-key group-bys are fast
-    c = cells.cells[COMBO].to_numpy()[keep].astype(np.uint64)
-    sex = cells.cells["QSEX"].to_numpy()[keep].astype(np.uint64) - 1
-    age = cells.cells["QAGE"].to_numpy()[keep].astype(np.uint64)
-    key = (region[keep].astype(np.uint64) << np.uint64(32)) | (c << np.uint64(8))
-    key |= (sex << np.uint64(7)) | age
+    key = region[sel].astype(np.uint64) << np.uint64(32)
+    del region
+    key |= cells.cells[COMBO].to_numpy()[sel].astype(np.uint64) << np.uint64(8)
+    key |= (cells.cells["QSEX"].to_numpy()[sel].astype(np.uint64) - np.uint64(1)) << np.uint64(7)
+    key |= cells.cells["QAGE"].to_numpy()[sel].astype(np.uint64)
+    counts = cells.cells["N"].to_numpy()[sel]
     by_region = (
-        pl.DataFrame({"K": key, "N": cells.cells["N"].to_numpy()[keep]})
+        pl.DataFrame({"K": key, "N": counts})
         .group_by("K")
         .agg(pl.col("N").sum().cast(pl.Int64))
         .with_columns(

@@ -32,6 +32,7 @@ from privtab.tabulate.engine import (
     level_domain,
     tabulate_groups,
     true_counts,
+    unit_regions,
 )
 from privtab.tabulate.plan import LevelPlan
 
@@ -53,6 +54,8 @@ NESTED_IN_STATE = frozenset(
 )
 """Geography levels whose region ids start with the state's FIPS code (tabulated in chunks
 of whole states; USA and AIANNH areas, which may cross states, in one piece)."""
+BY_STATE = frozenset({GeoLevel.USA, GeoLevel.STATE, GeoLevel.PR_STATE})
+"""Geography levels whose region of a unit depends only on the unit's state."""
 DEFAULT_CHUNK_GROUPS = 1 << 23
 
 
@@ -115,6 +118,8 @@ class PolarsEngine:
         self.cells: Cells | None = None
         self.inputs: SafeTabInputs | None = None
         self._unit_state: np.ndarray | None = None
+        self._by_state: Cells | None = None
+        self._combo_it: dict[tuple[object, ...], pl.DataFrame] = {}
 
     def prepare(self, inputs: SafeTabInputs, say: Say) -> int:
         say(f"validating and aggregating {inputs.persons_path}")
@@ -135,10 +140,44 @@ class PolarsEngine:
         say(f"{cells.persons:,} persons in {cells.cells.height:,} cells")
         return cells.persons
 
-    def _cells_of(self, states: list[str]) -> Cells:
-        assert self.cells is not None
+    def _state_rep_units(self) -> np.ndarray:
+        """For every UNIT (sorted ids), the first UNIT of its state."""
         assert self._unit_state is not None
-        col = self.cells.cells[UNIT].to_numpy()
+        first = np.r_[True, self._unit_state[1:] != self._unit_state[:-1]]
+        rep = np.where(first, self._units, 0)
+        return np.maximum.accumulate(rep)
+
+    def _coarse_by_state(self, geo: GeoLevel) -> Cells | None:
+        """The cells summed over the units of each state (kept on the state's first unit),
+        if ``geo``'s region of a unit depends only on its state (USA, STATE, PR-STATE);
+        ``None`` otherwise. Levels of such geographies then group ~52 × combinations ×
+        sex × age rows instead of every cell."""
+        assert self.cells is not None
+        assert self.inputs is not None
+        if geo not in BY_STATE:
+            return None
+        region = unit_regions(self.inputs.geography, geo)[self._units]
+        rep = self._state_rep_units()
+        if not np.array_equal(region, region[np.searchsorted(self._units, rep)]):
+            return None  # pragma: no cover - a region crossing states (not in Census geography)
+        if self._by_state is None:
+            # state by state (a contiguous slice of the unit-sorted cells): bounded memory
+            col = self.cells.cells[UNIT].to_numpy()
+            parts = []
+            for first in np.unique(rep):
+                last = self._units[rep == first].max()
+                lo, hi = np.searchsorted(col, [first, last + 1])
+                if hi > lo:
+                    parts.append(
+                        _sum_on_unit(self.cells.cells.slice(int(lo), int(hi - lo)), int(first))
+                    )
+            frame = pl.concat(parts) if parts else self.cells.cells.clear()
+            self._by_state = Cells(frame, self.cells.combos, self.cells.persons)
+        return self._by_state
+
+    def _cells_of(self, states: list[str], table: Cells) -> Cells:
+        assert self._unit_state is not None
+        col = table.cells[UNIT].to_numpy()
         parts = []
         # a state's units are one contiguous UNIT range (units are sorted by state first)
         for st in states:
@@ -146,9 +185,9 @@ class PolarsEngine:
             if u.size == 0:
                 continue
             a, b = np.searchsorted(col, [u.min(), u.max() + 1])
-            parts.append(self.cells.cells.slice(int(a), int(b - a)))
-        frame = pl.concat(parts) if parts else self.cells.cells.clear()
-        return Cells(frame, self.cells.combos, int(frame["N"].sum() or 0))
+            parts.append(table.cells.slice(int(a), int(b - a)))
+        frame = pl.concat(parts) if parts else table.cells.clear()
+        return Cells(frame, table.combos, int(frame["N"].sum() or 0))
 
     def tabulate(
         self,
@@ -163,14 +202,20 @@ class PolarsEngine:
         assert self.inputs is not None
         ref, geo = self.inputs.reference, self.inputs.geography
         dom = level_domain(plan, geo, ref)
-        combo_it = combo_iterations(self.cells, dom, ref, plan.iteration_level)
+        # the same for every geography of a granularity: computed once per iteration level
+        memo = (plan.iteration_level, dom.geo.granularity, dom.codes)
+        combo_it = self._combo_it.get(memo)
+        if combo_it is None:
+            combo_it = combo_iterations(self.cells, dom, ref, plan.iteration_level)
+            self._combo_it[memo] = combo_it
         if dom.geo in NESTED_IN_STATE:
             chunks = state_chunks(dom, self.max_chunk_groups)
         else:
             chunks = [(0, len(dom.regions), [])]
+        table = self._coarse_by_state(dom.geo) or self.cells
         for lo, hi, states in chunks:
             part = dom.slice(lo, hi)
-            cells = self._cells_of(states) if states else self.cells
+            cells = self._cells_of(states, table) if states else table
             fine = true_counts(cells, part, geo, combo_it)
             yield tabulate_groups(
                 plan,
@@ -184,6 +229,18 @@ class PolarsEngine:
 
     def close(self) -> None:
         self.cells = None
+        self._by_state = None
+        self._combo_it.clear()
+
+
+def _sum_on_unit(cells: pl.DataFrame, unit: int) -> pl.DataFrame:
+    """``cells`` summed over units per (combination, sex, age), all put on ``unit``."""
+    return (
+        cells.group_by("C", "QSEX", "QAGE")
+        .agg(pl.col("N").sum().cast(pl.UInt32))
+        .sort("C", "QSEX", "QAGE")
+        .select(pl.lit(unit, dtype=pl.UInt32).alias(UNIT), "C", "QSEX", "QAGE", "N")
+    )
 
 
 def make_engine(name: str) -> Engine:
