@@ -19,6 +19,19 @@ Run: ``privtab bench safetab [--persons 1000000] [--data DIR] [--json]`` (or
    counts, then the adaptive stage 2, each count with privtab's per-group ρ. Peak memory of
    the Tumult side is the sampled RSS of its whole process tree (Python + the Spark JVM).
 
+``--engine spark`` (issue 5) runs privtab's Spark engine instead of the embedded polars one:
+``privtab safetab run --engine spark --spark-master local[N]`` with N = ``--cores`` (the
+cores Tumult gets) and the settings of Tumult's session (:func:`spark_settings`:
+``spark.driver.memory`` = ``--driver-memory``, shuffle partitions, UI off, Arrow on), so both
+sides run Spark with equal settings; the peak memory is then that of the whole process tree
+(driver, JVM, Python workers), sampled. ``--tumult-result FILE`` reuses the Tumult side of a
+previous run's JSON output instead of re-running it (:func:`reuse_tumult` checks that it
+measured the same input, plan and Spark settings; the result records ``reused``, the file, the
+date and the load of that run). ``--tumult-max-seconds S``: Tumult starts no new level once S
+seconds have passed (the levels not started count as skipped, reason ``time``). The whole
+stderr of each side is kept in ``privtab.stderr`` / ``tumult.stderr`` of the work directory
+(``--keep``).
+
 Levels whose public domain has more than ``--tumult-max-groups`` groups are not run in
 Tumult (at its measured ≈ 10³–10⁴ noisy counts per second the biggest levels would take
 hours); the ratio is then computed over the levels both ran — privtab's time for those
@@ -127,8 +140,11 @@ def _tree_rss_mb(pid: int) -> float:
     return total / 1024
 
 
-def _run_measured(cmd: list[str], lock: str | None, **kw: Any) -> tuple[Any, float, float]:
-    """Run ``cmd`` (under flock), return (CompletedProcess, wall seconds, peak tree RSS MiB)."""
+def _run_measured(
+    cmd: list[str], lock: str | None, log: Path | None = None, **kw: Any
+) -> tuple[Any, float, float]:
+    """Run ``cmd`` (under flock), return (CompletedProcess, wall seconds, peak tree RSS MiB);
+    its whole stderr is also written to ``log`` (kept even when the command fails)."""
     full = ["flock", lock, *cmd] if lock else cmd
     t0 = time.monotonic()
     proc = subprocess.Popen(full, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kw)
@@ -136,8 +152,11 @@ def _run_measured(cmd: list[str], lock: str | None, **kw: Any) -> tuple[Any, flo
         out, err = proc.communicate()
     wall = time.monotonic() - t0
     res = subprocess.CompletedProcess(full, proc.returncode, out, err)
+    if log is not None:
+        log.write_text(err)
     if proc.returncode != 0:
-        raise RuntimeError(f"{' '.join(full)} failed ({proc.returncode}):\n{err[-4000:]}")
+        where = f" (stderr: {log})" if log is not None else ""
+        raise RuntimeError(f"{' '.join(full)} failed ({proc.returncode}){where}:\n{err[-4000:]}")
     return res, wall, rss.peak_mb
 
 
@@ -246,11 +265,54 @@ def _key(scope: str, geo: str, it: int) -> str:
 
 
 # --------------------------------------------------------------------------- the two sides
-def run_privtab(data: Path, out: Path, lock: str | None) -> dict[str, Any]:
+def spark_settings(cores: int, driver_memory: str) -> dict[str, str]:
+    """The Spark settings of Tumult's session (``tumult_safetab._spark``), given to privtab's
+    Spark engine too so that both sides run with equal settings."""
+    return {
+        "spark.driver.memory": driver_memory,
+        "spark.sql.shuffle.partitions": str(max(4, 2 * cores)),
+        "spark.ui.enabled": "false",
+        "spark.ui.showConsoleProgress": "false",
+        "spark.sql.execution.arrow.pyspark.enabled": "true",
+    }
+
+
+def privtab_command(
+    data: Path, out: Path, engine: str = "polars", cores: int = 1, driver_memory: str = "6g"
+) -> list[str]:
+    """``privtab safetab run`` for ``engine`` (spark: ``local[cores]`` + Tumult's settings)."""
     privtab = str(Path(sys.executable).with_name("privtab"))
     cmd = [privtab, "safetab", "run", "--data", str(data), "--out", str(out), "--json"]
+    if engine == "spark":
+        cmd += ["--engine", "spark", "--spark-master", f"local[{cores}]"]
+        for k, v in spark_settings(cores, driver_memory).items():
+            cmd += ["--spark-conf", f"{k}={v}"]
+    elif engine != "polars":
+        raise ValueError(f"engine must be polars or spark, not {engine!r}")
+    return cmd
+
+
+def _now() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+def _load() -> list[float]:
+    return [round(x, 2) for x in os.getloadavg()]
+
+
+def run_privtab(
+    data: Path,
+    out: Path,
+    lock: str | None,
+    engine: str = "polars",
+    cores: int = 1,
+    driver_memory: str = "6g",
+) -> dict[str, Any]:
+    cmd = privtab_command(data, out, engine, cores, driver_memory)
     timer = ["/usr/bin/time", "-v"] if Path("/usr/bin/time").exists() else []
-    res, wall, tree_mb = _run_measured([*timer, *cmd], lock)
+    started, load_before = _now(), _load()
+    res, wall, tree_mb = _run_measured([*timer, *cmd], lock, out.parent / "privtab.stderr")
+    load_after = _load()
     wall = _time_v_wall(res.stderr) or wall  # without the wait for the lock
     summary = json.loads(res.stdout)
     per_level = {}
@@ -259,11 +321,25 @@ def run_privtab(data: Path, out: Path, lock: str | None) -> dict[str, Any]:
     draws = sum(int(lv["noise_draws"]) for lv in summary["levels"])
     cells = int(summary["t1_rows"]) + int(summary["t2_rows"])
     secs = summary["seconds"]
+    time_v_rss = _time_v_rss_mb(res.stderr)
+    # Spark: the JVM and the Python workers are separate processes, and time -v reports
+    # the largest single one; the peak of the whole tree is the relevant figure
+    peak = round(tree_mb, 1) if engine == "spark" or time_v_rss is None else time_v_rss
     return {
+        "engine": engine,
+        "spark_settings": (
+            {"master": f"local[{cores}]", **spark_settings(cores, driver_memory)}
+            if engine == "spark"
+            else None
+        ),
         "command": " ".join([*(["/usr/bin/time -v"] if timer else []), *cmd]),
+        "started_at": started,
+        "load_average_before": load_before,
+        "load_average_after": load_after,
         "wall_seconds": round(wall, 2),
         "time_v_wall_seconds": _time_v_wall(res.stderr),
-        "peak_rss_mb": _time_v_rss_mb(res.stderr) or round(tree_mb, 1),
+        "peak_rss_mb": peak,
+        "time_v_max_rss_mb": time_v_rss,
         "peak_tree_rss_mb_sampled": round(tree_mb, 1),
         "persons": summary["persons"],
         "t1_rows": summary["t1_rows"],
@@ -287,25 +363,108 @@ def run_privtab(data: Path, out: Path, lock: str | None) -> dict[str, Any]:
 
 
 def run_tumult(
-    w: dict[str, Any], python: str, tmp: Path, lock: str | None, cores: int, memory: str
+    w: dict[str, Any],
+    python: str,
+    tmp: Path,
+    lock: str | None,
+    cores: int,
+    memory: str,
+    max_seconds: float | None = None,
 ) -> dict[str, Any]:
     w = {**w, "cores": cores, "driver_memory": memory, "session_rho": 1e6}
+    if max_seconds:
+        w["max_seconds"] = max_seconds
     wpath, rpath = tmp / "tumult-workload.json", tmp / "tumult-result.json"
     wpath.write_text(json.dumps(w))
     script = Path(__file__).with_name("tumult_safetab.py")
     cmd = [python, "-W", "ignore", str(script), str(wpath), str(rpath)]
     env = {**os.environ, "PYSPARK_PYTHON": python, "PYSPARK_DRIVER_PYTHON": python}
     timer = ["/usr/bin/time", "-v"] if Path("/usr/bin/time").exists() else []
-    res, wall, tree_mb = _run_measured([*timer, *cmd], lock, env=env)
+    started, load_before = _now(), _load()
+    res, wall, tree_mb = _run_measured([*timer, *cmd], lock, tmp / "tumult.stderr", env=env)
+    load_after = _load()
     wall = _time_v_wall(res.stderr) or wall  # without the wait for the lock
     out: dict[str, Any] = json.loads(rpath.read_text())
     out.update(
+        reused=False,
+        started_at=started,
+        load_average_before=load_before,
+        load_average_after=load_after,
+        spark_settings={"master": f"local[{cores}]", **spark_settings(cores, memory)},
         command=" ".join(cmd),
         wall_seconds=round(wall, 2),
         peak_tree_rss_mb_sampled=round(tree_mb, 1),
         stderr_tail=res.stderr.splitlines()[-3:],
     )
     return out
+
+
+_RHO_OF = {"total_only": "rho_total", "stage1": "rho_stage1"}
+
+
+def reuse_tumult(
+    path: str | Path,
+    facts: dict[str, Any],
+    w: dict[str, Any],
+    cores: int,
+    driver_memory: str,
+    stage2: bool = True,
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """A previous run's Tumult side (``--tumult-result``: the JSON printed by this
+    benchmark), after checking that it measured the same input, plan and Spark settings.
+
+    Same input: persons, seed, states and geography of ``synth.json``; same plan: every
+    level it ran exists in ``w`` with the same regions × iterations, and every query's σ² is
+    1/(2ρ) of that level's stage in ``w``; same Spark settings: ``local[cores]`` and the
+    driver memory (results written before the settings were recorded carry only the master:
+    the driver memory is then this benchmark's default, 6g, marked as assumed). Returns the
+    Tumult block (with ``reused``, ``reused_from``, the date and the load of the original run) and
+    its skipped levels. Raises ``ValueError`` when anything differs.
+    """
+    path = Path(path)
+    old = json.loads(path.read_text())
+    peer = old.get("tumult")
+    if not isinstance(peer, dict):
+        raise ValueError(f"{path}: no Tumult result (expected this benchmark's JSON output)")
+    keys = ("persons", "seed", "states", "geography")
+    diff = [k for k in keys if old.get("input", {}).get(k) != facts.get(k)]
+    if diff:
+        raise ValueError(f"{path}: measured on another input ({', '.join(diff)} differ)")
+    plan = {_key(lv["scope"], lv["geo"], lv["iteration_level"]): lv for lv in w["levels"]}
+    for lv in peer["levels"]:
+        mine = plan.get(lv["level"])
+        if mine is None or (lv["regions"], lv["iterations"]) != (
+            len(mine["regions"]),
+            len(mine["iterations"]),
+        ):
+            raise ValueError(f"{path}: level {lv['level']} differs from the current plan")
+        for q in lv["queries"]:
+            rho = float(mine[_RHO_OF.get(q["what"], "rho_stage2")])
+            if abs(float(q["sigma2"]) * 2 * rho - 1) > 1e-6:
+                raise ValueError(f"{path}: {lv['level']} {q['what']}: σ² differs from the plan")
+        if not stage2 and any(q["what"].startswith("stage2") for q in lv["queries"]):
+            raise ValueError(f"{path}: ran stage 2, the current run is --no-stage2")
+    settings = peer.get("spark_settings")
+    want = {"master": f"local[{cores}]", **spark_settings(cores, driver_memory)}
+    assumed = settings is None
+    if settings is None:
+        settings = {"master": peer.get("spark_master"), **spark_settings(cores, "6g")}
+    if settings != want:
+        raise ValueError(f"{path}: other Spark settings ({settings} != {want})")
+    measured = peer.get("started_at") or time.strftime(
+        "%Y-%m-%dT%H:%M:%SZ (file time)", time.gmtime(path.stat().st_mtime)
+    )
+    reused = {
+        **peer,
+        "reused": True,
+        "reused_from": str(path),
+        "measured_at": measured,
+        "measured_load_average": peer.get("load_average_before")
+        or old.get("machine", {}).get("load_average"),
+        "spark_settings": settings,
+        "spark_settings_assumed": assumed,
+    }
+    return reused, list(old.get("tumult_skipped_levels", []))
 
 
 def tumult_python(explicit: str | None = None) -> str | None:
@@ -331,6 +490,9 @@ def run(
     driver_memory: str = "6g",
     lock: str | None = DEFAULT_LOCK,
     keep: bool = False,
+    engine: str = "polars",
+    tumult_result: str | None = None,
+    tumult_max_seconds: float | None = None,
 ) -> dict[str, Any]:
     """Measure both sides on the same input; see the module docstring."""
     if lock and shutil.which("flock") is None:
@@ -341,12 +503,16 @@ def run(
         data_dir = Path(data) if data else tmp / "synth"
         facts = ensure_input(data_dir, persons, seed, states, lock)
         mach = machine()
-        ours = run_privtab(data_dir, tmp / "release", lock)
         w = workload(data_dir)
-        python = tumult_python(tumult)
         peer: dict[str, Any] | None = None
         skipped: list[dict[str, Any]] = []
-        if python is not None:
+        python: str | None = None
+        if tumult_result:  # checked before the long privtab run
+            peer, skipped = reuse_tumult(tumult_result, facts, w, cores, driver_memory, stage2)
+        ours = run_privtab(data_dir, tmp / "release", lock, engine, cores, driver_memory)
+        if peer is None:
+            python = tumult_python(tumult)
+        if peer is None and python is not None:
             keep_levels = []
             for lv in w["levels"]:
                 if lv["scope"] not in tumult_scopes:
@@ -367,7 +533,13 @@ def run(
                 lock,
                 cores,
                 driver_memory,
+                tumult_max_seconds,
             )
+            ran = {lv["level"] for lv in peer["levels"]}
+            for lv in keep_levels:  # not started: the --tumult-max-seconds budget was spent
+                key = _key(lv["scope"], lv["geo"], lv["iteration_level"])
+                if key not in ran:
+                    skipped.append({"level": key, "groups": _groups(lv), "reason": "time"})
         return {
             "benchmark": "safetab",
             "machine": mach,
@@ -423,7 +595,7 @@ def markdown(res: dict[str, Any]) -> str:
         f"machine: {m['cpu']}, {m['cores']} cores, {m['ram_gib']} GiB, load {m['load_average']}",
         f"input: {res['input']['persons']:,} synthetic persons",
         "",
-        "| | privtab | Tumult Analytics |",
+        f"| | privtab ({res['privtab'].get('engine', 'polars')} engine) | Tumult Analytics |",
         "|---|---|---|",
     ]
     tw = "—" if t is None else f"{t['wall_seconds']:,.1f} s"
@@ -435,6 +607,11 @@ def markdown(res: dict[str, Any]) -> str:
         f"| noisy counts | {p['noise_draws']:,} | {tn} |",
         f"| cells released (T1 + T2) | {p['cells_released']:,} | |",
     ]
+    if t is not None and t.get("reused"):
+        lines.append(
+            f"| Tumult measured | | reused from {t['reused_from']} "
+            f"({t['measured_at']}, load {t['measured_load_average']}) |"
+        )
     if c is not None:
         lines += [
             f"| levels both ran ({len(c['levels_compared'])}) | "
@@ -466,6 +643,20 @@ def main() -> None:
     ap.add_argument("--no-stage2", action="store_true")
     ap.add_argument("--keep", action="store_true")
     ap.add_argument("--lock", default=DEFAULT_LOCK, help="flock file ('' = none)")
+    ap.add_argument("--engine", choices=("polars", "spark"), default="polars")
+    ap.add_argument("--cores", type=int, default=None, help="Spark local[N] of both sides")
+    ap.add_argument("--driver-memory", default="6g", help="spark.driver.memory of both sides")
+    ap.add_argument(
+        "--tumult-max-seconds",
+        type=float,
+        default=None,
+        help="Tumult starts no new level after this many seconds (setup included)",
+    )
+    ap.add_argument(
+        "--tumult-result",
+        default=None,
+        help="reuse the Tumult side of a previous run's JSON (same input, plan, settings)",
+    )
     args = ap.parse_args()
     res = run(
         persons=args.persons,
@@ -478,6 +669,11 @@ def main() -> None:
         stage2=not args.no_stage2,
         keep=args.keep,
         lock=args.lock or None,
+        engine=args.engine,
+        cores=args.cores,
+        driver_memory=args.driver_memory,
+        tumult_result=args.tumult_result,
+        tumult_max_seconds=args.tumult_max_seconds,
     )
     print(json.dumps(res, indent=2))
     print(markdown(res), file=sys.stderr)

@@ -229,7 +229,12 @@ def main() -> None:
     runner = _Runner(w, cores, w.get("driver_memory", "6g"))
     setup = time.monotonic() - started
     levels = []
+    budget = w.get("max_seconds")  # no new level once this is spent (setup included)
+    not_run = []
     for lv in w["levels"]:
+        if budget is not None and time.monotonic() - started > float(budget):
+            not_run.append(f"{lv['scope']} ({lv['geo']}, {lv['iteration_level']})")
+            continue
         res = runner.level(lv, bool(w.get("stage2", True)))
         levels.append(res)
         print(
@@ -249,6 +254,7 @@ def main() -> None:
         "noise_draws": runner.noise_draws,
         "budget_charged_rho": runner.charged,
         "levels": levels,
+        "levels_not_run_time_budget": not_run,
         "versions": {
             "tmlt.analytics": getattr(tmlt.analytics, "__version__", "?"),
             "pyspark": pyspark.__version__,

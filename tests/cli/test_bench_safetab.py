@@ -98,3 +98,106 @@ def test_bench_safetab_end_to_end(tmp_path: Path) -> None:
     # Tumult's noise is calibrated to privtab's per-group ρ: σ² = 1/(2ρ)
     q = {x["what"]: x for x in t["US (USA, 1)"]["queries"]}
     assert q["stage1"]["sigma2"] == pytest.approx(5625.0)
+
+
+def test_spark_engine_gets_the_settings_of_tumults_session(tmp_path: Path) -> None:
+    mod = _mod()
+    cmd = mod.privtab_command(tmp_path / "in", tmp_path / "out", "spark", 2, "6g")
+    assert cmd[cmd.index("--engine") + 1] == "spark"
+    assert cmd[cmd.index("--spark-master") + 1] == "local[2]"
+    confs = dict(cmd[i + 1].split("=", 1) for i, a in enumerate(cmd) if a == "--spark-conf")
+    assert confs == mod.spark_settings(2, "6g")
+    assert confs["spark.driver.memory"] == "6g"
+    assert "--engine" not in mod.privtab_command(tmp_path, tmp_path, "polars")
+    with pytest.raises(ValueError, match="engine"):
+        mod.privtab_command(tmp_path, tmp_path, "dask")
+
+
+def _previous(tmp_path: Path, **tumult: Any) -> tuple[Path, dict[str, Any], dict[str, Any]]:
+    facts = {"persons": 10, "seed": 1, "states": ["10"], "geography": {"blocks": 3}}
+    w = {
+        "levels": [
+            {
+                "scope": "US",
+                "geo": "USA",
+                "iteration_level": 1,
+                "regions": ["1"],
+                "iterations": ["a", "b"],
+                "rho_stage1": 0.5,
+                "rho_stage2": 0.25,
+                "rho_total": 1.0,
+            }
+        ]
+    }
+    level = {
+        "level": "US (USA, 1)",
+        "regions": 1,
+        "iterations": 2,
+        "queries": [
+            {"what": "total_only", "sigma2": 0.5},
+            {"what": "stage1", "sigma2": 1.0},
+            {"what": "stage2_total", "sigma2": 2.0},
+        ],
+    }
+    peer = {"levels": [level], "spark_master": "local[2]", "wall_seconds": 9.0, **tumult}
+    old = {
+        "machine": {"load_average": [1.0, 2.0, 3.0]},
+        "input": facts,
+        "tumult": peer,
+        "tumult_skipped_levels": [{"level": "US (TRACT, 2)", "groups": 5}],
+    }
+    path = tmp_path / "old.json"
+    path.write_text(json.dumps(old))
+    return path, facts, w
+
+
+def test_a_previous_tumult_result_is_reused_only_when_it_measured_the_same(
+    tmp_path: Path,
+) -> None:
+    mod = _mod()
+    path, facts, w = _previous(tmp_path)
+    peer, skipped = mod.reuse_tumult(path, facts, w, 2, "6g")
+    assert peer["reused"] is True
+    assert peer["reused_from"] == str(path)
+    assert peer["measured_load_average"] == [1.0, 2.0, 3.0]
+    assert peer["spark_settings_assumed"] is True  # written before settings were recorded
+    assert skipped == [{"level": "US (TRACT, 2)", "groups": 5}]
+    with pytest.raises(ValueError, match="another input"):
+        mod.reuse_tumult(path, {**facts, "persons": 11}, w, 2, "6g")
+    with pytest.raises(ValueError, match="Spark settings"):
+        mod.reuse_tumult(path, facts, w, 4, "6g")
+    with pytest.raises(ValueError, match="Spark settings"):
+        mod.reuse_tumult(path, facts, w, 2, "8g")
+    other = {"levels": [{**w["levels"][0], "rho_stage1": 0.1}]}
+    with pytest.raises(ValueError, match="σ²"):
+        mod.reuse_tumult(path, facts, other, 2, "6g")
+    with pytest.raises(ValueError, match="stage 2"):
+        mod.reuse_tumult(path, facts, w, 2, "6g", stage2=False)
+    recorded = {"master": "local[2]", **mod.spark_settings(2, "8g")}
+    path, facts, w = _previous(tmp_path, spark_settings=recorded, started_at="T")
+    peer, _ = mod.reuse_tumult(path, facts, w, 2, "8g")
+    assert peer["measured_at"] == "T"
+    assert peer["spark_settings_assumed"] is False
+
+
+def test_cli_forwards_engine_and_tumult_result(monkeypatch: pytest.MonkeyPatch) -> None:
+    seen: dict[str, Any] = {}
+
+    class Fake:
+        @staticmethod
+        def run(**kw: Any) -> dict[str, Any]:
+            seen.update(kw)
+            return {"tumult": {"reused": True}}
+
+    monkeypatch.setattr(bench_cli, "_bench_module", lambda module: Fake)
+    args = ["bench", "safetab", "--engine", "spark", "--cores", "2", "--driver-memory", "4g"]
+    args += ["--tumult-max-seconds", "60", "--tumult-result", "old.json", "--json"]
+    res = runner.invoke(app, args)
+    assert res.exit_code == 0, res.output
+    assert seen["engine"] == "spark"
+    assert seen["cores"] == 2
+    assert seen["driver_memory"] == "4g"
+    assert seen["tumult_result"] == "old.json"
+    assert seen["tumult_max_seconds"] == 60
+    res = runner.invoke(app, ["bench", "safetab", "--engine", "dask"])
+    assert res.exit_code != 0

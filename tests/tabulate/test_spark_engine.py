@@ -111,6 +111,25 @@ def test_exact_equivalence(synth_small, spark, tmp_path: Path, fmt: str) -> None
         assert a["noise_draws"] == b["noise_draws"]
 
 
+def test_exact_equivalence_forced_preaggregation_and_small_tasks(
+    synth_small, spark, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Noise off, every level pre-aggregated per region before its expansion to iterations,
+    small cell partitions and many reduce tasks: still row for row the polars release."""
+    from privtab.tabulate import spark_engine
+
+    monkeypatch.setattr(spark_engine, "_PREAGG_FACTOR", 0)
+    monkeypatch.setattr(spark_engine, "_CELLS_PER_PARTITION", 2_000)
+    monkeypatch.setattr(spark_engine, "_KEYS_PER_TASK", 5_000)
+    _, data = synth_small
+    config = demo_params(tmp_path / "params", US)
+    run_release(config, data, tmp_path / "polars", RunOptions(**EXACT))  # type: ignore[arg-type]
+    engine = _engine(spark, chunk=5_000)
+    run_release(config, data, tmp_path / "spark", RunOptions(engine=engine, **EXACT))  # type: ignore[arg-type]
+    _same_tables(tmp_path / "polars", tmp_path / "spark")
+    assert spark.conf.get("spark.sql.shuffle.partitions") == "2"  # type: ignore[attr-defined]
+
+
 # --------------------------------------------------------------------------------------
 # validation: the same errors, the same cells
 

@@ -138,12 +138,38 @@ def register(app: typer.Typer) -> None:
         ),
         tumult_scopes: str = typer.Option("US", "--tumult-scopes", help="US, PR or US,PR."),
         stage2: bool = typer.Option(True, "--stage2/--no-stage2", help="Tumult stage 2 too."),
+        engine: str = typer.Option(
+            "polars",
+            "--engine",
+            help="privtab's engine: polars, or spark (local[--cores] with the Spark settings "
+            "of Tumult's session).",
+        ),
+        cores: int | None = typer.Option(
+            None, "--cores", min=1, help="Spark local[N] of Tumult (and privtab's Spark engine)."
+        ),
+        driver_memory: str = typer.Option(
+            "6g", "--driver-memory", help="spark.driver.memory of both Spark sessions."
+        ),
+        tumult_max_seconds: float | None = typer.Option(
+            None,
+            "--tumult-max-seconds",
+            min=0,
+            help="Tumult starts no new level after this many seconds (the rest: skipped).",
+        ),
+        tumult_result: str | None = typer.Option(
+            None,
+            "--tumult-result",
+            help="Reuse the Tumult side of a previous `privtab bench safetab --json` output "
+            "(checked: same input, plan and Spark settings; recorded as reused).",
+        ),
         lock: str = typer.Option(
             "/tmp/privtab-bench.lock", "--lock", help="flock file for heavy steps ('' = none)."
         ),
         json_out: bool = typer.Option(False, "--json", help="Print one JSON object."),
     ) -> None:
         """privtab safetab run vs Tumult Analytics on the same synthetic nation."""
+        if engine not in ("polars", "spark"):
+            fail(f"--engine must be polars or spark, not {engine!r}")
         mod = _bench_module(BENCHMARKS["safetab"][0])
         typer.echo("privtab bench safetab: measuring (minutes at 10⁶ persons)…", err=True)
         res = mod.run(
@@ -156,8 +182,13 @@ def register(app: typer.Typer) -> None:
             tumult_scopes=tuple(s.strip() for s in tumult_scopes.split(",") if s.strip()),
             stage2=stage2,
             lock=lock or None,
+            engine=engine,
+            cores=cores,
+            driver_memory=driver_memory,
+            tumult_result=tumult_result,
+            tumult_max_seconds=tumult_max_seconds,
         )
-        if res["tumult"] is None:
+        if res["tumult"] is None and tumult_result is None:
             warn(
                 "tmlt.analytics not found: peer figures are null (install it in a separate "
                 "venv and set PRIVTAB_TUMULT_PYTHON; see bench/bench_safetab.py)"

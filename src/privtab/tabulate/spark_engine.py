@@ -94,6 +94,13 @@ _DEFAULT_CONF = {
     "spark.ui.showConsoleProgress": "false",
 }
 _OUT_SCHEMA = "chunk long, t1 binary, t2 binary, meta binary"
+_CELLS_PER_PARTITION = 250_000
+"""Cells per partition of the cached cell table (:meth:`SparkEngine.prepare`)."""
+_KEYS_PER_TASK = 1_000_000
+"""Estimated (group, sex, age) keys per reduce task of a level's exact counts."""
+_PREAGG_FACTOR = 4
+"""Levels with at most 1/_PREAGG_FACTOR as many regions as geo units pre-aggregate the
+cells per region before the expansion to iterations (:meth:`SparkEngine.tabulate`)."""
 
 
 def _spark_modules() -> tuple[Any, Any]:
@@ -134,6 +141,8 @@ class SparkEngine:
         self.inputs: SafeTabInputs | None = None
         self.combos: pl.DataFrame | None = None
         self._cells: DataFrame | None = None
+        self._n_units = 0
+        self._n_cells = 0
 
     # ------------------------------------------------------------------ session
     @property
@@ -218,16 +227,23 @@ class SparkEngine:
                     pl.col("QSPAN").cast(pl.Int32),
                 ),
             )
-            cells = (
-                good.join(F.broadcast(combo_df), on=[*RACE_KEYS, "QSPAN"], how="inner")
-                .select(UNIT, COMBO, "QSEX", "QAGE", "N")
-                .persist()
+            joined = good.join(F.broadcast(combo_df), on=[*RACE_KEYS, "QSPAN"], how="inner")
+            n_cells = joined.count()
+            # partitions of at most _CELLS_PER_PARTITION cells: every level expands them to
+            # its iterations and sums them per task, a hash table that must fit the task's
+            # share of the execution memory (local[2] at 10^7 persons: 4 partitions failed
+            # with AGGREGATE_OUT_OF_MEMORY under spark.driver.memory=6g)
+            n_parts = max(
+                self.spark.sparkContext.defaultParallelism,
+                -(-n_cells // _CELLS_PER_PARTITION),
             )
+            cells = joined.select(UNIT, COMBO, "QSEX", "QAGE", "N").repartition(n_parts).persist()
             persons = int(cells.agg(F.sum("N")).collect()[0][0] or 0)
-            n_cells = cells.count()
         finally:
             agg.unpersist()
         self._cells = cells
+        self._n_units = inputs.geography.units.height
+        self._n_cells = int(n_cells)
         self.combos = combos
         self.inputs = inputs
         say(f"{persons:,} persons in {n_cells:,} cells")
@@ -276,16 +292,29 @@ class SparkEngine:
             .drop_nulls()
             .with_columns(pl.col("_R").cast(pl.Int64)),
         )
+        regional = self._cells.join(F.broadcast(ur), on=UNIT)
+        if n_reg * _PREAGG_FACTOR <= self._n_units:
+            # a coarse level (few regions for many units): sum the cells per (region, code
+            # combination, sex, age) first, so that only these few rows are expanded to
+            # the iterations and summed again (instead of every cell's expansion)
+            regional = regional.groupBy("_R", COMBO, "QSEX", "QAGE").agg(F.sum("N").alias("N"))
+        # exact counts per (region, iteration, sex, age), keyed by one packed long
+        # ((region · iterations + iteration) · 4 + sex) · 128 + age: a one-column hash key
+        # is smaller and faster to hash than four columns (sex < 4, age ≤ 115 < 128)
+        g_all = F.col("_R").cast("long") * n_it + F.col("_I")
+        packed = (g_all * 4 + F.col("QSEX")) * 128 + F.col("QAGE")
+        g_of = F.shiftright(F.col("K"), 9)
+        chunk_of = F.floor(g_of / (per_chunk * n_it)).cast("long")
         fine = (
-            self._cells.join(F.broadcast(ur), on=UNIT)
-            .join(F.broadcast(ci), on=COMBO)
-            .groupBy("_R", "_I", "QSEX", "QAGE")
+            regional.join(F.broadcast(ci), on=COMBO)
+            .select(packed.alias("K"), "N")
+            .groupBy("K")
             .agg(F.sum("N").alias("N"))
             .select(
-                F.floor(F.col("_R") / per_chunk).cast("long").alias("chunk"),
-                ((F.col("_R") % per_chunk) * n_it + F.col("_I")).cast("long").alias("G"),
-                F.col("QSEX").cast("int").alias("QSEX"),
-                F.col("QAGE").cast("int").alias("QAGE"),
+                chunk_of.alias("chunk"),
+                (g_of - chunk_of * (per_chunk * n_it)).alias("G"),
+                (F.shiftright(F.col("K"), 7) % 4).cast("int").alias("QSEX"),
+                (F.col("K") % 128).cast("int").alias("QAGE"),
                 F.col("N").cast("long").alias("N"),
             )
         )
@@ -297,9 +326,17 @@ class SparkEngine:
             F.lit(0).cast("long").alias("N"),
         )
         parts = max(1, min(n_chunks, spark.sparkContext.defaultParallelism * 4))
+        # reduce tasks of the exact counts: enough for about _KEYS_PER_TASK keys each (an
+        # upper bound: cells × mean iterations per code combination, at most the domain's
+        # cells); never fewer than the session's spark.sql.shuffle.partitions
+        fan_out = combo_it.height / max(1, self.combos.height)
+        keys = min(self._n_cells * fan_out, dom.size * 2 * (MAX_AGE + 1))
+        session_parts = int(spark.conf.get("spark.sql.shuffle.partitions") or "200")
+        agg_parts = max(session_parts, -(-int(keys) // _KEYS_PER_TASK))
         shared = spark.sparkContext.broadcast(
             pickle.dumps((plan, dom, per_chunk, seed, noise, evaluate, nonnegative))
         )
+        spark.conf.set("spark.sql.shuffle.partitions", str(agg_parts))
         try:
             out = (
                 fine.unionByName(markers)
@@ -313,6 +350,7 @@ class SparkEngine:
                 res.t2 = pl.read_ipc(io.BytesIO(row["t2"]))
                 yield res
         finally:
+            spark.conf.set("spark.sql.shuffle.partitions", str(session_parts))
             shared.unpersist()
 
 
