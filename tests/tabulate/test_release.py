@@ -257,15 +257,21 @@ def test_state_chunks_give_the_same_release(synth_small, tmp_path: Path) -> None
 
     config, data = synth_small
     whole = run_release(config, data, tmp_path / "whole", EXACT)
-    small = PolarsEngine(max_chunk_groups=1)
-    opts = RunOptions(noise=False, allow_insecure=True, report=False, pld_grid=1e-2, engine=small)
-    chunked = run_release(config, data, tmp_path / "chunked", opts)
-    for stem in ("t1", "t2"):
-        a = pl.read_parquet(tmp_path / "whole" / f"{stem}.parquet")
-        b = pl.read_parquet(tmp_path / "chunked" / f"{stem}.parquet")
-        assert a.height == b.height
-        assert a.sort(a.columns).equals(b.sort(b.columns))
-    assert whole.release["runs"] == chunked.release["runs"]
+    # one state per chunk: by the groups bound, then by the cells bound
+    for name, small in (
+        ("chunked", PolarsEngine(max_chunk_groups=1)),
+        ("by_cells", PolarsEngine(max_chunk_cells=1)),
+    ):
+        opts = RunOptions(
+            noise=False, allow_insecure=True, report=False, pld_grid=1e-2, engine=small
+        )
+        chunked = run_release(config, data, tmp_path / name, opts)
+        for stem in ("t1", "t2"):
+            a = pl.read_parquet(tmp_path / "whole" / f"{stem}.parquet")
+            b = pl.read_parquet(tmp_path / name / f"{stem}.parquet")
+            assert a.height == b.height
+            assert a.sort(a.columns).equals(b.sort(b.columns))
+        assert whole.release["runs"] == chunked.release["runs"]
     assert "chunk" not in json.dumps(whole.release["runs"])
 
 
@@ -345,3 +351,15 @@ def test_state_summed_cells_give_the_same_true_counts(synth_small) -> None:
         assert full.height > 0
         assert full.equals(fast)
     assert seen == {GeoLevel.USA, GeoLevel.STATE}
+
+
+def test_state_chunks_are_bounded_by_cells_too() -> None:
+    from privtab.tabulate.engine import Domain
+    from privtab.tabulate.engines import state_chunks
+
+    regions = ("01001", "01003", "02010", "04001", "04003", "04005")
+    dom = Domain(GeoLevel.COUNTY, regions, ("a", "b"), np.zeros(2, dtype=bool))
+    cells = {"01": 10, "02": 5, "04": 30}
+    assert state_chunks(dom, 100, cells, 15) == [(0, 3, ["01", "02"]), (3, 6, ["04"])]
+    assert state_chunks(dom, 100, cells, 9) == [(0, 2, ["01"]), (2, 3, ["02"]), (3, 6, ["04"])]
+    assert state_chunks(dom, 100, cells, 100) == [(0, 6, ["01", "02", "04"])]

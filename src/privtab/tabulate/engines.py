@@ -16,7 +16,7 @@ only in how persons are aggregated and joined to population groups.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from typing import Protocol
 
 import numpy as np
@@ -57,6 +57,9 @@ of whole states; USA and AIANNH areas, which may cross states, in one piece)."""
 BY_STATE = frozenset({GeoLevel.USA, GeoLevel.STATE, GeoLevel.PR_STATE})
 """Geography levels whose region of a unit depends only on the unit's state."""
 DEFAULT_CHUNK_GROUPS = 1 << 23
+DEFAULT_CHUNK_CELLS = 1 << 25
+"""A chunk holds at most this many cells (≈ 33.5 M) unless one state has more: the joins
+of a chunk take tens of bytes per cell, so this bounds a level's memory at national scale."""
 
 
 class Engine(Protocol):
@@ -84,13 +87,22 @@ class Engine(Protocol):
     def close(self) -> None: ...
 
 
-def state_chunks(dom: Domain, max_groups: int) -> list[tuple[int, int, list[str]]]:
+def state_chunks(
+    dom: Domain,
+    max_groups: int,
+    state_cells: Mapping[str, int] | None = None,
+    max_cells: int | None = None,
+) -> list[tuple[int, int, list[str]]]:
     """Consecutive runs of whole states ``(lo, hi, states)`` over ``dom``'s sorted regions,
-    each with at most ``max_groups`` groups unless a single state has more."""
+    each with at most ``max_groups`` groups and (given ``state_cells``, the cells of each
+    state) at most ``max_cells`` cells, unless a single state has more."""
     n_it = max(len(dom.codes), 1)
+    cells_of = state_cells or {}
+    cap = max_cells if max_cells is not None else float("inf")
     out: list[tuple[int, int, list[str]]] = []
     lo = 0
     states: list[str] = []
+    cells = 0
     i = 0
     regions = dom.regions
     while i < len(regions):
@@ -98,10 +110,12 @@ def state_chunks(dom: Domain, max_groups: int) -> list[tuple[int, int, list[str]
         j = i
         while j < len(regions) and regions[j][:2] == st:
             j += 1
-        if states and (j - lo) * n_it > max_groups:
+        more = cells_of.get(st, 0)
+        if states and ((j - lo) * n_it > max_groups or cells + more > cap):
             out.append((lo, i, states))
-            lo, states = i, []
+            lo, states, cells = i, [], 0
         states.append(st)
+        cells += more
         i = j
     if states:
         out.append((lo, len(regions), states))
@@ -113,8 +127,13 @@ class PolarsEngine:
 
     name = "polars"
 
-    def __init__(self, max_chunk_groups: int = DEFAULT_CHUNK_GROUPS) -> None:
+    def __init__(
+        self,
+        max_chunk_groups: int = DEFAULT_CHUNK_GROUPS,
+        max_chunk_cells: int = DEFAULT_CHUNK_CELLS,
+    ) -> None:
         self.max_chunk_groups = max_chunk_groups
+        self.max_chunk_cells = max_chunk_cells
         self.cells: Cells | None = None
         self.inputs: SafeTabInputs | None = None
         self._unit_state: np.ndarray | None = None
@@ -175,6 +194,17 @@ class PolarsEngine:
             self._by_state = Cells(frame, self.cells.combos, self.cells.persons)
         return self._by_state
 
+    def _cells_per_state(self, table: Cells) -> dict[str, int]:
+        """Rows of ``table`` (sorted by UNIT) per state: a state's units are contiguous."""
+        assert self._unit_state is not None
+        col = table.cells[UNIT].to_numpy()
+        out = {}
+        for st in np.unique(self._unit_state):
+            u = self._units[self._unit_state == st]
+            a, b = np.searchsorted(col, [u.min(), u.max() + 1])
+            out[str(st)] = int(b - a)
+        return out
+
     def _cells_of(self, states: list[str], table: Cells) -> Cells:
         assert self._unit_state is not None
         col = table.cells[UNIT].to_numpy()
@@ -208,11 +238,12 @@ class PolarsEngine:
         if combo_it is None:
             combo_it = combo_iterations(self.cells, dom, ref, plan.iteration_level)
             self._combo_it[memo] = combo_it
+        table = self._coarse_by_state(dom.geo) or self.cells
         if dom.geo in NESTED_IN_STATE:
-            chunks = state_chunks(dom, self.max_chunk_groups)
+            per_state = self._cells_per_state(table)
+            chunks = state_chunks(dom, self.max_chunk_groups, per_state, self.max_chunk_cells)
         else:
             chunks = [(0, len(dom.regions), [])]
-        table = self._coarse_by_state(dom.geo) or self.cells
         for lo, hi, states in chunks:
             part = dom.slice(lo, hi)
             cells = self._cells_of(states, table) if states else table
