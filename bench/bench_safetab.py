@@ -28,7 +28,8 @@ sides run Spark with equal settings; the peak memory is then that of the whole p
 previous run's JSON output instead of re-running it (:func:`reuse_tumult` checks that it
 measured the same input, plan and Spark settings; the result records ``reused``, the file, the
 date and the load of that run). ``--tumult-max-seconds S``: Tumult starts no new level once S
-seconds have passed (the levels not started count as skipped, reason ``time``). The whole
+seconds have passed, the first one excepted (the levels not started count as skipped,
+reason ``time``). The whole
 stderr of each side is kept in ``privtab.stderr`` / ``tumult.stderr`` of the work directory
 (``--keep``).
 
@@ -145,7 +146,9 @@ def _run_measured(
 ) -> tuple[Any, float, float]:
     """Run ``cmd`` (under flock), return (CompletedProcess, wall seconds, peak tree RSS MiB);
     its whole stderr is also written to ``log`` (kept even when the command fails)."""
-    full = ["flock", lock, *cmd] if lock else cmd
+    # under the lock, the child first reports when it got it and the load at that moment
+    stamp = 'echo "lock acquired $(date -u +%FT%TZ) load $(cut -d" " -f1-3 /proc/loadavg)" >&2'
+    full = ["flock", lock, "sh", "-c", f'{stamp}; exec "$@"', "sh", *cmd] if lock else cmd
     t0 = time.monotonic()
     proc = subprocess.Popen(full, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kw)
     with TreeRSS(proc.pid) as rss:
@@ -158,6 +161,14 @@ def _run_measured(
         where = f" (stderr: {log})" if log is not None else ""
         raise RuntimeError(f"{' '.join(full)} failed ({proc.returncode}){where}:\n{err[-4000:]}")
     return res, wall, rss.peak_mb
+
+
+def _lock_acquired(stderr: str) -> dict[str, Any]:
+    """When the child got the lock and the load average (1, 5, 15 min) at that moment."""
+    m = re.search(r"lock acquired (\S+) load ([\d.]+) ([\d.]+) ([\d.]+)", stderr)
+    if m is None:
+        return {"started_at": _now(), "load_average_before": _load()}
+    return {"started_at": m[1], "load_average_before": [float(m[i]) for i in (2, 3, 4)]}
 
 
 def _time_v_rss_mb(stderr: str) -> float | None:
@@ -310,7 +321,6 @@ def run_privtab(
 ) -> dict[str, Any]:
     cmd = privtab_command(data, out, engine, cores, driver_memory)
     timer = ["/usr/bin/time", "-v"] if Path("/usr/bin/time").exists() else []
-    started, load_before = _now(), _load()
     res, wall, tree_mb = _run_measured([*timer, *cmd], lock, out.parent / "privtab.stderr")
     load_after = _load()
     wall = _time_v_wall(res.stderr) or wall  # without the wait for the lock
@@ -333,8 +343,7 @@ def run_privtab(
             else None
         ),
         "command": " ".join([*(["/usr/bin/time -v"] if timer else []), *cmd]),
-        "started_at": started,
-        "load_average_before": load_before,
+        **_lock_acquired(res.stderr),
         "load_average_after": load_after,
         "wall_seconds": round(wall, 2),
         "time_v_wall_seconds": _time_v_wall(res.stderr),
@@ -380,15 +389,13 @@ def run_tumult(
     cmd = [python, "-W", "ignore", str(script), str(wpath), str(rpath)]
     env = {**os.environ, "PYSPARK_PYTHON": python, "PYSPARK_DRIVER_PYTHON": python}
     timer = ["/usr/bin/time", "-v"] if Path("/usr/bin/time").exists() else []
-    started, load_before = _now(), _load()
     res, wall, tree_mb = _run_measured([*timer, *cmd], lock, tmp / "tumult.stderr", env=env)
     load_after = _load()
     wall = _time_v_wall(res.stderr) or wall  # without the wait for the lock
     out: dict[str, Any] = json.loads(rpath.read_text())
     out.update(
         reused=False,
-        started_at=started,
-        load_average_before=load_before,
+        **_lock_acquired(res.stderr),
         load_average_after=load_after,
         spark_settings={"master": f"local[{cores}]", **spark_settings(cores, memory)},
         command=" ".join(cmd),
@@ -506,6 +513,7 @@ def run(
         w = workload(data_dir)
         peer: dict[str, Any] | None = None
         skipped: list[dict[str, Any]] = []
+        tumult_error: str | None = None
         python: str | None = None
         if tumult_result:  # checked before the long privtab run
             peer, skipped = reuse_tumult(tumult_result, facts, w, cores, driver_memory, stage2)
@@ -526,16 +534,21 @@ def run(
                     )
                 else:
                     keep_levels.append(lv)
-            peer = run_tumult(
-                {**w, "levels": keep_levels, "stage2": stage2},
-                python,
-                tmp,
-                lock,
-                cores,
-                driver_memory,
-                tumult_max_seconds,
-            )
-            ran = {lv["level"] for lv in peer["levels"]}
+            try:
+                peer = run_tumult(
+                    {**w, "levels": keep_levels, "stage2": stage2},
+                    python,
+                    tmp,
+                    lock,
+                    cores,
+                    driver_memory,
+                    tumult_max_seconds,
+                )
+            except RuntimeError as exc:  # keep privtab's measurement; say why Tumult has none
+                tumult_error = str(exc)[-2000:]
+                print(f"Tumult failed: {tumult_error}", file=sys.stderr)
+                keep_levels = []
+            ran = {lv["level"] for lv in peer["levels"]} if peer else set()
             for lv in keep_levels:  # not started: the --tumult-max-seconds budget was spent
                 key = _key(lv["scope"], lv["geo"], lv["iteration_level"])
                 if key not in ran:
@@ -548,6 +561,7 @@ def run(
             "tumult": peer,
             "tumult_python": python,
             "tumult_skipped_levels": skipped,
+            "tumult_error": tumult_error,
             "comparison": compare(ours, peer, w, skipped),
         }
     finally:
@@ -650,7 +664,7 @@ def main() -> None:
         "--tumult-max-seconds",
         type=float,
         default=None,
-        help="Tumult starts no new level after this many seconds (setup included)",
+        help="Tumult starts no new level (but the first) after this many seconds",
     )
     ap.add_argument(
         "--tumult-result",

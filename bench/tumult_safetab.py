@@ -228,11 +228,17 @@ def main() -> None:
     started = time.monotonic()
     runner = _Runner(w, cores, w.get("driver_memory", "6g"))
     setup = time.monotonic() - started
+    print(
+        f"tumult: setup (Spark, persons ⋈ GRF-C, cache): {runner.persons:,} persons "
+        f"({setup:.1f} s)",
+        file=sys.stderr,
+        flush=True,
+    )
     levels = []
-    budget = w.get("max_seconds")  # no new level once this is spent (setup included)
+    budget = w.get("max_seconds")  # no new level (but the first) once this is spent
     not_run = []
     for lv in w["levels"]:
-        if budget is not None and time.monotonic() - started > float(budget):
+        if levels and budget is not None and time.monotonic() - started > float(budget):
             not_run.append(f"{lv['scope']} ({lv['geo']}, {lv['iteration_level']})")
             continue
         res = runner.level(lv, bool(w.get("stage2", True)))

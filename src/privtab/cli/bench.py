@@ -154,7 +154,7 @@ def register(app: typer.Typer) -> None:
             None,
             "--tumult-max-seconds",
             min=0,
-            help="Tumult starts no new level after this many seconds (the rest: skipped).",
+            help="Tumult starts no new level (but the first) after this many seconds.",
         ),
         tumult_result: str | None = typer.Option(
             None,
