@@ -107,6 +107,10 @@ def run(persons: list[int], work: Path, fmt: str) -> None:
         print(f"{n:,} persons: {result['wall_seconds']:.0f} s, {result['peak_rss_gb']:.1f} GB")
 
 
+def _has_agg(run: dict[str, Any]) -> bool:
+    return "aggregate" in run.get("release", {}).get("seconds", {})
+
+
 def plot(work: Path, out: Path) -> None:
     from matplotlib.figure import Figure
 
@@ -118,7 +122,11 @@ def plot(work: Path, out: Path) -> None:
     a, b = fig.subplots(1, 2)
     ps = [r["persons"] for r in runs]
     a.loglog(ps, [r["wall_seconds"] for r in runs], "o-", label="wall time (s)")
-    a.loglog(ps, [r["peak_rss_gb"] for r in runs], "s--", label="peak RSS (GB)")
+    agg = [(r["persons"], r["release"]["seconds"]["aggregate"]) for r in runs if _has_agg(r)]
+    if agg:
+        a.loglog(*zip(*agg, strict=True), "^:", label="validate + aggregate (s)")
+    a.loglog(ps, [r["peak_rss_gb"] for r in runs], "s--", label="peak RSS (GiB)")
+    a.loglog(ps, [r["cells"] / 1e6 for r in runs], "d-.", label="cells (millions)")
     a.set_xlabel("persons")
     a.set_title("whole release vs persons")
     a.legend()
@@ -126,7 +134,7 @@ def plot(work: Path, out: Path) -> None:
     for r in runs:
         g = [lv["groups"] for lv in r["levels"] if lv["groups"] > 0]
         s = [lv["seconds"] for lv in r["levels"] if lv["groups"] > 0]
-        b.loglog(g, s, "o", label=f"{r['persons']:.0e} persons")
+        b.loglog(g, s, "o", label=f"{r['persons']:.3g} persons")
     b.set_xlabel("population groups in the level's public domain")
     b.set_ylabel("seconds for the level")
     b.set_title("per level vs domain size")
