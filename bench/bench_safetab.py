@@ -517,7 +517,13 @@ def run(
         python: str | None = None
         if tumult_result:  # checked before the long privtab run
             peer, skipped = reuse_tumult(tumult_result, facts, w, cores, driver_memory, stage2)
-        ours = run_privtab(data_dir, tmp / "release", lock, engine, cores, driver_memory)
+        ours: dict[str, Any] | None = None
+        privtab_error: str | None = None
+        try:
+            ours = run_privtab(data_dir, tmp / "release", lock, engine, cores, driver_memory)
+        except RuntimeError as exc:  # still measure Tumult; the per-level lines are in the log
+            privtab_error = str(exc)[-2000:]
+            print(f"privtab failed: {privtab_error}", file=sys.stderr)
         if peer is None:
             python = tumult_python(tumult)
         if peer is None and python is not None:
@@ -562,7 +568,8 @@ def run(
             "tumult_python": python,
             "tumult_skipped_levels": skipped,
             "tumult_error": tumult_error,
-            "comparison": compare(ours, peer, w, skipped),
+            "privtab_error": privtab_error,
+            "comparison": None if ours is None else compare(ours, peer, w, skipped),
         }
     finally:
         if not keep:
@@ -690,7 +697,8 @@ def main() -> None:
         tumult_max_seconds=args.tumult_max_seconds,
     )
     print(json.dumps(res, indent=2))
-    print(markdown(res), file=sys.stderr)
+    if res["privtab"] is not None:
+        print(markdown(res), file=sys.stderr)
 
 
 if __name__ == "__main__":
