@@ -352,12 +352,6 @@ class SparkEngine:
         finally:
             spark.conf.set("spark.sql.shuffle.partitions", str(session_parts))
             shared.unpersist()
-            # drop this level's plans (and the JVM objects behind them), then collect the
-            # driver JVM: Spark's ContextCleaner frees a finished level's broadcast tables
-            # and shuffle data only once the JVM has garbage-collected them, and without
-            # this they piled up over the levels until the 6 GB heap ran out (10^7 persons)
-            out = fine = regional = ci = ur = markers = None  # type: ignore[assignment]
-            _collect_garbage(spark)
 
 
 # ---------------------------------------------------------------------- executors
@@ -422,16 +416,6 @@ def _ipc(frame: pl.DataFrame) -> bytes:
 
 
 # ---------------------------------------------------------------------- helpers
-def _collect_garbage(spark: SparkSession) -> None:
-    """Python then driver-JVM garbage collection (see :meth:`SparkEngine.tabulate`)."""
-    import gc
-
-    gc.collect()  # releases the py4j references of dropped DataFrames
-    jvm = getattr(spark.sparkContext, "_jvm", None)
-    if jvm is not None:
-        jvm.System.gc()
-
-
 def _seed_of(source: RandomSource | None) -> str | None:
     """``None`` for a secure source (executors draw their own entropy); for a seeded test
     source, its seed (or, for another non-private source, 128 bits drawn from it)."""
