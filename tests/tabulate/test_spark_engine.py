@@ -295,3 +295,58 @@ def engine_secure(spark: object, inputs: object, lp: object) -> Iterator[object]
         nonnegative=False,
     )
     engine.close()
+
+
+def _live_heap(spark: object, classes: tuple[str, ...]) -> dict[str, int]:
+    """Live instances of ``classes`` and all live bytes (key ``"bytes"``) in the session's
+    JVM, from ``jmap -histo:live`` (which runs a full GC first)."""
+    import subprocess
+
+    pid = spark._jvm.java.lang.ProcessHandle.current().pid()  # type: ignore[attr-defined]
+    out = subprocess.run(
+        ["jmap", "-histo:live", str(pid)], capture_output=True, text=True, check=True
+    ).stdout
+    counts = dict.fromkeys(classes, 0)
+    for line in out.splitlines():
+        parts = line.split()
+        if len(parts) >= 4 and parts[3] in counts:
+            counts[parts[3]] = int(parts[1])
+        elif parts and parts[0] == "Total":
+            counts["bytes"] = int(parts[2])
+    return counts
+
+
+@pytest.mark.skipif(shutil.which("jmap") is None, reason="needs the JDK's jmap")
+def test_levels_leave_no_broadcast_relations_behind(synth_small, spark) -> None:
+    """Regression (issue 5): each level's broadcast join relations must be freed after the
+    level. DataFrame.toLocalIterator kept them alive for good (one more live
+    LongToUnsafeRowMap per broadcast join and query: 135 MB of heap per level at 10^6
+    persons), so a 10^7 release ran a 6 GB driver heap out. Tabulating the same level ten
+    times must leave the live hash relations and the live heap where they were."""
+    from privtab.data import Scope
+    from privtab.tabulate.plan import ReleasePlan
+
+    params, data = synth_small
+    inputs = load_inputs(params, data, validate_persons=False)
+    plan = ReleasePlan.from_config(inputs.config, inputs.reference, Scope.US)
+    lp = max(plan.levels, key=lambda lv: lv.iteration_level)
+    relation = "org.apache.spark.sql.execution.joins.LongToUnsafeRowMap"
+    engine = _engine(spark)
+    engine.prepare(inputs, lambda _m: None)
+    try:
+        heaps = []
+        for _ in range(10):
+            for part in engine.tabulate(
+                lp, source=SeededSource(1), noise=True, evaluate=False, nonnegative=False
+            ):
+                assert part.t1.height > 0
+            heaps.append(_live_heap(spark, (relation,)))
+    finally:
+        engine.close()
+    relations = [h[relation] for h in heaps]
+    grown = heaps[-1]["bytes"] - heaps[1]["bytes"]
+    # measured (20,000 persons, 1 GB heap): with the leak 3, 5, 7, 9, 11, 12, 12, … live
+    # relations and +244 MB of live heap over rounds 2-10; without the Python GC after each
+    # level 3, 3, 5, 3, 5, 5, 7, … and +208 MB; fixed: 3 throughout and +2 MB
+    assert relations[-1] <= relations[1] + 1, relations
+    assert grown < 50 * 2**20, grown

@@ -27,7 +27,7 @@ aggregated and joined to population groups:
    (regions × iterations, region-major) is cut into chunks of whole regions; one marker row
    per chunk guarantees that every chunk — empty groups included — reaches an executor,
    which runs the algorithm on it and returns the chunk's T1/T2 (Arrow IPC) to the driver,
-   one partition at a time (:meth:`pyspark.sql.DataFrame.toLocalIterator`).
+   one partition at a time (:meth:`pyspark.RDD.toLocalIterator` of the DataFrame's rows).
 
 **Privacy.** The guarantee is the plan's (seed Theorems 1 and 3; :mod:`privtab.tabulate.
 engine`): every group of the public domain is tabulated exactly once, with the parameters
@@ -47,6 +47,7 @@ Spark session: pass one (``SparkEngine(spark=...)``), or let the engine use the 
 
 from __future__ import annotations
 
+import gc
 import io
 import os
 import pickle
@@ -143,11 +144,12 @@ class SparkEngine:
         self._cells: DataFrame | None = None
         self._n_units = 0
         self._n_cells = 0
-        # combination → iteration maps, one per (iteration level, granularity): the same
-        # for every geography of a granularity. Created once and reused, because the JVM
-        # keeps a driver-created table's rows alive after its level (heap histograms at
-        # 10^7: ≈ 3 M rows more per level) — one table per level ran a 6 GB heap out.
+        # driver-created tables, built once and reused by the levels that share them: the
+        # combination → iteration maps, one per (iteration level, granularity) — the same
+        # for every geography of a granularity — and the unit → region tables, one per
+        # geography (US and PR levels of a geography, both iteration levels)
         self._combo_its: dict[tuple[object, ...], tuple[pl.DataFrame, DataFrame]] = {}
+        self._unit_regions: dict[str, DataFrame] = {}
 
     # ------------------------------------------------------------------ session
     @property
@@ -175,6 +177,8 @@ class SparkEngine:
     def close(self) -> None:
         """Release cached data; stop the session if this engine created it."""
         self._combo_its.clear()
+        self._unit_regions.clear()
+        gc.collect()  # the last level's DataFrames (see tabulate)
         if self._cells is not None:
             self._cells.unpersist()
             self._cells = None
@@ -192,6 +196,7 @@ class SparkEngine:
         """
         F, _ = _spark_modules()
         self._combo_its.clear()
+        self._unit_regions.clear()
         path = Path(inputs.persons_path)
         scan_persons(path)  # header / format check (raises InputValidationError)
         say(f"validating and aggregating {path} with Spark ({self.spark.sparkContext.master})")
@@ -271,6 +276,10 @@ class SparkEngine:
         if self._cells is None or self.inputs is None or self.combos is None:
             raise RuntimeError("call prepare() first")
         F, _ = _spark_modules()
+        # the previous level's DataFrames sit in Python reference cycles that keep their
+        # JVM plans, and with them the broadcast relations, alive through py4j until
+        # Python's cyclic GC runs — which a driver busy in polars rarely triggers
+        gc.collect()
         ref, geo = self.inputs.reference, self.inputs.geography
         dom = level_domain(plan, geo, ref)
         n_reg, n_it = len(dom.regions), len(dom.codes)
@@ -295,14 +304,16 @@ class SparkEngine:
             ci_df = _to_spark(spark, combo_it.select(pl.col(COMBO).cast(pl.Int64), "_I"))
             self._combo_its[memo] = (combo_it, ci_df)
         combo_it, ci = self._combo_its[memo]
-        ur = _to_spark(
-            spark,
-            geo.units.select(
-                pl.col(UNIT).cast(pl.Int64), pl.col(dom.geo.value).to_physical().alias("_R")
+        if dom.geo.value not in self._unit_regions:
+            self._unit_regions[dom.geo.value] = _to_spark(
+                spark,
+                geo.units.select(
+                    pl.col(UNIT).cast(pl.Int64), pl.col(dom.geo.value).to_physical().alias("_R")
+                )
+                .drop_nulls()
+                .with_columns(pl.col("_R").cast(pl.Int64)),
             )
-            .drop_nulls()
-            .with_columns(pl.col("_R").cast(pl.Int64)),
-        )
+        ur = self._unit_regions[dom.geo.value]
         regional = self._cells.join(F.broadcast(ur), on=UNIT)
         if n_reg * _PREAGG_FACTOR <= self._n_units:
             # a coarse level (few regions for many units): sum the cells per (region, code
@@ -354,7 +365,13 @@ class SparkEngine:
                 .repartitionByRange(parts, "chunk")
                 .mapInArrow(_chunk_task(shared), _OUT_SCHEMA)
             )
-            for row in out.toLocalIterator(prefetchPartitions=True):
+            # RDD.toLocalIterator, not DataFrame.toLocalIterator (which serves partitions
+            # after its SQL execution has ended): with the DataFrame one the JVM kept every
+            # level's broadcast hash relations alive (jmap -histo:live, pyspark 4.3: two
+            # more live LongToUnsafeRowMap per level; 135 MB more live heap per level at
+            # 10^6 persons) — the cause of the 6 GB heap failures at 10^7. Same rows, same
+            # pickle serialization. Test: test_levels_leave_no_broadcast_relations_behind.
+            for row in out.rdd.toLocalIterator(prefetchPartitions=True):
                 res = pickle.loads(row["meta"])
                 assert isinstance(res, LevelResult)
                 res.t1 = pl.read_ipc(io.BytesIO(row["t1"]))
@@ -362,7 +379,7 @@ class SparkEngine:
                 yield res
         finally:
             spark.conf.set("spark.sql.shuffle.partitions", str(session_parts))
-            shared.unpersist()
+            shared.destroy()  # the driver's copy too (unpersist keeps it)
 
 
 # ---------------------------------------------------------------------- executors
