@@ -323,6 +323,8 @@ def test_levels_leave_no_broadcast_relations_behind(synth_small, spark) -> None:
     LongToUnsafeRowMap per broadcast join and query: 135 MB of heap per level at 10^6
     persons), so a 10^7 release ran a 6 GB driver heap out. Tabulating the same level ten
     times must leave the live hash relations and the live heap where they were."""
+    import gc
+
     from privtab.data import Scope
     from privtab.tabulate.plan import ReleasePlan
 
@@ -334,19 +336,26 @@ def test_levels_leave_no_broadcast_relations_behind(synth_small, spark) -> None:
     engine = _engine(spark)
     engine.prepare(inputs, lambda _m: None)
     try:
-        heaps = []
+        counts: list[int] = []
+        heaps: list[int] = []
         for _ in range(10):
             for part in engine.tabulate(
                 lp, source=SeededSource(1), noise=True, evaluate=False, nonnegative=False
             ):
                 assert part.t1.height > 0
-            heaps.append(_live_heap(spark, (relation,)))
+            counts.append(_live_heap(spark, (relation,))[relation])
+            gc.collect()  # the last level's Python objects too: what is left is the JVM's
+            heaps.append(_live_heap(spark, ())["bytes"])
     finally:
         engine.close()
-    relations = [h[relation] for h in heaps]
-    grown = heaps[-1]["bytes"] - heaps[1]["bytes"]
+    relations = counts
+    grown = heaps[-1] - heaps[1]
     # measured (20,000 persons, 1 GB heap): with the leak 3, 5, 7, 9, 11, 12, 12, … live
-    # relations and +244 MB of live heap over rounds 2-10; without the Python GC after each
-    # level 3, 3, 5, 3, 5, 5, 7, … and +208 MB; fixed: 3 throughout and +2 MB
-    assert relations[-1] <= relations[1] + 1, relations
+    # relations and +244 MB of live heap over rounds 2-10; without the engine's Python GC
+    # 3, 3, 5, 3, 5, 5, 7, …; fixed: 3 (5 while the last level's are still live: under
+    # pytest-xdist 3, 3, 3, 3, 3, 3, …, 5) and a few MB
+    # the engine frees the previous level's objects when a level starts, so the last
+    # level's two relations (cells ⋈ regions, ⋈ iterations) may still be live at a check
+    assert relations[-1] <= relations[1] + 2, relations
+    print("relations", relations, "heap", [h - heaps[0] for h in heaps])
     assert grown < 50 * 2**20, grown
