@@ -336,19 +336,18 @@ def test_levels_leave_no_broadcast_relations_behind(synth_small, spark) -> None:
     engine = _engine(spark)
     engine.prepare(inputs, lambda _m: None)
     try:
-        counts: list[int] = []
+        relations: list[int] = []
         heaps: list[int] = []
         for _ in range(10):
             for part in engine.tabulate(
                 lp, source=SeededSource(1), noise=True, evaluate=False, nonnegative=False
             ):
                 assert part.t1.height > 0
-            counts.append(_live_heap(spark, (relation,))[relation])
+            relations.append(_live_heap(spark, (relation,))[relation])
             gc.collect()  # the last level's Python objects too: what is left is the JVM's
             heaps.append(_live_heap(spark, ())["bytes"])
     finally:
         engine.close()
-    relations = counts
     grown = heaps[-1] - heaps[1]
     # measured (20,000 persons, 1 GB heap): with the leak 3, 5, 7, 9, 11, 12, 12, … live
     # relations and +244 MB of live heap over rounds 2-10; without the engine's Python GC
