@@ -117,7 +117,6 @@ def test_release_directory_commands(tmp_path: Path) -> None:
     rel.mkdir()
     sim.t1.write_parquet(rel / "t1.parquet")
     sim.t2.write_parquet(rel / "t2.parquet")
-    (rel / "release.json").write_text("{}")
     out = tmp_path / "out"
     ci = _json(["ci", "--release", str(rel), "--level", "0.9", "--out", str(out), "--json"])
     assert "LOWER90" in ci["t1_columns_added"]

@@ -7,7 +7,6 @@ stage-1 total) so the truth is known.
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 
@@ -31,14 +30,15 @@ def test_load_release_parquet_and_text(tmp_path: Path) -> None:
     sim = simulate(40, total_only=5, seed=2)
     pq, txt = tmp_path / "pq", tmp_path / "txt"
     for d in (pq, txt):
-        d.mkdir()
-        (d / "release.json").write_text(json.dumps({"plan": "test"}))
+        d.mkdir()  # simulated tables without a release.json
     sim.t1.write_parquet(pq / "t1.parquet")
     sim.t2.write_parquet(pq / "t2.parquet")
     sim.t1.write_csv(txt / "t1.txt", separator="|")
     sim.t2.write_csv(txt / "t2.txt", separator="|")
     a, b = load_release(pq), load_release(txt)
-    assert a.metadata == {"plan": "test"}
+    assert a.metadata == {}
+    assert a.document is None
+    assert a.private is None
     assert a.t1.equals(b.t1)
     assert a.t2.equals(b.t2)
     assert b.t1["STAT_LEVEL"].dtype == pl.Int8

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import hashlib
-import os
-import signal
 from pathlib import Path
 
 import polars as pl
@@ -15,12 +13,10 @@ from privtab.data import (
     Problem,
     ProblemLog,
     Scope,
-    atomic_directory,
     load_inputs,
     production_config_dir,
     toy_dataset_dir,
 )
-from privtab.data.atomic import Terminated, interrupts_as_exceptions
 from privtab.data.resources import schemas_dir
 
 from .conftest import person_line
@@ -116,35 +112,3 @@ def test_problem_log_and_error_rendering() -> None:
     assert "f.txt, row 1, column C, value '1': bad [k]" in text
     assert "and 3 more row(s) with [k]" in text
     assert err.to_dict()["counts"][0] == {"file": "f.txt", "kind": "k", "count": 5}
-
-
-def test_atomic_directory(tmp_path: Path) -> None:
-    target = tmp_path / "out"
-    with atomic_directory(target) as tmp:
-        (tmp / "a.txt").write_text("1")
-        assert not target.exists()
-    assert (target / "a.txt").read_text() == "1"
-
-    def interrupted() -> None:
-        with atomic_directory(target, overwrite=True) as tmp:
-            (tmp / "b.txt").write_text("2")
-            raise KeyboardInterrupt
-
-    with pytest.raises(KeyboardInterrupt):
-        interrupted()
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]
-    assert (target / "a.txt").exists()
-
-
-def test_sigterm_becomes_an_exception(tmp_path: Path) -> None:
-    before = signal.getsignal(signal.SIGTERM)
-
-    def terminated() -> None:
-        with interrupts_as_exceptions(), atomic_directory(tmp_path / "o") as tmp:
-            (tmp / "x").write_text("x")
-            os.kill(os.getpid(), signal.SIGTERM)
-
-    with pytest.raises(Terminated):
-        terminated()
-    assert list(tmp_path.iterdir()) == []
-    assert signal.getsignal(signal.SIGTERM) == before

@@ -22,7 +22,7 @@ from privtab.data import (
     read_persons,
     scan_persons,
 )
-from privtab.data.atomic import OutputExistsError
+from privtab.data.atomic import OutputExistsError, OutputRefusedError
 from privtab.data.synth import STATES, FlatCategorical, cenrace_table, resolve_states, synthesize
 
 from .conftest import snapshot
@@ -172,8 +172,14 @@ def test_atomic_output(tmp_path: Path) -> None:
     with pytest.raises(RuntimeError, match="disk full"):
         synthesize(tmp_path / "new", 200_000, states="DC", chunk_rows=1 << 16, progress=boom)
     assert snapshot(tmp_path) == before  # no partial output, no temporary directory left
+    # --overwrite never deletes a folder privtab did not write ...
+    with pytest.raises(OutputRefusedError, match="not written by privtab"):
+        synthesize(out, 1000, states="DC", overwrite=True)
+    assert snapshot(tmp_path) == before
+    # ... but replaces one it wrote
+    (out / "keep.txt").unlink()
+    synthesize(out, 500, states="DC")
     r = synthesize(out, 1000, states="DC", overwrite=True)
-    assert not (out / "keep.txt").exists()
     assert r.persons_by_state == {"11": 1000}
 
 

@@ -12,6 +12,7 @@ import polars as pl
 import pytest
 
 from privtab.data import STAT_LEVEL_BINS, GeoLevel, Scope, read_config, toy_dataset_dir
+from privtab.errors import UsageError
 from privtab.mechanisms import InsecureSourceError
 from privtab.random import SeededSource
 from privtab.tabulate import RunOptions, run_release
@@ -103,7 +104,7 @@ def test_exact_counts_100k(ref, tmp_path: Path) -> None:
     res = run_release(config, tmp_path / "data", tmp_path / "out", EXACT)
     truth = reference_tabulation(tmp_path / "data", ref, states, [Scope.US, Scope.PR])
     _check_exact(tmp_path / "out", truth, config)
-    assert res.release["persons"] == 100_000
+    assert res.record.persons == 100_000
 
 
 def test_exact_counts_toy_dataset(ref, tmp_path: Path) -> None:
@@ -125,7 +126,7 @@ def test_exact_counts_toy_dataset(ref, tmp_path: Path) -> None:
     )
     assert sum(v for k, v in truth.t1.items() if k[0] == "USA") > 0
     _check_exact(out, truth, config)
-    assert res.release["persons"] == 10
+    assert res.record.persons == 10
 
 
 def test_error_model_coverage(synth_small, tmp_path: Path) -> None:
@@ -157,6 +158,8 @@ def test_release_files_and_guarantee(synth_small, tmp_path: Path) -> None:
         config, data, out, RunOptions(source=SeededSource(9), allow_insecure=True, pld_grid=1e-2)
     )
     assert sorted(p.name for p in out.iterdir()) == [
+        ".privtab-folder.json",
+        "NOT_PRIVATE",
         "release.json",
         "report.html",
         "t1.parquet",
@@ -167,16 +170,23 @@ def test_release_files_and_guarantee(synth_small, tmp_path: Path) -> None:
     doc = json.loads((out / "release.json").read_text())
     assert doc["private"] is False
     assert "SeededSource" in doc["noise"]
-    assert doc["runs"]["US"]["plan"]["total_budget"] == pytest.approx(4.944)
+    # DE and RI have no AIANNH area: that level's domain is empty, skipped, not charged
+    us_levels = {lv["level"]: lv for lv in doc["runs"]["US"]["levels"]}
+    assert us_levels["(AIANNH, 2)"]["status"] == "empty domain"
+    assert doc["runs"]["US"]["plan"]["total_budget"] == pytest.approx(4.944 - 0.159)
     assert doc["runs"]["PR"]["plan"]["total_budget"] == pytest.approx(2.643)
-    assert doc["guarantee"] == {"zcdp": {"rho": pytest.approx(4.944)}}
+    assert doc["guarantee"] == {"zcdp": {"rho": pytest.approx(4.785), "rho_exact": "957/200"}}
+    assert doc["schema_version"] == 2
     us = doc["runs"]["US"]
-    assert all(lv["stability"] == 9 == lv["stability_exact"] for lv in us["levels"])
+    tabulated = [lv for lv in us["levels"] if lv["status"] == "tabulated"]
+    assert all(lv["stability"] == 9 == lv["stability_exact"] for lv in tabulated)
     pr = us["privacy"]
     assert pr["zcdp_optimal"]["epsilon"] <= pr["zcdp_analytic"]["epsilon"]
     assert pr["pld"]["lower"] <= pr["pld"]["epsilon"]  # (the coarse test grid: see plan tests)
-    assert len(doc["inputs"]) == 7
-    assert all(len(v) == 64 for v in doc["inputs"].values())
+    # public inputs only: the config, the four reference files and the GRF-C
+    assert len(doc["public_inputs"]) == 6
+    assert "person-records.txt" not in doc["public_inputs"]
+    assert all(len(v["sha256"]) == 64 for v in doc["public_inputs"].values())
     assert doc["outputs"]["t1_rows"] == pl.read_parquet(out / "t1.parquet").height
     html = (out / "report.html").read_text()
     for ident in ("fig-moe", "fig-stat-levels", "fig-privacy-curve"):
@@ -198,7 +208,7 @@ def test_secure_source_required(synth_small, tmp_path: Path) -> None:
     config, data = synth_small
     with pytest.raises(InsecureSourceError):
         run_release(config, data, tmp_path / "x", RunOptions(source=SeededSource(1)))
-    with pytest.raises(ValueError, match="allow_insecure"):
+    with pytest.raises(UsageError, match="allow_insecure"):
         run_release(config, data, tmp_path / "x", RunOptions(noise=False))
     assert not (tmp_path / "x").exists()
 
@@ -241,7 +251,7 @@ def test_nonnegative_and_zero_suppression(synth_small, tmp_path: Path) -> None:
     assert post["nonnegative"]
     assert post["zero_suppressed_rows"] > 0
     # zero suppression only drops groups without T2 cells whose count is 0
-    full = sum(lv["groups"] for run in res.release["runs"].values() for lv in run["levels"])
+    full = sum(lv.get("groups", 0) for run in res.release["runs"].values() for lv in run["levels"])
     assert t1.height == full - post["zero_suppressed_rows"]
     # groups with cells: T1 = sum of the (clamped) cells
     sums = t2.group_by("REGION_TYPE", "REGION_ID", "ITERATION_CODE").agg(pl.col("COUNT").sum())
@@ -324,9 +334,9 @@ def test_state_summed_cells_give_the_same_true_counts(synth_small) -> None:
     """USA / STATE levels group cells pre-summed per state; their exact counts per
     (group, sex, age) equal those computed from every cell."""
     from privtab.data import load_inputs
+    from privtab.tabulate import ReleasePlan
     from privtab.tabulate.engine import combo_iterations, level_domain, true_counts
     from privtab.tabulate.engines import PolarsEngine
-    from privtab.tabulate.run import _plans
 
     config, data = synth_small
     inputs = load_inputs(config, data, validate_persons=False)
@@ -334,7 +344,7 @@ def test_state_summed_cells_give_the_same_true_counts(synth_small) -> None:
     engine.prepare(inputs, lambda _m: None)
     assert engine.cells is not None
     seen = set()
-    for plan in _plans(inputs)[Scope.US].levels:
+    for plan in ReleasePlan.from_config(inputs.config, inputs.reference, Scope.US).levels:
         geo = GeoLevel(plan.geo)
         coarse = engine._coarse_by_state(geo)
         if geo not in (GeoLevel.USA, GeoLevel.STATE):

@@ -40,7 +40,6 @@ stage-1 noise. What each estimate guarantees:
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -51,6 +50,7 @@ if TYPE_CHECKING:
     import polars as pl
 
     from privtab.mechanisms import NoiseMechanism
+    from privtab.release import ReleaseDocument
 
 __all__ = [
     "SafeTabRelease",
@@ -86,7 +86,15 @@ class SafeTabRelease:
     t1: pl.DataFrame
     t2: pl.DataFrame
     metadata: dict[str, Any] = field(default_factory=dict)
+    """``release.json`` as a JSON object (empty when the folder has none)."""
     path: Path | None = None
+    document: ReleaseDocument | None = None
+    """The typed ``release.json`` (:func:`privtab.release.read_release_document`)."""
+
+    @property
+    def private(self) -> bool | None:
+        """Whether the release is private (``None``: the folder has no ``release.json``)."""
+        return None if self.document is None else self.document.private
 
     @property
     def clamped(self) -> bool:
@@ -119,10 +127,12 @@ def load_release(path: str | Path) -> SafeTabRelease:
     d = Path(path)
     if not d.is_dir():
         raise FileNotFoundError(f"release directory {d} not found")
-    meta_path = d / "release.json"
-    meta = json.loads(meta_path.read_text()) if meta_path.exists() else {}
+    from privtab.release import read_release_document
+
+    doc = read_release_document(d) if (d / "release.json").exists() else None
+    meta = doc.to_json() if doc is not None else {}
     return SafeTabRelease(
-        _read_table(d, "t1", _t1_schema()), _read_table(d, "t2", _t2_schema()), meta, d
+        _read_table(d, "t1", _t1_schema()), _read_table(d, "t2", _t2_schema()), meta, d, doc
     )
 
 

@@ -58,18 +58,26 @@ def _num(x: float, integer: bool) -> float | int:
     return int(round(x)) if integer and float(x).is_integer() else x
 
 
-def _write(out: Path | None, tables: dict[str, Any]) -> list[str]:
+def _write(out: Path | None, tables: dict[str, Any], rel: Any, overwrite: bool) -> list[str]:
+    """Write ``tables`` as Parquet into the folder ``out`` (atomically, never over a folder
+    privtab did not write, never inside the source release); each file keeps the source
+    release's privacy status in its metadata, and a test release's NOT_PRIVATE marker."""
     if out is None:
         return []
-    out.mkdir(parents=True, exist_ok=True)
-    written = []
-    for name, df in tables.items():
-        path = out / f"{name}.parquet"
-        tmp = out / f".{name}.parquet.tmp"
-        df.write_parquet(tmp)
-        tmp.replace(path)
-        written.append(str(path))
-    return written
+    from privtab.data.atomic import atomic_directory
+    from privtab.errors import UserError
+    from privtab.release.marking import parquet_metadata, write_not_private
+
+    private = rel.private is not False
+    try:
+        with atomic_directory(out, kind="analysis", overwrite=overwrite, protect=[rel.path]) as tmp:
+            for name, df in tables.items():
+                df.write_parquet(tmp / f"{name}.parquet", metadata=parquet_metadata(private))
+            if not private:
+                write_not_private(tmp, f"derived from the test release {rel.path}")
+    except UserError as err:
+        fail(str(err), code=err.exit_code)
+    return [str(out / f"{name}.parquet") for name in tables]
 
 
 def _load(release: Path) -> Any:
@@ -79,6 +87,11 @@ def _load(release: Path) -> Any:
         rel = load_release(release)
     except (FileNotFoundError, ValueError) as exc:
         fail(str(exc))
+    if rel.private is False:
+        warn(
+            "THIS RELEASE IS NOT PRIVATE (seeded or noise-off test run): its counts carry no "
+            "protection; every output derived from it is marked not private"
+        )
     if rel.clamped:
         warn(
             "this release clamped counts at zero: intervals stay valid (true counts are "
@@ -112,6 +125,9 @@ def ci(
     out: Annotated[
         Path | None, typer.Option("--out", help="Write t1/t2 with interval columns.")
     ] = None,
+    overwrite: bool = typer.Option(
+        False, "--overwrite", help="Replace an --out folder privtab's analyze wrote."
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
 ) -> None:
     """Exact noise intervals for released values (course §4.2).
@@ -149,7 +165,7 @@ def ci(
             "t2_rows": t2.height,
             "t1_columns_added": added,
             "t2_columns_added": [c for c in t2.columns if c not in rel.t2.columns],
-            "written": _write(out, {"t1": t1, "t2": t2}),
+            "written": _write(out, {"t1": t1, "t2": t2}, rel, overwrite),
         }
         if as_json:
             print_json(payload)
@@ -233,6 +249,9 @@ def combine(
     out: Annotated[
         Path | None, typer.Option("--out", help="Write t1 with the combined columns.")
     ] = None,
+    overwrite: bool = typer.Option(
+        False, "--overwrite", help="Replace an --out folder privtab's analyze wrote."
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
 ) -> None:
     """Inverse-variance / GLS combination of noisy measurements (course §4.1).
@@ -259,7 +278,7 @@ def combine(
                 "groups_combined": combined.height,
                 "mean_variance_ratio": ratio,
                 "columns_added": [c for c in t1.columns if c not in rel.t1.columns],
-                "written": _write(out, {"t1": t1}),
+                "written": _write(out, {"t1": t1}, rel, overwrite),
             }
         else:
             if values is None or variances is None:
@@ -360,6 +379,9 @@ def postprocess(
         Path | None, typer.Option("--release", help="A SafeTab release directory.")
     ] = None,
     out: Annotated[Path | None, typer.Option("--out", help="Write t2 with FITTED_COUNT.")] = None,
+    overwrite: bool = typer.Option(
+        False, "--overwrite", help="Replace an --out folder privtab's analyze wrote."
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
 ) -> None:
     """Non-negativity, rounding and total/parts consistency (no privacy cost).
@@ -387,7 +409,7 @@ def postprocess(
                 "t2_rows": t2.height,
                 "negative_before": int((rel.t2["COUNT"] < 0).sum()),
                 "negative_after": int((t2["FITTED_COUNT"] < 0).sum()),
-                "written": _write(out, {"t2": t2}),
+                "written": _write(out, {"t2": t2}, rel, overwrite),
                 "privacy_cost": 0,
             }
         else:

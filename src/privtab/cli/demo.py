@@ -18,7 +18,6 @@ import typer
 
 from privtab.cli._common import fail, print_json, warn
 
-MARKER = ".privtab-demo"
 DEFAULT_STATES = "DE,RI,VT,PR"
 
 
@@ -49,7 +48,9 @@ def demo(
     states: str = typer.Option(
         DEFAULT_STATES, "--states", help="States (USPS or FIPS; PR for Puerto Rico)."
     ),
-    out: str = typer.Option("privtab-demo", "--out", "-o", help="Working directory."),
+    out: str = typer.Option(
+        "privtab-demo", "--out", "-o", help="Working folder (replaced if privtab's demo wrote it)."
+    ),
     seed: int | None = typer.Option(
         None, "--seed", help="Seeded noise for a reproducible demo (then NOT private)."
     ),
@@ -57,44 +58,61 @@ def demo(
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress on stderr."),
 ) -> None:
     """Synthetic population → the 2020 production SafeTab-P config → a release, summarised."""
-    import warnings
-
-    from privtab.cli.safetab import print_release_summary, release_summary
+    from privtab.cli.safetab import (
+        print_release_summary,
+        release_summary,
+        report_after_publication,
+        run_release_cli,
+    )
+    from privtab.data.atomic import InterruptGuard, OutputRefusedError, atomic_directory
     from privtab.data.synth import synthesize
     from privtab.data.synth.states import resolve_states
-    from privtab.mechanisms import InsecureReleaseWarning
+    from privtab.errors import EXIT_INTERRUPTED
     from privtab.random import SeededSource
-    from privtab.tabulate.run import RunOptions, run_release
+    from privtab.tabulate.run import RunOptions
 
-    root = Path(out)
-    if root.exists() and any(root.iterdir()) and not (root / MARKER).exists():
-        fail(f"{root} exists and is not a privtab demo directory; choose another --out")
     try:
         chosen = [st.fips for st in resolve_states(states)]
     except ValueError as exc:
         fail(str(exc))
-    root.mkdir(parents=True, exist_ok=True)
-    (root / MARKER).write_text("created by privtab demo\n")
 
     def say(msg: str) -> None:
         if not quiet:
             print(f"demo: {msg}", file=sys.stderr, flush=True)
 
-    say(f"synthesising {persons:,} persons in states {', '.join(chosen)}")
-    synth = synthesize(root / "input", persons, states=chosen, seed=2020, overwrite=True)
-    params = _demo_params(root / "parameters", chosen, "72" in chosen)
     if seed is not None:
         warn("--seed: seeded noise, the demo release is NOT private")
     opts = RunOptions(
         source=SeededSource(seed) if seed is not None else None,
         allow_insecure=seed is not None,
         evaluate=True,
-        overwrite=True,
     )
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", InsecureReleaseWarning)
-        res = run_release(params, root / "input", root / "release", opts, progress=say)
+    root = Path(out)
+    try:
+        # the whole working folder is written atomically; a previous demo folder is replaced
+        with (
+            InterruptGuard() as guard,
+            atomic_directory(root, kind="demo", overwrite=True, guard=guard) as tmp,
+        ):
+            say(f"synthesising {persons:,} persons in states {', '.join(chosen)}")
+            synth = synthesize(tmp / "input", persons, states=chosen, seed=2020)
+            params = _demo_params(tmp / "parameters", chosen, "72" in chosen)
+            res = run_release_cli(
+                params,
+                tmp / "input",
+                tmp / "release",
+                opts,
+                quiet=quiet,
+                as_json=as_json,
+                prefix="demo",
+            )
+    except OutputRefusedError as exc:
+        fail(f"{exc}; choose another --out")
+    except KeyboardInterrupt:
+        fail("interrupted: nothing was written", code=EXIT_INTERRUPTED)
+    res.out = root / "release"
     summary = release_summary(res)
+    summary["run_record"] = str(root / "release.CONFIDENTIAL-run-record.json")
     summary["synthetic_persons"] = synth.persons
     summary["states"] = list(chosen)
     summary["outputs"] = {
@@ -105,9 +123,10 @@ def demo(
     }
     if as_json:
         print_json(summary)
-        return
-    print_release_summary(summary)
-    typer.echo(
-        f"\nT1/T2 (pipe-delimited and Parquet), release.json and report.html are in "
-        f"{root / 'release'}; the synthetic input is in {root / 'input'}."
-    )
+    else:
+        print_release_summary(summary)
+        typer.echo(
+            f"\nT1/T2 (pipe-delimited and Parquet), release.json and report.html are in "
+            f"{root / 'release'}; the synthetic input is in {root / 'input'}."
+        )
+    report_after_publication(res)

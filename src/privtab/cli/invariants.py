@@ -127,6 +127,17 @@ def _load_table(counts: str | None, input_path: Path | None) -> list[list[int]]:
     return _read_csv_table(input_path)[0]
 
 
+def _check_output_file(output: Path, input_path: Path | None, overwrite: bool) -> None:
+    """Refuse an --output that is the input, a folder, or an existing file (without
+    --overwrite): nothing privtab did not write is ever replaced silently."""
+    if input_path is not None and output.resolve() == input_path.resolve():
+        fail(f"--output {output} is the --input file; choose another --output")
+    if output.is_dir():
+        fail(f"--output {output} is a folder; give a file name")
+    if output.exists() and not overwrite:
+        fail(f"--output {output} exists (use --overwrite to replace it)")
+
+
 def _write_csv_atomic(path: Path, rows: list[list[Any]]) -> None:
     path = path.resolve()
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
@@ -347,6 +358,7 @@ def table(
     output: Annotated[
         Path | None, typer.Option("--output", help="Write the released table as CSV (atomically).")
     ] = None,
+    overwrite: bool = typer.Option(False, "--overwrite", help="Replace an existing --output."),
     seed: int | None = typer.Option(None, "--seed", help="TEST ONLY: reproducible, NOT private."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
 ) -> None:
@@ -368,6 +380,8 @@ def table(
 
     if mechanism not in MECHANISMS:
         fail(f"--mechanism must be one of {', '.join(MECHANISMS)}, got {mechanism!r}")
+    if output is not None:
+        _check_output_file(output, input_path, overwrite)
     rows = _load_table(counts, input_path)
     x = np.array(rows, dtype=np.int64)
     r, c = x.shape

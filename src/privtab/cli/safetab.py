@@ -278,6 +278,15 @@ def run_cmd(
     no_noise: bool = typer.Option(
         False, "--insecure-no-noise", help="TESTS ONLY: exact counts, marked not private."
     ),
+    allow_empty: bool = typer.Option(
+        False, "--allow-empty", help="Release a person file that holds no persons."
+    ),
+    run_record: str | None = typer.Option(
+        None,
+        "--run-record",
+        help="Where the CONFIDENTIAL run record goes (default: beside --out, "
+        "<out>.CONFIDENTIAL-run-record.json).",
+    ),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress on stderr."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
 ) -> None:
@@ -285,10 +294,8 @@ def run_cmd(
 
     Example: privtab safetab run --data synth-1m --out release-1m
     """
-    from privtab.data.atomic import OutputExistsError
-    from privtab.data.errors import InputValidationError
     from privtab.random import SeededSource
-    from privtab.tabulate.run import RunOptions, run_release
+    from privtab.tabulate.run import RunOptions
 
     if not 0 < delta < 1:
         fail(f"--delta must lie strictly between 0 and 1, got {delta}")
@@ -326,34 +333,66 @@ def run_cmd(
         overwrite=overwrite,
         formats=fmts,
         engine=chosen,
+        allow_empty=allow_empty,
+        run_record=run_record,
     )
+    res = run_release_cli(config, Path(data), Path(out), opts, quiet=quiet, as_json=as_json)
+    summary = release_summary(res)
+    if as_json:
+        print_json(summary)
+    else:
+        print_release_summary(summary)
+    report_after_publication(res)
+
+
+def run_release_cli(
+    config: str | Path | None,
+    data: Path,
+    out: Path,
+    opts: Any,
+    *,
+    quiet: bool,
+    as_json: bool,
+    prefix: str = "safetab",
+) -> Any:
+    """:func:`privtab.tabulate.run_release` with progress on stderr and the CLI's error
+    contract: a user error → one located message and its exit code; an interrupt before
+    publication → "no release was written", exit 130. Nothing after publication fails."""
+    import warnings
+
+    from privtab.data.errors import InputValidationError
+    from privtab.errors import EXIT_INTERRUPTED, UserError
+    from privtab.mechanisms import InsecureReleaseWarning
+    from privtab.tabulate.run import run_release
 
     def say(msg: str) -> None:
         if not quiet:
-            print(f"safetab: {msg}", file=sys.stderr, flush=True)
-
-    import warnings
-
-    from privtab.mechanisms import InsecureReleaseWarning
+            print(f"{prefix}: {msg}", file=sys.stderr, flush=True)
 
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore", InsecureReleaseWarning)  # warned above
+        warnings.simplefilter("ignore", InsecureReleaseWarning)  # warned by the caller
         try:
-            res = run_release(config, Path(data), Path(out), opts, progress=say)
+            return run_release(config, data, out, opts, progress=say)
         except InputValidationError as err:
             from privtab.cli.validate import _report_invalid
 
             _report_invalid(err, as_json)
             raise typer.Exit(1) from None
-        except OutputExistsError as err:
-            fail(str(err))
-        except KeyboardInterrupt:
-            fail("interrupted: no release was written", code=130)
-    summary = release_summary(res)
-    if as_json:
-        print_json(summary)
-        return
-    print_release_summary(summary)
+        except UserError as err:
+            fail(str(err), code=err.exit_code)
+        except KeyboardInterrupt as exc:
+            fail(f"{exc or 'interrupted'}: no release was written", code=EXIT_INTERRUPTED)
+
+
+def report_after_publication(res: Any) -> None:
+    """Warnings about what happened after the release was renamed into place."""
+    for w in res.warnings:
+        warn(w)
+    if res.interrupted_after_publication:
+        warn(
+            f"a signal arrived after the release was published: the release in {res.out} "
+            "is complete; only clean-up after it was cut short"
+        )
 
 
 def release_summary(res: Any) -> dict[str, Any]:
@@ -366,15 +405,16 @@ def release_summary(res: Any) -> dict[str, Any]:
     out: dict[str, Any] = {
         "out": str(res.out),
         "private": rel["private"],
-        "persons": rel["persons"],
+        "run_record": str(res.record_path) if res.record_path else None,
         "t1_rows": rel["outputs"]["t1_rows"],
         "t2_rows": rel["outputs"]["t2_rows"],
         "guarantee": rel["guarantee"],
         "epsilon": {
             scope: {k: v["epsilon"] for k, v in run["privacy"].items()}
             for scope, run in rel["runs"].items()
+            if run["privacy"]
         },
-        "delta": next(iter(rel["runs"].values()))["privacy"]["pld"]["delta"],
+        "delta": next(r["privacy"]["pld"]["delta"] for r in rel["runs"].values() if r["privacy"]),
         "levels": levels,
         "seconds": res.seconds,
     }
@@ -389,8 +429,9 @@ def _scoped(res: Any) -> list[tuple[str, Any]]:
     pairs = []
     it = iter(res.levels)
     for scope, run in res.release["runs"].items():
-        for _ in run["levels"]:
-            pairs.append((scope, next(it)))
+        for d in run["levels"]:
+            if d["status"] == "tabulated":
+                pairs.append((scope, next(it)))
     return pairs
 
 
@@ -401,9 +442,11 @@ def print_release_summary(s: dict[str, Any]) -> None:
     console = Console()
     tag = "[green]private[/green]" if s["private"] else "[red]NOT PRIVATE (test mode)[/red]"
     console.print(
-        f"release written to [bold]{s['out']}[/bold] ({tag}): {s['persons']:,} persons, "
+        f"release written to [bold]{s['out']}[/bold] ({tag}): "
         f"{s['t1_rows']:,} T1 rows, {s['t2_rows']:,} T2 rows"
     )
+    if s.get("run_record"):
+        console.print(f"confidential run record (do not publish): {s['run_record']}")
     t = Table(title="levels")
     for c in (
         "run",
@@ -417,6 +460,9 @@ def print_release_summary(s: dict[str, Any]) -> None:
     ):
         t.add_column(c, justify="right")
     for lv in s["levels"]:
+        if lv["status"] != "tabulated":
+            t.add_row(lv["scope"], lv["level"], f"{lv['budget']:g}", lv["status"])
+            continue
         st = lv["stat_levels"]
         t.add_row(
             lv["scope"],

@@ -112,6 +112,7 @@ def _release_pld_power(path: str, levels: list[float]) -> Any:
     release.json (None when the file has no plan)."""
     import json
 
+    from privtab.release import ReleaseDocumentError, read_release_document
     from privtab.tabulate import ReleasePlan, plan_pld
 
     try:
@@ -119,6 +120,11 @@ def _release_pld_power(path: str, levels: list[float]) -> Any:
             doc = json.load(fh)
     except (OSError, ValueError) as exc:
         fail(f"--release: cannot read {path}: {exc}")
+    if isinstance(doc, dict) and "schema_version" in doc:
+        try:
+            doc = dict(read_release_document(path).extra)
+        except ReleaseDocumentError as exc:
+            fail(str(exc))
     if not isinstance(doc, dict) or "plan" not in doc:
         return None
     try:
@@ -160,6 +166,7 @@ def semantics(
     if ctx.invoked_subcommand is not None:
         return
     g = _guarantee(pure, approx, zcdp, gdp, rdp_file, release)
+    private = _release_private(release)
     lv = _floats(levels, "--levels", lo=0.0, hi=1.0)
     rt = _floats(ratios, "--ratios", lo=1.0, hi=1e300, open_lo=True)
 
@@ -197,6 +204,7 @@ def semantics(
         )
         typer.echo(f"privtab: wrote {html_path}", err=True)
     payload: dict[str, Any] = {
+        **({} if private else {"private": False, "warning": NOT_PRIVATE_WARNING}),
         "guarantee": describe_guarantee(g),
         "power": {"levels": lv, **_lists(pw)},
         "tightest_bound": tightest_power(pw).tolist(),
@@ -217,7 +225,30 @@ def semantics(
     if as_json:
         print_json(payload)
         return
-    _print_tables(str(g), lv, pw, post)
+    if not private:
+        typer.echo(f"NOT PRIVATE: {NOT_PRIVATE_WARNING}")
+    _print_tables(str(g) + ("" if private else " (NOT PRIVATE release)"), lv, pw, post)
+
+
+NOT_PRIVATE_WARNING = (
+    "this release is not private (seeded or noise-off test run): its counts carry no "
+    "protection; the bounds below describe its plan only"
+)
+
+
+def _release_private(release: str | None) -> bool:
+    """Whether ``--release`` names a private release (warns loudly when it does not)."""
+    if release is None:
+        return True
+    from privtab.semantics.release import ReleaseError, load_release_status
+
+    try:
+        _, private = load_release_status(release)
+    except ReleaseError as exc:
+        fail(str(exc))
+    if not private:
+        warn(NOT_PRIVATE_WARNING.upper())
+    return private
 
 
 def _print_tables(title: str, lv: list[float], pw: dict[str, Any], post: dict[str, Any]) -> None:

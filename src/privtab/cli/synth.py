@@ -37,14 +37,14 @@ def synth(
     privtab synth --persons 1000000 --out synth-1m --states AL,AK,PR --seed 7
     """
     from privtab.cli._progress import ProgressLine
-    from privtab.data.atomic import OutputExistsError, interrupts_as_exceptions
+    from privtab.data.atomic import InterruptGuard, OutputRefusedError
     from privtab.data.synth import synthesize
 
     if fmt not in ("txt", "parquet"):
         fail(f"--format must be txt or parquet, got {fmt!r}")
     bar = ProgressLine("synth", unit="persons", quiet=quiet)
     try:
-        with interrupts_as_exceptions():
+        with InterruptGuard():
             result = synthesize(
                 Path(out),
                 persons,
@@ -55,7 +55,7 @@ def synth(
                 overwrite=overwrite,
                 progress=bar,
             )
-    except OutputExistsError as exc:
+    except OutputRefusedError as exc:
         fail(str(exc))
     except ValueError as exc:
         fail(str(exc))

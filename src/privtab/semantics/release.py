@@ -24,7 +24,13 @@ from typing import Any
 
 from privtab.accounting.guarantees import GDP, RDP, ZCDP, ApproxDP, Guarantee, PureDP
 
-__all__ = ["ReleaseError", "guarantee_from_release", "load_rdp_file", "load_release_guarantee"]
+__all__ = [
+    "ReleaseError",
+    "guarantee_from_release",
+    "load_rdp_file",
+    "load_release_guarantee",
+    "load_release_status",
+]
 
 
 class ReleaseError(ValueError):
@@ -89,15 +95,37 @@ def guarantee_from_release(doc: Any, origin: str = "release.json") -> Guarantee:
 
 
 def load_release_guarantee(path: str | Path) -> Guarantee:
-    """Read ``path`` (a ``release.json``) and return its guarantee."""
+    """Read ``path`` (a ``release.json`` or a release folder) and return its guarantee."""
+    return load_release_status(path)[0]
+
+
+def load_release_status(path: str | Path) -> tuple[Guarantee, bool]:
+    """The guarantee of a release file and whether the release is private.
+
+    A privtab release (``schema_version`` present) is read through
+    :func:`privtab.release.read_release_document` — its exact guarantee, rounded up — and
+    its ``private`` flag (``False`` for seeded or noise-off test releases, whose stated
+    guarantee describes the plan only: their counts carry no protection). Any other file
+    with a top-level ``guarantee`` object (see the module docstring) is taken as private.
+    """
+    from privtab.release.document import ReleaseDocumentError, parse_release_document
+
     p = Path(path)
+    if p.is_dir():
+        p = p / "release.json"
     try:
         doc = json.loads(p.read_text(encoding="utf-8"))
     except OSError as exc:
         raise ReleaseError(f"cannot read {str(p)!r}: {exc.strerror}") from exc
     except json.JSONDecodeError as exc:
         raise ReleaseError(f"{str(p)!r}: not valid JSON ({exc.msg} at line {exc.lineno})") from exc
-    return guarantee_from_release(doc, str(p))
+    if isinstance(doc, dict) and "schema_version" in doc:
+        try:
+            rel = parse_release_document(doc, str(p))
+        except ReleaseDocumentError as exc:
+            raise ReleaseError(str(exc)) from None
+        return rel.guarantee.guarantee(), rel.private
+    return guarantee_from_release(doc, str(p)), True
 
 
 def load_rdp_file(path: str | Path) -> RDP:

@@ -30,7 +30,7 @@ O(regions × iterations) per level, independent of the number of persons.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -116,6 +116,12 @@ class LevelResult:
     evaluation: dict[str, Any] = field(default_factory=dict)
     t1_rows: int = 0
     t2_rows: int = 0
+    stages_used: frozenset[str] = frozenset()
+    """The stages whose mechanisms drew noise (``stage1``, ``stage2``, ``total``)."""
+
+    def without_tables(self) -> LevelResult:
+        """This chunk's summary with empty T1/T2 (once its tables have been written)."""
+        return replace(self, t1=self.t1.clear(), t2=self.t2.clear())
 
     def summary(self) -> dict[str, Any]:
         return {
@@ -266,9 +272,14 @@ class _Noise:
         self.source = source
         self.enabled = enabled
         self.draws = 0
+        self.used: set[str] = set()
 
     def __call__(self, stage: StagePlan, size: int) -> NDArray[np.int64]:
+        """``size`` draws of ``stage``'s noise; the stage is recorded as used (charged by
+        :class:`privtab.tabulate.charges.RunLedger`) whenever it draws anything."""
         self.draws += size
+        if size > 0:
+            self.used.add(stage.stage)
         if not self.enabled or size == 0:
             return np.zeros(size, dtype=np.int64)
         return np.asarray(stage.mechanism.sample_noise(size, source=self.source), dtype=np.int64)
@@ -494,6 +505,7 @@ def tabulate_groups(
         evaluation=evaluation,
         t1_rows=t1.height,
         t2_rows=t2.height,
+        stages_used=frozenset(draw.used),
     )
 
 
@@ -540,4 +552,5 @@ def merge_results(parts: list[LevelResult]) -> LevelResult:
         evaluation=_merge_evaluation([p.evaluation for p in parts]),
         t1_rows=sum(p.t1_rows for p in parts),
         t2_rows=sum(p.t2_rows for p in parts),
+        stages_used=frozenset().union(*(p.stages_used for p in parts)),
     )

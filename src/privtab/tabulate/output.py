@@ -35,6 +35,7 @@ class TableWriter:
         stem: str,
         schema: dict[str, Any],
         formats: tuple[str, ...] = FORMATS,
+        metadata: dict[str, str] | None = None,
     ) -> None:
         import pyarrow.parquet as pq
 
@@ -51,7 +52,8 @@ class TableWriter:
             self.paths.append(directory / f"{stem}.txt")
             self._txt = self.paths[-1].open("wb")
             empty.write_csv(self._txt, separator="|", include_header=True)
-        self._arrow_schema = empty.to_arrow().schema
+        # key-value metadata on every Parquet file (e.g. privtab.private = "false")
+        self._arrow_schema = empty.to_arrow().schema.with_metadata(metadata or {})
         if "parquet" in formats:
             self.paths.append(directory / f"{stem}.parquet")
             self._pq = pq.ParquetWriter(self.paths[-1], self._arrow_schema, compression="zstd")

@@ -128,7 +128,8 @@ def write_report(path: Path, release: dict[str, Any], levels: Sequence[LevelResu
     rows: list[dict[str, Any]] = []
     for scope, run in release["runs"].items():
         for d in run["levels"]:
-            rows.append({"scope": scope, **d})
+            if d.get("status") == "tabulated":
+                rows.append({"scope": scope, **d})
     sections = []
     private = release["private"]
     banner = (
@@ -189,8 +190,9 @@ def write_report(path: Path, release: dict[str, Any], levels: Sequence[LevelResu
     text = _page(
         "SafeTab-P release report",
         html.escape(
-            f"{release['persons']:,} persons · {release['outputs']['t1_rows']:,} T1 rows · "
-            f"{release['outputs']['t2_rows']:,} T2 rows"
+            f"{release['outputs']['t1_rows']:,} T1 rows · "
+            f"{release['outputs']['t2_rows']:,} T2 rows (noisy counts only: the report, like "
+            "the release, holds nothing else computed from the confidential input)"
         ),
         sections,
         figs,

@@ -30,7 +30,7 @@ import numpy.typing as npt
 import polars as pl
 
 from privtab import __version__
-from privtab.data.atomic import atomic_directory, check_output
+from privtab.data.atomic import MARKER, atomic_directory, check_output
 from privtab.data.geography import GRFC_COLUMNS, GRFC_STEM
 from privtab.data.iterations import ReferenceData, read_reference
 from privtab.data.persons import PERSON_COLUMNS, PERSON_STEM, RACE_COLUMNS
@@ -397,7 +397,7 @@ def synthesize(
         raise ValueError(f"format must be 'txt' or 'parquet', got {fmt!r}")
     if chunk_rows < 1:
         raise ValueError("chunk_rows must be positive")
-    check_output(out, overwrite=overwrite)
+    check_output(out, overwrite=overwrite, kind="synth")
     started = time.monotonic()
     chosen = resolve_states(states)
     ref = reference if reference is not None else read_reference(production_config_dir())
@@ -409,7 +409,7 @@ def synthesize(
     by_state = np.zeros(len(chosen), dtype=np.int64)
     mult = np.zeros(9, dtype=np.int64)
     hispanic = 0
-    with atomic_directory(out, overwrite=overwrite) as tmp:
+    with atomic_directory(out, kind="synth", overwrite=overwrite) as tmp:
         pw = _Writer(tmp / f"{PERSON_STEM}.{ext}", fmt, null_race=True)
         # double buffering: chunk k is converted and written by a worker thread (polars
         # releases the GIL) while the main thread draws chunk k + 1
@@ -469,7 +469,7 @@ def synthesize(
             multiplicity={k: int(mult[k]) for k in range(1, 9)},
             hispanic=hispanic,
         )
-        result.files = {f.name: f.stat().st_size for f in sorted(tmp.iterdir())}
+        result.files = {f.name: f.stat().st_size for f in sorted(tmp.iterdir()) if f.name != MARKER}
         result.seconds = time.monotonic() - started
         (tmp / "synth.json").write_text(json.dumps(result.to_dict(), indent=2) + "\n")
     result.seconds = time.monotonic() - started

@@ -1,0 +1,86 @@
+"""The confidential run record: what an operator needs to audit a run, kept apart.
+
+Facts computed from the confidential input — SHA-256 and size of the person file, the
+exact number of persons, exact per-level memberships, timings that depend on the data
+size, the non-private evaluation against the true counts — never enter the public release
+folder. They go to a run record **outside** the folder (default: a sibling file
+``<release>.CONFIDENTIAL-run-record.json``, mode 0600), which the operator keeps with the
+confidential data. It is written after the release was published, best effort: a failure to
+write it is reported as a warning and does not turn the published release into a failure.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+__all__ = ["RECORD_KIND", "RunRecord", "default_record_path"]
+
+RECORD_KIND = "privtab.run-record"
+
+
+def default_record_path(release: str | Path) -> Path:
+    """``<parent>/<name>.CONFIDENTIAL-run-record.json`` beside the release folder."""
+    p = Path(os.path.abspath(Path(release).expanduser()))
+    return p.parent / f"{p.name}.CONFIDENTIAL-run-record.json"
+
+
+@dataclass
+class RunRecord:
+    """The confidential record of one run (see the module docstring)."""
+
+    release: str
+    started_utc: str
+    private: bool
+    inputs: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """Every input file (person file included): ``{"sha256": …, "bytes": …}``."""
+    persons: int | None = None
+    seconds: dict[str, float] = field(default_factory=dict)
+    levels: list[dict[str, Any]] = field(default_factory=list)
+    """Per level: exact memberships and (on request) the non-private evaluation."""
+    ledger: dict[str, Any] = field(default_factory=dict)
+    status: str = "published"
+    host: str = field(default_factory=socket.gethostname)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "kind": RECORD_KIND,
+            "created_by": "privtab",
+            "confidential": "computed from the confidential input: do not publish",
+            **self.__dict__,
+        }
+
+    def write(self, path: str | Path) -> Path:
+        """Write the record (mode 0600, atomically)."""
+        from privtab._json import jsonable
+
+        p = Path(path)
+        p.parent.mkdir(parents=True, exist_ok=True)
+        tmp = p.with_name(f".{p.name}.tmp-{os.getpid()}")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(json.dumps(jsonable(self.to_json()), indent=2) + "\n")
+        os.replace(tmp, p)
+        return p
+
+
+def check_record_path(path: Path) -> None:
+    """Refuse a run-record path that holds a file privtab did not write."""
+    from privtab.errors import UsageError
+
+    if not path.exists():
+        return
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+        ours = isinstance(doc, dict) and doc.get("kind") == RECORD_KIND
+    except (OSError, ValueError):
+        ours = False
+    if not ours or path.is_dir():
+        raise UsageError(
+            f"run record {path} exists and was not written by privtab",
+            hint="choose another --run-record or remove the file yourself",
+        )
