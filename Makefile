@@ -5,7 +5,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 PYTEST_ARGS ?=
 
-.PHONY: demo test test-all lint typecheck bench clean browsers
+.PHONY: demo test test-all lint typecheck bench mutation clean browsers
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -24,8 +24,8 @@ demo: $(VENV)/.stamp-base
 	$(BIN)/privtab demo
 
 lint: $(VENV)/.stamp-dev
-	$(BIN)/ruff check src tests bench
-	$(BIN)/ruff format --check src tests bench
+	$(BIN)/ruff check src tests bench tools
+	$(BIN)/ruff format --check src tests bench tools
 
 typecheck: $(VENV)/.stamp-dev
 	$(BIN)/mypy
@@ -54,6 +54,10 @@ test-all: browsers lint typecheck
 bench: $(VENV)/.stamp-dev
 	$(BIN)/python -m pip install --quiet -e '.[dev,bench]'
 	$(BIN)/privtab bench all
+
+## make mutation: plant each known privacy bug in a scratch copy; the tests must catch every one
+mutation: $(VENV)/.stamp-dev
+	$(BIN)/python tools/mutation.py
 
 clean:
 	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache

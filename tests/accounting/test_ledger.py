@@ -14,6 +14,7 @@ from privtab.accounting import (
     ZCDP,
     ApproxDP,
     BudgetExceededError,
+    ExactGuarantee,
     PrivacyLedger,
     PureDP,
     compose,
@@ -22,17 +23,58 @@ from privtab.accounting import (
     rdp_epsilon,
     zcdp_epsilon,
 )
+from privtab.mechanisms import Geometric
 
 
-def test_ten_tenths_fit_a_budget_of_one() -> None:
+def test_ten_exact_tenths_fit_a_budget_of_one() -> None:
     ledger = PrivacyLedger(PureDP(1.0))
     for i in range(10):
-        ledger.charge(PureDP(0.1), f"query {i}")
-    assert ledger.spent.epsilon == pytest.approx(1.0)  # type: ignore[union-attr]
+        ledger.charge(ExactGuarantee.pure(Fraction(1, 10)), f"query {i}")
+    assert ledger.spent_exact == (Fraction(1),)
+    assert ledger.spent == PureDP(1.0)
     assert ledger.remaining == PureDP(0.0)
     with pytest.raises(BudgetExceededError, match="query 11"):
         ledger.charge(PureDP(1e-12), "query 11")
     assert len(ledger.entries) == 10
+
+
+def test_ten_geometric_tenths_are_refused_on_a_budget_of_one() -> None:
+    """Geometric(0.1) is ε-DP for the binary value of 0.1 (1/10 + 5.55e-18): ten of them
+    exceed ε = 1, so the tenth is refused (shortest-decimal rounding let it through)."""
+    ledger = PrivacyLedger(PureDP(1.0))
+    mech = Geometric(0.1)
+    for i in range(9):
+        ledger.charge(mech.guarantee, f"query {i}")
+    assert not ledger.can_afford(mech.guarantee)
+    with pytest.raises(BudgetExceededError, match=r"query 9.*exact values compared"):
+        ledger.charge(mech.guarantee, "query 9")
+    assert len(ledger.entries) == 9
+    assert ledger.spent_exact == (9 * Fraction(0.1),)
+    # the same holds in a zCDP budget: (ε²/2)·10 with the binary ε exceeds 10·(1/10)²/2
+    z = PrivacyLedger(ExactGuarantee.zcdp(Fraction(1, 20)))
+    for _ in range(9):
+        z.charge(mech.guarantee)
+    assert not z.can_afford(mech.guarantee)
+    exact = PrivacyLedger(ExactGuarantee.zcdp(Fraction(1, 20)))
+    for _ in range(10):
+        exact.charge(ExactGuarantee.pure(Fraction(1, 10)))
+    assert exact.spent_exact == (Fraction(1, 20),)
+
+
+def test_reported_totals_never_understate() -> None:
+    """spent and every charged float are ≥ the exact cost; remaining is ≤ the exact rest."""
+    ledger = PrivacyLedger(ZCDP(5.0))
+    for x in ("0.1", "0.2", "1/3", "0.7"):
+        c = ledger.charge(ExactGuarantee.zcdp(x))
+        assert Fraction(c.charged.rho) >= Fraction(x)  # type: ignore[union-attr]
+    exact = Fraction(1, 10) + Fraction(2, 10) + Fraction(1, 3) + Fraction(7, 10)
+    assert ledger.spent_exact == (exact,)
+    assert Fraction(ledger.spent.rho) >= exact  # type: ignore[union-attr]
+    assert Fraction(ledger.remaining.rho) <= 5 - exact  # type: ignore[union-attr]
+    g = PrivacyLedger(GDP(1.0), adaptive=False)
+    g.charge(GDP(0.1))
+    assert Fraction(g.spent.mu) ** 2 >= Fraction(0.1) ** 2  # type: ignore[union-attr]
+    assert Fraction(g.remaining.mu) ** 2 <= 1 - Fraction(0.1) ** 2  # type: ignore[union-attr]
 
 
 def test_over_budget_records_nothing() -> None:
@@ -66,8 +108,9 @@ def test_adaptivity_rules() -> None:
         PrivacyLedger(ApproxDP(1.0, 1e-9), accountant="rdp")
     g = PrivacyLedger(GDP(1.0), adaptive=False)
     g.charge(GDP(0.6))
-    g.charge(GDP(0.8))
-    assert g.remaining == GDP(0.0)
+    assert not g.can_afford(GDP(0.8))  # binary 0.6² + 0.8² exceeds 1 by 1.1e-16
+    g.charge(GDP(0.5))
+    assert g.remaining.mu == pytest.approx(0.39**0.5)  # type: ignore[union-attr]
     with pytest.raises(TypeError, match="budget"):
         PrivacyLedger(geometric_rdp(1.0))
 
@@ -107,8 +150,9 @@ def test_spent_never_exceeds_budget(charges: list[float]) -> None:
     for c in charges:
         with contextlib.suppress(BudgetExceededError):
             ledger.charge(PureDP(c))
-    exact = sum((Fraction(repr(e.charged.epsilon)) for e in ledger.entries), Fraction(0))  # type: ignore[union-attr]
+    exact = sum((Fraction(e.guarantee.epsilon) for e in ledger.entries), Fraction(0))  # type: ignore[union-attr]
     assert exact <= 2
+    assert ledger.spent_exact == (exact,)
     assert ledger.spent.epsilon <= 2.0  # type: ignore[union-attr]
 
 

@@ -15,6 +15,7 @@ from privtab.random import (
     SecureSource,
     SeededSource,
     default_source,
+    discrete_laplace,
     resolve_source,
 )
 from privtab.random.sources import _AESCounterStream
@@ -166,3 +167,51 @@ def test_sources_are_thread_safe() -> None:
         t.join()
     allw = np.concatenate(results)
     assert np.unique(allw).size == allw.size
+
+
+class _NumpySource(RandomSource):
+    """A user's source built on numpy's PCG64: statistically good, cryptographically not."""
+
+    def __init__(self, seed: int) -> None:
+        super().__init__()
+        self._rng = np.random.Generator(np.random.PCG64(seed))
+
+    @property
+    def description(self) -> str:
+        return "numpy PCG64"
+
+    def _fill_bytes(self, out: memoryview) -> None:
+        out[:] = self._rng.bytes(len(out))
+
+
+def test_a_custom_source_is_not_private_unless_it_says_so() -> None:
+    """is_private defaults to False: a PCG64 source is refused by every release path."""
+    import warnings
+
+    from privtab.mechanisms import (
+        DiscreteGaussian,
+        Geometric,
+        InsecureReleaseWarning,
+        InsecureSourceError,
+    )
+    from privtab.mechanisms.base import release_source
+
+    src = _NumpySource(1)
+    assert RandomSource.is_private is False
+    assert src.is_private is False
+    with pytest.raises(InsecureSourceError, match="numpy PCG64 is not a secure source"):
+        release_source(src, False, "geometric")
+    for mech in (Geometric(1), DiscreteGaussian(rho=1)):
+        with pytest.raises(InsecureSourceError):
+            mech.release([1, 2, 3], source=src)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", InsecureReleaseWarning)
+        rel = Geometric(1).release([1, 2, 3], source=src, allow_insecure=True)
+    assert rel.private is False
+    # samplers still accept it (simulation), and the flag is what a subclass declares
+    assert discrete_laplace(2, 5, source=src).shape == (5,)
+
+    class Declared(_NumpySource):
+        is_private = True
+
+    assert release_source(Declared(2), False, "geometric").is_private

@@ -174,9 +174,7 @@ def test_a_state_filter_matching_nothing_is_an_empty_us_run(tmp_path: Path) -> N
     assert doc["guarantee"] == doc["runs"]["PR"]["guarantee"]
 
 
-def test_nothing_to_release_is_a_located_input_error(
-    vt: tuple[Path, Path], tmp_path: Path
-) -> None:
+def test_nothing_to_release_is_a_located_input_error(vt: tuple[Path, Path], tmp_path: Path) -> None:
     _, data = vt
     config = demo_params(tmp_path / "params", ["01"])  # no PR run, no US state in the data
     code, text = _run(config, data, tmp_path / "out", "-q")

@@ -47,6 +47,7 @@ from privtab.accounting.curves import (
     geometric_rdp_divergence,
     geometric_rdp_paper,
 )
+from privtab.accounting.exact import ExactGuarantee, compose_exact
 from privtab.accounting.guarantees import GDP, RDP, ZCDP, ApproxDP, Guarantee, PureDP
 from privtab.accounting.ledger import BudgetExceededError, Charge, PrivacyLedger
 from privtab.accounting.pld import (
@@ -65,6 +66,7 @@ __all__ = [
     "ApproxDP",
     "BudgetExceededError",
     "Charge",
+    "ExactGuarantee",
     "Guarantee",
     "LossFactor",
     "PLDProfile",
@@ -72,6 +74,7 @@ __all__ = [
     "PureDP",
     "compose",
     "compose_by_degree",
+    "compose_exact",
     "compose_plds",
     "discrete_gaussian_loss",
     "discrete_gaussian_zcdp",

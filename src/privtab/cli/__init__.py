@@ -16,6 +16,7 @@ from privtab.cli import (
     bench,
     demo,
     invariants,
+    ledger,
     safetab,
     semantics,
     synth,
@@ -51,6 +52,7 @@ analyze.register(app)
 bench.register(app)
 demo.register(app)
 invariants.register(app)
+ledger.register(app)
 safetab.register(app)
 semantics.register(app)
 synth.register(app)

@@ -3,7 +3,8 @@
 Every sampler in :mod:`privtab.random` draws its randomness from a :class:`RandomSource`.
 The interface is deliberately small — uniform 64-bit words (vectorised) and arbitrary
 numbers of random bits (for the rare exact slow paths) — and every source says whether its
-output may be used for a privacy-protecting release (:attr:`RandomSource.is_private`).
+output may be used for a privacy-protecting release (:attr:`RandomSource.is_private`,
+``False`` unless the class declares it: only privtab's secure sources do).
 
 Sources
 -------
@@ -58,7 +59,12 @@ class RandomSource(ABC):
     """
 
     #: Whether outputs derived from this source may be published as a private release.
-    is_private: bool = True
+    #: ``False`` unless a subclass declares it: a source is private only if its output is
+    #: unpredictable to anyone (a cryptographically secure generator with a secret,
+    #: fresh key). privtab's :class:`SecureSource` and :class:`OSEntropySource` declare
+    #: it; a source of one's own built on a statistical generator (numpy's PCG64,
+    #: Mersenne Twister) must not, and the release path then refuses it.
+    is_private: bool = False
 
     def __init__(self) -> None:
         self._lock = threading.Lock()

@@ -124,7 +124,7 @@ def load_release_status(path: str | Path) -> tuple[Guarantee, bool]:
             rel = parse_release_document(doc, str(p))
         except ReleaseDocumentError as exc:
             raise ReleaseError(str(exc)) from None
-        return rel.guarantee.guarantee(), rel.private
+        return rel.guarantee.to_guarantee(), rel.private
     return guarantee_from_release(doc, str(p)), True
 
 

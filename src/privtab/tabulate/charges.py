@@ -21,7 +21,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from fractions import Fraction
 
-from privtab.accounting.exact import Definition, ExactGuarantee
+from privtab.accounting.exact import Definition, ExactGuarantee, compose_exact
 from privtab.tabulate.plan import LevelPlan, ReleasePlan, StagePlan
 
 __all__ = ["BudgetOverrunError", "RunLedger", "level_charge", "stage_cost"]
@@ -81,7 +81,7 @@ class RunLedger:
 
     @property
     def total(self) -> ExactGuarantee:
-        return ExactGuarantee.sequential(self.charges.values(), _definition(self.plan))
+        return compose_exact(self.charges.values()) or ExactGuarantee.zero(_definition(self.plan))
 
     def charge(self, level: LevelPlan, used: Iterable[str]) -> ExactGuarantee:
         """Record the level's charge (once per level); refuse to exceed the budget."""

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from privtab.accounting import ZCDP, Guarantee, PureDP
+from privtab.accounting import ExactGuarantee, Guarantee
 
 if TYPE_CHECKING:
     from privtab.data import ReferenceData, SafeTabConfig, Scope
@@ -300,9 +300,12 @@ class ReleasePlan:
         return sum((lv.budget for lv in self.levels), Fraction(0))
 
     def guarantee(self) -> Guarantee:
-        """ZCDP(Σρ_i) or PureDP(Σε_i) (seed Theorems 1 and 3)."""
-        total = float(self.total_budget)
-        return ZCDP(total) if self.privacy_defn == "zcdp" else PureDP(total)
+        """ZCDP(Σρ_i) or PureDP(Σε_i) (seed Theorems 1 and 3), the float rounded up."""
+        return self.exact_guarantee().to_guarantee()
+
+    def exact_guarantee(self) -> ExactGuarantee:
+        """The plan's guarantee, exactly: Σρ_i (zCDP) or Σε_i (pure DP)."""
+        return ExactGuarantee("zcdp" if self.privacy_defn == "zcdp" else "pure", self.total_budget)
 
     def level(self, key: str) -> LevelPlan:
         for lv in self.levels:
