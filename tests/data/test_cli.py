@@ -69,8 +69,8 @@ def test_validate_reports_problems_and_exits_1(tmp_path: Path, data_dir: Path) -
     assert out["valid"] is False
     got = {(p["kind"], p["row"], p["column"], p["value"]) for p in out["problems"]}
     assert got == {
-        ("age_out_of_range", 6, "QAGE", "130"),
-        ("unknown_race_code", 6, "QRACE2", "9999"),
+        ("age_out_of_range", 7, "QAGE", "130"),
+        ("unknown_race_code", 7, "QRACE2", "9999"),
     }
     res = runner.invoke(app, ["validate", "--data", str(data_dir)])
     assert res.exit_code == 1
