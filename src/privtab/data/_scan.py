@@ -196,8 +196,8 @@ def has_rows(path: Path) -> bool:
 
 
 def is_blank_row(columns: Sequence[str]) -> pl.Expr:
-    """True for a blank text line (every field empty): such lines carry no data."""
-    return pl.all_horizontal([pl.col(c) == "" for c in columns])
+    """True for a blank line (no field holds anything, e.g. ``||``): it carries no data."""
+    return pl.all_horizontal([pl.col(c).fill_null("") == "" for c in columns])
 
 
 def iter_batches(lf: pl.LazyFrame, rows: int) -> Iterator[pl.DataFrame]:
