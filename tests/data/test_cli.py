@@ -74,7 +74,8 @@ def test_validate_reports_problems_and_exits_1(tmp_path: Path, data_dir: Path) -
     }
     res = runner.invoke(app, ["validate", "--data", str(data_dir)])
     assert res.exit_code == 1
-    assert "QRACE2" in res.stdout
+    assert "line 7, column QRACE2, value '9999'" in res.stderr  # one located line each
+    assert "Traceback" not in res.stderr
     assert "invalid input" in res.stderr
     assert snapshot(tmp_path) == before  # validate never writes
 
