@@ -67,7 +67,8 @@ class Problem:
         if self.row is not None:
             where.append(f"{self.row_label} {self.row}")
         if self.column is not None:
-            where.append(f"column {self.column}")
+            label = "key" if self.file.lower().endswith(".json") else "column"
+            where.append(f"{label} {self.column}")
         if self.value is not None:
             where.append(f"value {self.value!r}")
         return f"{', '.join(where)}: {self.message} [{self.kind}]"
