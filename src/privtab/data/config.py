@@ -287,7 +287,7 @@ def _frac(x: Any) -> Fraction:
 
 
 def _show(x: Any) -> str:
-    if isinstance(x, Decimal):
+    if isinstance(x, Decimal | str):
         return str(x)
     if isinstance(x, list):
         return "[" + ", ".join(_show(v) for v in x) + "]"
