@@ -58,6 +58,7 @@ from privtab.data.spec import (
     RACE_COLUMNS,
     Digits,
     bad_row_polars,
+    code_int,
     field_count_message,
     name_problems,
     person_spec,
@@ -273,22 +274,17 @@ class _FastPath:
 
     def lazy(self, raw: pl.LazyFrame) -> pl.LazyFrame:
         """Typed columns (meaningless where ``_BAD``) plus the boolean ``_BAD``, lazily."""
-        race = [
-            pl.when(pl.col(c) == NULL)
-            .then(pl.lit(0, pl.UInt16))
-            .otherwise(pl.col(c).cast(pl.UInt16, strict=False))
-            .alias(c)
-            for c in RACE_COLUMNS
-        ]
+        # the code columns as integers first: the race rules then compare integers
+        ints = {c: f"_I_{c}" for c in (*RACE_COLUMNS, "QSPAN")}
         block = pl.concat_str(list(BLOCK_COLUMNS)).cast(pl.UInt64, strict=False)
-        t = raw.select(
+        t = raw.with_columns(code_int(c).alias(n) for c, n in ints.items()).select(
             ROW,
             block.alias(BLOCK),
             pl.col("QAGE").cast(pl.UInt8, strict=False),
             pl.col("QSEX").cast(pl.UInt8, strict=False),
-            *race,
-            pl.col("QSPAN").cast(pl.UInt16, strict=False),
-            bad_row_polars(self.spec, self.codes, pl.col(FIELDS)).alias("_BAD"),
+            *(pl.col(ints[c]).alias(c) for c in RACE_COLUMNS),
+            pl.col(ints["QSPAN"]).alias("QSPAN"),
+            bad_row_polars(self.spec, self.codes, pl.col(FIELDS), ints).alias("_BAD"),
         )
         if self.blocks is None:
             return t

@@ -356,17 +356,53 @@ INVALID_UTF8 = ("invalid_utf8", f"not valid UTF-8 (invalid bytes are shown as {R
 
 
 # ---------------------------------------------------------------------------- Polars
-def to_polars(cond: Cond, codes: pl.Series | None = None, *, fast: bool = False) -> pl.Expr:
+def code_int(column: str) -> pl.Expr:
+    """A code column as an integer: 0 for ``Null``, the code for a four-digit code not
+    starting with 0, null otherwise (what ``fast`` compilation compares code columns by)."""
+    s = pl.col(column)
+    return (
+        pl.when(s == NULL)
+        .then(pl.lit(0, pl.UInt16))
+        .when(to_polars(Digits(column, 4, 4, nonzero_first=True), fast=True))
+        .then(s.cast(pl.UInt16, strict=False))
+        .alias(column)
+    )
+
+
+def to_polars(
+    cond: Cond,
+    codes: pl.Series | None = None,
+    *,
+    fast: bool = False,
+    ints: dict[str, str] | None = None,
+) -> pl.Expr:
     """A Polars boolean expression of ``cond`` over the raw string columns.
 
     ``fast`` compiles digit patterns to unsigned casts and byte lengths (the cast accepts
     exactly the ASCII digit strings and a leading ``+``, which is excluded) instead of
     regexes. ``codes``: the code list (four-digit strings) for :class:`KnownCode`.
+    ``ints`` (with ``fast``): code columns already available as :func:`code_int` columns
+    (column → its name); conditions on them compare integers, which is exact for every
+    value the other rules accept (an invalid code flags the row by itself).
     """
+    ints = ints or {}
 
     def go(c: Cond) -> pl.Expr:
-        return to_polars(c, codes, fast=fast)
+        return to_polars(c, codes, fast=fast, ints=ints)
 
+    col = getattr(cond, "column", None)
+    if fast and col in ints:
+        v = pl.col(ints[col])
+        if isinstance(cond, Digits) and cond.nonzero_first and (cond.lo, cond.hi) == (4, 4):
+            return v > 0
+        if isinstance(cond, KnownCode):
+            if codes is None:
+                raise ValueError("KnownCode needs the code list")
+            return v.is_in(codes.cast(pl.UInt16).implode())
+        if isinstance(cond, Equal) and cond.value == NULL:
+            return v == 0
+        if isinstance(cond, Equal) and cond.other in ints:
+            return v == pl.col(ints[cond.other])
     if isinstance(cond, Digits):
         s = pl.col(cond.column)
         if not fast:
@@ -406,12 +442,18 @@ def count_polars(conds: Iterable[Cond]) -> pl.Expr:
 
 
 def bad_row_polars(
-    spec: TableSpec, codes: pl.Series | None, n_fields: pl.Expr | None = None
+    spec: TableSpec,
+    codes: pl.Series | None,
+    n_fields: pl.Expr | None = None,
+    ints: dict[str, str] | None = None,
 ) -> pl.Expr:
     """True for every row with any problem (wrong field count, null, bad UTF-8, any rule):
-    the cheap per-batch flag (``fast`` compilation). Nulls count as bad."""
+    the cheap per-batch flag (``fast`` compilation; ``ints`` as in :func:`to_polars`).
+    Nulls count as bad."""
     checks = [pl.col(c).is_null() for c in spec.columns if c not in spec.null_marker_columns]
-    checks += [to_polars(r.bad(), codes, fast=True) for r in spec.rules(codes is not None)]
+    checks += [
+        to_polars(r.bad(), codes, fast=True, ints=ints) for r in spec.rules(codes is not None)
+    ]
     if n_fields is not None:
         checks.append(n_fields != len(spec.columns))
     return pl.any_horizontal(checks).fill_null(True)
