@@ -5,7 +5,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 PYTEST_ARGS ?=
 
-.PHONY: demo test test-all lint typecheck bench mutation clean browsers
+.PHONY: demo test test-all test-extras lint typecheck bench mutation clean browsers
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -45,6 +45,26 @@ browsers:
 ## make test: lint, type-check (strict on src/) and the test suite (slow tests excluded)
 test: browsers lint typecheck
 	$(BIN)/python -m pytest -n auto $(PYTEST_ARGS)
+
+## make test-extras: each optional extra alone is enough — a fresh venv per extra with only
+## that extra and pytest (pip's cache is reused), then the tests that need it, run against
+## the installed (non-editable) package: spark → the core Spark-vs-polars equivalence test
+## (and no pandas >= 3 warning from pyspark); bench → the dp_accounting cross-check
+EXTRAS_VENV ?= .venv-extra
+test-extras:
+	rm -rf $(EXTRAS_VENV)-spark $(EXTRAS_VENV)-bench
+	$(PYTHON) -m venv $(EXTRAS_VENV)-spark
+	$(EXTRAS_VENV)-spark/bin/python -m pip install --quiet '.[spark]' pytest
+	$(EXTRAS_VENV)-spark/bin/python -W error::FutureWarning -c \
+	  "import pyspark.sql.pandas.utils as u; u.require_minimum_pandas_version(); u.require_minimum_pyarrow_version()"
+	$(EXTRAS_VENV)-spark/bin/python -m pytest -q -p no:cacheprovider \
+	  tests/tabulate/test_spark_engine.py -k "test_exact_equivalence and txt"
+	$(PYTHON) -m venv $(EXTRAS_VENV)-bench
+	$(EXTRAS_VENV)-bench/bin/python -m pip install --quiet '.[bench]' pytest
+	$(EXTRAS_VENV)-bench/bin/python -c "import opendp, dp_accounting"
+	$(EXTRAS_VENV)-bench/bin/python -m pytest -q -p no:cacheprovider \
+	  tests/accounting/test_pld.py -k dp_accounting
+	rm -rf $(EXTRAS_VENV)-spark $(EXTRAS_VENV)-bench
 
 ## make test-all: everything, including the slow statistical and scale tests
 test-all: browsers lint typecheck

@@ -5,6 +5,11 @@ from __future__ import annotations
 import os
 
 import pytest
+from hypothesis import settings
+
+# timing is not what the property tests check: a loaded 2-core machine must not fail them
+settings.register_profile("privtab", deadline=None)
+settings.load_profile("privtab")
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -23,3 +28,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if "slow" in item.keywords:
             item.add_marker(skip)
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _private_release_ledger(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Private releases made by tests go to a release ledger of their own (inherited by
+    subprocesses through ``PRIVTAB_LEDGER``), never to the developer's."""
+    path = tmp_path_factory.mktemp("ledger") / "ledger.json"
+    os.environ.setdefault("PRIVTAB_LEDGER", str(path))

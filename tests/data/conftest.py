@@ -116,9 +116,10 @@ def assert_problem(
         text = str(err)
         assert str(p) in text
         if row is not None:
-            assert f"row {row}" in str(p)
+            assert f"{p.row_label} {row}" in str(p)
         if column is not None:
-            assert f"column {column}" in str(p)
+            label = "key" if p.file.endswith(".json") else "column"
+            assert f"{label} {column}" in str(p)
         if value is not None:
             assert repr(value) in str(p)
         if file is not None:

@@ -69,12 +69,13 @@ def test_validate_reports_problems_and_exits_1(tmp_path: Path, data_dir: Path) -
     assert out["valid"] is False
     got = {(p["kind"], p["row"], p["column"], p["value"]) for p in out["problems"]}
     assert got == {
-        ("age_out_of_range", 6, "QAGE", "130"),
-        ("unknown_race_code", 6, "QRACE2", "9999"),
+        ("age_out_of_range", 7, "QAGE", "130"),
+        ("unknown_race_code", 7, "QRACE2", "9999"),
     }
     res = runner.invoke(app, ["validate", "--data", str(data_dir)])
     assert res.exit_code == 1
-    assert "QRACE2" in res.stdout
+    assert "line 7, column QRACE2, value '9999'" in res.stderr  # one located line each
+    assert "Traceback" not in res.stderr
     assert "invalid input" in res.stderr
     assert snapshot(tmp_path) == before  # validate never writes
 

@@ -72,7 +72,7 @@ def test_puredp_config(params: Path) -> None:
             lambda r: r.update(privacy_budget_p_level_1_usa="0.1"),
             "invalid_type",
             "privacy_budget_p_level_1_usa",
-            '"0.1"',
+            "0.1",
         ),
         (
             lambda r: r["thresholds_p"].update({"(COUNTY, 2)": [971, 971, 19971]}),
@@ -110,7 +110,7 @@ def test_puredp_config(params: Path) -> None:
             "privacy_budget_p_stage_1_fraction",
             "1.0",
         ),
-        (lambda r: r.update(privacy_defn="rdp"), "invalid_value", "privacy_defn", '"rdp"'),
+        (lambda r: r.update(privacy_defn="rdp"), "invalid_value", "privacy_defn", "rdp"),
         (lambda r: r.update(max_race_codes=9), "out_of_range", "max_race_codes", "9"),
         (lambda r: r.update(max_race_codes=2.5), "invalid_type", "max_race_codes", "2.5"),
         (
@@ -119,11 +119,11 @@ def test_puredp_config(params: Path) -> None:
             "zero_suppression_chance",
             "1",
         ),
-        (lambda r: r.update(run_us="yes"), "invalid_type", "run_us", '"yes"'),
+        (lambda r: r.update(run_us="yes"), "invalid_type", "run_us", "yes"),
         (lambda r: r.update(run_us=False, run_pr=False), "no_run", "run_us", "false"),
-        (lambda r: r["state_filter_us"].append("72"), "invalid_value", "state_filter_us", '"72"'),
-        (lambda r: r["state_filter_us"].append("01"), "duplicate_value", "state_filter_us", '"01"'),
-        (lambda r: r.update(reader="spark"), "invalid_value", "reader", '"spark"'),
+        (lambda r: r["state_filter_us"].append("72"), "invalid_value", "state_filter_us", "72"),
+        (lambda r: r["state_filter_us"].append("01"), "duplicate_value", "state_filter_us", "01"),
+        (lambda r: r.update(reader="spark"), "invalid_value", "reader", "spark"),
     ],
 )
 def test_bad_config(

@@ -10,7 +10,8 @@ import pytest
 from privtab.data import ReferenceData, read_geography, toy_dataset_dir
 from privtab.data._tables import ROW
 from privtab.data.errors import ProblemLog
-from privtab.data.persons import PERSON_COLUMNS, _Checker, _FastPath
+from privtab.data.persons import PERSON_COLUMNS, _Checker, _FastPath  # the two compilations
+from privtab.data.spec import FIELDS
 
 POOLS: dict[str, list[str]] = {
     "QAGE": ["000", "0", "28", "115", "116", "-1", "+5", " 5", "1e2", "", "0115", "abc"],
@@ -44,8 +45,12 @@ def test_fast_path_agrees_with_detailed_checks(ref: ReferenceData, seed: int, k:
     rng = random.Random(seed)
     rows = [_row(rng, clean=0.5) for _ in range(4000)]
     b = pl.DataFrame(
-        {ROW: list(range(1, len(rows) + 1)), **{c: [r[c] for r in rows] for c in PERSON_COLUMNS}},
-        schema={ROW: pl.UInt64, **dict.fromkeys(PERSON_COLUMNS, pl.String)},
+        {
+            ROW: list(range(2, len(rows) + 2)),
+            FIELDS: [len(PERSON_COLUMNS)] * len(rows),
+            **{c: [r[c] for r in rows] for c in PERSON_COLUMNS},
+        },
+        schema={ROW: pl.UInt64, FIELDS: pl.UInt32, **dict.fromkeys(PERSON_COLUMNS, pl.String)},
     )
     geo = read_geography(toy_dataset_dir() / "GRF-C.txt")
     fast = _FastPath(ref, geo, k).typed(b)

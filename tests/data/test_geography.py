@@ -79,15 +79,15 @@ def test_malformed_ids(
 ) -> None:
     _grfc(data_dir, line)
     err = reject(None, data_dir)
-    assert_problem(err, "malformed_id", file="GRF-C.txt", row=20, column=column, value=value)
+    assert_problem(err, "malformed_id", file="GRF-C.txt", row=21, column=column, value=value)
 
 
 def test_unknown_state_and_duplicate_block(data_dir: Path, reject: RejectFn) -> None:
     _grfc(data_dir, "03|001|000001|0001|99999|9999", "01|001|000001|0001|99999|9999")
     err = reject(None, data_dir)
-    assert_problem(err, "unknown_state", file="GRF-C.txt", row=20, column="TABBLKST", value="03")
+    assert_problem(err, "unknown_state", file="GRF-C.txt", row=21, column="TABBLKST", value="03")
     assert_problem(
-        err, "duplicate_block", file="GRF-C.txt", row=21, column="TABBLK", value="010010000010001"
+        err, "duplicate_block", file="GRF-C.txt", row=22, column="TABBLK", value="010010000010001"
     )
 
 
@@ -107,7 +107,7 @@ def test_wrong_header_and_extra_columns(data_dir: Path, reject: RejectFn) -> Non
 def test_wrong_field_count(data_dir: Path, reject: RejectFn) -> None:
     _grfc(data_dir, "01|001|000001|0009|99999|9999|extra")
     err = reject(None, data_dir)
-    assert_problem(err, "wrong_field_count", file="GRF-C.txt", row=20)
+    assert_problem(err, "wrong_field_count", file="GRF-C.txt", row=21)
 
 
 def test_missing_and_ambiguous_files(data_dir: Path, reject: RejectFn) -> None:

@@ -82,7 +82,7 @@ def test_single_pass_reader(data_dir: Path) -> None:
     assert reader.rows_read == 6
     with pytest.raises(InputValidationError) as info:
         reader.raise_if_invalid()
-    assert info.value.problems[0].row == 6
+    assert info.value.problems[0].row == 7  # line 7: the header is line 1
     # units: persons join GRF-C blocks → geo units → region ids of every level
     batch = pl.concat(list(inputs.person_reader().batches()))
     joined = batch.join(inputs.geography.blocks, on="BLOCK").join(inputs.geography.units, on="UNIT")
@@ -109,6 +109,6 @@ def test_problem_log_and_error_rendering() -> None:
     err = info.value
     assert err.total == 6
     text = str(err)
-    assert "f.txt, row 1, column C, value '1': bad [k]" in text
+    assert "f.txt, line 1, column C, value '1': bad [k]" in text
     assert "and 3 more row(s) with [k]" in text
     assert err.to_dict()["counts"][0] == {"file": "f.txt", "kind": "k", "count": 5}

@@ -88,7 +88,7 @@ def test_code_mapped_to_two_iterations_of_one_level(
         err,
         "code_in_two_iterations",
         file=CODE_TO_ITERATION_FILE,
-        row=len(rows),
+        row=len(rows) + 1,  # the appended line (the header is line 1)
         column="RACE_ETH_CODE",
         value="1010",
     )
@@ -175,7 +175,7 @@ def test_bad_iteration_rows(
     row = next(i for i, line in enumerate(path.read_text().splitlines()) if line == old)
     _replace(path, old, new)
     err = reject(params / "config.json", data_dir)
-    assert_problem(err, kind, file=file, row=row, column=column, value=value)
+    assert_problem(err, kind, file=file, row=row + 1, column=column, value=value)
 
 
 @pytest.mark.parametrize(
@@ -194,7 +194,7 @@ def test_bad_mapping_rows(
     row = len(mapping.read_text().splitlines())
     _append(mapping, line)
     err = reject(params / "config.json", data_dir)
-    assert_problem(err, kind, file=CODE_TO_ITERATION_FILE, row=row, column=column, value=value)
+    assert_problem(err, kind, file=CODE_TO_ITERATION_FILE, row=row + 1, column=column, value=value)
 
 
 def test_wrong_header_and_field_count(params: Path, data_dir: Path, reject: RejectFn) -> None:
@@ -204,7 +204,7 @@ def test_wrong_header_and_field_count(params: Path, data_dir: Path, reject: Reje
     err = reject(params / "config.json", data_dir)
     p = assert_problem(err, "wrong_header", file=CODES_FILE, column="RACE_ETH_CODE")
     assert p.value == "CODE|RACE_ETH_NAME"
-    assert_problem(err, "wrong_field_count", file=ETHNICITY_ITERATIONS_FILE, row=39)
+    assert_problem(err, "wrong_field_count", file=ETHNICITY_ITERATIONS_FILE, row=40)
 
 
 def test_missing_reference_file(params: Path, data_dir: Path, reject: RejectFn) -> None:

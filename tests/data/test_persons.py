@@ -39,10 +39,10 @@ def _add(data_dir: Path, *lines: str) -> None:
 def test_toy_raw_scan() -> None:
     raw = scan_persons(TOY / PERSONS).collect()
     assert raw.height == 10
-    assert raw.columns == ["ROW", *PERSON_COLUMNS]
-    assert raw["ROW"].to_list() == list(range(1, 11))
+    assert raw.columns == ["ROW", "_NF", *PERSON_COLUMNS]
+    assert raw["ROW"].to_list() == list(range(2, 12))  # line numbers: the header is line 1
     assert raw.row(0) == (
-        1, "028", "1", "True", "01", "001", "000001", "0001", "01", "1000",
+        2, 17, "028", "1", "True", "01", "001", "000001", "0001", "01", "1000",
         *(["Null"] * 7), "1010",
     )  # fmt: skip
 
@@ -56,9 +56,9 @@ def test_toy_against_production_codes(ref: ReferenceData) -> None:
     err = info.value
     assert err.kinds() == {"unknown_race_code", "unknown_ethnicity_code"}
     assert err.total == 8
-    assert_problem(err, "unknown_race_code", file=PERSONS, row=2, column="QRACE1", value="1011")
-    assert_problem(err, "unknown_race_code", file=PERSONS, row=3, column="QRACE2", value="1021")
-    assert_problem(err, "unknown_ethnicity_code", row=4, column="QSPAN", value="2021")
+    assert_problem(err, "unknown_race_code", file=PERSONS, row=3, column="QRACE1", value="1011")
+    assert_problem(err, "unknown_race_code", file=PERSONS, row=4, column="QRACE2", value="1021")
+    assert_problem(err, "unknown_ethnicity_code", row=5, column="QSPAN", value="2021")
 
 
 def test_toy_canonical_with_toy_codes(params: Path) -> None:
@@ -87,7 +87,8 @@ BAD_ROWS = [
     ({"TABBLK": "1"}, "malformed_id", "TABBLK", "1"),
     ({"TABBLK": "0009"}, "block_not_in_grfc", "TABBLK", "010010000010009"),
     ({"QAGE": "116"}, "age_out_of_range", "QAGE", "116"),
-    ({"QAGE": "-1"}, "age_out_of_range", "QAGE", "-1"),
+    ({"QAGE": "-1"}, "invalid_age", "QAGE", "-1"),
+    ({"QAGE": "0115"}, "invalid_age", "QAGE", "0115"),
     ({"QAGE": "2x"}, "invalid_age", "QAGE", "2x"),
     ({"QSEX": "3"}, "invalid_sex", "QSEX", "3"),
     ({"QSEX": ""}, "invalid_sex", "QSEX", ""),
@@ -110,8 +111,8 @@ def test_bad_person_row(
 ) -> None:
     _add(data_dir, person_line(**fields))
     err = reject(None, data_dir)
-    assert_problem(err, kind, file=PERSONS, row=6, column=column, value=value)
-    assert {p.row for p in err.problems} == {6}
+    assert_problem(err, kind, file=PERSONS, row=7, column=column, value=value)
+    assert {p.row for p in err.problems} == {7}
 
 
 def test_too_many_race_codes(params: Path, data_dir: Path, reject: RejectFn) -> None:
@@ -120,7 +121,7 @@ def test_too_many_race_codes(params: Path, data_dir: Path, reject: RejectFn) -> 
     four = {"QRACE1": "1000", "QRACE2": "3000", "QRACE3": "4000", "QRACE4": "5000"}
     _add(data_dir, person_line(**four))
     err = reject(cfg, data_dir)
-    p = assert_problem(err, "too_many_race_codes", file=PERSONS, row=6, column="QRACE4", value="4")
+    p = assert_problem(err, "too_many_race_codes", file=PERSONS, row=7, column="QRACE4", value="4")
     assert "max_race_codes = 3" in p.message
     # with the production maximum (8) the same record is fine
     load_inputs(None, data_dir)
@@ -141,16 +142,18 @@ def test_wrong_header(data_dir: Path, reject: RejectFn) -> None:
 def test_wrong_field_count(data_dir: Path, reject: RejectFn) -> None:
     _add(data_dir, person_line() + "|1000", person_line(), person_line() + "|1|2")
     err = reject(None, data_dir)
-    assert_problem(err, "wrong_field_count", file=PERSONS, row=6)
-    assert_problem(err, "wrong_field_count", file=PERSONS, row=8)
+    assert_problem(err, "wrong_field_count", file=PERSONS, row=7)
+    assert_problem(err, "wrong_field_count", file=PERSONS, row=9)
     assert err.counts[(str(data_dir / PERSONS), "wrong_field_count")] == 2
 
 
-def test_short_line_reports_missing_values(data_dir: Path, reject: RejectFn) -> None:
+def test_short_line_reports_missing_fields(data_dir: Path, reject: RejectFn) -> None:
+    """A line two fields short is reported as missing QRACE8..QSPAN, nothing else."""
     _add(data_dir, "|".join(person_line().split("|")[:-2]))
     err = reject(None, data_dir)
-    assert_problem(err, "invalid_race_code", row=6, column="QRACE8", value="")
-    assert_problem(err, "invalid_ethnicity_code", row=6, column="QSPAN", value="")
+    p = assert_problem(err, "wrong_field_count", row=7, column="QRACE8")
+    assert "missing field(s) QRACE8..QSPAN" in p.message
+    assert err.kinds() == {"wrong_field_count"}
 
 
 def test_crlf_and_blank_lines_are_fine(data_dir: Path) -> None:
@@ -164,9 +167,9 @@ def test_first_ten_rows_and_exact_counts(data_dir: Path, reject: RejectFn) -> No
     _add(data_dir, *[person_line(QSEX="0")] * 25, person_line(QAGE="200"))
     err = reject(None, data_dir)
     bad_sex = [p for p in err.problems if p.kind == "invalid_sex"]
-    assert [p.row for p in bad_sex] == list(range(6, 16))
+    assert [p.row for p in bad_sex] == list(range(7, 17))
     assert err.counts[(str(data_dir / PERSONS), "invalid_sex")] == 25
-    assert_problem(err, "age_out_of_range", row=31, value="200")
+    assert_problem(err, "age_out_of_range", row=32, value="200")
     assert "15 more" in str(err)
 
 
@@ -183,8 +186,8 @@ def test_batches_keep_row_numbers(data_dir: Path, ref: ReferenceData) -> None:
         assert reader.rows_read == 95
         assert got.height == 93
         assert [(p.kind, p.row) for p in log] == [
-            ("invalid_sex", 41),
-            ("duplicate_race_code", 78),
+            ("invalid_sex", 42),
+            ("duplicate_race_code", 79),
         ]
 
 
@@ -238,14 +241,14 @@ def test_many_rows_vectorised(tmp_path: Path, ref: ReferenceData) -> None:
     err = info.value
     assert err.kinds() == {"duplicate_race_code"}
     assert err.total == bad_idx.size
-    assert [p.row for p in err.problems] == (bad_idx[:10] + 1).tolist()
+    assert [p.row for p in err.problems] == (bad_idx[:10] + 2).tolist()  # lines
 
 
 def test_scan_canonical_single_pass(data_dir: Path, ref: ReferenceData) -> None:
     _add(data_dir, person_line(QSEX="5"), person_line(QRACE1="2011", QRACE2="1000"))
     geo = read_geography(data_dir / "GRF-C.txt")
     lazy = scan_canonical(data_dir / PERSONS, ref, geo).collect(engine="streaming")
-    assert lazy.filter(pl.col("_BAD"))["ROW"].to_list() == [6]
+    assert lazy.filter(pl.col("_BAD"))["ROW"].to_list() == [7]
     log = ProblemLog()
     eager = pl.concat(list(PersonReader(data_dir / PERSONS, ref, geo, 8, log=log).batches()))
     good = lazy.filter(~pl.col("_BAD")).drop("ROW", "_BAD")

@@ -15,6 +15,7 @@ import pytest
 from privtab.data import (
     GeoLevel,
     Granularity,
+    InputValidationError,
     ReferenceData,
     convert_file,
     expand_iterations,
@@ -186,7 +187,9 @@ def test_atomic_output(tmp_path: Path) -> None:
 def test_zero_persons_and_bad_arguments(tmp_path: Path) -> None:
     r = synthesize(tmp_path / "z", 0, states="VT")
     assert (r.out / "person-records.txt").read_text().count("\n") == 1
-    load_inputs(None, r.out)
+    load_inputs(None, r.out, allow_empty=True)
+    with pytest.raises(InputValidationError, match="no_persons"):
+        load_inputs(None, r.out)
     with pytest.raises(ValueError, match="unknown state"):
         resolve_states("XX")
     with pytest.raises(ValueError, match="format"):

@@ -157,7 +157,7 @@ def test_bad_input_stops_before_writing(kind: str, tmp_path: Path) -> None:
     assert problem["file"]
     assert problem["message"]
     if kind not in ("code_in_two_iterations", "thresholds_not_increasing", "negative_budget"):
-        assert problem["row"] == 2
+        assert problem["row"] == 3  # line 3: the header is line 1
         assert problem["column"]
         assert problem["value"] is not None
     assert not out.exists()

@@ -131,7 +131,7 @@ def test_an_empty_person_file_is_refused_unless_allowed(
     (data / "person-records.txt").write_text(lines[0])
     code, text = _run(config, data, tmp_path / "out")
     assert code == 1, text
-    assert "no persons" in text
+    assert "header but no rows" in text
     assert "--allow-empty" in text
     assert not (tmp_path / "out").exists()
     code, text = _run(config, data, tmp_path / "out", "--allow-empty")

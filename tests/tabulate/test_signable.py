@@ -282,3 +282,55 @@ def test_a_seeded_release_is_marked_not_private_everywhere(seeded: RunResult) ->
         app, ["semantics", "--release", str(seeded.out / "release.json"), "--json"]
     )
     assert json.loads(js.stdout)["private"] is False
+
+
+# ----------------------------------------------------------------- the release ledger
+def test_lifetime_budget_across_releases(inputs: tuple[Path, Path], tmp_path: Path) -> None:
+    """Two private releases of one input with a lifetime of 1.5 × one release's ρ: the
+    second is refused before the data are read (nothing written, the message names the
+    ledger and the numbers); with --allow-more-releases it runs and the ledger composes
+    both exactly (2ρ)."""
+    config, data = inputs
+    ledger = tmp_path / "ledger.json"
+    runner = CliRunner()
+
+    def run(out: str, *extra: str) -> tuple[int, str]:
+        args = ["safetab", "run", "--config", str(config), "--data", str(data)]
+        args += ["--out", str(tmp_path / out), "--ledger", str(ledger), "--no-report", "-q"]
+        res = runner.invoke(app, [*args, *extra])
+        return res.exit_code, res.output
+
+    code, text = run("first")
+    assert code == 0, text
+    rho = Fraction(read_release_document(tmp_path / "first").guarantee.value)
+    lifetime = str(rho * 3 / 2)
+    code, text = run("second", "--lifetime-rho", lifetime)
+    assert code == 2, text
+    assert str(ledger) in text
+    assert "lifetime" in text
+    assert not (tmp_path / "second").exists()
+    assert not any(p.name.startswith(".second") for p in tmp_path.iterdir())
+    code, text = run("second", "--lifetime-rho", lifetime, "--allow-more-releases")
+    assert code == 0, text
+    show = runner.invoke(app, ["ledger", "show", "--ledger", str(ledger), "--json"])
+    assert show.exit_code == 0, show.output
+    doc = json.loads(show.stdout)
+    assert len(doc["releases"]) == 2
+    assert all(r["status"] == "published" for r in doc["releases"])
+    (ds,) = doc["datasets"]
+    assert Fraction(ds["composed"]["value"]) == 2 * rho
+    assert ds["over_lifetime"] == 1
+    # the ledger holds the person file's fingerprint; the release folders never do
+    digest = hashlib.sha256((data / "person-records.txt").read_bytes()).hexdigest()
+    assert ds["dataset"] == f"sha256:{digest}"
+    for out in ("first", "second"):
+        assert digest not in (tmp_path / out / "release.json").read_text()
+
+
+def test_test_runs_are_never_recorded_in_the_ledger(seeded: RunResult) -> None:
+    import os
+
+    ledger = Path(os.environ["PRIVTAB_LEDGER"])
+    if ledger.exists():
+        assert str(seeded.out) not in ledger.read_text()
+    assert seeded.record.ledger == {}

@@ -101,7 +101,7 @@ def test_exact_equivalence(synth_small, spark, tmp_path: Path, fmt: str) -> None
         RunOptions(engine=_engine(spark), **EXACT),  # type: ignore[arg-type]
     )
     _same_tables(tmp_path / "polars", tmp_path / "spark")
-    assert got.release["persons"] == ref.release["persons"]
+    assert got.record.persons == ref.record.persons
     assert got.release["outputs"]["t1_rows"] == ref.release["outputs"]["t1_rows"]
     levels = zip(
         ref.release["runs"]["US"]["levels"], got.release["runs"]["US"]["levels"], strict=True

@@ -102,10 +102,19 @@ def default_ledger_path() -> Path:
 
 
 def fingerprint_files(paths: Iterable[str | Path]) -> str:
-    """``"sha256:<hex>"`` of the contents of ``paths`` (in the order given, each
-    length-prefixed), streamed in 1 MiB blocks. Confidential: store it only in the ledger."""
+    """``"sha256:<hex>"`` of the contents of ``paths``, streamed in 1 MiB blocks: for one
+    file its plain SHA-256 (what ``sha256sum`` prints, so an operator can check it); for
+    several, the SHA-256 of their contents in the order given, each length-prefixed.
+    Confidential: store it only in the ledger and the run record."""
+    files = [Path(p) for p in paths]
+    if len(files) == 1:
+        h = hashlib.sha256()
+        with files[0].open("rb") as f:
+            while block := f.read(1 << 20):
+                h.update(block)
+        return "sha256:" + h.hexdigest()
     h = hashlib.sha256(b"privtab-dataset-v1\0")
-    for p in paths:
+    for p in files:
         path = Path(p)
         h.update(path.stat().st_size.to_bytes(8, "little"))
         with path.open("rb") as f:

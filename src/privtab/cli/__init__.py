@@ -2,7 +2,10 @@
 
 Every command that computes something takes ``--json`` and then prints exactly one JSON
 object on stdout; progress and warnings go to stderr. Library modules are imported inside
-the commands so that ``privtab --help`` stays fast.
+the commands so that ``privtab --help`` stays fast. Errors end as documented in
+``docs/cli.md`` (:mod:`privtab.cli._errors`): one located message, exit code 1 (bad input),
+2 (bad usage), 3 (a bug: the traceback is written to a file), 130 (interrupted); the
+global ``--debug`` flag prints tracebacks.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from privtab.cli import (
     synth,
     validate,
 )
+from privtab.cli._errors import DEBUG, ErrorHandlingGroup
 
 app = typer.Typer(
     name="privtab",
@@ -29,6 +33,7 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    cls=ErrorHandlingGroup,
 )
 
 
@@ -40,11 +45,20 @@ def _version(value: bool) -> None:
 
 @app.callback()
 def _root(
+    ctx: typer.Context,
     version: bool = typer.Option(
         False, "--version", callback=_version, is_eager=True, help="Print the version and exit."
     ),
+    debug: bool = typer.Option(
+        False, "--debug", help="On an error, also print the Python traceback (for bug reports)."
+    ),
 ) -> None:
-    """privtab: differentially private statistics for national statistical offices."""
+    """privtab: differentially private statistics for national statistical offices.
+
+    Exit codes: 0 success, 1 bad input, 2 bad usage, 3 internal error (a bug), 130
+    interrupted. Errors name the file, line, column and value (docs/cli.md).
+    """
+    ctx.meta[DEBUG] = debug
 
 
 account.register(app)
@@ -60,8 +74,24 @@ validate.register(app)
 
 
 def main() -> None:
-    """Console-script entry point."""
-    app()
+    """Console-script entry point.
+
+    An interrupted command (exit 130) has already cleaned up and said so: the process ends
+    at once, without waiting for worker threads still inside a long computation (a signal
+    is honoured within a fraction of a second)."""
+    import os
+    import sys
+
+    from privtab.errors import EXIT_INTERRUPTED
+
+    try:
+        app()
+    except SystemExit as done:
+        if done.code == EXIT_INTERRUPTED:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(EXIT_INTERRUPTED)
+        raise
 
 
 __all__ = ["app", "main"]

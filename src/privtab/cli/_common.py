@@ -9,6 +9,7 @@ from typing import Any, NoReturn
 import typer
 
 from privtab._json import jsonable
+from privtab.errors import EXIT_INPUT, EXIT_USAGE, InputError, UsageError
 
 
 def print_json(obj: dict[str, Any]) -> None:
@@ -17,8 +18,14 @@ def print_json(obj: dict[str, Any]) -> None:
     sys.stdout.flush()
 
 
-def fail(message: str, code: int = 2) -> NoReturn:
-    """Print an error on stderr and exit with ``code``."""
+def fail(message: str, code: int = EXIT_USAGE, hint: str | None = None) -> NoReturn:
+    """End the command with a user error: :class:`~privtab.errors.UsageError` (code 2) or
+    :class:`~privtab.errors.InputError` (code 1), printed by the root group as
+    ``privtab: error: ...`` (``--json``: an ``{"error": ...}`` object on stdout)."""
+    if code == EXIT_USAGE:
+        raise UsageError(message, hint=hint)
+    if code == EXIT_INPUT:
+        raise InputError(message, hint=hint)
     typer.echo(f"privtab: error: {message}", err=True)
     raise typer.Exit(code)
 

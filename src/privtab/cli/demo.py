@@ -86,6 +86,7 @@ def demo(
         source=SeededSource(seed) if seed is not None else None,
         allow_insecure=seed is not None,
         evaluate=True,
+        use_ledger=False,  # synthetic data: not a confidential data set to account for
     )
     root = Path(out)
     try:

@@ -88,18 +88,12 @@ def _paper_model(
 
 def _config_plan(config: str | None, scope: str, delta: float, pld_grid: float) -> dict[str, Any]:
     from privtab.data import Scope, read_config, read_reference
-    from privtab.data.errors import InputValidationError
     from privtab.data.inputs import resolve_config_path
     from privtab.tabulate import ReleasePlan, analyse
 
     path = resolve_config_path(config)
-    try:
-        cfg = read_config(path)
-        ref = read_reference(path.parent)
-    except InputValidationError as err:
-        for p in err.problems:
-            typer.echo(f"{p.file}: {p.message} [{p.kind}]", err=True)
-        raise typer.Exit(1) from None
+    cfg = read_config(path)  # bad input: InputValidationError, printed by the root group
+    ref = read_reference(path.parent)
     try:
         sc = Scope(scope.upper())
     except ValueError:
@@ -281,6 +275,28 @@ def run_cmd(
     allow_empty: bool = typer.Option(
         False, "--allow-empty", help="Release a person file that holds no persons."
     ),
+    ledger: str | None = typer.Option(
+        None,
+        "--ledger",
+        help="The release ledger (CONFIDENTIAL): every private release of a data set is "
+        "recorded and composed (default: $PRIVTAB_LEDGER or ~/.local/state/privtab/).",
+    ),
+    lifetime_rho: str | None = typer.Option(
+        None, "--lifetime-rho", help="Lifetime zCDP budget of the data set (exact decimal)."
+    ),
+    lifetime_epsilon: str | None = typer.Option(
+        None, "--lifetime-epsilon", help="Lifetime pure-DP budget of the data set."
+    ),
+    allow_more_releases: bool = typer.Option(
+        False,
+        "--allow-more-releases",
+        help="Release even past the lifetime budget (recorded as such in the ledger).",
+    ),
+    dataset_id: str | None = typer.Option(
+        None,
+        "--dataset-id",
+        help="The data set's name in the ledger (default: SHA-256 of the person file).",
+    ),
     run_record: str | None = typer.Option(
         None,
         "--run-record",
@@ -335,6 +351,10 @@ def run_cmd(
         engine=chosen,
         allow_empty=allow_empty,
         run_record=run_record,
+        ledger=ledger,
+        lifetime=_lifetime(lifetime_rho, lifetime_epsilon),
+        allow_more_releases=allow_more_releases,
+        dataset_id=dataset_id,
     )
     res = run_release_cli(config, Path(data), Path(out), opts, quiet=quiet, as_json=as_json)
     summary = release_summary(res)
@@ -343,6 +363,22 @@ def run_cmd(
     else:
         print_release_summary(summary)
     report_after_publication(res)
+
+
+def _lifetime(rho: str | None, epsilon: str | None) -> Any:
+    """The --lifetime-rho / --lifetime-epsilon budget, read exactly (``"2.5"`` is 5/2)."""
+    from privtab.accounting import ExactGuarantee
+
+    if rho is not None and epsilon is not None:
+        fail("give --lifetime-rho or --lifetime-epsilon, not both")
+    try:
+        if rho is not None:
+            return ExactGuarantee.zcdp(rho)
+        if epsilon is not None:
+            return ExactGuarantee.pure(epsilon)
+    except ValueError as exc:
+        fail(f"lifetime budget: {exc}")
+    return None
 
 
 def run_release_cli(
@@ -355,13 +391,12 @@ def run_release_cli(
     as_json: bool,
     prefix: str = "safetab",
 ) -> Any:
-    """:func:`privtab.tabulate.run_release` with progress on stderr and the CLI's error
-    contract: a user error → one located message and its exit code; an interrupt before
+    """:func:`privtab.tabulate.run_release` with progress on stderr. A user error is
+    reported by the root group (one located message, its exit code); an interrupt before
     publication → "no release was written", exit 130. Nothing after publication fails."""
     import warnings
 
-    from privtab.data.errors import InputValidationError
-    from privtab.errors import EXIT_INTERRUPTED, UserError
+    from privtab.errors import EXIT_INTERRUPTED
     from privtab.mechanisms import InsecureReleaseWarning
     from privtab.tabulate.run import run_release
 
@@ -373,15 +408,9 @@ def run_release_cli(
         warnings.simplefilter("ignore", InsecureReleaseWarning)  # warned by the caller
         try:
             return run_release(config, data, out, opts, progress=say)
-        except InputValidationError as err:
-            from privtab.cli.validate import _report_invalid
-
-            _report_invalid(err, as_json)
-            raise typer.Exit(1) from None
-        except UserError as err:
-            fail(str(err), code=err.exit_code)
-        except KeyboardInterrupt as exc:
-            fail(f"{exc or 'interrupted'}: no release was written", code=EXIT_INTERRUPTED)
+        except KeyboardInterrupt as exc:  # user errors are reported by the root group
+            typer.echo(f"privtab: error: {exc or 'interrupted'}: no release was written", err=True)
+            raise typer.Exit(EXIT_INTERRUPTED) from None
 
 
 def report_after_publication(res: Any) -> None:

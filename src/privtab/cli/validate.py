@@ -1,4 +1,9 @@
-"""``privtab validate``: check SafeTab-P inputs; exit code 1 on bad input."""
+"""``privtab validate``: check SafeTab-P inputs; exit code 1 on bad input.
+
+Bad input is raised as :class:`privtab.data.InputValidationError` and printed by the root
+group (:mod:`privtab.cli._errors`) exactly as ``privtab safetab run`` prints it: one located
+line per problem on stderr (with ``--json``: the problems as one JSON object on stdout).
+"""
 
 from __future__ import annotations
 
@@ -27,16 +32,21 @@ def validate(
     batch_rows: int = typer.Option(
         1 << 18, "--batch-rows", min=1, help="Person rows validated per batch (memory)."
     ),
+    allow_empty: bool = typer.Option(
+        False,
+        "--allow-empty",
+        help="Accept a person file with a header and no rows (refused by default).",
+    ),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress on stderr."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
 ) -> None:
     """Validate config, reference files, GRF-C and person records (nothing is written).
 
-    Every problem names file, row (1-based data row; line = row + 1), column and value.
-    Exit code 0: valid; 1: invalid input. Example: privtab validate --data synth-1m --json
+    Every problem names file, line (text files: the line number, the header being line 1;
+    Parquet: the row number), column and value. Exit code 0: valid; 1: invalid input.
+    Example: privtab validate --data synth-1m --json
     """
     from privtab.cli._progress import ProgressLine
-    from privtab.data.errors import InputValidationError
     from privtab.data.inputs import load_inputs
 
     bar = ProgressLine("validate", unit="persons", quiet=quiet)
@@ -46,12 +56,10 @@ def validate(
             Path(data),
             batch_rows=batch_rows,
             progress=lambda n, s: bar(n, None, s),
+            allow_empty=allow_empty,
         )
-    except InputValidationError as err:
+    finally:
         bar.close()
-        _report_invalid(err, as_json)
-        raise typer.Exit(1) from None
-    bar.close()
     summary = inputs.summary()
     if as_json:
         print_json({"valid": True, **summary})
@@ -84,31 +92,7 @@ def validate(
 
 
 def _report_invalid(err: object, as_json: bool) -> None:
-    from privtab.data.errors import InputValidationError
-
-    assert isinstance(err, InputValidationError)
-    if as_json:
-        print_json(err.to_dict())
-        return
-    from rich.console import Console
-    from rich.table import Table
-
-    t = Table(title=f"invalid input: {err.total:,} problem(s)")
-    for col in ("file", "row", "column", "value", "problem"):
-        t.add_column(col, overflow="fold")
-    for p in err.problems:
-        t.add_row(
-            p.file,
-            "" if p.row is None else str(p.row),
-            p.column or "",
-            "" if p.value is None else p.value,
-            f"{p.message} [{p.kind}]",
-        )
-    Console().print(t)
-    shown: dict[tuple[str, str], int] = {}
-    for p in err.problems:
-        shown[(p.file, p.kind)] = shown.get((p.file, p.kind), 0) + 1
-    for (file, kind), n in sorted(err.counts.items()):
-        if n > shown.get((file, kind), 0):
-            typer.echo(f"{file}: {n:,} rows with [{kind}] in total", err=False)
-    typer.echo(f"privtab: invalid input ({err.total:,} problem(s))", err=True)
+    """Re-raise ``err`` for the root group to print (kept for callers that still catch
+    :class:`~privtab.data.InputValidationError` themselves; they need not)."""
+    assert isinstance(err, BaseException)
+    raise err

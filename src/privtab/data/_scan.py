@@ -2,14 +2,16 @@
 
 Both formats give the same lazy frame: every expected column as a string exactly as in the
 file (Parquet values are cast to strings; a Parquet null in an optional column stands for
-``Null``), plus ``ROW``, the 1-based data-row number (text: line ``ROW + 1``; Parquet: the
-row's position in the file, from 1). Frames are scanned lazily and can be consumed in
+``Null``), plus ``ROW`` (text: the 1-based line number in the file, the header being line
+1; Parquet: the row's 1-based position) and ``_NF``, the number of ``|``-separated fields
+of the line (Parquet: the number of columns). Frames are scanned lazily and can be consumed in
 batches (:func:`iter_batches`) so that memory stays bounded for 10⁸ rows.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
@@ -17,10 +19,12 @@ import polars as pl
 
 from privtab.data._tables import ROW, SEPARATOR, check_header, read_header
 from privtab.data.errors import Problem, ProblemLog
+from privtab.data.spec import FIELDS
 
 Format = Literal["txt", "parquet"]
 EXTENSIONS: dict[str, Format] = {".txt": "txt", ".parquet": "parquet", ".pq": "parquet"}
 _LINE_SEPARATOR = "\x1f"  # a byte that never occurs in Census text files
+_LINE = "_LINE"
 
 
 def find_input(directory: Path, stem: str, log: ProblemLog) -> Path | None:
@@ -58,6 +62,22 @@ def format_of(path: Path) -> Format:
     return fmt
 
 
+@dataclass(frozen=True)
+class OpenTable:
+    """A lazily opened table: ``frame`` (``ROW``, :data:`FIELDS`, the expected columns as
+    strings) and the file's ``header`` (text: every column of the first line, in order)."""
+
+    path: Path
+    frame: pl.LazyFrame
+    header: tuple[str, ...]
+    expected: tuple[str, ...]
+    optional_null: tuple[str, ...]
+
+    def batches(self, rows: int) -> Iterator[pl.DataFrame]:
+        """Batches of about ``rows`` rows, bounded in memory (see :func:`table_batches`)."""
+        return table_batches(self, rows)
+
+
 def open_table(
     path: Path,
     expected: Sequence[str],
@@ -65,32 +85,47 @@ def open_table(
     *,
     extra_ok: bool = False,
     optional_null: Sequence[str] = (),
-) -> pl.LazyFrame | None:
-    """A lazy frame of ``ROW`` + the ``expected`` columns (strings), or ``None`` + problems.
+) -> OpenTable | None:
+    """Open a table lazily, or return ``None`` and add the problems to ``log``.
 
     The header is checked first (text: exact columns in order, or a superset if
-    ``extra_ok``; Parquet: the same set of columns in any order). Columns listed in
-    ``optional_null`` have real nulls (Parquet) replaced by the text marker ``Null``.
+    ``extra_ok``; Parquet: the same set of columns in any order). Text lines are read
+    whole, decoded leniently (invalid UTF-8 becomes U+FFFD, reported by the row checks) and
+    split on ``|``, so that every line keeps its number and its field count; blank lines
+    are dropped. Columns listed in ``optional_null`` have real nulls (Parquet) replaced by
+    the text marker ``Null``.
     """
     fmt = format_of(path)
     name = str(path)
     if fmt == "txt":
-        header = read_header(path, log)
-        if header is None:
+        found = read_header(path, log)
+        if found is None:
             return None
-        if not check_header(name, header, expected, log, extra_ok=extra_ok):
+        if not check_header(name, found, expected, log, extra_ok=extra_ok):
             return None
-        lf = pl.scan_csv(
-            path,
-            separator=SEPARATOR,
-            has_header=True,
-            schema=dict.fromkeys(header, pl.String),
-            quote_char=None,
-            empty_string_is_null=False,
-            row_index_name=ROW,
-            row_index_offset=1,
-            encoding="utf8",
+        index = {c: found.index(c) for c in expected}
+        parts = pl.col(_LINE).str.split(SEPARATOR)
+        lf = (
+            pl.scan_csv(
+                path,
+                separator=_LINE_SEPARATOR,
+                has_header=False,
+                skip_rows=1,
+                schema={_LINE: pl.String},
+                quote_char=None,
+                empty_string_is_null=False,
+                row_index_name=ROW,
+                row_index_offset=2,  # the header is line 1
+                encoding="utf8-lossy",
+            )
+            .filter(pl.col(_LINE) != "")
+            .select(
+                pl.col(ROW).cast(pl.UInt64),
+                parts.list.len().cast(pl.UInt32).alias(FIELDS),
+                *(parts.list.get(index[c], null_on_oob=True).alias(c) for c in expected),
+            )
         )
+        header = tuple(found)
     else:
         try:
             lf = pl.scan_parquet(path, row_index_name=ROW, row_index_offset=1, low_memory=True)
@@ -101,7 +136,13 @@ def open_table(
         names = [n for n in names if n != ROW]
         if not check_header(name, names, expected, log, extra_ok=extra_ok, ordered=False):
             return None
-    return lf.select(pl.col(ROW).cast(pl.UInt64), *_normalized(expected, optional_null))
+        header = tuple(expected)
+        lf = lf.select(
+            pl.col(ROW).cast(pl.UInt64),
+            pl.lit(len(expected), pl.UInt32).alias(FIELDS),
+            *_normalized(expected, optional_null),
+        )
+    return OpenTable(path, lf, header, tuple(expected), tuple(optional_null))
 
 
 def _normalized(expected: Sequence[str], optional_null: Sequence[str]) -> list[pl.Expr]:
@@ -113,37 +154,50 @@ def _normalized(expected: Sequence[str], optional_null: Sequence[str]) -> list[p
     ]
 
 
-def table_batches(
-    path: Path,
-    lf: pl.LazyFrame,
-    rows: int,
-    expected: Sequence[str],
-    optional_null: Sequence[str] = (),
-) -> Iterator[pl.DataFrame]:
+def table_batches(table: OpenTable, rows: int) -> Iterator[pl.DataFrame]:
     """Batches of a table opened by :func:`open_table` (same columns), bounded in memory.
 
     Text files stream through polars; Parquet files are read row group by row group with
     pyarrow (polars' streaming Parquet reader prefetches ~1.5 GB at 10⁷ rows).
     """
+    path = table.path
     if format_of(path) == "txt":
-        yield from iter_batches(lf, rows)
+        yield from iter_batches(table.frame, rows)
         return
     import pyarrow.parquet as pq
 
-    exprs = _normalized(expected, optional_null)
+    exprs = _normalized(table.expected, table.optional_null)
+    n_fields = pl.lit(len(table.expected), pl.UInt32).alias(FIELDS)
     offset = 1
     with pq.ParquetFile(path) as pf:
-        for rb in pf.iter_batches(batch_size=rows, columns=list(expected)):
+        for rb in pf.iter_batches(batch_size=rows, columns=list(table.expected)):
             df = pl.from_arrow(rb)
             assert isinstance(df, pl.DataFrame)
             n = df.height
-            yield df.select(pl.int_range(offset, offset + n, dtype=pl.UInt64).alias(ROW), *exprs)
+            rows_ = pl.int_range(offset, offset + n, dtype=pl.UInt64).alias(ROW)
+            yield df.select(rows_, n_fields, *exprs)
             offset += n
 
 
+def has_rows(path: Path) -> bool:
+    """Whether a table has at least one data row (text: a non-blank line after the header;
+    Parquet: its metadata). Cheap: reads at most until the first such line."""
+    if format_of(path) == "parquet":
+        import pyarrow.parquet as pq
+
+        with pq.ParquetFile(path) as pf:
+            return bool(pf.metadata.num_rows)
+    with path.open("rb") as fh:
+        fh.readline()
+        for line in fh:
+            if line.strip(b"\r\n") and line.strip(b"\r\n").strip(b"|"):
+                return True
+    return False
+
+
 def is_blank_row(columns: Sequence[str]) -> pl.Expr:
-    """True for a blank text line (every field empty): such lines carry no data."""
-    return pl.all_horizontal([pl.col(c) == "" for c in columns])
+    """True for a blank line (no field holds anything, e.g. ``||``): it carries no data."""
+    return pl.all_horizontal([pl.col(c).fill_null("") == "" for c in columns])
 
 
 def iter_batches(lf: pl.LazyFrame, rows: int) -> Iterator[pl.DataFrame]:
@@ -151,51 +205,41 @@ def iter_batches(lf: pl.LazyFrame, rows: int) -> Iterator[pl.DataFrame]:
     yield from lf.collect_batches(chunk_size=rows, maintain_order=True)
 
 
-def diagnose_field_counts(path: Path, n_fields: int, log: ProblemLog, rows: int = 1 << 20) -> None:
-    """Find the rows of a text file with a wrong number of fields (slow path, bad files only).
+def diagnose_unreadable(path: Path, error: Exception, log: ProblemLog) -> None:
+    """Report why polars could not read a text file (slow path, bad files only).
 
-    Reads every line as one string and counts separators, vectorised, in batches.
+    The line reader fails only on the unit-separator byte 0x1F (its own field separator,
+    never in Census files): the lines holding it are named; anything else is reported with
+    polars' message.
     """
     name = str(path)
-    lf = pl.scan_csv(
-        path,
-        separator=_LINE_SEPARATOR,
-        has_header=False,
-        skip_rows=1,
-        schema={"_LINE": pl.String},
-        quote_char=None,
-        empty_string_is_null=False,
-        row_index_name=ROW,
-        row_index_offset=1,
-    ).with_columns(
-        (pl.col("_LINE").str.count_matches(SEPARATOR, literal=True) + 1).alias("_N"),
-    )
-    for batch in iter_batches(lf, rows):
-        bad = batch.filter((pl.col("_N") != n_fields) & (pl.col("_LINE") != ""))
-        if bad.height == 0:
-            continue
-        take = bad.head(max(1, log.room(name, "wrong_field_count")))
-        log.add_many(
-            bad.height,
-            [
-                Problem(
-                    name,
-                    "wrong_field_count",
-                    f"expected {n_fields} fields separated by '|', found {n}",
-                    row=int(r),
-                    value=line if len(line) <= 200 else line[:200] + "...",
-                )
-                for r, n, line in take.select(ROW, "_N", "_LINE").iter_rows()
-            ],
-        )
+    found = 0
+    with path.open("rb") as fh:
+        for lineno, line in enumerate(fh, start=1):
+            if _LINE_SEPARATOR.encode() in line:
+                found += 1
+                if found <= log.room(name, "unreadable"):
+                    log.add(
+                        Problem(
+                            name,
+                            "unreadable",
+                            "the line holds the control character 0x1F (not allowed)",
+                            row=lineno,
+                        )
+                    )
+    if not found:
+        log.add(Problem(name, "unreadable", f"the file cannot be read: {error}"))
 
 
 __all__ = [
     "EXTENSIONS",
+    "FIELDS",
     "Format",
-    "diagnose_field_counts",
+    "OpenTable",
+    "diagnose_unreadable",
     "find_input",
     "format_of",
+    "has_rows",
     "is_blank_row",
     "iter_batches",
     "open_table",

@@ -2,8 +2,9 @@
 
 All Census text files are pipe-delimited with a header row; ``Null`` marks a missing value.
 Files may use CRLF line ends and may end with blank lines (the production iteration files
-do); fully blank lines carry no data and are skipped, but they still count in the row
-numbering so that row ``r`` is always on line ``r + 1`` of the file.
+do); fully blank lines carry no data and are skipped. Rows are named by their 1-based line
+number in the file (the header is line 1). A UTF-8 byte-order mark at the start is
+stripped, with a warning (:class:`~privtab.data.errors.InputWarning`).
 
 Small reference files are read here in pure Python (they have at most ~14,000 rows); the
 large person and GRF-C files are scanned with polars (see :mod:`privtab.data.persons` and
@@ -17,10 +18,12 @@ from pathlib import Path
 
 import polars as pl
 
-from privtab.data.errors import Problem, ProblemLog
+from privtab.data.errors import Problem, ProblemLog, warn_input
 
 ROW = "ROW"
-"""Name of the 1-based data-row column added by every reader."""
+"""Name of the row column added by every reader: the 1-based line number in a text file
+(the header is line 1), the 1-based row position in a Parquet file."""
+BOM = "\ufeff"
 
 SEPARATOR = "|"
 NULL = "Null"
@@ -35,14 +38,28 @@ def read_header(path: Path, log: ProblemLog) -> list[str] | None:
         log.add(Problem(str(path), "missing_file", f"cannot read the file: {exc.strerror}"))
         return None
     if not first.strip():
-        log.add(Problem(str(path), "empty_file", "the file is empty (no header row)"))
+        log.add(Problem(str(path), "empty_file", "the file is empty (no header row)", row=1))
         return None
     try:
         line = first.decode("utf-8")
-    except UnicodeDecodeError:
-        log.add(Problem(str(path), "encoding", "the header is not valid UTF-8"))
+    except UnicodeDecodeError as exc:
+        log.add(
+            Problem(
+                str(path),
+                "invalid_utf8",
+                f"the header is not valid UTF-8 (byte {exc.start + 1} of the line)",
+                row=1,
+            )
+        )
         return None
-    return line.rstrip("\r\n").split(SEPARATOR)
+    return _strip_bom(str(path), line).rstrip("\r\n").split(SEPARATOR)
+
+
+def _strip_bom(file: str, text: str) -> str:
+    if text.startswith(BOM):
+        warn_input(file, "UTF-8 byte-order mark at the start of the file ignored")
+        return text[len(BOM) :]
+    return text
 
 
 def check_header(
@@ -108,13 +125,20 @@ def read_small_table(
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         lineno = raw[: exc.start].count(b"\n") + 1
+        col = exc.start - (raw.rfind(b"\n", 0, exc.start) + 1) + 1
         log.add(
-            Problem(name, "encoding", f"not valid UTF-8 (line {lineno})", row=lineno - 1 or None)
+            Problem(
+                name,
+                "invalid_utf8",
+                f"not valid UTF-8 (byte {col} of the line)",
+                row=lineno,
+                value=raw[exc.start : exc.end + 8].decode("utf-8", "backslashreplace"),
+            )
         )
         return None
-    lines = text.splitlines()
+    lines = _strip_bom(name, text).splitlines()
     if not lines or not lines[0].strip():
-        log.add(Problem(name, "empty_file", "the file is empty (no header row)"))
+        log.add(Problem(name, "empty_file", "the file is empty (no header row)", row=1))
         return None
     header = lines[0].split(SEPARATOR)
     if not check_header(name, header, columns, log):
@@ -122,7 +146,7 @@ def read_small_table(
     rows: list[list[str]] = []
     numbers: list[int] = []
     n = len(columns)
-    for i, line in enumerate(lines[1:], start=1):
+    for i, line in enumerate(lines[1:], start=2):  # line numbers: the header is line 1
         if not line.strip():
             continue
         fields = line.split(SEPARATOR)
@@ -184,7 +208,7 @@ def pattern_ok(column: str, regex: str) -> pl.Expr:
     return pl.col(column).str.contains(f"^(?:{regex})$").fill_null(False)
 
 
-FOUR_DIGIT_CODE = r"[1-9]\d{3}"
-"""A race/ethnicity code (schema pattern ``[1-9]\\d{3}``)."""
+FOUR_DIGIT_CODE = r"[1-9][0-9]{3}"
+"""A race/ethnicity code (schema pattern ``[1-9]\\d{3}``, ASCII digits only)."""
 
-ITERATION_CODE_PATTERN = r"\d{4}"
+ITERATION_CODE_PATTERN = r"[0-9]{4}"

@@ -9,17 +9,32 @@ Rules (each violation is a :class:`~privtab.data.errors.Problem` naming the key 
 - every key of the production schema is present, no unknown key, no key twice;
 - ``privacy_defn`` is ``zcdp`` (budgets are ρ, discrete Gaussian noise) or ``puredp``
   (budgets are ε, geometric noise);
-- every budget is a finite number ≥ 0;
+- every budget is a number: 0 (the level is switched off, as the production AIANNH level 1)
+  or within [:data:`MIN_BUDGET`, :data:`MAX_BUDGET`] = [10⁻¹², 10⁶] — see below; every run
+  that is switched on has at least one positive budget (else there is nothing to release);
 - ``privacy_budget_p_stage_1_fraction`` lies strictly between 0 and 1;
 - ``thresholds_p`` has, for every (geography, iteration level) of each scope that is run,
-  exactly three strictly increasing numbers (stage 2: below the first → total only; then
-  Sex × Age4, Sex × Age9, Sex × Age23) — the Census code accepted non-decreasing lists of
-  three or more, but equal thresholds make a statistic level unreachable and extra ones
-  are never used, so both are reported as errors here;
+  exactly three strictly increasing integers of magnitude at most 10¹² (stage 2: below the
+  first → total only; then Sex × Age4, Sex × Age9, Sex × Age23) — the Census code accepted
+  non-decreasing lists of three or more, but equal thresholds make a statistic level
+  unreachable and extra ones are never used, so both are reported as errors here; noisy
+  counts are integers, so a fractional threshold is a mistake;
 - ``max_race_codes`` is an integer in 1..8, ``zero_suppression_chance`` in [0, 1);
 - ``allow_negative_counts``, ``run_us``, ``run_pr`` are booleans and at least one run is on;
 - ``state_filter_us`` is a non-empty list of distinct FIPS codes of the 50 states + DC;
 - ``reader`` is ``cef`` or ``csv`` (kept for provenance: privtab reads files itself).
+
+Numbers must be JSON numbers (not strings, not ``true``/``false``, not ``NaN`` or
+``Infinity``); a value such as ``1e400`` is read exactly and refused by its range.
+
+**Why budgets are bounded.** Every number privtab publishes about a release (noise scale,
+exact 95 % margins of error, the privacy-loss analyses) is computed exactly or with
+certified bounds, and each such computation must finish. A per-count parameter of
+ρ = 10⁻³⁰ means σ ≈ 7·10¹⁴, and the exact tail sums of that discrete Gaussian do not
+finish; a budget of 10³⁰ protects nothing (ε in the billions) and overflows the float
+fields of ``release.json``. [10⁻¹², 10⁶] contains every budget that makes sense for
+counts (the 2020 production budgets are 0.008 … 2.134; ρ = 10⁻¹² per level already means
+noise of standard deviation ≈ 10⁶ per count) while keeping all computations bounded.
 """
 
 from __future__ import annotations
@@ -53,6 +68,12 @@ THRESHOLDS_KEY = "thresholds_p"
 OPTIONAL_KEYS = ("zero_suppression_chance",)
 MAX_RACE_CODES_LIMIT = 8
 """The person file has eight race columns QRACE1..QRACE8."""
+MIN_BUDGET = Fraction(1, 10**12)
+"""The smallest positive budget accepted (see the module docstring: bounded computation)."""
+MAX_BUDGET = Fraction(10**6)
+"""The largest budget accepted (see the module docstring)."""
+MAX_THRESHOLD = 10**12
+"""Thresholds are integers of magnitude at most this (counts of persons are < 10¹⁰)."""
 
 
 def budget_key(geo: GeoLevel, iteration_level: int) -> str:
@@ -266,8 +287,10 @@ def _frac(x: Any) -> Fraction:
 
 
 def _show(x: Any) -> str:
-    if isinstance(x, Decimal):
+    if isinstance(x, Decimal | str):
         return str(x)
+    if isinstance(x, list):
+        return "[" + ", ".join(_show(v) for v in x) + "]"
     try:
         return json.dumps(x, default=str)
     except (TypeError, ValueError):
@@ -307,14 +330,39 @@ class _Checker:
             self.bad("invalid_value", "privacy_defn", v, "must be 'zcdp' or 'puredp'")
 
     def _budgets(self) -> None:
-        for k in BUDGET_KEYS:
+        positive: dict[Scope, int] = {Scope.US: 0, Scope.PR: 0}
+        for k, (geo, _) in BUDGET_KEYS.items():
             v = self.raw.get(k, _ABSENT)
             if v is _ABSENT:
                 continue
             if not _is_number(v):
-                self.bad("invalid_type", k, v, "a budget must be a finite number")
+                self.bad("invalid_type", k, v, "a budget must be a finite number (0 = level off)")
             elif v < 0:
-                self.bad("negative_budget", k, v, "a budget must be non-negative")
+                self.bad("negative_budget", k, v, "a budget must be non-negative (0 = level off)")
+            elif v > 0 and not MIN_BUDGET <= _frac(v) <= MAX_BUDGET:
+                self.bad(
+                    "out_of_range",
+                    k,
+                    v,
+                    "a positive budget must lie in [1e-12, 1e6], so that every computation "
+                    "on it is exact and finishes (use 0 to switch the level off)",
+                )
+            if _is_number(v) and v > 0:
+                positive[geo.scope] += 1
+        for scope, flag in ((Scope.US, "run_us"), (Scope.PR, "run_pr")):
+            keys = [k for k, (g, _) in BUDGET_KEYS.items() if g.scope is scope]
+            if (
+                self.raw.get(flag) is True
+                and positive[scope] == 0
+                and all(k in self.raw for k in keys)
+            ):
+                self.bad(
+                    "no_budget",
+                    flag,
+                    True,
+                    f"every budget of the {scope.value} run is 0 or invalid: nothing to "
+                    f"release (give a level a positive budget, or set {flag} to false)",
+                )
 
     def _stage_1(self) -> None:
         v = self.raw.get(STAGE_1_KEY, _ABSENT)
@@ -404,7 +452,13 @@ class _Checker:
             ts = v[k]
             col = f"{THRESHOLDS_KEY}.{k}"
             if not isinstance(ts, list) or not all(_is_number(t) for t in ts):
-                self.bad("invalid_type", col, ts, "must be a list of three numbers")
+                self.bad("invalid_type", col, ts, "must be a list of three integers")
+            elif not all(_frac(t).denominator == 1 for t in ts):
+                self.bad(
+                    "invalid_type", col, ts, "thresholds must be integers (counts are integers)"
+                )
+            elif not all(abs(_frac(t)) <= MAX_THRESHOLD for t in ts):
+                self.bad("out_of_range", col, ts, "thresholds must lie in [-1e12, 1e12]")
             elif len(ts) != 3:
                 self.bad(
                     "thresholds_count",
@@ -429,6 +483,9 @@ _ABSENT: Any = _Absent()
 __all__ = [
     "BUDGET_KEYS",
     "KNOWN_KEYS",
+    "MAX_BUDGET",
+    "MAX_THRESHOLD",
+    "MIN_BUDGET",
     "REQUIRED_KEYS",
     "PrivacyDefinition",
     "SafeTabConfig",

@@ -19,6 +19,7 @@ from privtab.data._tables import NULL, ROW, SEPARATOR
 from privtab.data.errors import ProblemLog
 from privtab.data.geography import GRFC_COLUMNS
 from privtab.data.persons import PERSON_COLUMNS, RACE_COLUMNS
+from privtab.data.spec import FIELDS
 
 
 def convert_file(src: str | Path, dst: str | Path, *, overwrite: bool = False) -> Path:
@@ -32,10 +33,10 @@ def convert_file(src: str | Path, dst: str | Path, *, overwrite: bool = False) -
         raise FileExistsError(f"{dst} exists (pass overwrite=True to replace it)")
     log = ProblemLog()
     columns = _columns_of(src, log)
-    lf = open_table(src, columns, log, extra_ok=columns is GRFC_COLUMNS, optional_null=())
+    table = open_table(src, columns, log, extra_ok=columns is GRFC_COLUMNS, optional_null=())
     log.raise_if_any()
-    assert lf is not None
-    lf = lf.drop(ROW)
+    assert table is not None
+    lf = table.frame.drop(ROW, FIELDS)
     race = [c for c in RACE_COLUMNS if c in columns]
     tmp = dst.with_name(f".{dst.name}.tmp-{os.getpid()}")
     try:

@@ -1,9 +1,10 @@
 """Structured input problems and the single error raised for bad input.
 
-Every check in :mod:`privtab.data` reports a :class:`Problem` naming the FILE, the ROW (the
-1-based number of the data row: the first row after the header is row 1, so in a text file
-row ``r`` is on line ``r + 1``), the COLUMN and the offending VALUE. Problems are collected
-across all input files and raised together as one :class:`InputValidationError`, before
+Every check in :mod:`privtab.data` reports a :class:`Problem` naming the FILE, the ROW (in
+a text file the 1-based line number as in the file — the header is line 1, so the first
+data row is line 2; in a Parquet file the 1-based position of the row), the COLUMN and the
+offending VALUE. Problems are collected across all input files and raised together as one
+:class:`InputValidationError` — a :class:`privtab.errors.InputError` (exit code 1) — before
 anything is written. Only the first :data:`DEFAULT_EXAMPLES` rows of each kind of problem are
 kept (the total number of offending rows of that kind is counted exactly), so validating
 10⁸ bad rows does not need memory for 10⁸ messages.
@@ -11,12 +12,27 @@ kept (the total number of offending rows of that kind is counted exactly), so va
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from privtab.errors import InputError
+
 DEFAULT_EXAMPLES = 10
 """How many example rows of each (file, kind) are kept by a :class:`ProblemLog`."""
+
+
+class InputWarning(UserWarning):
+    """An input accepted with a remark (e.g. a UTF-8 byte-order mark that was stripped).
+
+    The command line prints it as ``privtab: warning: ...``.
+    """
+
+
+def warn_input(file: str, message: str) -> None:
+    """Emit an :class:`InputWarning` naming the file."""
+    warnings.warn(f"{file}: {message}", InputWarning, stacklevel=3)
 
 
 @dataclass(frozen=True)
@@ -27,8 +43,9 @@ class Problem:
         file: the file name (or path) as given by the caller.
         kind: a stable, machine-readable code, e.g. ``"unknown_race_code"``.
         message: a human-readable explanation.
-        row: 1-based data-row number (header excluded; ``None`` for file-level problems,
-            e.g. a wrong header, and for keys of ``config.json``).
+        row: text files: the 1-based line number as in the file (header = line 1);
+            Parquet files: the 1-based row position; ``None`` for file-level problems
+            (e.g. a wrong header) and for keys of ``config.json``.
         column: the column (or, for ``config.json``, the key) at fault.
         value: the offending value as it appears in the file (``None`` if absent).
     """
@@ -40,12 +57,18 @@ class Problem:
     column: str | None = None
     value: str | None = None
 
+    @property
+    def row_label(self) -> str:
+        """``line`` for text files, ``row`` for Parquet files (a position, not a line)."""
+        return "row" if self.file.lower().endswith((".parquet", ".pq")) else "line"
+
     def __str__(self) -> str:
         where = [self.file]
         if self.row is not None:
-            where.append(f"row {self.row}")
+            where.append(f"{self.row_label} {self.row}")
         if self.column is not None:
-            where.append(f"column {self.column}")
+            label = "key" if self.file.lower().endswith(".json") else "column"
+            where.append(f"{label} {self.column}")
         if self.value is not None:
             where.append(f"value {self.value!r}")
         return f"{', '.join(where)}: {self.message} [{self.kind}]"
@@ -129,11 +152,14 @@ class ProblemLog:
             raise InputValidationError(self.problems, self.counts)
 
 
-class InputValidationError(ValueError):
+class InputValidationError(InputError, ValueError):
     """Bad input: carries every problem found (first rows of each kind) and exact counts.
 
-    ``problems`` is the structured list (see :class:`Problem`); ``counts`` maps
-    ``(file, kind)`` to the total number of offending rows. ``str(err)`` lists them all.
+    A :class:`privtab.errors.InputError` (exit code 1; also a ``ValueError`` for callers
+    that catch that). ``problems`` is the structured list (see :class:`Problem`);
+    ``counts`` maps ``(file, kind)`` to the total number of offending rows. ``str(err)``
+    lists them all, one located line each; ``file``/``row``/``column``/``value`` are those
+    of the first problem.
     """
 
     def __init__(
@@ -147,7 +173,17 @@ class InputValidationError(ValueError):
             for p in self.problems:
                 counts[(p.file, p.kind)] = counts.get((p.file, p.kind), 0) + 1
         self.counts: dict[tuple[str, str], int] = dict(counts)
-        super().__init__(self._render())
+        first = self.problems[0] if self.problems else None
+        super().__init__(
+            self._render(),
+            file=None if first is None else first.file,
+            row=None if first is None else first.row,
+            column=None if first is None else first.column,
+            value=None if first is None else first.value,
+        )
+
+    def __str__(self) -> str:
+        return self.message
 
     @property
     def total(self) -> int:

@@ -35,8 +35,8 @@ from pathlib import Path
 
 import polars as pl
 
-from privtab.data._scan import diagnose_field_counts, is_blank_row, open_table, table_batches
-from privtab.data._tables import ROW, pattern_ok, report_rows
+from privtab.data._scan import OpenTable, diagnose_unreadable, is_blank_row, open_table
+from privtab.data._tables import ROW, report_rows
 from privtab.data.errors import Problem, ProblemLog
 from privtab.data.levels import (
     NO_AIANNH,
@@ -47,19 +47,16 @@ from privtab.data.levels import (
     US_STATE_FIPS,
     GeoLevel,
 )
+from privtab.data.spec import (
+    BLOCK_COLUMNS,
+    FIELDS,
+    GRFC_COLUMNS,
+    TableSpec,
+    grfc_spec,
+    name_problems,
+)
 
 GRFC_STEM = "GRF-C"
-GRFC_COLUMNS = ("TABBLKST", "TABBLKCOU", "TABTRACTCE", "TABBLK", "PLACEFP", "AIANNHCE")
-BLOCK_COLUMNS = ("TABBLKST", "TABBLKCOU", "TABTRACTCE", "TABBLK")
-ID_PATTERNS: dict[str, tuple[str, str]] = {
-    "TABBLKST": (r"\d{2}", "2 digits"),
-    "TABBLKCOU": (r"\d{3}", "3 digits"),
-    "TABTRACTCE": (r"\d{6}", "6 digits"),
-    "TABBLK": (r"\d{4}", "4 digits"),
-    "PLACEFP": (r"\d{5}", "5 digits"),
-    "AIANNHCE": (r"\d{4}", "4 digits"),
-}
-"""Column → (regex, description): the patterns of the GRF-C and person-record schemas."""
 BLOCK = "BLOCK"
 UNIT = "UNIT"
 VALID_STATES: tuple[str, ...] = (*US_STATE_FIPS, PR_STATE_FIPS)
@@ -121,19 +118,20 @@ def load_geography(
     path = Path(path)
     name = str(path)
     before = sum(log.counts.values())
-    lf = open_table(path, GRFC_COLUMNS, log, extra_ok=True)
-    if lf is None:
+    table = open_table(path, GRFC_COLUMNS, log, extra_ok=True)
+    if table is None:
         return None
     parts: list[pl.DataFrame] = []
+    spec = grfc_spec(VALID_STATES)
     try:
-        for batch in table_batches(path, lf, batch_rows, GRFC_COLUMNS):
+        for batch in table.batches(batch_rows):
             batch = batch.filter(~is_blank_row(GRFC_COLUMNS))
-            parts.append(_check_batch(name, batch, log))
-    except pl.exceptions.ComputeError:
-        diagnose_field_counts(path, _field_count(path), log)
+            parts.append(_check_batch(table, spec, batch, log))
+    except pl.exceptions.ComputeError as exc:
+        diagnose_unreadable(path, exc, log)
         return None
-    table = pl.concat(parts) if parts else _empty_table()
-    dup = table.filter(~pl.col(BLOCK).is_first_distinct())
+    blocks = pl.concat(parts) if parts else _empty_table()
+    dup = blocks.filter(~pl.col(BLOCK).is_first_distinct())
     report_rows(
         log,
         name,
@@ -143,39 +141,40 @@ def load_geography(
         "TABBLK",
         value_column=BLOCK,
     )
-    if table.height == 0 and sum(log.counts.values()) == before:
+    if blocks.height == 0 and sum(log.counts.values()) == before:
         log.add(Problem(name, "empty_file", "GRF-C has no blocks"))
     if sum(log.counts.values()) > before:
         return None
-    return build_geography(table, tuple(state_filter_us), name)
-
-
-def _field_count(path: Path) -> int:
-    with path.open("rb") as fh:
-        return fh.readline().decode("utf-8", "replace").count("|") + 1
+    return build_geography(blocks, tuple(state_filter_us), name)
 
 
 def _empty_table() -> pl.DataFrame:
     return pl.DataFrame(schema={ROW: pl.UInt64, BLOCK: pl.UInt64, **_CODE_DTYPES})
 
 
-def _check_batch(file: str, batch: pl.DataFrame, log: ProblemLog) -> pl.DataFrame:
-    """Report the problems of a batch; return its valid rows in compact form."""
+def _check_batch(
+    table: OpenTable, spec: TableSpec, batch: pl.DataFrame, log: ProblemLog
+) -> pl.DataFrame:
+    """Report the problems of a batch (the rules of :func:`privtab.data.spec.grfc_spec`);
+    return its valid rows in compact form."""
+    from privtab.data.persons import report_field_counts
+
+    file = str(table.path)
+    n = len(table.header)
+    report_field_counts(file, batch.filter(pl.col(FIELDS) != n), table.header, log)
+    batch = batch.filter(pl.col(FIELDS) == n)
     bad_rows: list[pl.Expr] = []
-    for col, (regex, desc) in ID_PATTERNS.items():
-        ok = pattern_ok(col, regex)
-        bad_rows.append(~ok)
-        report_rows(log, file, "malformed_id", f"{col} must be {desc}", batch.filter(~ok), col)
-    unknown = pattern_ok("TABBLKST", r"\d{2}") & ~pl.col("TABBLKST").is_in(VALID_STATES)
-    bad_rows.append(unknown)
-    report_rows(
-        log,
-        file,
-        "unknown_state",
-        "not the FIPS code of a state, DC or Puerto Rico (72)",
-        batch.filter(unknown),
-        "TABBLKST",
-    )
+
+    def run(
+        kind: str, cond: pl.Expr, column: str | pl.Expr, value: pl.Expr, message: str | pl.Expr
+    ) -> None:
+        assert isinstance(column, str)
+        assert isinstance(message, str)
+        bad_rows.append(cond)
+        bad = batch.filter(cond).with_columns(value.alias("_VALUE"))
+        report_rows(log, file, kind, message, bad, column, value_column="_VALUE")
+
+    name_problems(spec, None, run)
     return batch.filter(~pl.any_horizontal(bad_rows)).select(
         ROW,
         block_key_expr(),
@@ -248,7 +247,6 @@ __all__ = [
     "BLOCK_COLUMNS",
     "GRFC_COLUMNS",
     "GRFC_STEM",
-    "ID_PATTERNS",
     "UNIT",
     "VALID_STATES",
     "Geography",

@@ -21,9 +21,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from privtab.data._scan import find_input, open_table
+from privtab.data._scan import find_input, has_rows, open_table
 from privtab.data.config import SafeTabConfig, load_config
-from privtab.data.errors import ProblemLog
+from privtab.data.errors import Problem, ProblemLog
 from privtab.data.geography import GRFC_STEM, Geography, load_geography
 from privtab.data.iterations import REFERENCE_FILES, ReferenceData, load_reference
 from privtab.data.levels import PopulationGroupLevel, Scope
@@ -143,12 +143,16 @@ def load_inputs(
     validate_persons: bool = True,
     batch_rows: int = DEFAULT_BATCH_ROWS,
     progress: Any = None,
+    allow_empty: bool = False,
 ) -> SafeTabInputs:
     """Read and validate every input; raise one InputValidationError listing all problems.
 
     ``config`` is a ``config.json`` path or a parameters directory (``None``: the packaged
     2020 production parameters); the reference files are read from the same directory.
-    ``progress``, if given, is called as ``progress(rows_read)`` after each person batch.
+    ``progress``, if given, is called as ``progress(rows_read, seconds)`` after each person
+    batch. A person file with a header and no rows is refused (``no_persons``: a release
+    of nobody is almost always a mistake) unless ``allow_empty`` — checked cheaply even
+    with ``validate_persons=False`` (only the first data line is read).
     """
     log = ProblemLog()
     config_path = resolve_config_path(config)
@@ -160,8 +164,20 @@ def load_inputs(
     state_filter = cfg.state_filter_us if cfg is not None else ()
     geo = None if grfc_path is None else load_geography(grfc_path, log, state_filter, batch_rows)
     rows: int | None = None
+    if cfg is not None and ref is not None and geo is not None:
+        _check_some_public_group(cfg, ref, geo, config_path, log)
     if persons_path is not None:
-        if validate_persons:
+        header_ok = open_table(persons_path, PERSON_COLUMNS, log, optional_null=RACE_COLUMNS)
+        if header_ok is not None and not allow_empty and not has_rows(persons_path):
+            log.add(
+                Problem(
+                    str(persons_path),
+                    "no_persons",
+                    "the person file has a header but no rows: nothing to tabulate "
+                    "(pass allow_empty / --allow-empty to release an empty population)",
+                )
+            )
+        elif header_ok is not None and validate_persons:
             reader = PersonReader(
                 persons_path,
                 ref,
@@ -175,8 +191,6 @@ def load_inputs(
                 if progress is not None:
                     progress(reader.rows_read, time.monotonic() - started)
             rows = reader.rows_read
-        else:
-            open_table(persons_path, PERSON_COLUMNS, log, optional_null=RACE_COLUMNS)
     log.raise_if_any()
     assert cfg is not None
     assert ref is not None
@@ -191,6 +205,26 @@ def load_inputs(
         persons_path=persons_path,
         grfc_path=grfc_path,
         person_rows=rows,
+    )
+
+
+def _check_some_public_group(
+    cfg: SafeTabConfig, ref: ReferenceData, geo: Geography, config_path: Path, log: ProblemLog
+) -> None:
+    """A release needs at least one level with a public population group: levels whose
+    domain (regions of the GRF-C × iterations of the reference files) is empty are skipped
+    by a run, but if every level of every run is empty there is nothing to release."""
+    for scope in cfg.scopes:
+        for g, lv in cfg.levels(scope):
+            if cfg.budget(g, lv) > 0 and geo.domain(g) and ref.select(lv, g.granularity):
+                return
+    log.add(
+        Problem(
+            str(config_path),
+            "no_public_groups",
+            "no level of the config has any public population group (every run's domain "
+            "is empty): check state_filter_us, run_us/run_pr and the GRF-C",
+        )
     )
 
 

@@ -442,7 +442,7 @@ def _check_hierarchy(file: str, ref: ReferenceData, map_df: pl.DataFrame, log: P
                 Problem(
                     file,
                     "code_in_two_iterations",
-                    f"code {code} maps to iterations {other} (row {other_row}) and {it_code}, "
+                    f"code {code} maps to iterations {other} (line {other_row}) and {it_code}, "
                     f"both {it.kind.value} LEVEL={it.level}{alone} tabulated at {gran.value} "
                     "geographies; a code may map to only one iteration of a level",
                     row=row,

@@ -5,28 +5,33 @@ Format (Census, unchanged): ``person-records.txt``, pipe-delimited with a header
 ``Null`` for an absent race code; or ``person-records.parquet`` with the same columns
 (values as strings or integers; a null race code = ``Null``).
 
-Validation is a set of polars expressions evaluated batch by batch (default 2²⁰ rows), so
-10⁸ rows are checked in bounded memory. Each problem names file, data row (1-based, header
-excluded: row r is on line r + 1 of a text file), column and value; the first rows of each
-kind are kept and every offending row is counted. Kinds:
+Validation is the rules of :func:`privtab.data.spec.person_spec` (declared once, compiled
+to polars here and to Spark SQL by the Spark engine), evaluated batch by batch (default
+2¹⁸ rows), so 10⁸ rows are checked in bounded memory. Each problem names file, line (text:
+the 1-based line number, the header being line 1; Parquet: the row position), column and
+value; the first rows of each kind are kept and every offending row is counted. Kinds:
 
-``malformed_id`` (TABBLKST 2 digits, TABBLKCOU 3, TABTRACTCE 6, TABBLK 4),
-``block_not_in_grfc``, ``invalid_age`` (not an integer), ``age_out_of_range`` (outside
-0–115), ``invalid_sex`` (QSEX not 1/2), ``invalid_householder`` (not True/False),
-``invalid_cenrace`` (not 01–63), ``missing_race_code`` (QRACE1 is Null),
-``invalid_race_code`` (not ``Null`` or four digits), ``unknown_race_code`` (not in the code
-list), ``race_code_after_null``, ``duplicate_race_code``, ``too_many_race_codes`` (more
-than ``max_race_codes``), ``invalid_ethnicity_code``, ``unknown_ethnicity_code``,
-``wrong_field_count``, ``wrong_header``.
+``wrong_field_count`` (a short line is reported by its first missing field),
+``missing_value`` (a Parquet null), ``invalid_utf8``, ``malformed_id`` (TABBLKST 2 digits,
+TABBLKCOU 3, TABTRACTCE 6, TABBLK 4), ``block_not_in_grfc``, ``invalid_age`` (not 1 to 3
+digits), ``age_out_of_range`` (outside 0–115), ``invalid_sex`` (QSEX not 1/2),
+``invalid_householder`` (not True/False), ``invalid_cenrace`` (not 01–63),
+``missing_race_code`` (QRACE1 is Null), ``invalid_race_code`` (not ``Null`` or four
+digits), ``unknown_race_code`` (not in the code list), ``race_code_after_null``,
+``duplicate_race_code``, ``too_many_race_codes`` (more than ``max_race_codes``),
+``invalid_ethnicity_code``, ``unknown_ethnicity_code``; and for the file, ``wrong_header``,
+``empty_file``, ``no_persons`` (a header and no rows, see
+:func:`privtab.data.load_inputs`'s ``allow_empty``), ``unreadable``.
 
 The canonical form used by engines (:data:`CANONICAL_SCHEMA`): ``BLOCK`` (UInt64 block
 key), ``UNIT`` (UInt32 geo unit, when a geography is given), ``QAGE`` (UInt8), ``QSEX``
 (UInt8, 1 male, 2 female), ``QSPAN`` (UInt16) and the race-code combination packed in
 ``RACE_KEY1``/``RACE_KEY2`` (see :mod:`privtab.data.membership`).
 
-Speed: each batch is typed and checked by cheap integer expressions (:class:`_FastPath`);
-only the rows it flags go through the naming checks (:class:`_Checker`), which produce the
-messages. Both flag exactly the same rows (property test).
+Speed: each batch is typed and checked by the rules compiled to cheap casts
+(:class:`_FastPath`); only the rows it flags go through the naming checks
+(:class:`_Checker`, the rules compiled to regexes), which produce the messages. Both flag
+exactly the same rows (property test).
 """
 
 from __future__ import annotations
@@ -34,37 +39,33 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
 
 import numpy as np
 import polars as pl
 
-from privtab.data._scan import diagnose_field_counts, is_blank_row, open_table, table_batches
-from privtab.data._tables import FOUR_DIGIT_CODE, NULL, ROW, pattern_ok
-from privtab.data.ages import MAX_AGE
+from privtab.data._scan import diagnose_unreadable, is_blank_row, open_table
+from privtab.data._tables import NULL, ROW
 from privtab.data.errors import Problem, ProblemLog
-from privtab.data.geography import (
-    BLOCK,
-    BLOCK_COLUMNS,
-    ID_PATTERNS,
-    UNIT,
-    Geography,
-    block_key_expr,
-)
-from privtab.data.iterations import CODES_FILE, ReferenceData
+from privtab.data.geography import BLOCK, UNIT, Geography, block_key_expr
+from privtab.data.iterations import ReferenceData
 from privtab.data.membership import RACE_KEYS, pack_race_codes, race_keys_expr
+from privtab.data.spec import (
+    BLOCK_COLUMNS,
+    FIELDS,
+    ID_WIDTHS,
+    MAX_CENRACE,
+    PERSON_COLUMNS,
+    RACE_COLUMNS,
+    Digits,
+    bad_row_polars,
+    code_int,
+    field_count_message,
+    name_problems,
+    person_spec,
+    to_polars,
+)
 
 PERSON_STEM = "person-records"
-RACE_COLUMNS = tuple(f"QRACE{i}" for i in range(1, 9))
-PERSON_COLUMNS = (
-    "QAGE",
-    "QSEX",
-    "HOUSEHOLDER",
-    *BLOCK_COLUMNS,
-    "CENRACE",
-    *RACE_COLUMNS,
-    "QSPAN",
-)
 CANONICAL_SCHEMA: dict[str, pl.DataType] = {
     BLOCK: pl.UInt64(),
     UNIT: pl.UInt32(),
@@ -75,20 +76,21 @@ CANONICAL_SCHEMA: dict[str, pl.DataType] = {
     RACE_KEYS[1]: pl.UInt64(),
 }
 DEFAULT_BATCH_ROWS = 1 << 18
-MAX_CENRACE = 63
 
 
 def scan_persons(path: str | Path) -> pl.LazyFrame:
-    """Lazy raw scan: ``ROW`` + every person column as the exact string in the file.
+    """Lazy raw scan: ``ROW``, ``_NF`` and every person column as the exact string in the file.
 
-    Checks the header only (raises :class:`InputValidationError` when it is wrong). Values
-    are not validated: use :class:`PersonReader` for that.
+    ``ROW`` is the line number (text; the header is line 1) or the row position (Parquet);
+    ``_NF`` the number of ``|``-separated fields of the line. Checks the header only
+    (raises :class:`InputValidationError` when it is wrong). Values are not validated: use
+    :class:`PersonReader` for that.
     """
     log = ProblemLog()
-    lf = open_table(Path(path), PERSON_COLUMNS, log, optional_null=RACE_COLUMNS)
+    table = open_table(Path(path), PERSON_COLUMNS, log, optional_null=RACE_COLUMNS)
     log.raise_if_any()
-    assert lf is not None
-    return lf
+    assert table is not None
+    return table.frame
 
 
 def canonical_persons(raw: pl.LazyFrame | pl.DataFrame) -> pl.LazyFrame:
@@ -127,19 +129,19 @@ def scan_canonical(
     rows the naming checks reject (tested). Typed values of bad rows are meaningless.
     """
     log = ProblemLog()
-    raw = open_table(Path(path), PERSON_COLUMNS, log, optional_null=RACE_COLUMNS)
+    table = open_table(Path(path), PERSON_COLUMNS, log, optional_null=RACE_COLUMNS)
     log.raise_if_any()
-    assert raw is not None
+    assert table is not None
     fast = _FastPath(reference, geography, max_race_codes)
     return (
-        fast.lazy(raw.filter(~is_blank_row(PERSON_COLUMNS)))
+        fast.lazy(table.frame.filter(~is_blank_row(PERSON_COLUMNS)))
         .with_columns(race_keys_expr(RACE_COLUMNS))
         .unnest("RACE_KEYS")
         .select(
             ROW,
             BLOCK,
             *([UNIT] if fast.has_units else []),
-            pl.col("QAGE").cast(pl.UInt8, strict=False),
+            "QAGE",
             "QSEX",
             "QSPAN",
             *RACE_KEYS,
@@ -175,16 +177,15 @@ class PersonReader:
             raise ValueError(f"max_race_codes must be in 1..8, got {self.max_race_codes}")
 
     def batches(self) -> Iterator[pl.DataFrame]:
-        lf = open_table(self.path, PERSON_COLUMNS, self.log, optional_null=RACE_COLUMNS)
-        if lf is None:
+        table = open_table(self.path, PERSON_COLUMNS, self.log, optional_null=RACE_COLUMNS)
+        if table is None:
             return
         name = str(self.path)
         fast = _FastPath(self.reference, self.geography, self.max_race_codes)
         checker = _Checker(name, self.reference, self.geography, self.max_race_codes)
         states = None if self.states is None else [int(x) for x in self.states]
         try:
-            batches = table_batches(self.path, lf, self.batch_rows, PERSON_COLUMNS, RACE_COLUMNS)
-            for batch in batches:
+            for batch in table.batches(self.batch_rows):
                 batch = batch.filter(~is_blank_row(PERSON_COLUMNS))
                 self.rows_read += batch.height
                 typed = fast.typed(batch)
@@ -201,8 +202,8 @@ class PersonReader:
                 self.rows_valid += good.height
                 if good.height:
                     yield _canonical(good, fast.has_units)
-        except pl.exceptions.ComputeError:
-            diagnose_field_counts(self.path, len(PERSON_COLUMNS), self.log)
+        except pl.exceptions.ComputeError as exc:
+            diagnose_unreadable(self.path, exc, self.log)
 
     def raise_if_invalid(self) -> None:
         self.log.raise_if_any()
@@ -239,21 +240,17 @@ def read_persons(
     return pl.concat(parts)
 
 
-def _digits(column: str, width: int | None, dtype: type[pl.DataType]) -> pl.Expr:
-    """Integer value of a string of ASCII digits (of ``width`` bytes); null otherwise.
-
-    The unsigned cast rejects everything but digits and a leading '+', which is excluded.
-    """
-    s = pl.col(column)
-    v = s.cast(dtype, strict=False)
-    ok = v.is_not_null() & ~s.str.starts_with("+")
-    if width is not None:
-        ok = ok & (s.str.len_bytes() == width)
-    return pl.when(ok).then(v)
+def code_strings(reference: ReferenceData | None) -> pl.Series | None:
+    """The reference code list as four-digit strings (``None`` without a reference)."""
+    if reference is None:
+        return None
+    return pl.Series([f"{c:04d}" for c in sorted(reference.codes)], dtype=pl.String)
 
 
 class _FastPath:
-    """Types a batch and flags every row with any problem, with cheap integer checks.
+    """Types a batch and flags every row with any problem: the rules of
+    :func:`privtab.data.spec.person_spec`, compiled to cheap casts (``fast=True``), plus the
+    join with the GRF-C blocks.
 
     Rows it flags go through :class:`_Checker`, which names each problem; rows it passes
     are exactly those :class:`_Checker` finds no problem in (tested property).
@@ -262,70 +259,38 @@ class _FastPath:
     def __init__(
         self, reference: ReferenceData | None, geography: Geography | None, max_race_codes: int
     ) -> None:
-        valid = sorted(reference.codes) if reference is not None else range(1000, 10_000)
-        self.codes = pl.Series(list(valid), dtype=pl.UInt16).implode()
+        self.spec = person_spec(max_race_codes)
+        self.codes = code_strings(reference)
         self.blocks = (
             None
             if geography is None
             else geography.blocks.with_columns(pl.lit(True).alias("_IN_GRFC"))
         )
         self.has_units = geography is not None
-        self.k = max_race_codes
 
     def typed(self, b: pl.DataFrame) -> pl.DataFrame:
         """Typed columns of a raw batch plus ``_BAD`` (eager)."""
         return self.lazy(b.lazy()).collect()
 
     def lazy(self, raw: pl.LazyFrame) -> pl.LazyFrame:
-        """Typed columns (null = invalid) plus the boolean ``_BAD``, lazily (streamable)."""
-        race = [
-            pl.when(pl.col(c) == NULL)
-            .then(pl.lit(0, pl.UInt16))
-            .when(pl.col(c).str.len_bytes() == 4)
-            .then(pl.col(c).cast(pl.UInt16, strict=False))
-            .alias(c)
-            for c in RACE_COLUMNS
-        ]
-        age = pl.when(pl.col("QAGE").str.len_bytes() <= 3).then(_digits("QAGE", None, pl.UInt16))
-        block = (
-            _digits("TABBLKST", 2, pl.UInt64) * 10**13
-            + _digits("TABBLKCOU", 3, pl.UInt64) * 10**10
-            + _digits("TABTRACTCE", 6, pl.UInt64) * 10**4
-            + _digits("TABBLK", 4, pl.UInt64)
-        )
-        eth = pl.when(pl.col("QSPAN").str.len_bytes() == 4).then(
-            pl.col("QSPAN").cast(pl.UInt16, strict=False)
-        )
-        t = raw.select(
+        """Typed columns (meaningless where ``_BAD``) plus the boolean ``_BAD``, lazily."""
+        # the code columns as integers first: the race rules then compare integers
+        ints = {c: f"_I_{c}" for c in (*RACE_COLUMNS, "QSPAN")}
+        block = pl.concat_str(list(BLOCK_COLUMNS)).cast(pl.UInt64, strict=False)
+        t = raw.with_columns(code_int(c).alias(n) for c, n in ints.items()).select(
             ROW,
             block.alias(BLOCK),
-            age.alias("QAGE"),
-            pl.col("QSEX").replace_strict(["1", "2"], [1, 2], default=None, return_dtype=pl.UInt8),
-            pl.col("HOUSEHOLDER").is_in(["True", "False"]).alias("_HH"),
-            pl.col("CENRACE").is_in([f"{i:02d}" for i in range(1, MAX_CENRACE + 1)]).alias("_CEN"),
-            *race,
-            eth.alias("QSPAN"),
+            pl.col("QAGE").cast(pl.UInt8, strict=False),
+            pl.col("QSEX").cast(pl.UInt8, strict=False),
+            *(pl.col(ints[c]).alias(c) for c in RACE_COLUMNS),
+            pl.col(ints["QSPAN"]).alias("QSPAN"),
+            bad_row_polars(self.spec, self.codes, pl.col(FIELDS), ints).alias("_BAD"),
         )
-        if self.blocks is not None:
-            t = t.join(self.blocks.lazy(), on=BLOCK, how="left", maintain_order="left")
-        r = [pl.col(c) for c in RACE_COLUMNS]
-        n_codes = pl.sum_horizontal([(x > 0).cast(pl.UInt8) for x in r])
-        checks = [
-            pl.col(BLOCK).is_null(),
-            pl.col("QAGE").is_null() | (pl.col("QAGE") > MAX_AGE),
-            pl.col("QSEX").is_null(),
-            ~pl.col("_HH"),
-            ~pl.col("_CEN"),
-            *(x.is_null() | ((x > 0) & ~x.is_in(self.codes)) for x in r),
-            r[0] == 0,
-            *((r[i] > 0) & (r[i - 1] == 0) for i in range(1, len(r))),
-            *((r[i] == r[j]) & (r[i] > 0) for i in range(len(r)) for j in range(i)),
-            n_codes > self.k,
-            pl.col("QSPAN").is_null() | ~pl.col("QSPAN").is_in(self.codes),
-        ]
-        if self.blocks is not None:
-            checks.append(pl.col("_IN_GRFC").is_null())
-        return t.with_columns(pl.any_horizontal(checks).fill_null(True).alias("_BAD"))
+        if self.blocks is None:
+            return t
+        return t.join(self.blocks.lazy(), on=BLOCK, how="left", maintain_order="left").with_columns(
+            (pl.col("_BAD") | pl.col("_IN_GRFC").is_null()).alias("_BAD")
+        )
 
 
 def _canonical(good: pl.DataFrame, with_units: bool) -> pl.DataFrame:
@@ -334,7 +299,7 @@ def _canonical(good: pl.DataFrame, with_units: bool) -> pl.DataFrame:
     return good.select(
         pl.col(BLOCK),
         *([pl.col(UNIT)] if with_units else []),
-        pl.col("QAGE").cast(pl.UInt8),
+        pl.col("QAGE"),
         pl.col("QSEX"),
         pl.col("QSPAN"),
     ).with_columns(pl.Series(RACE_KEYS[0], k1), pl.Series(RACE_KEYS[1], k2))
@@ -352,8 +317,34 @@ def _report_unexplained(file: str, rows: pl.DataFrame, log: ProblemLog) -> None:
     )
 
 
+def report_field_counts(
+    file: str, rows: pl.DataFrame, header: Sequence[str], log: ProblemLog
+) -> None:
+    """Name the text lines of ``rows`` (``ROW``, ``_NF``) with the wrong number of fields:
+    a short line as its missing fields, a long one by its count."""
+    if rows.height == 0:
+        return
+    take = rows.head(max(1, log.room(file, "wrong_field_count")))
+    n = len(header)
+    log.add_many(
+        rows.height,
+        [
+            Problem(
+                file,
+                "wrong_field_count",
+                field_count_message(int(nf), header),
+                row=int(r),
+                column=header[int(nf)] if int(nf) < n else None,
+            )
+            for r, nf in take.select(ROW, FIELDS).iter_rows()
+        ],
+    )
+
+
 class _Checker:
-    """The vectorised row checks of one person file."""
+    """The naming checks of one person file: :func:`privtab.data.spec.person_spec` compiled
+    exactly (regexes), plus the GRF-C block lookup; each problem named with its row,
+    column, value and message."""
 
     def __init__(
         self,
@@ -363,13 +354,9 @@ class _Checker:
         max_race_codes: int,
     ) -> None:
         self.file = file
-        self.codes = (
-            None
-            if reference is None
-            else pl.Series([f"{c:04d}" for c in sorted(reference.codes)], dtype=pl.String)
-        )
+        self.spec = person_spec(max_race_codes)
+        self.codes = code_strings(reference)
         self.blocks = None if geography is None else geography.blocks.select(BLOCK)
-        self.k = max_race_codes
 
     def _report(
         self,
@@ -397,6 +384,9 @@ class _Checker:
 
     def check(self, b: pl.DataFrame, log: ProblemLog) -> pl.DataFrame:
         """Report every problem of a batch; return its valid rows (raw strings)."""
+        n = len(PERSON_COLUMNS)
+        report_field_counts(self.file, b.filter(pl.col(FIELDS) != n), PERSON_COLUMNS, log)
+        b = b.filter(pl.col(FIELDS) == n)
         flags: list[pl.Expr] = []
 
         def run(
@@ -406,19 +396,15 @@ class _Checker:
             value: pl.Expr,
             message: str | pl.Expr,
         ) -> None:
-            cond = cond.fill_null(True)
             flags.append(cond)
             self._report(log, kind, b.filter(cond), column, value, message)
 
-        # geography ids
-        id_ok = pl.lit(True)
-        for col in BLOCK_COLUMNS:
-            regex, desc = ID_PATTERNS[col]
-            ok = pattern_ok(col, regex)
-            id_ok = id_ok & ok
-            run("malformed_id", ~ok, col, pl.col(col), f"{col} must be {desc}")
+        name_problems(self.spec, self.codes, run)
         if self.blocks is not None:
-            with_key = b.filter(id_ok).with_columns(block_key_expr())
+            ids = pl.all_horizontal(
+                [to_polars(Digits(c, w, w)) for c, w in ID_WIDTHS.items() if c in BLOCK_COLUMNS]
+            ).fill_null(False)
+            with_key = b.filter(ids).with_columns(block_key_expr())
             missing = with_key.join(self.blocks, on=BLOCK, how="anti")
             self._report(
                 log,
@@ -430,147 +416,23 @@ class _Checker:
             )
             if missing.height:
                 flags.append(pl.col(ROW).is_in(missing[ROW].implode()))
-        # age, sex, householder, CENRACE
-        age = pl.col("QAGE")
-        is_int = pattern_ok("QAGE", r"-?\d{1,12}")
-        run("invalid_age", ~is_int, "QAGE", age, "QAGE must be an integer")
-        as_int = pl.when(is_int).then(age.cast(pl.Int64, strict=False))
-        run(
-            "age_out_of_range",
-            is_int & ((as_int < 0) | (as_int > MAX_AGE)),
-            "QAGE",
-            age,
-            f"QAGE must lie in 0..{MAX_AGE}",
-        )
-        run(
-            "invalid_sex",
-            ~pl.col("QSEX").is_in(["1", "2"]),
-            "QSEX",
-            pl.col("QSEX"),
-            "QSEX must be 1 (male) or 2 (female)",
-        )
-        run(
-            "invalid_householder",
-            ~pl.col("HOUSEHOLDER").is_in(["True", "False"]),
-            "HOUSEHOLDER",
-            pl.col("HOUSEHOLDER"),
-            "HOUSEHOLDER must be True or False",
-        )
-        cen_ok = pattern_ok("CENRACE", r"\d{2}")
-        cen = pl.when(cen_ok).then(pl.col("CENRACE").cast(pl.Int32, strict=False))
-        run(
-            "invalid_cenrace",
-            ~cen_ok | (cen < 1) | (cen > MAX_CENRACE),
-            "CENRACE",
-            pl.col("CENRACE"),
-            f"CENRACE must be two digits 01..{MAX_CENRACE}",
-        )
-        self._race(b, log, run)
-        # ethnicity
-        eth_ok = pattern_ok("QSPAN", FOUR_DIGIT_CODE)
-        run(
-            "invalid_ethnicity_code",
-            ~eth_ok,
-            "QSPAN",
-            pl.col("QSPAN"),
-            "QSPAN must be a four-digit code",
-        )
-        if self.codes is not None:
-            run(
-                "unknown_ethnicity_code",
-                eth_ok & ~pl.col("QSPAN").is_in(self.codes.implode()),
-                "QSPAN",
-                pl.col("QSPAN"),
-                f"QSPAN is not a code of {CODES_FILE}",
-            )
         if not flags:
             return b
-        any_bad = pl.any_horizontal(flags)
-        return b.filter(~any_bad)
-
-    def _race(self, b: pl.DataFrame, log: ProblemLog, run: _Run) -> None:
-        is_null = {c: pl.col(c) == NULL for c in RACE_COLUMNS}
-        fmt_ok = {c: pattern_ok(c, FOUR_DIGIT_CODE) for c in RACE_COLUMNS}
-        run(
-            "missing_race_code",
-            is_null["QRACE1"],
-            "QRACE1",
-            pl.col("QRACE1"),
-            "QRACE1 must hold a race code (every person has at least one)",
-        )
-        for c in RACE_COLUMNS:
-            run(
-                "invalid_race_code",
-                ~(is_null[c] | fmt_ok[c]),
-                c,
-                pl.col(c),
-                f"{c} must be Null or a four-digit race code",
-            )
-            if self.codes is not None:
-                run(
-                    "unknown_race_code",
-                    fmt_ok[c] & ~pl.col(c).is_in(self.codes.implode()),
-                    c,
-                    pl.col(c),
-                    f"race code is not in {CODES_FILE}",
-                )
-        # a code after a Null: first such column per row
-        after = [
-            (c, ~is_null[c] & pl.any_horizontal([is_null[p] for p in RACE_COLUMNS[:i]]))
-            for i, c in enumerate(RACE_COLUMNS)
-            if i > 0
-        ]
-        self._first_column(
-            run, "race_code_after_null", after, "race code after a Null (codes must come first)"
-        )
-        # duplicates: the first column repeating an earlier code
-        dup = [
-            (c, fmt_ok[c] & pl.any_horizontal([pl.col(c) == pl.col(p) for p in RACE_COLUMNS[:i]]))
-            for i, c in enumerate(RACE_COLUMNS)
-            if i > 0
-        ]
-        self._first_column(run, "duplicate_race_code", dup, "race code repeated in one record")
-        if self.k < len(RACE_COLUMNS):
-            n = pl.sum_horizontal([(~is_null[c]).cast(pl.UInt8) for c in RACE_COLUMNS])
-            first_extra = pl.coalesce(
-                [pl.when(~is_null[c]).then(pl.lit(c)) for c in RACE_COLUMNS[self.k :]]
-            )
-            run(
-                "too_many_race_codes",
-                n > self.k,
-                first_extra,
-                n,
-                pl.format(f"{{}} race codes, more than max_race_codes = {self.k}", n),
-            )
-
-    @staticmethod
-    def _first_column(run: _Run, kind: str, conds: list[tuple[str, pl.Expr]], message: str) -> None:
-        any_cond = pl.any_horizontal([c for _, c in conds])
-        column = pl.coalesce([pl.when(c).then(pl.lit(name)) for name, c in conds])
-        value = pl.coalesce([pl.when(c).then(pl.col(name)) for name, c in conds])
-        run(kind, any_cond, column, value, message)
-
-
-class _Run(Protocol):
-    def __call__(
-        self,
-        kind: str,
-        cond: pl.Expr,
-        column: str | pl.Expr,
-        value: pl.Expr,
-        message: str | pl.Expr,
-    ) -> None: ...
+        return b.filter(~pl.any_horizontal(flags))
 
 
 __all__ = [
     "CANONICAL_SCHEMA",
     "DEFAULT_BATCH_ROWS",
+    "MAX_CENRACE",
     "PERSON_COLUMNS",
     "PERSON_STEM",
     "RACE_COLUMNS",
     "PersonReader",
     "canonical_persons",
+    "code_strings",
     "read_persons",
+    "report_field_counts",
     "scan_canonical",
     "scan_persons",
     "validate_persons",

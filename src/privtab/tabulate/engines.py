@@ -281,13 +281,23 @@ def make_engine(name: str) -> Engine:
     if name == "spark":
         import importlib
 
-        try:
-            module = importlib.import_module("privtab.tabulate.spark_engine")
-        except ImportError as exc:  # pragma: no cover - depends on the environment
-            raise RuntimeError(
-                "the Spark engine needs pyspark: pip install 'privtab[spark]' "
-                f"(and Java 17) — {exc}"
-            ) from exc
+        from privtab.errors import UsageError
+
+        missing = [m for m in ("pyspark", "pandas", "pyarrow") if not _importable(m)]
+        if missing:
+            raise UsageError(
+                f"--engine spark needs {', '.join(missing)}, which is not installed",
+                hint="install with `pip install 'privtab[spark]'` (and Java 17)",
+            )
+        module = importlib.import_module("privtab.tabulate.spark_engine")
         engine: Engine = module.SparkEngine()
         return engine
-    raise ValueError(f"unknown engine {name!r}: choose polars or spark")
+    from privtab.errors import UsageError
+
+    raise UsageError(f"unknown engine {name!r}: choose polars or spark")
+
+
+def _importable(module: str) -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec(module) is not None

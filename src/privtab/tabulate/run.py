@@ -31,6 +31,7 @@ composition); each run satisfies the sequential composition of its levels' charg
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import errno
 import os
@@ -49,6 +50,7 @@ import polars as pl
 
 from privtab import __version__
 from privtab.accounting.exact import ExactGuarantee
+from privtab.accounting.odometer import Reservation
 from privtab.data import SafeTabInputs, Scope, load_inputs, sha256_file
 from privtab.data.atomic import InterruptGuard, atomic_directory, check_output
 from privtab.data.inputs import resolve_config_path
@@ -58,7 +60,7 @@ from privtab.random import RandomSource, bernoulli
 from privtab.release.document import LevelEntry, ReleaseDocument, RunEntry
 from privtab.release.marking import parquet_metadata, write_not_private
 from privtab.release.record import RunRecord, check_record_path, default_record_path
-from privtab.tabulate.charges import RunLedger
+from privtab.tabulate.charges import BudgetOverrunError, RunLedger
 from privtab.tabulate.engine import T1_SCHEMA, T2_SCHEMA, LevelResult, level_domain, merge_results
 from privtab.tabulate.engines import Engine, make_engine
 from privtab.tabulate.output import TableWriter
@@ -112,6 +114,18 @@ class RunOptions:
     """``polars`` (default), ``spark``, or an :class:`~privtab.tabulate.engines.Engine`."""
     allow_empty: bool = False
     run_record: str | Path | None = None
+    ledger: str | Path | None = None
+    """The release ledger (odometer) file: default ``$PRIVTAB_LEDGER`` or the user's state
+    directory (:func:`privtab.accounting.odometer.default_ledger_path`)."""
+    use_ledger: bool = True
+    """Record this release in the ledger (private runs only; ``False`` for synthetic demo
+    data that is not a confidential data set)."""
+    lifetime: ExactGuarantee | None = None
+    """A lifetime budget for the data set (besides any the ledger holds)."""
+    allow_more_releases: bool = False
+    """Run even past the lifetime budget (recorded as such in the ledger)."""
+    dataset_id: str | None = None
+    """The data set's key in the ledger (default: the SHA-256 of the person file)."""
 
 
 @dataclass
@@ -158,6 +172,10 @@ class _Context:
     seconds: dict[str, float] = field(default_factory=dict)
     nonnegative: bool = False
     """Clamp published counts at 0 (the option, else the config's rule; set in _build)."""
+    reservation: Reservation | None = None
+    """The pending entry of this release in the release ledger (private runs)."""
+    inputs_record: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """SHA-256 and size of every input (confidential: for the run record only)."""
 
     @property
     def private(self) -> bool:
@@ -224,11 +242,15 @@ def run_release(
             ) as tmp:
                 try:
                     built = _in_worker(lambda: _build(ctx, tmp), ctx.cancel)
-                except OSError as exc:
-                    raise _write_error(exc, tmp, ctx.out) or exc from None
+                except BaseException as exc:
+                    _cancel_quietly(ctx.reservation)
+                    if isinstance(exc, OSError):
+                        raise _write_error(exc, tmp, ctx.out) or exc from None
+                    raise
         finally:
             warnings = _close_quietly(engine)
         _phase("published")
+        built.record.ledger = _commit_quietly(ctx.reservation, ctx.out, warnings)
         built.record.seconds["total"] = time.monotonic() - started
         written = _write_record(built.record, record_path, warnings)
     return RunResult(
@@ -319,6 +341,34 @@ def _background(fn: Callable[[], T]) -> Callable[[], T]:
     return result
 
 
+def _cancel_quietly(reservation: Reservation | None) -> None:
+    """Nothing was published: remove the pending ledger entry (if that fails, the entry
+    stays pending and counts as spent — never under-counted)."""
+    if reservation is not None:
+        with contextlib.suppress(Exception):
+            reservation.cancel()
+
+
+def _commit_quietly(
+    reservation: Reservation | None, out: Path, warnings: list[str]
+) -> dict[str, Any]:
+    """The release is published: mark its ledger entry so; never raises (a failure leaves
+    the entry pending, which counts as spent, and says how to settle it)."""
+    if reservation is None:
+        return {}
+    entry = reservation.entry
+    info = {"ledger": str(reservation.ledger.path), "entry": entry.id, "dataset": entry.dataset}
+    try:
+        reservation.commit(release=str(Path(os.path.abspath(out))))
+    except Exception as exc:
+        warnings.append(
+            f"the release is published but its ledger entry {entry.id} could not be marked "
+            f"so ({exc}); it counts as spent: privtab ledger settle {entry.id} --published"
+        )
+        info["status"] = "pending"
+    return info
+
+
 def _close_quietly(engine: Engine) -> list[str]:
     """Close the engine; never raise (publication may already have happened)."""
     try:
@@ -341,16 +391,24 @@ def _build(ctx: _Context, tmp: Path) -> _Built:
     """Everything up to publication, inside the staging folder ``tmp``."""
     ctx.progress("reading config, reference files and GRF-C")
     t0 = time.monotonic()
-    inputs = load_inputs(ctx.config, ctx.data_dir, validate_persons=False)
+    inputs = load_inputs(
+        ctx.config, ctx.data_dir, validate_persons=False, allow_empty=ctx.opts.allow_empty
+    )
     opt = ctx.opts.nonnegative
     ctx.nonnegative = not inputs.config.allow_negative_counts if opt is None else opt
     plans, full = _effective_plans(inputs)
     _check_free_space(tmp, plans, inputs, ctx)
+    ctx.inputs_record = _fingerprints(inputs)
+    ctx.reservation = _reserve(ctx, inputs, plans)
     ctx.seconds["inputs"] = time.monotonic() - t0
     _phase("inputs")
     ctx.check()
     persons = _aggregate(ctx, inputs)
     document, levels = _tabulate_and_describe(ctx, inputs, plans, full, tmp)
+    if ctx.reservation is not None and not document.guarantee.fits(
+        ctx.reservation.entry.guarantee
+    ):  # pragma: no cover - the charges never exceed the plan (RunLedger refuses it)
+        raise BudgetOverrunError(f"{document.guarantee} exceeds the reserved guarantee")
     return _Built(document, levels, _record(ctx, inputs, persons, levels))
 
 
@@ -367,13 +425,42 @@ def _effective_plans(
         keep = [lv for lv in full[scope].levels if _domain_size(lv, inputs) > 0]
         if keep:
             plans[scope] = replace(full[scope], levels=tuple(keep))
-    if not plans:
-        raise InputError(
-            "no level of the config has any public population group (every run's domain "
-            "is empty): check state_filter_us, run_us/run_pr and the GRF-C",
-            file=str(inputs.config_path),
-        )
+    assert plans, "load_inputs refuses a config without any public group"
     return plans, full
+
+
+def _fingerprints(inputs: SafeTabInputs) -> dict[str, dict[str, Any]]:
+    """SHA-256 and size of every input file (read once, before the data are aggregated;
+    confidential: for the run record and the release ledger only)."""
+    return {
+        str(p): {"sha256": sha256_file(p), "bytes": p.stat().st_size} for p in inputs.input_files()
+    }
+
+
+def _reserve(
+    ctx: _Context, inputs: SafeTabInputs, plans: dict[Scope, ReleasePlan]
+) -> Reservation | None:
+    """Check the data set's lifetime budget in the release ledger and reserve this release,
+    before the person file is read (private runs only; a seeded or noise-off run protects
+    nobody and is never recorded). Raises
+    :class:`~privtab.accounting.odometer.LifetimeBudgetExceededError`."""
+    if not (ctx.private and ctx.opts.use_ledger):
+        return None
+    from privtab.accounting.odometer import ReleaseLedger
+
+    planned = ExactGuarantee.parallel(p.exact_guarantee() for p in plans.values())
+    person = ctx.inputs_record[str(inputs.persons_path)]["sha256"]
+    dataset = ctx.opts.dataset_id or f"sha256:{person}"  # = fingerprint_files([persons])
+    ledger = ReleaseLedger.open(ctx.opts.ledger)
+    ctx.progress(f"checking the release ledger {ledger.path}")
+    return ledger.reserve(
+        dataset,
+        planned,
+        release=str(Path(os.path.abspath(ctx.out))),
+        plan=" + ".join(p.source for p in plans.values()),
+        lifetime=ctx.opts.lifetime,
+        allow_more=ctx.opts.allow_more_releases,
+    )
 
 
 def _domain_size(lv: LevelPlan, inputs: SafeTabInputs) -> int:
@@ -400,7 +487,8 @@ def _check_free_space(
 
 
 def _aggregate(ctx: _Context, inputs: SafeTabInputs) -> int:
-    """Validate and aggregate the person file; refuse an empty or changing file."""
+    """Validate and aggregate the person file; refuse a file that changes while read
+    (an empty file was refused by :func:`privtab.data.load_inputs` unless allowed)."""
     path = inputs.persons_path
     before = path.stat()
     t0 = time.monotonic()
@@ -412,12 +500,6 @@ def _aggregate(ctx: _Context, inputs: SafeTabInputs) -> int:
             "the person file changed while it was read (size or modification time differ)",
             file=str(path),
             hint="run again on a file that is not being written",
-        )
-    if persons == 0 and not ctx.opts.allow_empty:
-        raise InputError(
-            "the person file holds no persons (header only)",
-            file=str(path),
-            hint="pass --allow-empty to release a table of noise for an empty population",
         )
     return persons
 
@@ -639,14 +721,11 @@ def _record(
     ctx: _Context, inputs: SafeTabInputs, persons: int, levels: list[LevelResult]
 ) -> RunRecord:
     """The confidential run record (never published)."""
-    files = {
-        str(p): {"sha256": sha256_file(p), "bytes": p.stat().st_size} for p in inputs.input_files()
-    }
     return RunRecord(
         release=str(Path(os.path.abspath(ctx.out))),
         started_utc=ctx.started_utc,
         private=ctx.private,
-        inputs=files,
+        inputs=ctx.inputs_record,
         persons=persons,
         seconds=ctx.seconds,
         levels=[

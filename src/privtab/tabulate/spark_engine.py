@@ -9,10 +9,12 @@ aggregated and joined to population groups:
 
 1. **Read + validate + aggregate** (:meth:`SparkEngine.prepare`, one pass over the person
    file, text or Parquet, read by Spark). The header is checked by privtab's reader; every
-   row is then typed and checked by Spark SQL expressions that mirror the fast checks of
-   :func:`privtab.data.scan_canonical` (ids, age 0–115, sex, householder, CENRACE, race
-   codes known / not duplicated / no code after ``Null`` / at most ``max_race_codes``,
-   ethnicity code, block in the GRF-C, field count), the race codes are sorted and packed
+   row is then checked by the rules of :func:`privtab.data.spec.person_spec` compiled to
+   Spark SQL (:func:`privtab.data.spec.bad_row_sql` — the same declarations the polars
+   reader compiles: ids, age 0–115, sex, householder, CENRACE, race codes known / not
+   duplicated / no code after ``Null`` / at most ``max_race_codes``, ethnicity code, field
+   count, missing values, invalid UTF-8) plus the join with the GRF-C blocks, and typed;
+   the race codes are sorted and packed
    into ``RACE_KEY1``/``RACE_KEY2`` (:func:`privtab.data.pack_race_codes`'s layout), and
    rows are counted per (bad flag, geo unit, code combination, ethnicity, sex, age). If any
    row is flagged, privtab's naming validation (:func:`privtab.data.validate_persons`) runs
@@ -67,7 +69,8 @@ from privtab.data import (
     validate_persons,
 )
 from privtab.data.ages import MAX_AGE
-from privtab.data.persons import MAX_CENRACE, PERSON_COLUMNS, RACE_COLUMNS
+from privtab.data.persons import code_strings
+from privtab.data.spec import FIELDS, PERSON_COLUMNS, RACE_COLUMNS, bad_row_sql, person_spec
 from privtab.random import RandomSource, SecureSource, SeededSource
 from privtab.tabulate.aggregate import COMBO, Cells
 from privtab.tabulate.engine import (
@@ -79,7 +82,7 @@ from privtab.tabulate.engine import (
 from privtab.tabulate.plan import LevelPlan
 
 if TYPE_CHECKING:
-    from pyspark.sql import Column, DataFrame, SparkSession
+    from pyspark.sql import DataFrame, SparkSession
 
 __all__ = ["DEFAULT_CHUNK_GROUPS", "SparkEngine"]
 
@@ -463,13 +466,8 @@ def _to_spark(spark: SparkSession, frame: pl.DataFrame) -> DataFrame:
         return spark.createDataFrame(frame.to_pandas())
 
 
-def _digits(col: Column, width: str) -> Column:
-    """True where ``col`` is exactly ``width`` (regex quantifier) ASCII digits."""
-    return col.rlike(f"^[0-9]{{{width}}}\\z")
-
-
 def _typed_persons(spark: SparkSession, path: Path, inputs: SafeTabInputs) -> DataFrame:
-    """Canonical typed columns + ``_BAD`` (every check of the polars fast path)."""
+    """Canonical typed columns + ``_BAD``: the person rules compiled to Spark SQL."""
     F, T = _spark_modules()
     n = len(PERSON_COLUMNS)
     if path.suffix.lower() == ".txt":
@@ -489,19 +487,14 @@ def _typed_persons(spark: SparkSession, path: Path, inputs: SafeTabInputs) -> Da
         arr = F.split(line, "\\|", -1)
         raw = lines.select(
             line.alias(_LINE),
-            (F.size(arr) != n).alias("_NF"),
+            F.size(arr).alias(FIELDS),
             *(F.get(arr, i).alias(c) for i, c in enumerate(PERSON_COLUMNS)),
         )
-        all_empty = F.lit(True)
-        for c in PERSON_COLUMNS:
-            all_empty = all_empty & (F.col(c) == "")
-        # a blank line carries no data (as in the polars reader)
-        blank = F.when(F.col("_NF"), F.col(_LINE) == "").otherwise(all_empty)
-        raw = raw.filter(~blank).drop(_LINE)
     else:
         pq = spark.read.parquet(str(path))
         raw = pq.select(
-            F.lit(False).alias("_NF"),
+            F.lit("x").alias(_LINE),
+            F.lit(n).alias(FIELDS),
             *(
                 F.coalesce(F.col(c).cast("string"), F.lit("Null")).alias(c)
                 if c in RACE_COLUMNS
@@ -509,31 +502,27 @@ def _typed_persons(spark: SparkSession, path: Path, inputs: SafeTabInputs) -> Da
                 for c in PERSON_COLUMNS
             ),
         )
-    codes = sorted(inputs.reference.codes)
-    k = inputs.config.max_race_codes
-    ids = {"TABBLKST": "2", "TABBLKCOU": "3", "TABTRACTCE": "6", "TABBLK": "4"}
-    id_ok = F.lit(True)
-    for c, w in ids.items():
-        id_ok = id_ok & _digits(F.col(c), w)
-    block = F.when(id_ok, F.concat(*(F.col(c) for c in ids)).cast("long"))
-    age_ok = _digits(F.col("QAGE"), "1,3")
-    age = F.when(age_ok, F.col("QAGE").cast("int"))
+    # a blank line (no field holds anything) carries no data, as in the polars reader
+    blank = F.col(_LINE) == ""
+    only_separators = F.lit(True)
+    for c in PERSON_COLUMNS:
+        only_separators = only_separators & (F.coalesce(F.col(c), F.lit("")) == "")
+    raw = raw.filter(~(blank | only_separators)).drop(_LINE)
+    spec = person_spec(inputs.config.max_race_codes)
+    codes = code_strings(inputs.reference)
+    bad = F.expr(bad_row_sql(spec, None if codes is None else codes.to_list(), FIELDS))
+    ids = ", ".join(f"`{c}`" for c in ("TABBLKST", "TABBLKCOU", "TABTRACTCE", "TABBLK"))
     race = F.array(
-        *(
-            F.when(F.col(c) == "Null", F.lit(0)).when(_digits(F.col(c), "4"), F.col(c).cast("int"))
-            for c in RACE_COLUMNS
-        )
-    )
-    eth = F.when(_digits(F.col("QSPAN"), "4"), F.col("QSPAN").cast("int"))
+        *(F.expr(f"CASE WHEN `{c}` = 'Null' THEN 0 ELSE TRY_CAST(`{c}` AS INT) END")
+          for c in RACE_COLUMNS)
+    )  # fmt: skip
     typed = raw.select(
-        "_NF",
-        block.alias("BLOCK"),
-        age.alias("QAGE"),
-        F.when(F.col("QSEX") == "1", F.lit(1)).when(F.col("QSEX") == "2", F.lit(2)).alias("QSEX"),
-        F.col("HOUSEHOLDER").isin("True", "False").alias("_HH"),
-        F.col("CENRACE").isin(*(f"{i:02d}" for i in range(1, MAX_CENRACE + 1))).alias("_CEN"),
+        bad.alias("_BAD"),
+        F.expr(f"TRY_CAST(concat({ids}) AS BIGINT)").alias("BLOCK"),
+        F.expr("TRY_CAST(`QAGE` AS INT)").alias("QAGE"),
+        F.expr("TRY_CAST(`QSEX` AS INT)").alias("QSEX"),
         race.alias("_RC"),
-        eth.alias("QSPAN"),
+        F.expr("TRY_CAST(`QSPAN` AS INT)").alias("QSPAN"),
     )
     blocks = _to_spark(
         spark,
@@ -541,25 +530,6 @@ def _typed_persons(spark: SparkSession, path: Path, inputs: SafeTabInputs) -> Da
     )
     typed = typed.join(blocks, on="BLOCK", how="left")
     rc = F.col("_RC")
-    n_codes = F.size(F.filter(rc, lambda x: x > 0))
-    checks: list[Column] = [
-        F.col("_NF"),
-        F.col("BLOCK").isNull(),
-        F.col("QAGE").isNull() | (F.col("QAGE") > MAX_AGE),
-        F.col("QSEX").isNull(),
-        ~F.col("_HH"),
-        ~F.col("_CEN"),
-        # a code that is not Null nor four digits, or not in the code list
-        F.exists(rc, lambda x: x.isNull() | ((x > 0) & ~x.isin(*codes))),
-        F.get(rc, 0) == 0,  # QRACE1 is Null
-        # a code after a Null: a zero among the first n_codes columns
-        F.exists(F.slice(rc, 1, F.greatest(n_codes, F.lit(1))), lambda x: x == 0),
-        F.size(F.array_distinct(F.filter(rc, lambda x: x > 0))) != n_codes,  # duplicates
-        n_codes > k,
-        F.col("QSPAN").isNull() | ~F.col("QSPAN").isin(*codes),
-        F.col(UNIT).isNull(),  # block not in GRF-C
-    ]
-    bad = F.greatest(*(F.coalesce(c, F.lit(True)) for c in checks))
     srt = F.sort_array(F.transform(rc, lambda x: F.coalesce(x, F.lit(0))), asc=False)
     key = [
         sum(
@@ -569,7 +539,7 @@ def _typed_persons(spark: SparkSession, path: Path, inputs: SafeTabInputs) -> Da
         for part in (0, 1)
     ]
     return typed.select(
-        bad.alias("_BAD"),
+        (F.col("_BAD") | F.col(UNIT).isNull()).alias("_BAD"),  # block not in the GRF-C
         F.col(UNIT),
         key[0].alias(RACE_KEYS[0]),
         key[1].alias(RACE_KEYS[1]),

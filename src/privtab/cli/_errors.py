@@ -1,0 +1,146 @@
+"""How the command line ends on an error: one located message, a documented exit code.
+
+Every command runs inside :class:`ErrorHandlingGroup` (the ``privtab`` group), which turns
+
+- a :class:`privtab.errors.UserError` (bad input, bad usage, output location, missing
+  optional dependency) into ``privtab: error: <file, line, column, value>: <message>``
+  on stderr and its exit code (1 input, 2 usage) — never a traceback;
+- ``KeyboardInterrupt`` (Ctrl-C, and SIGTERM/SIGHUP where a command maps them to it) into
+  ``privtab: interrupted`` and exit code 130;
+- anything else — a bug in privtab — into one line naming the exception and the file the
+  traceback was written to (under the temporary directory), exit code 3.
+
+``--debug`` (before the command: ``privtab --debug validate ...``) or ``PRIVTAB_DEBUG=1``
+also prints the traceback. With ``--json`` the command's one JSON object on stdout is then
+``{"error": {...}}`` (see :func:`error_document`); the message is still printed on stderr.
+Input warnings (:class:`privtab.data.errors.InputWarning`, e.g. a stripped UTF-8
+byte-order mark) are printed as ``privtab: warning: ...``.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+import traceback
+import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import typer
+from typer.core import TyperGroup
+from typer.exceptions import TyperException
+
+from privtab.errors import EXIT_BUG, EXIT_INTERRUPTED, UserError
+
+__all__ = ["ErrorHandlingGroup", "error_document"]
+
+_ARGV = "privtab.argv"
+DEBUG = "privtab.debug"
+
+
+def _echo(message: str) -> None:
+    typer.echo(message, err=True)
+
+
+def error_document(exc: BaseException, exit_code: int, **extra: Any) -> dict[str, Any]:
+    """The ``--json`` form of an error: ``{"error": {...}}`` (plus, for bad input, the
+    validation summary ``valid``/``total``/``counts``/``problems`` at the top level)."""
+    doc: dict[str, Any] = {
+        "exit_code": exit_code,
+        "type": type(exc).__name__,
+        "message": getattr(exc, "message", str(exc)),
+        **extra,
+    }
+    if isinstance(exc, UserError):
+        doc.update(file=exc.file, row=exc.row, column=exc.column, value=exc.value, hint=exc.hint)
+    out: dict[str, Any] = {"error": doc}
+    to_dict = getattr(exc, "to_dict", None)
+    if callable(to_dict):
+        out.update(to_dict())
+    return out
+
+
+def _write_traceback(exc: BaseException) -> str:
+    fd, path = tempfile.mkstemp(prefix="privtab-bug-", suffix=".txt")
+    with os.fdopen(fd, "w") as fh:
+        fh.write(f"privtab {' '.join(sys.argv[1:])}\n\n")
+        traceback.print_exception(exc, file=fh)
+    return path
+
+
+def _report(exc: BaseException, code: int, as_json: bool, debug: bool, **extra: Any) -> None:
+    if debug:
+        traceback.print_exception(exc, file=sys.stderr)
+    if as_json:
+        from privtab.cli._common import print_json
+
+        print_json(error_document(exc, code, **extra))
+
+
+@contextmanager
+def _input_warnings() -> Iterator[None]:
+    """Print :class:`~privtab.data.errors.InputWarning` s as ``privtab: warning: ...``."""
+    seen: set[str] = set()
+    previous = warnings.showwarning
+
+    def show(message: Any, category: Any, *args: Any, **kwargs: Any) -> None:
+        if category.__name__ == "InputWarning":
+            if str(message) not in seen:
+                seen.add(str(message))
+                _echo(f"privtab: warning: {message}")
+            return
+        previous(message, category, *args, **kwargs)
+
+    warnings.showwarning = show
+    try:
+        yield
+    finally:
+        warnings.showwarning = previous
+
+
+class ErrorHandlingGroup(TyperGroup):
+    """The root command group: runs a command and ends every failure as documented."""
+
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        ctx.meta[_ARGV] = list(args)
+        return super().parse_args(ctx, args)
+
+    def invoke(self, ctx: Any) -> Any:
+        argv = ctx.meta.get(_ARGV, [])
+        as_json = "--json" in argv
+        try:
+            with _input_warnings():
+                return super().invoke(ctx)
+        except (typer.Exit, typer.Abort, TyperException):
+            raise
+        except UserError as exc:
+            debug = bool(ctx.meta.get(DEBUG)) or _env_debug()
+            _echo(f"privtab: error: {exc}")
+            _report(exc, exc.exit_code, as_json, debug)
+            raise typer.Exit(exc.exit_code) from None
+        except KeyboardInterrupt as exc:
+            debug = bool(ctx.meta.get(DEBUG)) or _env_debug()
+            _echo("privtab: interrupted: nothing was published")
+            _report(exc, EXIT_INTERRUPTED, as_json, debug)
+            raise typer.Exit(EXIT_INTERRUPTED) from None
+        except Exception as exc:
+            debug = bool(ctx.meta.get(DEBUG)) or _env_debug()
+            path = _write_traceback(exc)
+            _echo(
+                f"privtab: internal error (a bug in privtab, please report it): "
+                f"{type(exc).__name__}: {_one_line(exc)}; traceback written to {path}"
+                + ("" if debug else " (run with --debug to print it)")
+            )
+            _report(exc, EXIT_BUG, as_json, debug, traceback_file=path)
+            raise typer.Exit(EXIT_BUG) from None
+
+
+def _one_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return text[0][:300] if text else ""
+
+
+def _env_debug() -> bool:
+    return os.environ.get("PRIVTAB_DEBUG", "") not in ("", "0")
