@@ -180,3 +180,11 @@ def test_no_machine_specific_paths_in_the_benchmarks() -> None:
         text = path.read_text()
         assert "/work/" not in text, path
         assert "/home/" not in text, path
+
+
+def test_the_recorded_command_uses_the_commands_own_flags() -> None:
+    got = bench.command_line("synth", {"persons": [10, 20], "fmt": "txt", "validate": True})
+    assert got == "privtab bench synth --persons 10,20 --format txt --validate"
+    got = bench.command_line("safetab", {"tumult": "/py", "stage2": False, "lock": None})
+    assert got == "privtab bench safetab --tumult-python /py --no-stage2"
+    assert bench.command_line("safetab", {"stage2": True}) == "privtab bench safetab"

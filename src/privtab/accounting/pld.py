@@ -50,10 +50,12 @@ repeated at the tilt of that solution. Every returned ε is a valid upper bound 
 or not that test passed; the test only guards tightness.
 
 **Error statement.** ``epsilon(δ)`` of the upper PLD is ≥ the exact ε(δ) of the composed
-mechanisms. Its excess comes from the connect-the-dots chords (second order in ``h``;
-for the 2020 production plan the upper and lower PLD bounds at ``h = 10⁻³``, δ = 10⁻¹⁰,
-differ by less than the lower bound's own rounding error, see ``docs/accounting.md``),
-the tail mass (≤ 10⁻⁵⁰ per mechanism, in δ) and the numerical part (≤ 10⁻⁶ of δ).
+mechanisms. Its excess comes from the connect-the-dots chords (second order in ``h``
+where atoms are dense, up to about ``h`` next to an isolated atom; for the 2020
+production plan at δ = 10⁻¹⁰ the bound at ``h = 10⁻³`` is within 5 × 10⁻⁵ of the one at
+``h = 3 × 10⁻⁴``, see ``docs/accounting.md``), the tail mass (≤ 10⁻⁵⁰ per mechanism, in
+δ) and the numerical part (≤ 10⁻⁶ of δ). :func:`worst_of` gives the largest profile of
+several compositions (configurations), sharing their Fourier transforms.
 Loss values within 10⁻⁹ grid widths of a grid point are taken to lie on it; the total of
 those shifts is added to every ε returned.
 """

@@ -60,7 +60,7 @@ class Benchmark:
 BENCHMARKS: dict[str, Benchmark] = {
     b.name: b
     for b in (
-        Benchmark("samplers", "exact secure noise samplers vs OpenDP", heavy=False),
+        Benchmark("samplers", "Exact secure noise samplers vs OpenDP", heavy=False),
         Benchmark("accounting", "zCDP → (ε, δ) conversion vs dp_accounting", heavy=False),
         Benchmark("invariants", "ℓ₂ cost of Semi-DP table mechanisms vs naive ones", False),
         Benchmark("synth", "privtab synth and validate: synthetic nation (no peer)", False),
@@ -70,11 +70,20 @@ BENCHMARKS: dict[str, Benchmark] = {
 }
 
 
+#: runner arguments whose command-line flag is not the argument's name
+_FLAGS = {"fmt": "--format", "tumult": "--tumult-python"}
+#: boolean options that are on by default (``--no-…`` turns them off)
+_ON_BY_DEFAULT = frozenset({"stage2"})
+
+
 def command_line(name: str, options: Mapping[str, Any]) -> str:
     """The ``privtab bench`` command that reproduces a run with these options."""
     parts = ["privtab", "bench", name]
     for key, value in options.items():
-        flag = "--" + key.replace("_", "-")
+        flag = _FLAGS.get(key, "--" + key.replace("_", "-"))
+        if key in _ON_BY_DEFAULT:
+            parts += [] if value else ["--no-" + key.replace("_", "-")]
+            continue
         if value is None or value is False:
             continue
         if value is True:

@@ -17,10 +17,13 @@ For a plan with levels ``i`` (budget b_i, stability s_i, stage-1 fraction γ):
 * ``pld``: the privacy profile of the worst-case person computed from privacy-loss
   distributions (:mod:`privtab.accounting.pld`): at each level the person is in at most
   s_i population groups, each tabulated *either* in two stages (γ, then 1−γ) *or* as a
-  single total (where the level has detailed-only iterations); the pointwise worst of the
-  two per group is composed over the s_i groups and over the levels. ``pld`` is a valid
-  upper bound (losses rounded up, the worst of the two options per group); its ``lower``
-  is the largest ε of the homogeneous configurations a real person can have (all groups
+  single total (where the level has detailed-only iterations). The composition depends
+  only on how many of a level type's groups are two-stage, so :func:`plan_pld` takes the
+  exact maximum over those configurations for the types whose single total has the
+  coarsest loss lattice and a per-group hull dominating both options for the others
+  (:func:`_worst_configurations`). ``pld`` is a valid upper bound (connect-the-dots
+  discretisation, every numerical error counted against privacy); its ``lower`` is the
+  largest ε of the homogeneous configurations a real person can have (all groups
   two-stage; all totals) with losses rounded down — the exact worst case lies between.
 """
 
