@@ -5,7 +5,13 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 PYTEST_ARGS ?=
 
-.PHONY: demo test test-all test-extras lint typecheck bench mutation clean browsers
+.PHONY: demo test test-all test-extras lint typecheck bench bench-peers mutation clean browsers
+
+# the peer libraries of the benchmarks: OpenDP and dp_accounting in the project's venv (the
+# `bench` extra); Tumult Analytics in its own venv (it pins numpy < 2 and pandas < 2), under
+# $(PEERS) — `privtab bench safetab` finds it there (docs/benchmarks.md, "Rerunning")
+PEERS ?= .bench-peers
+TUMULT_VERSION ?= 0.21.0
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -70,9 +76,15 @@ test-extras:
 test-all: browsers lint typecheck
 	$(BIN)/python -m pytest -n auto --runslow $(PYTEST_ARGS)
 
-## make bench: the benchmarks (peers installed from the `bench` extra)
-bench: $(VENV)/.stamp-dev
+## make bench-peers: the peer libraries of the benchmarks (Tumult needs Java 17 to run)
+bench-peers: $(VENV)/.stamp-dev
 	$(BIN)/python -m pip install --quiet -e '.[dev,bench]'
+	test -x $(PEERS)/tumult/bin/python || $(PYTHON) -m venv $(PEERS)/tumult
+	$(PEERS)/tumult/bin/python -m pip install --quiet 'tmlt.analytics==$(TUMULT_VERSION)'
+	$(PEERS)/tumult/bin/python -c "import tmlt.analytics; print('Tumult Analytics ready in $(PEERS)/tumult')"
+
+## make bench: the light benchmarks with their peers (`privtab bench list`; heavy ones by name)
+bench: bench-peers
 	$(BIN)/privtab bench all
 
 ## make mutation: plant each known privacy bug in a scratch copy; the tests must catch every one
@@ -80,4 +92,4 @@ mutation: $(VENV)/.stamp-dev
 	$(BIN)/python tools/mutation.py
 
 clean:
-	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache
+	rm -rf $(VENV) $(PEERS) .mypy_cache .pytest_cache .ruff_cache

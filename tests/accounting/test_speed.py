@@ -1,6 +1,6 @@
 """Issue 2 acceptance: the `optimal` conversion takes < 1 ms per call and accepts arrays.
 
-The figure for docs/benchmarks.md comes from ``bench/bench_accounting.py``; this test guards
+The figure for docs/benchmarks.md comes from ``privtab bench accounting``; this test guards
 the target itself on the worst point of the acceptance grid (ρ ∈ [1e-4, 50], δ ∈ [1e-15,
 1e-2]), best of three timings so a busy shared machine does not make it flaky (typical:
 4-30 µs per call, i.e. a margin of more than 30×).

@@ -1,27 +1,48 @@
-"""``privtab bench``: the samplers benchmark's JSON and the ``all`` group command."""
+"""``privtab bench``: every registered benchmark has a command, one output format, records.
+
+The light benchmarks run for real with tiny sizes; the heavy ones (``safetab``, ``scale``)
+are covered by ``tests/cli/test_bench_safetab.py`` and by fakes here.
+"""
 
 from __future__ import annotations
 
 import json
-from types import SimpleNamespace
+from pathlib import Path
 from typing import Any
 
 import pytest
 from typer.testing import CliRunner
 
+import privtab.bench as bench
 from privtab.cli import app
-from privtab.cli import bench as bench_cli
 
 runner = CliRunner()
 
 
-def test_bench_samplers_json_schema() -> None:
-    res = runner.invoke(
-        app, ["bench", "samplers", "--n", "3000", "--repeat", "1", "--opendp-n", "300", "--json"]
-    )
+def test_every_registered_benchmark_has_a_command() -> None:
+    res = runner.invoke(app, ["bench", "--help"])
+    assert res.exit_code == 0
+    for name in bench.BENCHMARKS:
+        assert name in res.stdout
+        sub = runner.invoke(app, ["bench", name, "--help"])
+        assert sub.exit_code == 0, (name, sub.output)
+        for flag in ("--json", "--keep", "--work", "--record"):
+            assert flag in sub.stdout, (name, flag)
+    listed = json.loads(runner.invoke(app, ["bench", "list", "--json"]).stdout)
+    assert set(listed) == set(bench.BENCHMARKS)
+    assert {n for n, b in listed.items() if b["heavy"]} == {"safetab", "scale"}
+
+
+def test_bench_samplers_json_is_one_record() -> None:
+    args = ["bench", "samplers", "--n", "3000", "--repeat", "1", "--opendp-n", "300", "--json"]
+    res = runner.invoke(app, args)
     assert res.exit_code == 0, res.output
-    out = json.loads(res.stdout)
-    rows = out["results"]
+    rec = json.loads(res.stdout)  # exactly one JSON object on stdout
+    assert rec["benchmark"] == "samplers"
+    assert rec["command"] == "privtab bench samplers --n 3000 --repeat 1 --opendp-n 300"
+    assert len(rec["load_average_before"]) == 3
+    assert rec["machine"]["cores"] >= 1
+    rows = rec["result"]["results"]
     assert [(r["sampler"], r["scale"]) for r in rows] == [
         ("discrete_gaussian", 1),
         ("discrete_gaussian", 10),
@@ -36,48 +57,134 @@ def test_bench_samplers_json_schema() -> None:
             assert r["ratio"] is None
         else:
             assert r["ratio"] == pytest.approx(r["ours_per_s"] / r["opendp_per_s"])
-    assert out["machine"]["cores"] >= 1
-    assert set(out["targets_met"]) >= {"discrete_gaussian", "discrete_laplace"}
+    assert set(rec["result"]["targets_met"]) >= {"discrete_gaussian", "discrete_laplace"}
 
 
 def test_bench_samplers_without_opendp(monkeypatch: pytest.MonkeyPatch) -> None:
-    mod = bench_cli._bench_module("bench_samplers")
-    monkeypatch.setattr(mod, "_opendp_factory", lambda: None)
+    from privtab.bench import samplers
+
+    monkeypatch.setattr(samplers, "_opendp_factory", lambda: None)
     res = runner.invoke(app, ["bench", "samplers", "--n", "2000", "--repeat", "1", "--json"])
     assert res.exit_code == 0, res.output
-    out = json.loads(res.stdout)
+    out = json.loads(res.stdout)["result"]
     assert all(r["opendp_per_s"] is None and r["ratio"] is None for r in out["results"])
     assert "not installed" in res.stderr
 
 
-def test_bench_samplers_table() -> None:
+def test_bench_accounting_table_and_json(tmp_path: Path) -> None:
+    res = runner.invoke(app, ["bench", "accounting", "--n", "50"])
+    assert res.exit_code == 0, res.output
+    assert "zcdp_epsilon" in res.stdout
+    assert "17.4305" in res.stdout
     res = runner.invoke(
-        app, ["bench", "samplers", "--n", "2000", "--repeat", "1", "--opendp-n", "100"]
+        app, ["bench", "accounting", "--n", "50", "--json", "--record", str(tmp_path)]
     )
     assert res.exit_code == 0, res.output
-    assert "discrete_gaussian" in res.stdout
+    rec = json.loads(res.stdout)
+    assert rec["result"]["ours_epsilon"] == pytest.approx(17.430584, abs=1e-6)
+    saved = list(tmp_path.glob("accounting-*.json"))
+    assert len(saved) == 1
+    assert json.loads(saved[0].read_text())["result"] == rec["result"]
 
 
-def test_bench_all_runs_every_registered_benchmark(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_keep_keeps_the_work_directory_and_default_removes_it(tmp_path: Path) -> None:
+    work = tmp_path / "w"
+    res = runner.invoke(app, ["bench", "accounting", "--n", "20", "--keep", "--work", str(work)])
+    assert res.exit_code == 0, res.output
+    assert json.loads((work / "record.json").read_text())["benchmark"] == "accounting"
+    seen: list[Path] = []
+    real = bench.BENCHMARKS["accounting"].module().run
+
+    def spy(**kw: Any) -> dict[str, Any]:
+        seen.append(kw["work"])
+        return dict(real(**kw))
+
+    mod = bench.BENCHMARKS["accounting"].module()
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(mod, "run", spy)
+        assert runner.invoke(app, ["bench", "accounting", "--n", "20", "--json"]).exit_code == 0
+    assert seen
+    assert not seen[0].exists()  # the temporary work directory is gone
+
+
+def test_bench_all_runs_every_light_benchmark(monkeypatch: pytest.MonkeyPatch) -> None:
     calls: list[str] = []
 
-    def fake(module: str) -> Any:
-        def run() -> dict[str, Any]:
-            calls.append(module)
+    class Fake:
+        def __init__(self, name: str) -> None:
+            self.name = name
+
+        def run(self, work: Path) -> dict[str, Any]:
+            calls.append(self.name)
             return {"value": 1}
 
-        return SimpleNamespace(run=run)
-
-    monkeypatch.setattr(bench_cli, "_bench_module", fake)
-    monkeypatch.setattr(bench_cli, "BENCHMARKS", {"a": ("mod_a", ""), "b": ("mod_b", "")})
+    fakes = {
+        "a": bench.Benchmark("a", "light one", heavy=False),
+        "b": bench.Benchmark("b", "heavy one", heavy=True),
+    }
+    monkeypatch.setattr(bench, "BENCHMARKS", fakes)
+    monkeypatch.setattr(bench.Benchmark, "module", lambda self: Fake(self.name))
     res = runner.invoke(app, ["bench", "all", "--json"])
     assert res.exit_code == 0, res.output
-    assert json.loads(res.stdout) == {"a": {"value": 1}, "b": {"value": 1}}
-    assert calls == ["mod_a", "mod_b"]
+    out = json.loads(res.stdout)
+    assert list(out) == ["a"]
+    assert out["a"]["result"] == {"value": 1}
+    assert calls == ["a"]
+    assert "skipping b" in res.stderr
 
 
-def test_bench_help_lists_commands() -> None:
-    res = runner.invoke(app, ["bench", "--help"])
-    assert res.exit_code == 0
-    assert "samplers" in res.stdout
-    assert "all" in res.stdout
+def test_a_failing_benchmark_is_one_line_not_a_traceback(monkeypatch: pytest.MonkeyPatch) -> None:
+    mod = bench.BENCHMARKS["accounting"].module()
+
+    def boom(**kw: Any) -> dict[str, Any]:
+        raise RuntimeError("privtab synth failed (1)\nlong stderr…")
+
+    monkeypatch.setattr(mod, "run", boom)
+    res = runner.invoke(app, ["bench", "accounting"])
+    assert res.exit_code == 3
+    assert "privtab synth failed (1)" in res.stderr
+    assert "long stderr" not in res.stderr
+    assert "Traceback" not in res.output
+
+
+def test_render_writes_the_page_from_records(tmp_path: Path) -> None:
+    records = tmp_path / "records"
+    res = runner.invoke(app, ["bench", "accounting", "--n", "20", "--record", str(records)])
+    assert res.exit_code == 0, res.output
+    (tmp_path / "docs").mkdir()
+    page = tmp_path / "docs" / "benchmarks.md"
+    res = runner.invoke(app, ["bench", "render", "--records", str(records), "--out", str(page)])
+    assert res.exit_code == 0, res.output
+    text = page.read_text()
+    assert "Command: `privtab bench accounting --n 20`" in text
+    assert "load average before" in text
+    assert "| ε | 17.430584 |" in text
+    assert "No record yet: run `privtab bench samplers" in text
+    # outside a checkout, without --records/--out: a one-line explanation, exit 2
+    res = runner.invoke(app, ["bench", "render", "--records", str(tmp_path / "nope")])
+    assert res.exit_code == 2
+    assert "needs a checkout" in res.stderr
+
+
+def test_the_checkouts_page_is_the_rendering_of_its_records() -> None:
+    from privtab.bench.render import load_records, render
+
+    root = Path(__file__).resolve().parents[2]
+    page = (root / "docs" / "benchmarks.md").read_text()
+    assert page == render(load_records(root / "bench" / "records"), "img/scale.png")
+
+
+def test_no_machine_specific_paths_in_the_benchmarks() -> None:
+    src = Path(bench.__file__).parent
+    for path in src.glob("*.py"):
+        text = path.read_text()
+        assert "/work/" not in text, path
+        assert "/home/" not in text, path
+
+
+def test_the_recorded_command_uses_the_commands_own_flags() -> None:
+    got = bench.command_line("synth", {"persons": [10, 20], "fmt": "txt", "validate": True})
+    assert got == "privtab bench synth --persons 10,20 --format txt --validate"
+    got = bench.command_line("safetab", {"tumult": "/py", "stage2": False, "lock": None})
+    assert got == "privtab bench safetab --tumult-python /py --no-stage2"
+    assert bench.command_line("safetab", {"stage2": True}) == "privtab bench safetab"

@@ -13,36 +13,38 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
+import privtab.bench as bench
 from privtab.cli import app
-from privtab.cli import bench as bench_cli
 
 runner = CliRunner()
 
 
 def _mod() -> Any:
-    return bench_cli._bench_module("bench_safetab")
+    return bench.BENCHMARKS["safetab"].module()
 
 
-def test_safetab_is_registered_and_skipped_by_all(monkeypatch: pytest.MonkeyPatch) -> None:
-    assert "safetab" in bench_cli.BENCHMARKS
-    assert "safetab" in bench_cli.HEAVY
+def test_safetab_is_registered_and_heavy() -> None:
+    assert bench.BENCHMARKS["safetab"].heavy
     res = runner.invoke(app, ["bench", "--help"])
     assert res.exit_code == 0
     assert "safetab" in res.stdout
-    calls: list[str] = []
 
-    class Fake:
-        @staticmethod
-        def run() -> dict[str, Any]:
-            calls.append("x")
-            return {"value": 1}
 
-    monkeypatch.setattr(bench_cli, "_bench_module", lambda module: Fake)
-    monkeypatch.setattr(bench_cli, "BENCHMARKS", {"a": ("m", ""), "safetab": ("s", "")})
-    res = runner.invoke(app, ["bench", "all", "--json"])
-    assert res.exit_code == 0, res.output
-    assert json.loads(res.stdout) == {"a": {"value": 1}}
-    assert "skipping safetab" in res.stderr
+def test_tumult_is_found_in_the_peers_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    mod = _mod()
+    monkeypatch.delenv("PRIVTAB_TUMULT_PYTHON", raising=False)
+    monkeypatch.setenv("PRIVTAB_BENCH_PEERS", str(tmp_path))
+    assert mod.tumult_python() is None  # nothing there yet
+    py = tmp_path / "tumult" / "bin" / "python"
+    py.parent.mkdir(parents=True)
+    py.symlink_to(Path(__import__("sys").executable))
+    # a Python without tmlt.analytics is not taken for Tumult
+    assert mod.tumult_python() is None
+    monkeypatch.delenv("PRIVTAB_BENCH_PEERS")
+    monkeypatch.chdir(tmp_path)
+    assert mod.peers_dir() == Path(".bench-peers")
 
 
 def test_level_lines_of_the_progress_are_parsed() -> None:
@@ -89,7 +91,7 @@ def test_bench_safetab_end_to_end(tmp_path: Path) -> None:
     args += ["--data", str(tmp_path / "in"), "--tumult-max-groups", "60", "--no-stage2"]
     res = runner.invoke(app, [*args, "--lock", "", "--json"])
     assert res.exit_code == 0, res.output
-    out = json.loads(res.stdout)
+    out = json.loads(res.stdout)["result"]
     assert out["privtab"]["persons"] == 3000
     assert out["privtab"]["cells_released"] > 0
     levels = out["comparison"]["levels_compared"]
@@ -180,20 +182,24 @@ def test_a_previous_tumult_result_is_reused_only_when_it_measured_the_same(
     assert peer["spark_settings_assumed"] is False
 
 
-def test_cli_forwards_engine_and_tumult_result(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_cli_forwards_engine_and_tumult_result(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     seen: dict[str, Any] = {}
 
-    class Fake:
-        @staticmethod
-        def run(**kw: Any) -> dict[str, Any]:
-            seen.update(kw)
-            return {"tumult": {"reused": True}}
+    def fake(**kw: Any) -> dict[str, Any]:
+        seen.update(kw)
+        (kw["work"] / "privtab.stderr").write_text("log")
+        return {"tumult": {"reused": True}}
 
-    monkeypatch.setattr(bench_cli, "_bench_module", lambda module: Fake)
+    monkeypatch.setattr(_mod(), "run", fake)
     args = ["bench", "safetab", "--engine", "spark", "--cores", "2", "--driver-memory", "4g"]
     args += ["--tumult-max-seconds", "60", "--tumult-result", "old.json", "--json"]
+    args += ["--keep", "--work", str(tmp_path / "w")]
     res = runner.invoke(app, args)
     assert res.exit_code == 0, res.output
+    assert (tmp_path / "w" / "privtab.stderr").read_text() == "log"  # --keep keeps the logs
+    assert json.loads(res.stdout)["work"] == str(tmp_path / "w")
     assert seen["engine"] == "spark"
     assert seen["cores"] == 2
     assert seen["driver_memory"] == "4g"

@@ -1,8 +1,8 @@
-"""The scale benchmark's log parser (bench/bench_scale.py) reads what run_release prints."""
+"""The scale benchmark's log parser (privtab.bench.scale) reads what run_release prints."""
 
 from __future__ import annotations
 
-from bench.bench_scale import parse_run
+from privtab.bench.scale import parse_run
 
 LOG = (
     (

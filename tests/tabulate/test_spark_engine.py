@@ -107,8 +107,11 @@ def test_exact_equivalence(synth_small, spark, tmp_path: Path, fmt: str) -> None
         ref.release["runs"]["US"]["levels"], got.release["runs"]["US"]["levels"], strict=True
     )
     for a, b in levels:
-        assert a["stat_levels"] == b["stat_levels"]
-        assert a["noise_draws"] == b["noise_draws"]
+        assert a["status"] == b["status"]
+        assert a.get("stat_levels") == b.get("stat_levels")
+        assert a.get("noise_draws") == b.get("noise_draws")
+        assert a.get("charged") == b.get("charged")
+    assert got.release["guarantee"] == ref.release["guarantee"]
 
 
 def test_exact_equivalence_forced_preaggregation_and_small_tasks(

@@ -1,71 +1,92 @@
-"""``privtab bench``: the benchmarks in the source checkout's ``bench/`` directory.
+"""``privtab bench``: the benchmarks of :mod:`privtab.bench`, one subcommand each.
 
-A typer group. Each benchmark is a module ``bench/<module>.py`` with a ``run(...)`` function
-returning a JSON-ready dict (our figure, the peer's figure measured in the same run, the
-ratio). Register a new one in :data:`BENCHMARKS` and give it a subcommand; ``privtab bench
-all`` runs every registered benchmark with its defaults. Peers come from the ``bench``
-extra: ``pip install -e '.[dev,bench]'`` (``make bench`` does this).
+Thin: each command parses its options, calls :func:`privtab.bench.execute` and prints the
+record — rich tables, or exactly one JSON object with ``--json``. Every command takes
+``--json``, ``--keep``, ``--work`` and ``--record``; ``all`` runs the light benchmarks and
+``render`` regenerates ``docs/benchmarks.md`` from saved records.
 """
 
 from __future__ import annotations
 
-import importlib
-import sys
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import typer
 
 from privtab.cli._common import fail, print_json, warn
 
-#: name → (module in bench/, one-line description)
-BENCHMARKS: dict[str, tuple[str, str]] = {
-    "samplers": ("bench_samplers", "exact secure noise samplers vs OpenDP (issue 3)"),
-    "accounting": ("bench_accounting", "zCDP → (ε, δ) conversion vs dp_accounting (issue 2)"),
-    "invariants": ("bench_invariants", "ℓ₂ cost of Semi-DP table mechanisms vs naive (issue 7)"),
-    "safetab": ("bench_safetab", "SafeTab-P release at 10⁶ persons vs Tumult Analytics (issue 4)"),
-}
-HEAVY: frozenset[str] = frozenset({"safetab"})
-"""Benchmarks that ``all`` skips (minutes to hours, generate data): run them by name."""
+JSON = typer.Option(False, "--json", help="Print the record as one JSON object.")
+KEEP = typer.Option(
+    False, "--keep", help="Keep the work directory (inputs, outputs, logs, record.json)."
+)
+WORK = typer.Option(
+    None, "--work", help="Work directory (default: a temporary one, removed unless --keep)."
+)
+RECORD = typer.Option(
+    None, "--record", help="Also save the record in this directory (e.g. bench/records)."
+)
+# (--work and --record are strings turned into paths in _run: typer.Option(Path) defaults
+# trip ruff's B008)
 
 
-def _bench_module(module: str) -> ModuleType:
-    root = Path(__file__).resolve().parents[3]
-    if not (root / "bench" / f"{module}.py").is_file():
-        fail(
-            f"benchmark bench/{module}.py not found: benchmarks live in the source checkout "
-            "(install privtab with `pip install -e .` from a clone)"
-        )
-    if str(root) not in sys.path:
-        sys.path.insert(0, str(root))
-    return importlib.import_module(f"bench.{module}")
+def _sizes(text: str, name: str) -> list[int]:
+    try:
+        sizes = [int(float(x)) for x in text.split(",") if x.strip()]
+    except ValueError:
+        fail(f"{name} must be comma-separated numbers such as 1e6,1e7, got {text!r}")
+    if not sizes or min(sizes) < 1:
+        fail(f"{name} needs positive sizes, got {text!r}")
+    return sizes
 
 
-def _print_samplers(res: dict[str, Any]) -> None:
+def _print_tables(record: dict[str, Any]) -> None:
     from rich.console import Console
-    from rich.table import Table
+    from rich.table import Table as RichTable
 
-    table = Table(title=f"Exact secure samplers (n = {res['n']:,}, best of {res['repeat']})")
-    table.add_column("sampler", no_wrap=True)
-    for col in ("σ / scale", "privtab /s", "OpenDP /s", "ratio", "urandom /s"):
-        table.add_column(col, justify="right", no_wrap=True)
-    for r in res["results"]:
-        peer = "—" if r["opendp_per_s"] is None else f"{r['opendp_per_s']:,.0f}"
-        ratio = "—" if r["ratio"] is None else f"{r['ratio']:,.0f}×"
-        table.add_row(
-            r["sampler"],
-            str(r["scale"]),
-            f"{r['ours_per_s']:,.0f}",
-            peer,
-            ratio,
-            f"{r['ours_os_urandom_per_s']:,.0f}",
-        )
+    from privtab.bench import tables
+
     console = Console()
-    console.print(table)
-    m = res["machine"]
-    console.print(f"machine: {m['cpu']}, {m['cores']} cores, load {m['load_average']}")
-    console.print(f"targets met: {res['targets_met']}")
+    for tab in tables(record):
+        rt = RichTable(title=tab.title, title_justify="left")
+        for i, col in enumerate(tab.columns):
+            rt.add_column(col, justify="left" if i == 0 else "right", overflow="fold")
+        for row in tab.rows:
+            rt.add_row(*row)
+        console.print(rt)
+        for note in tab.notes:
+            console.print(note, highlight=False)
+    m = record["machine"]
+    console.print(
+        f"machine: {m['cpu']}, {m['cores']} cores; load {record['load_average_before']} → "
+        f"{record['load_average_after']}; {record['command']}",
+        highlight=False,
+    )
+    if record.get("work"):
+        console.print(f"kept: {record['work']}", highlight=False)
+
+
+def _run(
+    name: str,
+    options: dict[str, Any],
+    json_out: bool,
+    keep: bool,
+    work: str | None,
+    record: str | None,
+) -> dict[str, Any]:
+    from privtab.bench import BENCHMARKS, execute, write_record
+
+    typer.echo(f"privtab bench {name}: {BENCHMARKS[name].summary}…", err=True)
+    try:
+        rec = execute(name, options, work=None if work is None else Path(work), keep=keep)
+    except (RuntimeError, ValueError, OSError) as exc:
+        fail(f"bench {name}: {str(exc).splitlines()[0] if str(exc) else exc!r}", 3)
+    if record is not None:
+        typer.echo(f"privtab bench {name}: saved {write_record(rec, Path(record))}", err=True)
+    if json_out:
+        print_json(rec)
+    else:
+        _print_tables(rec)
+    return rec
 
 
 def register(app: typer.Typer) -> None:
@@ -75,6 +96,18 @@ def register(app: typer.Typer) -> None:
         no_args_is_help=True,
     )
 
+    @bench_app.command("list")
+    def list_(json_out: bool = JSON) -> None:
+        """The registered benchmarks."""
+        from privtab.bench import BENCHMARKS
+
+        rows = {n: {"summary": b.summary, "heavy": b.heavy} for n, b in BENCHMARKS.items()}
+        if json_out:
+            print_json(rows)
+            return
+        for n, b in BENCHMARKS.items():
+            typer.echo(f"{n:12s} {'(heavy) ' if b.heavy else ''}{b.summary}")
+
     @bench_app.command("samplers")
     def samplers(
         n: int = typer.Option(2_000_000, "--n", min=1, help="Samples per timed privtab run."),
@@ -82,34 +115,97 @@ def register(app: typer.Typer) -> None:
         opendp_n: int | None = typer.Option(
             None, "--opendp-n", min=1, help="Samples per OpenDP run (default n/20, ≤ 50,000)."
         ),
-        json_out: bool = typer.Option(False, "--json", help="Print one JSON object."),
+        json_out: bool = JSON,
+        keep: bool = KEEP,
+        work: str | None = WORK,
+        record: str | None = RECORD,
     ) -> None:
         """Throughput of the exact discrete Gaussian and Laplace samplers vs OpenDP."""
-        mod = _bench_module(BENCHMARKS["samplers"][0])
-        typer.echo("privtab bench samplers: measuring (about 20 s)…", err=True)
-        res = mod.run(n=n, repeat=repeat, opendp_n=opendp_n)
-        if res["opendp_n"] is None:
-            warn("opendp is not installed: peer figures are null (pip install -e '.[bench]')")
-        if json_out:
-            print_json(res)
-        else:
-            _print_samplers(res)
+        opts = {"n": n, "repeat": repeat, "opendp_n": opendp_n}
+        rec = _run("samplers", opts, json_out, keep, work, record)
+        if rec["result"]["opendp_n"] is None:
+            warn("opendp is not installed: peer figures are null (make bench-peers)")
+
+    @bench_app.command("accounting")
+    def accounting(
+        n: int = typer.Option(2000, "--n", min=1, help="Timed scalar calls."),
+        json_out: bool = JSON,
+        keep: bool = KEEP,
+        work: str | None = WORK,
+        record: str | None = RECORD,
+    ) -> None:
+        """zCDP → (ε, δ): privtab's conversion vs dp_accounting's RdpAccountant."""
+        rec = _run("accounting", {"n": n}, json_out, keep, work, record)
+        if rec["result"]["dp_accounting_epsilon"] is None:
+            warn("dp_accounting is not installed: peer figures are null (make bench-peers)")
 
     @bench_app.command("invariants")
     def invariants(
         replicates: int = typer.Option(30, "--replicates", min=2, help="Tables per setting."),
         n: int = typer.Option(1000, "--n", min=1, help="Records per table (Multinomial)."),
         big: bool = typer.Option(False, "--big", help="Add the 4 × 4 K-norm (≈ 3 min hull)."),
-        json_out: bool = typer.Option(False, "--json", help="Print one JSON object."),
+        json_out: bool = JSON,
+        keep: bool = KEEP,
+        work: str | None = WORK,
+        record: str | None = RECORD,
     ) -> None:
         """ℓ₂ cost of the Semi-DP table mechanisms vs the naive ones (seed Figures 2–3)."""
-        mod = _bench_module(BENCHMARKS["invariants"][0])
-        typer.echo("privtab bench invariants: measuring (about 30 s)…", err=True)
-        res = mod.run(replicates=replicates, n=n, big=big)
-        if json_out:
-            print_json(res)
-        else:
-            typer.echo(mod.markdown(res))
+        opts = {"replicates": replicates, "n": n, "big": big}
+        _run("invariants", opts, json_out, keep, work, record)
+
+    @bench_app.command("synth")
+    def synth(
+        persons: str = typer.Option("1e6", "--persons", help="Sizes, e.g. 1e6,1e7."),
+        fmt: str = typer.Option("txt", "--format", help="txt or parquet."),
+        seed: int = typer.Option(1, "--seed", min=0, help="Seed of privtab synth."),
+        validate: bool = typer.Option(False, "--validate", help="Also time privtab validate."),
+        json_out: bool = JSON,
+        keep: bool = KEEP,
+        work: str | None = WORK,
+        record: str | None = RECORD,
+    ) -> None:
+        """privtab synth (and validate): wall time, persons per second, peak memory."""
+        if fmt not in ("txt", "parquet"):
+            fail(f"--format must be txt or parquet, got {fmt!r}")
+        opts = {"persons": _sizes(persons, "--persons"), "fmt": fmt, "seed": seed}
+        _run("synth", {**opts, "validate": validate}, json_out, keep, work, record)
+
+    @bench_app.command("scale")
+    def scale(
+        persons: str = typer.Option("1e6", "--persons", help="Sizes, e.g. 1e6,1e7,1e8."),
+        fmt: str = typer.Option("parquet", "--format", help="Input and output: txt or parquet."),
+        data: str | None = typer.Option(
+            None, "--data", help="Where the synthetic inputs are kept/reused (DATA/synth-N)."
+        ),
+        from_log: str | None = typer.Option(
+            None, "--from-log", help="Record a release run by hand from its saved stderr."
+        ),
+        release_json: str | None = typer.Option(
+            None, "--release-json", help="With --from-log: the run's --json output."
+        ),
+        json_out: bool = JSON,
+        keep: bool = KEEP,
+        work: str | None = WORK,
+        record: str | None = RECORD,
+    ) -> None:
+        """SafeTab-P release at each size: wall time, peak memory, seconds per level."""
+        if fmt not in ("txt", "parquet"):
+            fail(f"--format must be txt or parquet, got {fmt!r}")
+        if from_log is not None:
+            from privtab.bench.scale import from_log as parse
+
+            rel = None if release_json is None else _read_json(Path(release_json))
+            rec = _record_from_log(parse(_read_text(Path(from_log)), rel), Path(from_log))
+            if record is not None:
+                from privtab.bench import write_record
+
+                saved = write_record(rec, Path(record))
+                typer.echo(f"privtab bench scale: saved {saved}", err=True)
+            print_json(rec) if json_out else _print_tables(rec)
+            return
+        where = None if data is None else Path(data)
+        opts = {"persons": _sizes(persons, "--persons"), "fmt": fmt, "data": where}
+        _run("scale", opts, json_out, keep, work, record)
 
     @bench_app.command("safetab")
     def safetab(
@@ -118,7 +214,7 @@ def register(app: typer.Typer) -> None:
             None,
             "--data",
             help="Input directory: reused if its synth.json has --persons, else generated "
-            "there (default: a temporary directory).",
+            "there (default: in the work directory).",
         ),
         seed: int = typer.Option(1, "--seed", min=0, help="Seed of privtab synth."),
         states: str | None = typer.Option(
@@ -128,7 +224,7 @@ def register(app: typer.Typer) -> None:
             None,
             "--tumult-python",
             help="Python with tmlt.analytics (default: $PRIVTAB_TUMULT_PYTHON, else "
-            "/work/tumult-venv/bin/python).",
+            ".bench-peers/tumult/bin/python from make bench-peers).",
         ),
         tumult_max_groups: int = typer.Option(
             200_000,
@@ -159,66 +255,129 @@ def register(app: typer.Typer) -> None:
         tumult_result: str | None = typer.Option(
             None,
             "--tumult-result",
-            help="Reuse the Tumult side of a previous `privtab bench safetab --json` output "
+            help="Reuse the Tumult side of a previous `privtab bench safetab --json` record "
             "(checked: same input, plan and Spark settings; recorded as reused).",
         ),
-        lock: str = typer.Option(
-            "/tmp/privtab-bench.lock", "--lock", help="flock file for heavy steps ('' = none)."
+        lock: str | None = typer.Option(
+            None, "--lock", help="flock file for heavy steps ('' = none; default in $TMPDIR)."
         ),
-        json_out: bool = typer.Option(False, "--json", help="Print one JSON object."),
+        json_out: bool = JSON,
+        keep: bool = KEEP,
+        work: str | None = WORK,
+        record: str | None = RECORD,
     ) -> None:
         """privtab safetab run vs Tumult Analytics on the same synthetic nation."""
+        from privtab.bench.safetab import DEFAULT_LOCK
+
         if engine not in ("polars", "spark"):
             fail(f"--engine must be polars or spark, not {engine!r}")
-        mod = _bench_module(BENCHMARKS["safetab"][0])
-        typer.echo("privtab bench safetab: measuring (minutes at 10⁶ persons)…", err=True)
-        res = mod.run(
-            persons=persons,
-            data=data,
-            seed=seed,
-            states=states,
-            tumult=tumult_python,
-            tumult_max_groups=tumult_max_groups,
-            tumult_scopes=tuple(s.strip() for s in tumult_scopes.split(",") if s.strip()),
-            stage2=stage2,
-            lock=lock or None,
-            engine=engine,
-            cores=cores,
-            driver_memory=driver_memory,
-            tumult_result=tumult_result,
-            tumult_max_seconds=tumult_max_seconds,
-        )
-        if res["tumult"] is None and tumult_result is None:
+        scopes = tuple(s.strip() for s in tumult_scopes.split(",") if s.strip())
+        opts: dict[str, Any] = {
+            "persons": persons,
+            "data": data,
+            "seed": seed,
+            "states": states,
+            "tumult": tumult_python,
+            "tumult_max_groups": tumult_max_groups,
+            "tumult_scopes": scopes,
+            "stage2": stage2,
+            "lock": DEFAULT_LOCK if lock is None else (lock or None),
+            "engine": engine,
+            "cores": cores,
+            "driver_memory": driver_memory,
+            "tumult_result": tumult_result,
+            "tumult_max_seconds": tumult_max_seconds,
+        }
+        rec = _run("safetab", opts, json_out, keep, work, record)
+        if rec["result"]["tumult"] is None and tumult_result is None:
             warn(
-                "tmlt.analytics not found: peer figures are null (install it in a separate "
-                "venv and set PRIVTAB_TUMULT_PYTHON; see bench/bench_safetab.py)"
+                "tmlt.analytics not found: peer figures are null (make bench-peers, or "
+                "--tumult-python / $PRIVTAB_TUMULT_PYTHON)"
             )
-        if json_out:
-            print_json(res)
-        else:
-            typer.echo(mod.markdown(res))
 
     @bench_app.command("all")
-    def all_(json_out: bool = typer.Option(False, "--json", help="Print one JSON object.")) -> None:
-        """Run every registered benchmark with its defaults."""
+    def all_(
+        json_out: bool = JSON,
+        record: str | None = RECORD,
+    ) -> None:
+        """Every light benchmark with its defaults (``list`` marks the heavy ones)."""
+        from privtab.bench import BENCHMARKS, execute, write_record
+
         out: dict[str, Any] = {}
-        for name, (module, _) in BENCHMARKS.items():
-            if name in HEAVY:
-                typer.echo(f"privtab bench all: skipping {name} (run it by name)", err=True)
+        for name, bench in BENCHMARKS.items():
+            if bench.heavy:
+                typer.echo(f"privtab bench all: skipping {name} (heavy: run it by name)", err=True)
                 continue
             typer.echo(f"privtab bench all: {name}…", err=True)
-            out[name] = _bench_module(module).run()
+            try:
+                out[name] = execute(name, {})
+            except (RuntimeError, ValueError, OSError) as exc:
+                fail(f"bench {name}: {str(exc).splitlines()[0] if str(exc) else exc!r}", 3)
+            if record is not None:
+                write_record(out[name], Path(record))
         if json_out:
             print_json(out)
             return
-        for name, res in out.items():
-            if name == "samplers":
-                _print_samplers(res)
-            elif name == "invariants":
-                typer.echo(_bench_module(BENCHMARKS[name][0]).markdown(res))
-            else:
-                typer.echo(f"{name}:")
-                for key, value in res.items():
-                    typer.echo(f"  {key}: {value}")
+        for rec in out.values():
+            _print_tables(rec)
+
+    @bench_app.command("render")
+    def render(
+        records: str = typer.Option(
+            "bench/records", "--records", help="Records directory (of the checkout)."
+        ),
+        out: str = typer.Option(
+            "docs/benchmarks.md", "--out", help="The page to write (of the checkout)."
+        ),
+    ) -> None:
+        """Regenerate docs/benchmarks.md (and docs/img/scale.png) from saved records."""
+        from privtab.bench.render import write
+
+        src, page = Path(records), Path(out)
+        if not src.is_dir() or not page.parent.is_dir():
+            bad = src if not src.is_dir() else page.parent
+            fail(
+                f"render needs a checkout (run it from the repository root) or --records and "
+                f"--out: {bad} is not a directory"
+            )
+        page = write(src, page, page.parent / "img" / "scale.png")
+        typer.echo(f"privtab bench render: wrote {page}", err=True)
 
     app.add_typer(bench_app, name="bench")
+
+
+def _read_text(path: Path) -> str:
+    try:
+        return path.read_text()
+    except OSError as exc:
+        fail(f"cannot read {path}: {exc.strerror}")
+
+
+def _read_json(path: Path) -> Any:
+    import json
+
+    try:
+        return json.loads(_read_text(path))
+    except json.JSONDecodeError as exc:
+        fail(f"{path} is not JSON: {exc}")
+
+
+def _record_from_log(result: dict[str, Any], log: Path) -> dict[str, Any]:
+    """A record for a release run by hand: its provenance is the log, not this command."""
+    from privtab import __version__
+    from privtab.bench._common import load_average, machine, now
+
+    return {
+        "benchmark": "scale",
+        "command": f"privtab bench scale --from-log {log}",
+        "started_at": now(),
+        "finished_at": now(),
+        "load_average_before": None,
+        "load_average_after": load_average(),
+        "privtab": __version__,
+        "commit": None,
+        "machine": machine(),
+        "work": None,
+        "note": f"parsed from {log}; the run's own command and load are in the log",
+        "result": result,
+    }

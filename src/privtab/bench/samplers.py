@@ -1,6 +1,6 @@
 """Benchmark: exact secure noise samplers, privtab vs OpenDP, measured in the same run.
 
-Run: ``privtab bench samplers [--n N] [--json]`` or ``python bench/bench_samplers.py``.
+Run: ``privtab bench samplers [--n N] [--json]``.
 
 For the discrete Gaussian (σ ∈ {1, 10, 1000}) and the discrete Laplace (scale ∈ {1, 10,
 1000}) it times
@@ -17,22 +17,31 @@ OpenDP is timed on fewer samples (it is ~100× slower) — per-sample rates are 
 
 from __future__ import annotations
 
-import json
-import os
-import platform
-import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from privtab.bench._common import Table, machine, table, versions
 from privtab.random import (
     OSEntropySource,
     SecureSource,
     discrete_gaussian,
     discrete_laplace,
 )
+
+#: what the benchmark measures, for docs/benchmarks.md
+ABOUT = """\
+Both libraries sample exactly and from secure randomness: privtab with its default source
+(AES-256-CTR keyed from `os.urandom`), OpenDP with `make_gaussian` / `make_laplace` on a
+vector of `int` (its exact discrete Gaussian / discrete Laplace, in Rust). The last column
+is privtab with raw `os.urandom` for reference. Each figure is the best of `--repeat` timed
+runs after a warm-up; OpenDP is timed on fewer samples (per-sample rates are comparable).
+Targets (σ = scale = 10): discrete Gaussian ≥ 5 M/s and ≥ 50× OpenDP; discrete Laplace
+≥ 10 M/s and ≥ 50× OpenDP. Where the time goes: `docs/random.md`.
+"""
 
 SCALES = (1, 10, 1000)
 TARGETS = {
@@ -74,40 +83,11 @@ def _opendp_factory() -> Callable[[str, int], Callable[[list[int]], Any]] | None
     return make
 
 
-def _opendp_version() -> str | None:
-    try:
-        from importlib.metadata import version
-
-        return version("opendp")
-    except Exception:
-        return None
-
-
-def machine() -> dict[str, Any]:
-    """The machine the figures were measured on (and its load at the time)."""
-    cpu = platform.processor() or ""
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as fh:
-            for line in fh:
-                if line.startswith("model name"):
-                    cpu = line.split(":", 1)[1].strip()
-                    break
-    except OSError:
-        pass
-    load = os.getloadavg() if hasattr(os, "getloadavg") else (float("nan"),) * 3
-    return {
-        "cpu": cpu,
-        "cores": os.cpu_count(),
-        "python": platform.python_version(),
-        "numpy": np.__version__,
-        "opendp": _opendp_version(),
-        "platform": platform.platform(),
-        "load_average": [round(x, 2) for x in load],
-    }
-
-
-def run(n: int = 2_000_000, repeat: int = 3, opendp_n: int | None = None) -> dict[str, Any]:
-    """Measure every (sampler, scale); returns the JSON-ready result."""
+def run(
+    n: int = 2_000_000, repeat: int = 3, opendp_n: int | None = None, work: Path | None = None
+) -> dict[str, Any]:
+    """Measure every (sampler, scale); returns the JSON-ready result (no files: ``work``
+    is unused)."""
     if n < 1:
         raise ValueError("n must be positive")
     peer_n = opendp_n if opendp_n is not None else max(2_000, min(n // 20, 50_000))
@@ -122,7 +102,11 @@ def run(n: int = 2_000_000, repeat: int = 3, opendp_n: int | None = None) -> dic
             if factory is not None:
                 meas = factory(sampler, scale)
                 zeros = [0] * peer_n
-                peer = _best_rate(lambda meas=meas, zeros=zeros: meas(zeros), peer_n, repeat)
+
+                def draw(meas: Callable[[list[int]], Any] = meas, zeros: list[int] = zeros) -> Any:
+                    return meas(zeros)
+
+                peer = _best_rate(draw, peer_n, repeat)
             results.append(
                 {
                     "sampler": sampler,
@@ -140,7 +124,7 @@ def run(n: int = 2_000_000, repeat: int = 3, opendp_n: int | None = None) -> dic
         "repeat": repeat,
         "targets": TARGETS,
         "targets_met": _targets_met(results),
-        "machine": machine(),
+        "machine": {**machine(), "numpy": np.__version__, **versions("opendp")},
     }
 
 
@@ -154,16 +138,27 @@ def _targets_met(results: list[dict[str, Any]]) -> dict[str, bool | None]:
     return out
 
 
-def main() -> None:
-    res = run()
-    if "--json" in sys.argv:
-        print(json.dumps(res, indent=2))
-        return
+def tables(res: dict[str, Any]) -> list[Table]:
+    """Samples per second of each sampler, privtab and OpenDP in the same run."""
+    rows = []
     for r in res["results"]:
-        peer = "-" if r["opendp_per_s"] is None else f"{r['opendp_per_s']:,.0f}/s"
-        ratio = "-" if r["ratio"] is None else f"{r['ratio']:.0f}x"
-        print(f"{r['sampler']:18s} {r['scale']:>5} {r['ours_per_s']:>14,.0f}/s {peer:>12} {ratio}")
-
-
-if __name__ == "__main__":
-    main()
+        peer = "—" if r["opendp_per_s"] is None else f"{r['opendp_per_s']:,.0f}"
+        ratio = "—" if r["ratio"] is None else f"{r['ratio']:,.0f}×"
+        rows.append(
+            [
+                r["sampler"].replace("_", " "),
+                str(r["scale"]),
+                f"{r['ours_per_s']:,.0f}",
+                peer,
+                ratio,
+                f"{r['ours_os_urandom_per_s']:,.0f}",
+            ]
+        )
+    met = ", ".join(f"{k}: {v}" for k, v in res["targets_met"].items())
+    opendp_n = res["opendp_n"]
+    title = (
+        f"Exact secure samplers (privtab n = {res['n']:,}, OpenDP n = "
+        f"{'—' if opendp_n is None else f'{opendp_n:,}'}, best of {res['repeat']})"
+    )
+    cols = ["sampler", "σ / scale", "privtab /s", "OpenDP /s", "ratio", "privtab, os.urandom /s"]
+    return [table(title, cols, rows, [f"targets met: {met}"])]

@@ -1,7 +1,6 @@
 """Benchmark: ℓ₂ cost of invariant-aware vs naive table mechanisms (seed §5.2, Figures 2–3).
 
-Run: ``privtab bench invariants [--json] [--replicates 30] [--n 1000] [--big]`` or
-``python bench/bench_invariants.py`` with the same options.
+Run: ``privtab bench invariants [--json] [--replicates 30] [--n 1000] [--big]``.
 
 Set-up of ``semi-dp-invariant-statistics.txt`` §5.2: an r × c table drawn once per replicate
 from Multinomial(n, p) with Model I (``p_k = 1/rc``) or Model II (``p_k ∝ k``, cells in
@@ -23,15 +22,15 @@ Randomness: a seeded source (the outputs are for measurement only and are not pr
 
 from __future__ import annotations
 
-import json
 import math
-import platform
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from privtab.bench._common import Table, machine, table, versions
 from privtab.invariants import (
     NaiveGaussian,
     NaiveKNorm,
@@ -40,6 +39,18 @@ from privtab.invariants import (
     nearest_integer_table,
 )
 from privtab.random import SeededSource
+
+#: what the benchmark measures, for docs/benchmarks.md
+ABOUT = """\
+Set-up of the Semi-DP seed §5.2: per replicate an r × c table drawn from Multinomial(n, p),
+Model I `p_k = 1/rc`, Model II `p_k ∝ k`; both one-way margins invariant (a = 3); every
+mechanism calibrated to the same Semi-DP target. Cells: mean ℓ₂ cost `‖M(x) − x‖₂` ± standard
+error, and in brackets the exact RMS cost from the closed forms. No library implements
+Semi-DP mechanisms, so the peer is the seed's naive baseline (sensitivity × 3, group
+privacy), measured in privtab and with OpenDP's exact discrete Gaussian. The last Gaussian
+column is the seed's own calibration, which is cheaper for r, c ≥ 3 only because it is not
+private there (`docs/invariants.md` §4, §6). Outputs come from a seeded source (not private).
+"""
 
 
 class OpenDPNaiveGaussian:
@@ -77,17 +88,12 @@ def _opendp_gaussian(sigma: float) -> Any:
     meas = dp.m.make_gaussian(
         dp.vector_domain(dp.atom_domain(T=int)), dp.l2_distance(T=int), scale=sigma
     )
-    assert abs(meas.map(4) - 16 / (2 * sigma**2)) < 1e-9 * max(1.0, 16 / (2 * sigma**2))
+    assert abs(meas.map(4) - 16 / (2 * sigma**2)) < 1e-9 * max(1.0, 16 / (2 * sigma**2))  # type: ignore[no-untyped-call]
     return meas
 
 
 def opendp_version() -> str | None:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("opendp")
-    except PackageNotFoundError:
-        return None
+    return versions("opendp")["opendp"]
 
 
 def model_probs(model: str, r: int, c: int) -> np.ndarray:
@@ -95,7 +101,7 @@ def model_probs(model: str, r: int, c: int) -> np.ndarray:
     if model == "I":
         return np.full(k, 1.0 / k)
     w = np.arange(1, k + 1, dtype=np.float64)
-    return w / w.sum()
+    return np.asarray(w / w.sum())
 
 
 def measure(mech: Any, tables: list[np.ndarray], seed: int, integer: bool) -> dict[str, float]:
@@ -120,8 +126,10 @@ def measure(mech: Any, tables: list[np.ndarray], seed: int, integer: bool) -> di
     return out
 
 
-def run(replicates: int = 30, n: int = 1000, big: bool = False) -> dict[str, Any]:
-    """Every mechanism on Model I/II tables; see the module docstring."""
+def run(
+    replicates: int = 30, n: int = 1000, big: bool = False, work: Path | None = None
+) -> dict[str, Any]:
+    """Every mechanism on Model I/II tables; see the module docstring (no files)."""
     import warnings
 
     from privtab.mechanisms import InsecureReleaseWarning
@@ -189,7 +197,7 @@ def _run(replicates: int, n: int, big: bool) -> dict[str, Any]:
                     ]
                     for name, mech, integer in kmechs:
                         seed += 1
-                        row = {
+                        row: dict[str, Any] = {
                             "model": model,
                             "table": f"{r}x{c}",
                             "family": "knorm",
@@ -203,7 +211,7 @@ def _run(replicates: int, n: int, big: bool) -> dict[str, Any]:
                         results.append(row)
             print(f"done model {model} {r}x{c}", file=sys.stderr, flush=True)
     return {
-        "machine": f"{platform.machine()} {platform.system()}, Python {platform.python_version()}",
+        "machine": {**machine(), **versions("opendp")},
         "opendp": opendp_version(),
         "replicates": replicates,
         "n": n,
@@ -223,56 +231,82 @@ def _group(res: list[dict[str, Any]], key: tuple[str, str, str, str]) -> dict[st
     }
 
 
-def _gaussian_rows(res: list[dict[str, Any]], keys: list[tuple[str, str, str, str]]) -> list[str]:
-    lines = [
-        "| model | table | μ | ours: projected Gaussian | ours, integer | naive (privtab) "
-        "| naive (OpenDP) | naive/ours | seed's Δ₂ = 2 (not private) |",
-        "|---|---|---|---|---|---|---|---|---|",
+def _gaussian_rows(res: list[dict[str, Any]], keys: list[tuple[str, str, str, str]]) -> Table:
+    cols = [
+        "model",
+        "table",
+        "μ",
+        "ours: projected Gaussian",
+        "ours, integer",
+        "naive (privtab)",
+        "naive (OpenDP)",
+        "naive/ours",
+        "seed's Δ₂ = 2 (not private)",
     ]
+    rows = []
     for key in keys:
         g = _group(res, key)
         ours, naive = g["projected-gaussian (ours)"], g["naive-gaussian"]
         paper = next((v for k, v in g.items() if "NOT private" in k), None)
-        lines.append(
-            f"| {key[1]} | {key[2]} | {key[3].split('=')[1]} | {_cell(ours)} "
-            f"| {ours['mean_l2_integer']:.2f} | {_cell(naive)} "
-            f"| {_cell(g.get('naive, OpenDP discrete Gaussian'))} "
-            f"| {naive['mean_l2'] / ours['mean_l2']:.2f} "
-            f"| {_cell(paper) if paper else '(same as ours)'} |"
+        rows.append(
+            [
+                key[1],
+                key[2],
+                key[3].split("=")[1],
+                _cell(ours),
+                f"{ours['mean_l2_integer']:.2f}",
+                _cell(naive),
+                _cell(g.get("naive, OpenDP discrete Gaussian")),
+                f"{naive['mean_l2'] / ours['mean_l2']:.2f}",
+                _cell(paper) if paper else "(same as ours)",
+            ]
         )
-    return lines
+    title = "Gaussian mechanisms, Semi-DP μ-GDP: mean ℓ₂ cost ± se (exact RMS)"
+    return table(title, cols, rows)
 
 
-def _knorm_rows(res: list[dict[str, Any]], keys: list[tuple[str, str, str, str]]) -> list[str]:
-    lines = [
-        "| model | table | ε | ours: optimal K-norm | ours, integer | naive ℓ₁ (Laplace) "
-        "| naive ℓ₂ | naive ℓ∞ | best naive/ours |",
-        "|---|---|---|---|---|---|---|---|---|",
+def _knorm_rows(res: list[dict[str, Any]], keys: list[tuple[str, str, str, str]]) -> Table:
+    cols = [
+        "model",
+        "table",
+        "ε",
+        "ours: optimal K-norm",
+        "ours, integer",
+        "naive ℓ₁ (Laplace)",
+        "naive ℓ₂",
+        "naive ℓ∞",
+        "best naive/ours",
     ]
+    rows = []
     for key in keys:
         g = _group(res, key)
         ours = g["optimal K-norm (ours)"]
         naives = [g[f"naive {n}"] for n in ("l1", "l2", "linf")]
         best = min(n["mean_l2"] for n in naives)
-        lines.append(
-            f"| {key[1]} | {key[2]} | {key[3].split('=')[1]} | {_cell(ours)} "
-            f"| {ours['mean_l2_integer']:.2f} | "
-            + " | ".join(_cell(n) for n in naives)
-            + f" | {best / ours['mean_l2']:.2f} |"
+        rows.append(
+            [key[1], key[2], key[3].split("=")[1], _cell(ours), f"{ours['mean_l2_integer']:.2f}"]
+            + [_cell(n) for n in naives]
+            + [f"{best / ours['mean_l2']:.2f}"]
         )
-    return lines
+    title = "K-norm mechanisms, Semi-DP ε-DP: mean ℓ₂ cost ± se (exact RMS)"
+    return table(title, cols, rows)
 
 
-def _timing_rows(res: list[dict[str, Any]]) -> list[str]:
-    lines = [
-        "| table | projected Gaussian | naive (privtab) | naive (OpenDP) | optimal K-norm "
-        "| hull (Qhull) | box acceptance |",
-        "|---|---|---|---|---|---|---|",
+def _timing_rows(res: list[dict[str, Any]]) -> Table:
+    cols = [
+        "table",
+        "projected Gaussian",
+        "naive (privtab)",
+        "naive (OpenDP)",
+        "optimal K-norm",
+        "hull (Qhull)",
+        "box acceptance",
     ]
-    for table in sorted({r["table"] for r in res}):
+    rows = []
+    for tab in sorted({r["table"] for r in res}):
         g = {
-            **_group(res, ("gaussian", "I", table, "mu=1")),
-            **_group(res, ("knorm", "I", table, "eps=1")),
+            **_group(res, ("gaussian", "I", tab, "mu=1")),
+            **_group(res, ("knorm", "I", tab, "eps=1")),
         }
 
         def us(name: str, g: dict[str, dict[str, Any]] = g) -> str:
@@ -280,39 +314,27 @@ def _timing_rows(res: list[dict[str, Any]]) -> list[str]:
             return f"{row['seconds_per_release'] * 1e6:.0f} µs" if row else "—"
 
         k = g.get("optimal K-norm (ours)")
-        hull = f"{k['hull_seconds'] * 1e3:.1f} ms" if k else "—"
-        acc = f"{k['rejection_acceptance']:.3f}" if k else "—"
-        lines.append(
-            f"| {table} | {us('projected-gaussian (ours)')} | {us('naive-gaussian')} "
-            f"| {us('naive, OpenDP discrete Gaussian')} | {us('optimal K-norm (ours)')} "
-            f"| {hull} | {acc} |"
+        rows.append(
+            [
+                tab,
+                us("projected-gaussian (ours)"),
+                us("naive-gaussian"),
+                us("naive, OpenDP discrete Gaussian"),
+                us("optimal K-norm (ours)"),
+                f"{k['hull_seconds'] * 1e3:.1f} ms" if k else "—",
+                f"{k['rejection_acceptance']:.3f}" if k else "—",
+            ]
         )
-    return lines
+    title = "Time per release (model I, μ = 1 / ε = 1) and the one-off convex hull"
+    return table(title, cols, rows)
 
 
-def markdown(out: dict[str, Any]) -> str:
+def tables(out: dict[str, Any]) -> list[Table]:
+    """The ℓ₂ costs of the Gaussian and K-norm mechanisms, and the time per release."""
     res = out["results"]
     keys = sorted({(r["family"], r["model"], r["table"], r["param"]) for r in res})
-    lines = ["", "Gaussian mechanisms, Semi-DP μ-GDP: mean ℓ₂ cost ± se (exact RMS)", ""]
-    lines += _gaussian_rows(res, [k for k in keys if k[0] == "gaussian"])
-    lines += ["", "K-norm mechanisms, Semi-DP ε-DP: mean ℓ₂ cost ± se (exact RMS)", ""]
-    lines += _knorm_rows(res, [k for k in keys if k[0] == "knorm"])
-    lines += ["", "Time per release (model I, μ = 1 / ε = 1) and the one-off convex hull:", ""]
-    lines += _timing_rows(res)
-    return "\n".join(lines)
-
-
-def main() -> None:
-    args = sys.argv[1:]
-    reps = int(args[args.index("--replicates") + 1]) if "--replicates" in args else 30
-    n = int(args[args.index("--n") + 1]) if "--n" in args else 1000
-    out = run(reps, n, big="--big" in args)
-    if "--json" in args:
-        print(json.dumps(out, indent=2))
-    else:
-        print(f"machine: {out['machine']}; OpenDP {out['opendp']}; replicates: {reps}; n = {n}")
-        print(markdown(out))
-
-
-if __name__ == "__main__":
-    main()
+    return [
+        _gaussian_rows(res, [k for k in keys if k[0] == "gaussian"]),
+        _knorm_rows(res, [k for k in keys if k[0] == "knorm"]),
+        _timing_rows(res),
+    ]

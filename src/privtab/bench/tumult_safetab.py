@@ -1,12 +1,13 @@
-"""The SafeTab-P release in Tumult Analytics — the peer side of ``bench/bench_safetab.py``.
+"""The SafeTab-P release in Tumult Analytics — the peer side of :mod:`privtab.bench.safetab`.
 
-Runs in a Python environment that has ``tmlt.analytics`` (Spark local mode; it does NOT
-import privtab, whose numpy/pandas/pyarrow pins conflict with Tumult's): usually
-``/work/tumult-venv`` (``PRIVTAB_TUMULT_PYTHON``). Usage::
+Run as a script (never imported by privtab) by a Python environment that has
+``tmlt.analytics`` (Spark local mode; it does NOT import privtab, whose numpy/pandas/pyarrow
+pins conflict with Tumult's): the venv ``make bench-peers`` creates (``.bench-peers/tumult``)
+or ``$PRIVTAB_TUMULT_PYTHON``. Usage::
 
-    python bench/tumult_safetab.py WORKLOAD.json RESULT.json
+    python .../privtab/bench/tumult_safetab.py WORKLOAD.json RESULT.json
 
-``WORKLOAD.json`` is written by ``bench_safetab.py`` from privtab's release plan
+``WORKLOAD.json`` is written by :mod:`privtab.bench.safetab` from privtab's release plan
 (:meth:`privtab.tabulate.ReleasePlan.from_config` of the packaged 2020 production config) and
 the public files: per level (geography level × iteration level) its public regions (from
 GRF-C), its iterations (from the reference files), which are TotalOnly, its stability, its
@@ -234,7 +235,7 @@ def main() -> None:
         file=sys.stderr,
         flush=True,
     )
-    levels = []
+    levels: list[dict[str, Any]] = []
     budget = w.get("max_seconds")  # no new level (but the first) once this is spent
     not_run = []
     for lv in w["levels"]:

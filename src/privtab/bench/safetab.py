@@ -1,8 +1,8 @@
 """SafeTab-P release: privtab vs Tumult Analytics on the same synthetic input (issue 4).
 
-Run: ``privtab bench safetab [--persons 1000000] [--data DIR] [--json]`` (or
-``python bench/bench_safetab.py``). Steps, each heavy one under ``flock LOCK`` (default
-``/tmp/privtab-bench.lock``) so that benchmarks sharing the machine do not overlap:
+Run: ``privtab bench safetab [--persons 1000000] [--data DIR] [--json] [--keep]``. Steps,
+each heavy one under ``flock LOCK`` (default ``$TMPDIR/privtab-bench.lock``) so that
+benchmarks sharing the machine do not overlap:
 
 1. input: ``privtab synth --persons N --out DATA --seed S`` (50 states + DC + PR), reused
    when ``DATA/synth.json`` already records the same persons, seed and states;
@@ -10,8 +10,9 @@ Run: ``privtab bench safetab [--persons 1000000] [--data DIR] [--json]`` (or
    production config (zCDP, discrete Gaussian), every US and PR level, T1/T2 (txt +
    Parquet), release.json, report.html — in a child process under ``/usr/bin/time -v``
    (peak RSS); per-level times come from its progress lines on stderr;
-3. Tumult Analytics: ``bench/tumult_safetab.py`` in the Python given by ``--tumult-python``
-   / ``$PRIVTAB_TUMULT_PYTHON`` (default ``/work/tumult-venv/bin/python``: tmlt.analytics
+3. Tumult Analytics: :mod:`privtab.bench.tumult_safetab` run as a script by the Python
+   given by ``--tumult-python`` / ``$PRIVTAB_TUMULT_PYTHON`` (default: the venv that
+   ``make bench-peers`` creates, ``.bench-peers/tumult`` in the checkout: tmlt.analytics
    pins numpy < 2, pandas < 2 and pyarrow 18, which conflict with privtab's, so it lives in
    its own venv), Spark ``local[cores]``, on the same files and the same plan
    (:meth:`privtab.tabulate.ReleasePlan.from_config`): per level a stage-1 count over the
@@ -29,9 +30,8 @@ previous run's JSON output instead of re-running it (:func:`reuse_tumult` checks
 measured the same input, plan and Spark settings; the result records ``reused``, the file, the
 date and the load of that run). ``--tumult-max-seconds S``: Tumult starts no new level once S
 seconds have passed, the first one excepted (the levels not started count as skipped,
-reason ``time``). The whole
-stderr of each side is kept in ``privtab.stderr`` / ``tumult.stderr`` of the work directory
-(``--keep``).
+reason ``time``). The whole stderr of each side is kept in ``privtab.stderr`` /
+``tumult.stderr`` of the work directory (kept with ``--keep``).
 
 Levels whose public domain has more than ``--tumult-max-groups`` groups are not run in
 Tumult (at its measured ≈ 10³–10⁴ noisy counts per second the biggest levels would take
@@ -42,146 +42,48 @@ levels is the sum of its per-level times — and the whole-release ratio is an e
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
-import platform
 import re
 import shutil
 import subprocess
 import sys
-import tempfile
-import threading
 import time
 from pathlib import Path
 from typing import Any
 
-DEFAULT_TUMULT_PYTHON = "/work/tumult-venv/bin/python"
-DEFAULT_LOCK = "/tmp/privtab-bench.lock"
+from privtab.bench._common import (
+    Table,
+    load_average,
+    lock_acquired,
+    machine,
+    privtab_exe,
+    run_measured,
+    table,
+    time_v,
+    time_v_rss_mb,
+    time_v_wall,
+)
+
+#: what the benchmark measures, for docs/benchmarks.md
+ABOUT = """\
+privtab's whole release (`privtab safetab run`, production config: validation, aggregation,
+every US and PR level, T1/T2, release.json with every privacy analysis, report.html) against
+Tumult Analytics running the same plan on the same files (stage 1, TotalOnly and the adaptive
+stage 2 of the US levels with at most `--tumult-max-groups` groups, each query's σ² equal to
+privtab's; collected to pandas, no files). The ratio is over the levels both ran; a
+whole-release ratio from Tumult's seconds per noisy count is an extrapolation and marked as
+such. `--engine spark` runs privtab's Spark engine with the settings of Tumult's session.
+"""
+
+#: where ``make bench-peers`` puts Tumult Analytics' venv, relative to the checkout
+#: (the current directory) unless ``$PRIVTAB_BENCH_PEERS`` says otherwise
+PEERS_DIR = ".bench-peers"
+DEFAULT_LOCK = os.path.join(os.environ.get("TMPDIR", "/tmp"), "privtab-bench.lock")
 LEVEL_LINE = re.compile(
     r"\[\d+/\d+\] (?P<scope>\w+) \((?P<geo>[\w-]+), (?P<it>\d)\): .*\((?P<sec>[\d.]+) s\)$",
     re.MULTILINE,
 )
-
-
-# --------------------------------------------------------------------------- machine
-def machine() -> dict[str, Any]:
-    cpu = platform.processor() or platform.machine()
-    try:
-        out = subprocess.run(["lscpu"], capture_output=True, text=True, check=True).stdout
-        m = re.search(r"Model name:\s*(.+)", out)
-        cpu = m.group(1).strip() if m else cpu
-    except (OSError, subprocess.CalledProcessError):
-        pass
-    mem = None
-    try:
-        for line in Path("/proc/meminfo").read_text().splitlines():
-            if line.startswith("MemTotal:"):
-                mem = round(int(line.split()[1]) / 1024**2, 1)
-    except OSError:
-        pass
-    return {
-        "cpu": cpu,
-        "cores": os.cpu_count(),
-        "ram_gib": mem,
-        "python": platform.python_version(),
-        "load_average": [round(x, 2) for x in os.getloadavg()],
-    }
-
-
-# --------------------------------------------------------------------------- process tree RSS
-class TreeRSS:
-    """Peak summed RSS (MiB) of a process and all its descendants, sampled every ``period``."""
-
-    def __init__(self, pid: int, period: float = 0.2) -> None:
-        self.pid, self.period, self.peak_mb = pid, period, 0.0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def __enter__(self) -> TreeRSS:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join()
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            self.peak_mb = max(self.peak_mb, _tree_rss_mb(self.pid))
-            self._stop.wait(self.period)
-
-
-def _children() -> dict[int, list[int]]:
-    kids: dict[int, list[int]] = {}
-    for d in Path("/proc").iterdir():
-        if not d.name.isdigit():
-            continue
-        try:
-            stat = (d / "stat").read_text()
-        except OSError:
-            continue
-        ppid = int(stat.rsplit(")", 1)[1].split()[1])
-        kids.setdefault(ppid, []).append(int(d.name))
-    return kids
-
-
-def _tree_rss_mb(pid: int) -> float:
-    kids = _children()
-    todo, total = [pid], 0
-    while todo:
-        p = todo.pop()
-        todo.extend(kids.get(p, ()))
-        try:
-            for line in Path(f"/proc/{p}/status").read_text().splitlines():
-                if line.startswith("VmRSS:"):
-                    total += int(line.split()[1])
-        except OSError:
-            continue
-    return total / 1024
-
-
-def _run_measured(
-    cmd: list[str], lock: str | None, log: Path | None = None, **kw: Any
-) -> tuple[Any, float, float]:
-    """Run ``cmd`` (under flock), return (CompletedProcess, wall seconds, peak tree RSS MiB);
-    its whole stderr is also written to ``log`` (kept even when the command fails)."""
-    # under the lock, the child first reports when it got it and the load at that moment
-    stamp = 'echo "lock acquired $(date -u +%FT%TZ) load $(cut -d" " -f1-3 /proc/loadavg)" >&2'
-    full = ["flock", lock, "sh", "-c", f'{stamp}; exec "$@"', "sh", *cmd] if lock else cmd
-    t0 = time.monotonic()
-    proc = subprocess.Popen(full, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kw)
-    with TreeRSS(proc.pid) as rss:
-        out, err = proc.communicate()
-    wall = time.monotonic() - t0
-    res = subprocess.CompletedProcess(full, proc.returncode, out, err)
-    if log is not None:
-        log.write_text(err)
-    if proc.returncode != 0:
-        where = f" (stderr: {log})" if log is not None else ""
-        raise RuntimeError(f"{' '.join(full)} failed ({proc.returncode}){where}:\n{err[-4000:]}")
-    return res, wall, rss.peak_mb
-
-
-def _lock_acquired(stderr: str) -> dict[str, Any]:
-    """When the child got the lock and the load average (1, 5, 15 min) at that moment."""
-    m = re.search(r"lock acquired (\S+) load ([\d.]+) ([\d.]+) ([\d.]+)", stderr)
-    if m is None:
-        return {"started_at": _now(), "load_average_before": _load()}
-    return {"started_at": m[1], "load_average_before": [float(m[i]) for i in (2, 3, 4)]}
-
-
-def _time_v_rss_mb(stderr: str) -> float | None:
-    m = re.search(r"Maximum resident set size \(kbytes\): (\d+)", stderr)
-    return None if m is None else round(int(m.group(1)) / 1024, 1)
-
-
-def _time_v_wall(stderr: str) -> float | None:
-    m = re.search(r"Elapsed \(wall clock\) time \(h:mm:ss or m:ss\): ([\d:.]+)", stderr)
-    if m is None:
-        return None
-    parts = [float(p) for p in m.group(1).split(":")]
-    return round(sum(p * 60**i for i, p in enumerate(reversed(parts))), 2)
 
 
 # --------------------------------------------------------------------------- input
@@ -195,12 +97,11 @@ def ensure_input(
         if got.get("persons") == persons and (states is None or got.get("seed") == seed):
             return {"generated": False, **_synth_facts(got)}
         raise RuntimeError(f"{data} holds a different synthetic input ({got.get('persons')})")
-    privtab = str(Path(sys.executable).with_name("privtab"))
-    cmd = [privtab, "synth", "--persons", str(persons), "--out", str(data)]
+    cmd = [privtab_exe(), "synth", "--persons", str(persons), "--out", str(data)]
     cmd += ["--seed", str(seed), "--quiet", "--json"]
     if states:
         cmd += ["--states", states]
-    res, wall, _ = _run_measured(cmd, lock)
+    res, wall, _ = run_measured(cmd, lock)
     return {
         "generated": True,
         "synth_seconds": round(wall, 2),
@@ -220,7 +121,8 @@ def workload(data: Path) -> dict[str, Any]:
 
     inputs = load_inputs(None, data, validate_persons=False)
     ref, geo = inputs.reference, inputs.geography
-    levels, used = [], set()
+    levels: list[dict[str, Any]] = []
+    used: set[str] = set()
     for scope in inputs.config.scopes:
         plan = ReleasePlan.from_config(inputs.config, ref, scope)
         for lp in plan.levels:
@@ -292,8 +194,7 @@ def privtab_command(
     data: Path, out: Path, engine: str = "polars", cores: int = 1, driver_memory: str = "6g"
 ) -> list[str]:
     """``privtab safetab run`` for ``engine`` (spark: ``local[cores]`` + Tumult's settings)."""
-    privtab = str(Path(sys.executable).with_name("privtab"))
-    cmd = [privtab, "safetab", "run", "--data", str(data), "--out", str(out), "--json"]
+    cmd = [privtab_exe(), "safetab", "run", "--data", str(data), "--out", str(out), "--json"]
     if engine == "spark":
         cmd += ["--engine", "spark", "--spark-master", f"local[{cores}]"]
         for k, v in spark_settings(cores, driver_memory).items():
@@ -301,14 +202,6 @@ def privtab_command(
     elif engine != "polars":
         raise ValueError(f"engine must be polars or spark, not {engine!r}")
     return cmd
-
-
-def _now() -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-
-
-def _load() -> list[float]:
-    return [round(x, 2) for x in os.getloadavg()]
 
 
 def run_privtab(
@@ -320,10 +213,10 @@ def run_privtab(
     driver_memory: str = "6g",
 ) -> dict[str, Any]:
     cmd = privtab_command(data, out, engine, cores, driver_memory)
-    timer = ["/usr/bin/time", "-v"] if Path("/usr/bin/time").exists() else []
-    res, wall, tree_mb = _run_measured([*timer, *cmd], lock, out.parent / "privtab.stderr")
-    load_after = _load()
-    wall = _time_v_wall(res.stderr) or wall  # without the wait for the lock
+    timer = time_v()
+    res, wall, tree_mb = run_measured([*timer, *cmd], lock, out.parent / "privtab.stderr")
+    load_after = load_average()
+    wall = time_v_wall(res.stderr) or wall  # without the wait for the lock
     summary = json.loads(res.stdout)
     per_level = {}
     for m in LEVEL_LINE.finditer(res.stderr):
@@ -331,7 +224,7 @@ def run_privtab(
     draws = sum(int(lv["noise_draws"]) for lv in summary["levels"])
     cells = int(summary["t1_rows"]) + int(summary["t2_rows"])
     secs = summary["seconds"]
-    time_v_rss = _time_v_rss_mb(res.stderr)
+    time_v_rss = time_v_rss_mb(res.stderr)
     # Spark: the JVM and the Python workers are separate processes, and time -v reports
     # the largest single one; the peak of the whole tree is the relevant figure
     peak = round(tree_mb, 1) if engine == "spark" or time_v_rss is None else time_v_rss
@@ -343,10 +236,10 @@ def run_privtab(
             else None
         ),
         "command": " ".join([*(["/usr/bin/time -v"] if timer else []), *cmd]),
-        **_lock_acquired(res.stderr),
+        **lock_acquired(res.stderr),
         "load_average_after": load_after,
         "wall_seconds": round(wall, 2),
-        "time_v_wall_seconds": _time_v_wall(res.stderr),
+        "time_v_wall_seconds": time_v_wall(res.stderr),
         "peak_rss_mb": peak,
         "time_v_max_rss_mb": time_v_rss,
         "peak_tree_rss_mb_sampled": round(tree_mb, 1),
@@ -388,14 +281,14 @@ def run_tumult(
     script = Path(__file__).with_name("tumult_safetab.py")
     cmd = [python, "-W", "ignore", str(script), str(wpath), str(rpath)]
     env = {**os.environ, "PYSPARK_PYTHON": python, "PYSPARK_DRIVER_PYTHON": python}
-    timer = ["/usr/bin/time", "-v"] if Path("/usr/bin/time").exists() else []
-    res, wall, tree_mb = _run_measured([*timer, *cmd], lock, tmp / "tumult.stderr", env=env)
-    load_after = _load()
-    wall = _time_v_wall(res.stderr) or wall  # without the wait for the lock
+    timer = time_v()
+    res, wall, tree_mb = run_measured([*timer, *cmd], lock, tmp / "tumult.stderr", env=env)
+    load_after = load_average()
+    wall = time_v_wall(res.stderr) or wall  # without the wait for the lock
     out: dict[str, Any] = json.loads(rpath.read_text())
     out.update(
         reused=False,
-        **_lock_acquired(res.stderr),
+        **lock_acquired(res.stderr),
         load_average_after=load_after,
         spark_settings={"master": f"local[{cores}]", **spark_settings(cores, memory)},
         command=" ".join(cmd),
@@ -474,9 +367,18 @@ def reuse_tumult(
     return reused, list(old.get("tumult_skipped_levels", []))
 
 
+def peers_dir() -> Path:
+    """Where ``make bench-peers`` created the peer environments: ``$PRIVTAB_BENCH_PEERS``,
+    else ``.bench-peers`` in the current directory (the checkout)."""
+    return Path(os.environ.get("PRIVTAB_BENCH_PEERS") or PEERS_DIR)
+
+
 def tumult_python(explicit: str | None = None) -> str | None:
-    """The Python with tmlt.analytics (argument, $PRIVTAB_TUMULT_PYTHON, default venv)."""
-    cand = explicit or os.environ.get("PRIVTAB_TUMULT_PYTHON") or DEFAULT_TUMULT_PYTHON
+    """The Python with tmlt.analytics: the argument, else ``$PRIVTAB_TUMULT_PYTHON``, else
+    the venv of ``make bench-peers`` (:func:`peers_dir` ``/tumult``); None when it has no
+    tmlt.analytics."""
+    default = peers_dir() / "tumult" / "bin" / "python"
+    cand = explicit or os.environ.get("PRIVTAB_TUMULT_PYTHON") or str(default)
     if not Path(cand).exists():
         return None
     ok = subprocess.run([cand, "-c", "import tmlt.analytics"], capture_output=True)
@@ -496,84 +398,84 @@ def run(
     cores: int | None = None,
     driver_memory: str = "6g",
     lock: str | None = DEFAULT_LOCK,
-    keep: bool = False,
+    work: Path | None = None,
     engine: str = "polars",
     tumult_result: str | None = None,
     tumult_max_seconds: float | None = None,
 ) -> dict[str, Any]:
-    """Measure both sides on the same input; see the module docstring."""
+    """Measure both sides on the same input, in the directory ``work`` (the release, both
+    sides' stderr, Tumult's workload); see the module docstring."""
     if lock and shutil.which("flock") is None:
         lock = None
     cores = cores or os.cpu_count() or 1
-    tmp = Path(tempfile.mkdtemp(prefix="privtab-bench-safetab-"))
+    if work is None:
+        raise ValueError("the safetab benchmark needs a work directory")
+    tmp = Path(work)
+    tmp.mkdir(parents=True, exist_ok=True)
+    data_dir = Path(data) if data else tmp / "synth"
+    facts = ensure_input(data_dir, persons, seed, states, lock)
+    mach = machine()
+    w = workload(data_dir)
+    peer: dict[str, Any] | None = None
+    skipped: list[dict[str, Any]] = []
+    tumult_error: str | None = None
+    python: str | None = None
+    if tumult_result:  # checked before the long privtab run
+        peer, skipped = reuse_tumult(tumult_result, facts, w, cores, driver_memory, stage2)
+    ours: dict[str, Any] | None = None
+    privtab_error: str | None = None
     try:
-        data_dir = Path(data) if data else tmp / "synth"
-        facts = ensure_input(data_dir, persons, seed, states, lock)
-        mach = machine()
-        w = workload(data_dir)
-        peer: dict[str, Any] | None = None
-        skipped: list[dict[str, Any]] = []
-        tumult_error: str | None = None
-        python: str | None = None
-        if tumult_result:  # checked before the long privtab run
-            peer, skipped = reuse_tumult(tumult_result, facts, w, cores, driver_memory, stage2)
-        ours: dict[str, Any] | None = None
-        privtab_error: str | None = None
-        try:
-            ours = run_privtab(data_dir, tmp / "release", lock, engine, cores, driver_memory)
-        except RuntimeError as exc:  # still measure Tumult; the per-level lines are in the log
-            privtab_error = str(exc)[-2000:]
-            print(f"privtab failed: {privtab_error}", file=sys.stderr)
-        if peer is None:
-            python = tumult_python(tumult)
-        if peer is None and python is not None:
-            keep_levels = []
-            for lv in w["levels"]:
-                if lv["scope"] not in tumult_scopes:
-                    continue
-                if tumult_max_groups and _groups(lv) > tumult_max_groups:
-                    skipped.append(
-                        {
-                            "level": _key(lv["scope"], lv["geo"], lv["iteration_level"]),
-                            "groups": _groups(lv),
-                        }
-                    )
-                else:
-                    keep_levels.append(lv)
-            try:
-                peer = run_tumult(
-                    {**w, "levels": keep_levels, "stage2": stage2},
-                    python,
-                    tmp,
-                    lock,
-                    cores,
-                    driver_memory,
-                    tumult_max_seconds,
+        ours = run_privtab(data_dir, tmp / "release", lock, engine, cores, driver_memory)
+    except RuntimeError as exc:  # still measure Tumult; the per-level lines are in the log
+        privtab_error = str(exc)[-2000:]
+        print(f"privtab failed: {privtab_error}", file=sys.stderr)
+    if peer is None:
+        python = tumult_python(tumult)
+    if peer is None and python is not None:
+        keep_levels = []
+        for lv in w["levels"]:
+            if lv["scope"] not in tumult_scopes:
+                continue
+            if tumult_max_groups and _groups(lv) > tumult_max_groups:
+                skipped.append(
+                    {
+                        "level": _key(lv["scope"], lv["geo"], lv["iteration_level"]),
+                        "groups": _groups(lv),
+                    }
                 )
-            except RuntimeError as exc:  # keep privtab's measurement; say why Tumult has none
-                tumult_error = str(exc)[-2000:]
-                print(f"Tumult failed: {tumult_error}", file=sys.stderr)
-                keep_levels = []
-            ran = {lv["level"] for lv in peer["levels"]} if peer else set()
-            for lv in keep_levels:  # not started: the --tumult-max-seconds budget was spent
-                key = _key(lv["scope"], lv["geo"], lv["iteration_level"])
-                if key not in ran:
-                    skipped.append({"level": key, "groups": _groups(lv), "reason": "time"})
-        return {
-            "benchmark": "safetab",
-            "machine": mach,
-            "input": {"data": str(data_dir) if data else None, **facts},
-            "privtab": ours,
-            "tumult": peer,
-            "tumult_python": python,
-            "tumult_skipped_levels": skipped,
-            "tumult_error": tumult_error,
-            "privtab_error": privtab_error,
-            "comparison": None if ours is None else compare(ours, peer, w, skipped),
-        }
-    finally:
-        if not keep:
-            shutil.rmtree(tmp, ignore_errors=True)
+            else:
+                keep_levels.append(lv)
+        try:
+            peer = run_tumult(
+                {**w, "levels": keep_levels, "stage2": stage2},
+                python,
+                tmp,
+                lock,
+                cores,
+                driver_memory,
+                tumult_max_seconds,
+            )
+        except RuntimeError as exc:  # keep privtab's measurement; say why Tumult has none
+            tumult_error = str(exc)[-2000:]
+            print(f"Tumult failed: {tumult_error}", file=sys.stderr)
+            keep_levels = []
+        ran = {lv["level"] for lv in peer["levels"]} if peer else set()
+        for lv in keep_levels:  # not started: the --tumult-max-seconds budget was spent
+            key = _key(lv["scope"], lv["geo"], lv["iteration_level"])
+            if key not in ran:
+                skipped.append({"level": key, "groups": _groups(lv), "reason": "time"})
+    return {
+        "benchmark": "safetab",
+        "machine": mach,
+        "input": {"data": str(data_dir) if data else None, **facts},
+        "privtab": ours,
+        "tumult": peer,
+        "tumult_python": python,
+        "tumult_skipped_levels": skipped,
+        "tumult_error": tumult_error,
+        "privtab_error": privtab_error,
+        "comparison": None if ours is None else compare(ours, peer, w, skipped),
+    }
 
 
 def compare(
@@ -609,97 +511,50 @@ def compare(
     return out
 
 
-def markdown(res: dict[str, Any]) -> str:
-    """A short Markdown summary of :func:`run`'s result."""
+def tables(res: dict[str, Any]) -> list[Table]:
+    """privtab's release against Tumult's, whole runs and the levels both ran."""
     p, t, c, m = res["privtab"], res["tumult"], res["comparison"], res["machine"]
-    lines = [
-        f"machine: {m['cpu']}, {m['cores']} cores, {m['ram_gib']} GiB, load {m['load_average']}",
-        f"input: {res['input']['persons']:,} synthetic persons",
-        "",
-        f"| | privtab ({res['privtab'].get('engine', 'polars')} engine) | Tumult Analytics |",
-        "|---|---|---|",
-    ]
+    if p is None:
+        return [table("privtab failed", ["error"], [[str(res.get("privtab_error"))]])]
+    engine = p.get("engine", "polars")
     tw = "—" if t is None else f"{t['wall_seconds']:,.1f} s"
     trss = "—" if t is None else f"{t['peak_tree_rss_mb_sampled']:,.0f} MiB"
     tn = "—" if t is None else f"{t['noise_draws']:,}"
-    lines += [
-        f"| wall time (whole run) | {p['wall_seconds']:,.1f} s | {tw} |",
-        f"| peak RSS | {p['peak_rss_mb']:,.0f} MiB | {trss} |",
-        f"| noisy counts | {p['noise_draws']:,} | {tn} |",
-        f"| cells released (T1 + T2) | {p['cells_released']:,} | |",
+    rows = [
+        ["wall time (whole run)", f"{p['wall_seconds']:,.1f} s", tw],
+        ["peak RSS", f"{p['peak_rss_mb']:,.0f} MiB", trss],
+        ["noisy counts", f"{p['noise_draws']:,}", tn],
+        ["cells released (T1 + T2)", f"{p['cells_released']:,}", ""],
     ]
     if t is not None and t.get("reused"):
-        lines.append(
-            f"| Tumult measured | | reused from {t['reused_from']} "
-            f"({t['measured_at']}, load {t['measured_load_average']}) |"
+        rows.append(
+            [
+                "Tumult measured",
+                "",
+                f"reused from {t['reused_from']} ({t['measured_at']}, "
+                f"load {t['measured_load_average']})",
+            ]
         )
+    notes = [
+        f"machine: {m['cpu']}, {m['cores']} cores, {m['ram_gib']} GiB, load {m['load_average']}",
+        f"input: {res['input']['persons']:,} synthetic persons",
+    ]
     if c is not None:
-        lines += [
-            f"| levels both ran ({len(c['levels_compared'])}) | "
-            f"{c['privtab_seconds_common_levels']:,.2f} s | "
-            f"{c['tumult_seconds_common_levels']:,.1f} s |",
-            "",
-            f"ratio over the common levels: {c['ratio_levels']}×",
-        ]
+        rows.append(
+            [
+                f"levels both ran ({len(c['levels_compared'])})",
+                f"{c['privtab_seconds_common_levels']:,.2f} s",
+                f"{c['tumult_seconds_common_levels']:,.1f} s",
+            ]
+        )
+        notes.append(f"ratio over the common levels: {c['ratio_levels']}×")
         if "ratio_whole_release" in c:
-            lines.append(f"ratio, whole release: {c['ratio_whole_release']}×")
+            notes.append(f"ratio, whole release: {c['ratio_whole_release']}×")
         else:
-            lines.append(
-                f"whole release, Tumult extrapolated: "
+            notes.append(
+                "whole release, Tumult extrapolated: "
                 f"{c['tumult_whole_release_seconds_extrapolated']:,} s → "
-                f"{c['ratio_whole_release_extrapolated']}× (extrapolation)"
+                f"{c['ratio_whole_release_extrapolated']}× (an extrapolation, not a measurement)"
             )
-    return "\n".join(lines)
-
-
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--persons", type=int, default=1_000_000)
-    ap.add_argument("--data", default=None, help="input directory (reused or generated)")
-    ap.add_argument("--seed", type=int, default=1)
-    ap.add_argument("--states", default=None)
-    ap.add_argument("--tumult-python", default=None)
-    ap.add_argument("--tumult-max-groups", type=int, default=200_000)
-    ap.add_argument("--tumult-scopes", default="US", help="US, PR or US,PR")
-    ap.add_argument("--no-stage2", action="store_true")
-    ap.add_argument("--keep", action="store_true")
-    ap.add_argument("--lock", default=DEFAULT_LOCK, help="flock file ('' = none)")
-    ap.add_argument("--engine", choices=("polars", "spark"), default="polars")
-    ap.add_argument("--cores", type=int, default=None, help="Spark local[N] of both sides")
-    ap.add_argument("--driver-memory", default="6g", help="spark.driver.memory of both sides")
-    ap.add_argument(
-        "--tumult-max-seconds",
-        type=float,
-        default=None,
-        help="Tumult starts no new level (but the first) after this many seconds",
-    )
-    ap.add_argument(
-        "--tumult-result",
-        default=None,
-        help="reuse the Tumult side of a previous run's JSON (same input, plan, settings)",
-    )
-    args = ap.parse_args()
-    res = run(
-        persons=args.persons,
-        data=args.data,
-        seed=args.seed,
-        states=args.states,
-        tumult=args.tumult_python,
-        tumult_max_groups=args.tumult_max_groups,
-        tumult_scopes=tuple(args.tumult_scopes.split(",")),
-        stage2=not args.no_stage2,
-        keep=args.keep,
-        lock=args.lock or None,
-        engine=args.engine,
-        cores=args.cores,
-        driver_memory=args.driver_memory,
-        tumult_result=args.tumult_result,
-        tumult_max_seconds=args.tumult_max_seconds,
-    )
-    print(json.dumps(res, indent=2))
-    if res["privtab"] is not None:
-        print(markdown(res), file=sys.stderr)
-
-
-if __name__ == "__main__":
-    main()
+    title = f"SafeTab-P release: privtab ({engine} engine) vs Tumult Analytics"
+    return [table(title, ["", "privtab", "Tumult Analytics"], rows, notes)]

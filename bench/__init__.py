@@ -1,1 +1,0 @@
-"""privtab benchmarks (run with ``privtab bench`` or the scripts here)."""

@@ -1,0 +1,165 @@
+"""privtab's benchmarks against peer libraries, runnable from an installed wheel.
+
+``privtab bench NAME`` runs one (``privtab bench all``: every light one). Each benchmark is
+a module of this package with
+
+* ``run(**options, work=DIR) -> dict`` — the JSON-ready result: privtab's figure, the
+  peer's measured in the same run (``None`` when the peer is not installed), the machine
+  and its load; files (inputs, releases, logs) go to ``work``;
+* ``tables(result) -> list[Table]`` — its presentation, printed as rich tables by the CLI
+  and as Markdown in ``docs/benchmarks.md`` (:mod:`privtab.bench.render`).
+
+:func:`execute` wraps a run into a *record* (the command, when, the load before and after,
+the privtab version and commit, the machine, the result); ``--json`` prints it and
+``--record DIR`` saves it, and ``docs/benchmarks.md`` is regenerated from the saved
+records (``privtab bench render``). Peers: OpenDP and dp_accounting from the ``bench``
+extra, Tumult Analytics in its own venv (it pins numpy < 2) — ``make bench-peers`` sets up
+both (``docs/benchmarks.md``, "Rerunning").
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import re
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from privtab._json import jsonable
+from privtab.bench._common import Table, load_average, machine, now
+
+__all__ = [
+    "BENCHMARKS",
+    "Benchmark",
+    "Table",
+    "command_line",
+    "execute",
+    "tables",
+    "write_record",
+]
+
+
+@dataclass(frozen=True)
+class Benchmark:
+    """A registered benchmark: its module ``privtab.bench.<name>``."""
+
+    name: str
+    summary: str
+    heavy: bool  # minutes to hours, generates data: ``all`` skips it
+
+    def module(self) -> ModuleType:
+        return importlib.import_module(f"privtab.bench.{self.name}")
+
+
+BENCHMARKS: dict[str, Benchmark] = {
+    b.name: b
+    for b in (
+        Benchmark("samplers", "Exact secure noise samplers vs OpenDP", heavy=False),
+        Benchmark("accounting", "zCDP → (ε, δ) conversion vs dp_accounting", heavy=False),
+        Benchmark("invariants", "ℓ₂ cost of Semi-DP table mechanisms vs naive ones", False),
+        Benchmark("synth", "privtab synth and validate: synthetic nation (no peer)", False),
+        Benchmark("safetab", "SafeTab-P release vs Tumult Analytics, same input", True),
+        Benchmark("scale", "SafeTab-P release: time and memory against persons", True),
+    )
+}
+
+
+#: runner arguments whose command-line flag is not the argument's name
+_FLAGS = {"fmt": "--format", "tumult": "--tumult-python"}
+#: boolean options that are on by default (``--no-…`` turns them off)
+_ON_BY_DEFAULT = frozenset({"stage2"})
+
+
+def command_line(name: str, options: Mapping[str, Any]) -> str:
+    """The ``privtab bench`` command that reproduces a run with these options."""
+    parts = ["privtab", "bench", name]
+    for key, value in options.items():
+        flag = _FLAGS.get(key, "--" + key.replace("_", "-"))
+        if key in _ON_BY_DEFAULT:
+            parts += [] if value else ["--no-" + key.replace("_", "-")]
+            continue
+        if value is None or value is False:
+            continue
+        if value is True:
+            parts.append(flag)
+        elif isinstance(value, (list, tuple)):
+            parts += [flag, ",".join(str(v) for v in value)]
+        else:
+            parts += [flag, str(value)]
+    return " ".join(parts)
+
+
+def _commit() -> str | None:
+    """The checkout's commit when run from one (``git describe``), else None."""
+    try:
+        out = subprocess.run(
+            ["git", "describe", "--always", "--dirty"],
+            capture_output=True,
+            text=True,
+            timeout=5,
+            cwd=Path(__file__).resolve().parent,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout.strip() or None if out.returncode == 0 else None
+
+
+def execute(
+    name: str, options: Mapping[str, Any], *, work: Path | None = None, keep: bool = False
+) -> dict[str, Any]:
+    """Run benchmark ``name`` with ``options`` and return its record.
+
+    Files go to ``work`` (default: a new temporary directory, removed afterwards unless
+    ``keep``); with ``keep`` the record is also written there as ``record.json``.
+    """
+    from privtab import __version__
+
+    if name not in BENCHMARKS:
+        raise KeyError(f"no benchmark {name!r} (registered: {', '.join(BENCHMARKS)})")
+    mod = BENCHMARKS[name].module()
+    made = work is None
+    where = Path(tempfile.mkdtemp(prefix=f"privtab-bench-{name}-")) if work is None else work
+    where.mkdir(parents=True, exist_ok=True)
+    try:
+        started, before = now(), load_average()
+        result = mod.run(**options, work=where)
+        record = {
+            "benchmark": name,
+            "command": command_line(name, options),
+            "started_at": started,
+            "finished_at": now(),
+            "load_average_before": before,
+            "load_average_after": load_average(),
+            "privtab": __version__,
+            "commit": _commit(),
+            "machine": machine(),
+            "work": str(where) if keep else None,
+            "result": result,
+        }
+        if keep:
+            (where / "record.json").write_text(json.dumps(jsonable(record), indent=2))
+        return record
+    finally:
+        if made and not keep:
+            shutil.rmtree(where, ignore_errors=True)
+
+
+def tables(record: Mapping[str, Any]) -> list[Table]:
+    """The presentation of a record's result (its benchmark's ``tables``)."""
+    tabs: list[Table] = BENCHMARKS[record["benchmark"]].module().tables(record["result"])
+    return tabs
+
+
+def write_record(record: Mapping[str, Any], directory: Path) -> Path:
+    """Save a record as ``DIR/<benchmark>-<started_at>.json`` (the form ``render`` reads)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    stamp = re.sub(r"[^0-9T]", "", str(record["started_at"]))
+    path = directory / f"{record['benchmark']}-{stamp}.json"
+    path.write_text(json.dumps(jsonable(dict(record)), indent=2) + "\n")
+    return path
