@@ -28,7 +28,7 @@ computed with high relative accuracy.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -63,13 +63,17 @@ class LossFactor:
     """A mechanism's exact privacy-loss distribution (under P) with truncated tail mass.
 
     ``losses`` and ``log_probs`` are the support points and their log-probabilities; the
-    mass ``tail`` lies outside (it is treated as ``L = +∞`` in upper bounds).
+    mass ``tail`` lies outside (it is treated as ``L = +∞`` in upper bounds). A factor too
+    large to list point by point (the discrete Gaussian at σ > 2¹⁴) sets ``on_grid``,
+    which returns its gridded form ``(start, log_probs, tail)`` for a grid width and
+    direction directly (``losses``/``log_probs`` then hold a coarse pessimistic summary).
     """
 
     losses: FloatArray
     log_probs: FloatArray
     tail: float
     description: str
+    on_grid: Callable[[float, bool], tuple[int, FloatArray, float]] | None = None
 
 
 def _discrete_gaussian_log_pmf(sigma2: float, xs: np.ndarray) -> FloatArray:
@@ -85,6 +89,8 @@ def discrete_gaussian_loss(sigma2: float, *, tail: float = 1e-30) -> LossFactor:
     s2 = check_parameter("sigma2", sigma2)
     if s2 == 0:
         raise ValueError("sigma2 must be positive")
+    if s2 > _DG_DIRECT_MAX_SIGMA2:
+        return _large_discrete_gaussian_loss(s2, tail)
     # keep x with P(x) above ~tail: |x| <= sigma * sqrt(2 ln(1/tail)) + 1
     half = int(math.ceil(math.sqrt(2.0 * s2 * math.log(1.0 / tail)))) + 2
     xs = np.arange(-half, half + 1, dtype=np.float64)
@@ -97,6 +103,91 @@ def discrete_gaussian_loss(sigma2: float, *, tail: float = 1e-30) -> LossFactor:
         log_probs=log_p,
         tail=tail_mass,
         description=f"discrete Gaussian sigma2={s2:.6g}",
+    )
+
+
+_DG_DIRECT_MAX_SIGMA2 = float(1 << 28)  # σ ≤ 2¹⁴: list the support point by point
+
+
+def _interval_mass_bounds(a: FloatArray, b: FloatArray, sigma: float) -> tuple[FloatArray, ...]:
+    """Rigorous ``(log lower, log upper)`` bounds on ``P(a ≤ X ≤ b)`` for ``X ~ N_ℤ(σ²)``
+    with ``σ > 2¹⁴`` and integer arrays ``a ≤ b``.
+
+    For a unimodal ``f`` peaking at an integer, ``|Σ_{x=a}^{b} f(x) − ∫_a^b f| ≤ max_{[a,b]} f``;
+    ``Z = σ√(2π)(1 + η)`` with ``0 ≤ η ≤ 3e^{−2π²σ²}`` (Poisson summation; below any double
+    here). The integral is a difference of normal CDFs taken in log space on the side away
+    from the centre, so tail masses keep their relative accuracy.
+    """
+    from scipy.special import log_ndtr
+
+    za, zb = a / sigma, b / sigma
+    # log(Φ(zb) − Φ(za)) without cancellation: mirror intervals right of the centre
+    right = za >= 0
+    lo_z = np.where(right, za, -zb)  # the end nearer the centre, mirrored to ≤ … ≥ 0 form
+    hi_z = np.where(right, zb, -za)
+    both = (za < 0) & (zb > 0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        l_near = log_ndtr(-np.abs(lo_z))  # log Φc(|nearer end|)
+        l_far = log_ndtr(-np.abs(hi_z))
+        side = l_near + np.log1p(-np.exp(l_far - l_near))
+        middle = np.log1p(-(np.exp(log_ndtr(za)) + np.exp(log_ndtr(-zb))))
+        log_int = np.where(both, middle, side)
+        near = np.where(both, 0.0, np.minimum(np.abs(a), np.abs(b)))
+        log_peak = -(near * near) / (2.0 * sigma * sigma) - math.log(sigma * math.sqrt(2 * math.pi))
+        upper = np.logaddexp(log_int, log_peak) + 1e-12
+        lower = log_int + np.log1p(-np.minimum(np.exp(log_peak - log_int), 1.0)) - 1e-12
+    return np.where(np.isnan(lower), -np.inf, lower), upper
+
+
+def _large_discrete_gaussian_loss(s2: float, tail: float) -> LossFactor:
+    """The discrete Gaussian's PLD for σ > 2¹⁴, gridded directly: the loss
+    ``L(x) = (1 − 2x)/(2σ²)`` is monotone in ``x``, so each grid bucket is an interval of
+    ``x`` whose mass is bounded rigorously (:func:`_interval_mass_bounds`; upper bounds in
+    the pessimistic direction, lower bounds in the optimistic one). Bounded time at any σ:
+    one bucket per grid step of the ~``24/σ`` wide loss range."""
+    sigma = math.sqrt(s2)
+    half = int(math.ceil(math.sqrt(2.0 * s2 * math.log(1.0 / tail)))) + 2
+    # mass beyond ±half: 2·Φc((half − 1)/σ) bounds Σ_{|x|>half} (decreasing f)
+    from scipy.special import ndtr
+
+    beyond = min(2.0 * float(ndtr(-(half - 1) / sigma)) * (1 + 1e-12), 1.0)
+
+    def loss_of(x: float) -> float:
+        return (1.0 - 2.0 * x) / (2.0 * s2)
+
+    def on_grid(h: float, pessimistic: bool) -> tuple[int, FloatArray, float]:
+        lmin, lmax = loss_of(half), loss_of(-half)
+        j0 = math.floor(lmin / h) - 1
+        j1 = math.ceil(lmax / h) + 1
+        j = np.arange(j0, j1 + 1, dtype=np.float64)
+        u = (1.0 - 2.0 * h * s2 * j) / 2.0  # L(x) ≤ jh ⇔ x ≥ u_j
+        # float error in u: buckets overlap by a point (pessimistic: counted twice) or
+        # lose one (optimistic), never the reverse
+        tol = 1e-9 * (np.abs(u) + h * s2) + 1e-9
+        if pessimistic:  # bucket j: L ∈ ((j−1)h, jh] ⇔ u_j ≤ x < u_{j−1}
+            a = np.ceil(u - tol)
+            b = np.ceil(u + h * s2 + tol) - 1.0
+        else:  # bucket j: L ∈ [jh, (j+1)h) ⇔ u_{j+1} < x ≤ u_j
+            a = np.floor(u - h * s2 + tol) + 1.0
+            b = np.floor(u - tol)
+        a = np.maximum(a, -half)
+        b = np.minimum(b, half)
+        logp = np.full(j.size, -np.inf)
+        ok = a <= b
+        lower, upper = _interval_mass_bounds(a[ok], b[ok], sigma)
+        logp[ok] = upper if pessimistic else lower
+        return j0, logp, (beyond if pessimistic else 0.0)
+
+    # a coarse pessimistic summary for inspection: 2^10 equal x-blocks, block max loss
+    edges = np.linspace(-half, half + 1, 1025).round()
+    a, b = edges[:-1], edges[1:] - 1.0
+    _, upper = _interval_mass_bounds(a, b, sigma)
+    return LossFactor(
+        losses=(1.0 - 2.0 * a) / (2.0 * s2),
+        log_probs=np.asarray(upper, dtype=np.float64),
+        tail=beyond,
+        description=f"discrete Gaussian sigma2={s2:.6g}",
+        on_grid=on_grid,
     )
 
 
@@ -117,6 +208,8 @@ def geometric_loss(epsilon: float) -> LossFactor:
 
 
 def _factor_on_grid(f: LossFactor, h: float, pessimistic: bool) -> tuple[int, FloatArray, float]:
+    if f.on_grid is not None:
+        return f.on_grid(h, pessimistic)
     idx = np.ceil(f.losses / h - 1e-9) if pessimistic else np.floor(f.losses / h + 1e-9)
     idx = idx.astype(np.int64)
     start = int(idx.min())
