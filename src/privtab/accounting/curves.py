@@ -26,6 +26,8 @@ reproduce the paper's numbers.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from privtab.accounting.guarantees import RDP, ZCDP, FloatArray, check_parameter
@@ -116,12 +118,27 @@ def geometric_rdp_paper_value(alpha: FloatArray, epsilon: float) -> FloatArray:
     a = np.asarray(alpha, dtype=np.float64)
     e = float(epsilon)
     x = a - 1.0
-    log_c = np.log(-np.expm1(-e)) - np.log1p(np.exp(-e))  # ln tanh(ε/2)
-    log_a = np.log(2.0 * a) - np.log(e) - np.log(2.0 * a - 1.0)
+    # ln C + ln A = ln(2 tanh(ε/2)/ε) − ln((2α−1)/α), each term without cancellation
     with np.errstate(divide="ignore"):
         log_b_over_a = np.log(x) - np.log(a)  # B/A = (α−1)/α
     rest = np.log1p(np.exp(log_b_over_a - (2.0 * a - 1.0) * e))
-    return np.asarray(e + (log_c + log_a + rest) / x, dtype=np.float64)
+    numerator = _log_tanh_ratio(e) - np.log1p(x / a) + rest
+    return np.asarray(e + numerator / x, dtype=np.float64)
+
+
+def _log_tanh_ratio(e: float) -> float:
+    """``ln(2·tanh(ε/2)/ε)`` to full relative accuracy (its Taylor series for small ε)."""
+    h = e / 2.0
+    if h > 0.05:
+        return math.log(math.tanh(h) / h)
+    # tanh(h)/h − 1 = Σ_{n≥1} 2^{2n+2}(2^{2n+2} − 1) B_{2n+2} h^{2n}/(2n+2)!
+    coef = (-1 / 3, 2 / 15, -17 / 315, 62 / 2835, -1382 / 155925, 21844 / 6081075)
+    hh = h * h
+    s, p = 0.0, 1.0
+    for c in coef:
+        p *= hh
+        s += c * p
+    return math.log1p(s)
 
 
 def geometric_rdp_paper(epsilon: float) -> RDP:

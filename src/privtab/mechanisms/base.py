@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from privtab.accounting import RDP, Guarantee
+from privtab.accounting import RDP, ZCDP, Guarantee, PureDP, zcdp_to_rdp
 from privtab.mechanisms.laws import NoiseLaw
 from privtab.random import RandomSource, RationalLike, resolve_source
 
@@ -36,7 +36,9 @@ __all__ = [
     "InsecureReleaseWarning",
     "InsecureSourceError",
     "NoiseMechanism",
+    "PureDPMechanism",
     "Release",
+    "ZCDPMechanism",
     "float_down",
     "float_up",
     "integer_values",
@@ -220,6 +222,62 @@ class NoiseMechanism(ABC):
     def _release_guarantee(self, n: int, on_lattice: bool) -> tuple[Guarantee, dict[str, Any]]:
         """The guarantee of a release of ``n`` values and extra metadata."""
         return self.guarantee, {}
+
+
+class PureDPMechanism(NoiseMechanism):
+    """A mechanism stated by an exact ε (geometric, Laplace): ``ε``-DP, published rounded
+    up; noise scale ``b = Δ/ε``."""
+
+    epsilon_exact: Fraction
+    scale_exact: Fraction
+
+    @property
+    def epsilon(self) -> float:
+        """ε rounded up to a float (never understates the cost)."""
+        return float_up(self.epsilon_exact)
+
+    @property
+    def scale(self) -> float:
+        """The noise scale ``b = Δ/ε``."""
+        return float(self.scale_exact)
+
+    @property
+    def guarantee(self) -> PureDP:
+        return PureDP(self.epsilon)
+
+
+class ZCDPMechanism(NoiseMechanism):
+    """A mechanism stated by an exact ρ (discrete and lattice Gaussian): ``ρ``-zCDP,
+    published rounded up; ``σ² = Δ²/(2ρ)`` exactly."""
+
+    rho_exact: Fraction
+    sensitivity_exact: Fraction
+    sigma2_exact: Fraction
+
+    def __repr__(self) -> str:
+        return (
+            f"{type(self).__name__}(rho={float(self.rho_exact)!r}, "
+            f"sensitivity={float(self.sensitivity_exact)!r})"
+        )
+
+    @property
+    def rho(self) -> float:
+        """ρ rounded up to a float (never understates the cost)."""
+        return float_up(self.rho_exact)
+
+    @property
+    def sigma(self) -> float:
+        """``σ = √(Δ²/(2ρ))``."""
+        return math.sqrt(float(self.sigma2_exact))
+
+    @property
+    def guarantee(self) -> ZCDP:
+        return ZCDP(self.rho)
+
+    @property
+    def rdp(self) -> RDP:
+        """``τ(α) = ρα``."""
+        return zcdp_to_rdp(self.guarantee)
 
 
 def release_source(

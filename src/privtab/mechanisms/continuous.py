@@ -30,9 +30,9 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from privtab.accounting import RDP, ZCDP, Guarantee, PureDP, geometric_rdp_divergence, zcdp_to_rdp
+from privtab.accounting import RDP, ZCDP, Guarantee, PureDP, geometric_rdp_divergence
 from privtab.accounting.guarantees import FloatArray
-from privtab.mechanisms.base import NoiseMechanism, float_up
+from privtab.mechanisms.base import NoiseMechanism, PureDPMechanism, ZCDPMechanism, float_up
 from privtab.mechanisms.laws import DiscreteGaussianLaw, DiscreteLaplaceLaw
 from privtab.random import RationalLike, as_rational, default_granularity
 
@@ -87,7 +87,7 @@ class _LatticeMechanism(NoiseMechanism):
         return _from_lattice(k, self.granularity)
 
 
-class Laplace(_LatticeMechanism):
+class Laplace(_LatticeMechanism, PureDPMechanism):
     """ε-DP Laplace mechanism for real-valued queries of L1 sensitivity Δ (course §2.3).
 
     Noise is exactly the Laplace law of scale ``b = Δ/ε`` on the lattice ``γℤ`` (see the
@@ -123,18 +123,6 @@ class Laplace(_LatticeMechanism):
         )
 
     @property
-    def epsilon(self) -> float:
-        return float_up(self.epsilon_exact)
-
-    @property
-    def scale(self) -> float:
-        return float(self.scale_exact)
-
-    @property
-    def guarantee(self) -> PureDP:
-        return PureDP(self.epsilon)
-
-    @property
     def rdp(self) -> RDP:
         """The exact Rényi curve of the lattice Laplace law at the largest lattice shift
         ≤ Δ (it tends to Mironov's continuous-Laplace curve as the lattice refines)."""
@@ -167,7 +155,7 @@ class Laplace(_LatticeMechanism):
         return PureDP(float_up(eff / self.scale_exact)), extra
 
 
-class Gaussian(_LatticeMechanism):
+class Gaussian(_LatticeMechanism, ZCDPMechanism):
     """ρ-zCDP Gaussian mechanism for real-valued queries of L2 sensitivity Δ.
 
     Noise is exactly the Gaussian law of variance ``σ² = Δ²/(2ρ)`` on the lattice ``γℤ``
@@ -199,28 +187,6 @@ class Gaussian(_LatticeMechanism):
         s = as_rational(sigma, "sigma", positive=True)
         d = as_rational(sensitivity, "sensitivity", positive=True)
         return cls(d * d / (2 * s * s), d)
-
-    def __repr__(self) -> str:
-        return (
-            f"Gaussian(rho={float(self.rho_exact)!r}, "
-            f"sensitivity={float(self.sensitivity_exact)!r})"
-        )
-
-    @property
-    def rho(self) -> float:
-        return float_up(self.rho_exact)
-
-    @property
-    def sigma(self) -> float:
-        return math.sqrt(float(self.sigma2_exact))
-
-    @property
-    def guarantee(self) -> ZCDP:
-        return ZCDP(self.rho)
-
-    @property
-    def rdp(self) -> RDP:
-        return zcdp_to_rdp(self.guarantee)
 
     def parameters(self) -> dict[str, Any]:
         return {

@@ -7,11 +7,9 @@ sensitivity Δ is ``Δ²/(2σ²)``-zCDP. Given ρ the mechanism uses ``σ² = Δ
 
 from __future__ import annotations
 
-import math
 from typing import Any, Literal
 
-from privtab.accounting import RDP, ZCDP, zcdp_to_rdp
-from privtab.mechanisms.base import NoiseMechanism, float_up
+from privtab.mechanisms.base import ZCDPMechanism
 from privtab.mechanisms.laws import DiscreteGaussianLaw
 from privtab.mechanisms.ranges import check_sigma2
 from privtab.random import RationalLike, as_rational
@@ -19,7 +17,7 @@ from privtab.random import RationalLike, as_rational
 __all__ = ["DiscreteGaussian"]
 
 
-class DiscreteGaussian(NoiseMechanism):
+class DiscreteGaussian(ZCDPMechanism):
     """ρ-zCDP discrete Gaussian mechanism: integer noise with pmf ∝ ``exp(−x²/(2σ²))``.
 
     ``rho`` is exact (a float is taken at its binary value); ``sensitivity`` is the query's
@@ -66,31 +64,9 @@ class DiscreteGaussian(NoiseMechanism):
         rho = discrete_gaussian_rho_for_moe(moe, level, sensitivity=sensitivity, method=method)
         return cls(rho, sensitivity)
 
-    def __repr__(self) -> str:
-        return (
-            f"DiscreteGaussian(rho={float(self.rho_exact)!r}, "
-            f"sensitivity={float(self.sensitivity_exact)!r})"
-        )
-
-    @property
-    def rho(self) -> float:
-        return float_up(self.rho_exact)
-
     @property
     def sigma2(self) -> float:
         return float(self.sigma2_exact)
-
-    @property
-    def sigma(self) -> float:
-        return math.sqrt(float(self.sigma2_exact))
-
-    @property
-    def guarantee(self) -> ZCDP:
-        return ZCDP(self.rho)
-
-    @property
-    def rdp(self) -> RDP:
-        return zcdp_to_rdp(self.guarantee)
 
     def parameters(self) -> dict[str, Any]:
         return {

@@ -13,8 +13,8 @@ from typing import Any, Literal
 
 import numpy as np
 
-from privtab.accounting import RDP, PureDP, geometric_rdp
-from privtab.mechanisms.base import NoiseMechanism, float_up
+from privtab.accounting import RDP, geometric_rdp
+from privtab.mechanisms.base import PureDPMechanism
 from privtab.mechanisms.laws import DiscreteLaplaceLaw
 from privtab.mechanisms.ranges import check_scale
 from privtab.random import RationalLike, as_rational
@@ -29,7 +29,7 @@ def positive_int(value: int, name: str) -> int:
     return int(value)
 
 
-class Geometric(NoiseMechanism):
+class Geometric(PureDPMechanism):
     """ε-DP geometric mechanism: integer noise with pmf ∝ ``exp(−ε|x|/Δ)``.
 
     ``epsilon`` is exact (a float is taken at its binary value); ``sensitivity`` is the
@@ -79,27 +79,15 @@ class Geometric(NoiseMechanism):
         return f"Geometric(epsilon={float(self.epsilon_exact)!r}, sensitivity={self.sensitivity})"
 
     @property
-    def epsilon(self) -> float:
-        return float_up(self.epsilon_exact)
-
-    @property
-    def scale(self) -> float:
-        """The noise scale ``b = Δ/ε``."""
-        return float(self.scale_exact)
-
-    @property
-    def guarantee(self) -> PureDP:
-        return PureDP(self.epsilon)
-
-    @property
     def rdp(self) -> RDP:
         return geometric_rdp(self.epsilon, self.sensitivity)
 
     @property
     def p(self) -> float:
-        """``p = 1 − e^{−ε/Δ}``: the noise is the difference of two independent geometric
-        variables with success probability ``p`` (course seed §2, Q10; SafeTab seed
-        Def. 6 writes the pmf as ``(1−α)/(1+α)·α^{|x|}`` with ``α = 1 − p``)."""
+        """``p = 1 − e^{−ε/Δ}``: the two-sided geometric parameter of the course seed
+        (Defs. 9–10, used in its Q10) — the noise is the difference of two independent
+        geometric variables with success probability ``p``, its variance ``2(1−p)/p²``
+        (SafeTab seed Def. 6 writes the pmf as ``(1−α)/(1+α)·α^{|x|}`` with ``α = 1 − p``)."""
         return self.law.p
 
     def parameters(self) -> dict[str, Any]:

@@ -278,7 +278,7 @@ class DiscreteLaplaceLaw(NoiseLaw):
     @property
     def p(self) -> float:
         """``1 − e^{−1/t}``: the success probability of the two geometric variables whose
-        difference ``X`` is (course seed §2, Q10: ``p = 1 − e^{−ε/Δ}``)."""
+        difference ``X`` is (course seed Defs. 9–10: ``p = 1 − e^{−ε/Δ}``)."""
         with mp.workprec(_PREC):
             return float(-mp.expm1(-1 / _mp(self.t)))
 
