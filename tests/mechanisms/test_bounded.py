@@ -99,7 +99,7 @@ def _draws(n: int, seed: int) -> list[tuple[str, Fraction, Fraction, int]]:
     out = []
     for i in range(n):
         budget = Fraction(10.0 ** rng.uniform(-12, 6))
-        gamma = Fraction(round(rng.uniform(0.05, 0.95), 3))
+        gamma = Fraction(round(10.0 ** rng.uniform(-3, math.log10(0.999)), 3))
         stability = int(round(10.0 ** rng.uniform(0, math.log10(300))))
         out.append(("zcdp" if i % 2 else "puredp", budget, gamma, stability))
     return out

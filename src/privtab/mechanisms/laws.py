@@ -409,7 +409,8 @@ class DiscreteLaplaceLaw(NoiseLaw):
     def sum_tail_index(self, k: int, mass: Fraction | float) -> int:
         """``|S| < |S_c| + k`` for the coupled continuous sum, so ``P(|S| > M) ≤
         P(|S_c| > M − k)``, a closed form (:func:`laplace_sum_tail`); solved by bisection."""
-        return min(_laplace_sum_tail_index(self.t, k, float(mass)), super().sum_tail_index(k, mass))
+        exact = _laplace_sum_tail_index(self.t, k, Fraction(mass))
+        return min(exact, super().sum_tail_index(k, mass))
 
     # -- sampling -------------------------------------------------------------------------
     def sample_index(
@@ -419,10 +420,10 @@ class DiscreteLaplaceLaw(NoiseLaw):
 
 
 @lru_cache(maxsize=1024)
-def _laplace_sum_tail_index(t: Fraction, k: int, mass: float) -> int:
+def _laplace_sum_tail_index(t: Fraction, k: int, mass: Fraction) -> int:
     """The smallest ``M`` (up to a factor 2⁻²⁰ of ``t``) with ``P(|S_c| > M − k) ≤ mass``."""
     with mp.workprec(_PREC):
-        target = mpf(mass)
+        target = _mp(mass)
         lo, hi = 0.0, 1.0
         while laplace_sum_tail(k, mpf(hi)) > target:
             lo, hi = hi, hi * 2
