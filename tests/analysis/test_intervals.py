@@ -15,7 +15,6 @@ import numpy as np
 import pytest
 
 from privtab.analysis import (
-    LinearNoise,
     combination_interval,
     combined_interval,
     coordinate_level,
@@ -25,7 +24,14 @@ from privtab.analysis import (
     simultaneous_intervals,
     sum_interval,
 )
-from privtab.mechanisms import DiscreteGaussian, Gaussian, Geometric, Laplace, NoiseMechanism
+from privtab.mechanisms import (
+    DiscreteGaussian,
+    Gaussian,
+    Geometric,
+    Laplace,
+    LinearNoise,
+    NoiseMechanism,
+)
 from privtab.random import SeededSource
 
 

@@ -52,10 +52,16 @@ def _sum_rdp(parts: list[RDP], weights: list[float] | None = None) -> RDP:
         p.description if wi == 1.0 else f"{wi:g} × {p.description}"
         for p, wi in zip(parts, w, strict=True)
     ]
+    limits = [p.limit for p in parts]
+    limit = (
+        math.fsum(wi * lim for lim, wi in zip(limits, w, strict=True) if lim is not None)
+        if all(lim is not None for lim in limits)
+        else None
+    )
     if len(terms) == 1:
-        return RDP(curve, terms[0])
+        return RDP(curve, terms[0], limit=limit)
     names = ", ".join(terms[:3]) + (" …" if len(terms) > 3 else "")
-    return RDP(curve, f"sum of {len(parts)} curves [{names}]")
+    return RDP(curve, f"sum of {len(parts)} curves [{names}]", limit=limit)
 
 
 def compose(*guarantees: Guarantee | Iterable[Guarantee]) -> Guarantee:
@@ -120,13 +126,16 @@ def parallel(*guarantees: Guarantee) -> Guarantee:
         )
     if ApproxDP in kinds:
         raise TypeError("parallel composition of (ε, δ)-DP with other kinds: convert first")
-    curves = [to_rdp(g).curve for g in guarantees]
+    rdps = [to_rdp(g) for g in guarantees]
+    curves = [r.curve for r in rdps]
+    limits = [r.limit for r in rdps]
 
     def curve(alpha: FloatArray) -> FloatArray:
         stacked = np.stack([np.asarray(c(alpha), dtype=np.float64) for c in curves])
         return np.asarray(stacked.max(axis=0), dtype=np.float64)
 
-    return RDP(curve, f"max of {len(curves)} curves")
+    limit = max(lim for lim in limits if lim is not None) if None not in limits else None
+    return RDP(curve, f"max of {len(curves)} curves", limit=limit)
 
 
 def compose_by_degree(g: Guarantee, degree: int) -> Guarantee:

@@ -120,7 +120,7 @@ def randomized_response_rdp(epsilon: float) -> RDP:
         num = np.logaddexp(a * eps, (1.0 - a) * eps) - np.logaddexp(eps, 0.0)
         return np.asarray(np.maximum(num / (a - 1.0), 0.0), dtype=np.float64)
 
-    return RDP(curve, f"randomized response / geometric, eps={eps:.6g}")
+    return RDP(curve, f"randomized response / geometric, eps={eps:.6g}", limit=eps)
 
 
 def pure_to_rdp(g: PureDP, method: Literal["bun_steinke", "tight"] = "bun_steinke") -> RDP:
@@ -138,7 +138,7 @@ def pure_to_rdp(g: PureDP, method: Literal["bun_steinke", "tight"] = "bun_steink
     def curve(alpha: FloatArray) -> FloatArray:
         return np.minimum(eps, np.asarray(alpha, dtype=np.float64) * eps * eps / 2.0)
 
-    return RDP(curve, f"pure eps={eps:.6g} (Bun-Steinke)")
+    return RDP(curve, f"pure eps={eps:.6g} (Bun-Steinke)", limit=eps)
 
 
 # ------------------------------------------------------------------------------- zCDP
@@ -287,7 +287,15 @@ def zcdp_delta(
 
 
 def rdp_epsilon_order(g: RDP, delta: float, method: RDPMethod = "optimal") -> tuple[float, float]:
-    """``(ε, α*)``: the RDP ⇒ (ε, δ) conversion and the order achieving it."""
+    """``(ε, α*)``: the RDP ⇒ (ε, δ) conversion and the order achieving it.
+
+    ``optimal`` and ``mironov`` search ``α − 1 ∈ [10⁻⁷, 10⁷]`` (scan + Brent), continue to
+    ``10¹⁵`` when the objective is still decreasing at the top, and include the limit
+    ``α → ∞``, where both objectives tend to ``τ(∞)``: when the curve states it
+    (:attr:`RDP.limit`, e.g. a geometric or pure-DP curve) and it is the smallest value,
+    the result is ``(τ(∞), inf)`` — the pure-DP guarantee the curve implies, reported
+    explicitly.
+    """
     d = float(delta)
     L = float(_log_inv_delta(np.asarray(d)))
     if L == 0.0:
@@ -313,6 +321,12 @@ def rdp_epsilon_order(g: RDP, delta: float, method: RDPMethod = "optimal") -> tu
     else:
         raise ValueError(f"method must be 'optimal', 'mironov' or 'grid', got {method!r}")
     value, alpha = minimise_over_orders(obj)
+    if alpha > 1.0 + 0.5e7:  # still decreasing at the top of the range: go further
+        far, far_alpha = minimise_over_orders(obj, x_min=1e7, x_max=1e15, points=200)
+        if far < value:
+            value, alpha = far, far_alpha
+    if g.limit is not None and g.limit <= value:
+        return max(g.limit, 0.0), math.inf
     return max(value, 0.0), alpha
 
 
@@ -328,8 +342,11 @@ def rdp_epsilon(g: RDP, delta: ArrayLike, method: RDPMethod = "optimal") -> floa
 
 
 def rdp_delta(g: RDP, epsilon: float) -> float:
-    """δ such that the RDP curve implies (ε, δ)-DP: inf_α of CKS's expression (Prop. 12)."""
+    """δ such that the RDP curve implies (ε, δ)-DP: inf_α of CKS's expression (Prop. 12);
+    0 when ε is at least the curve's limit τ(∞) (the curve implies ε-DP)."""
     eps = float(_nonneg_array("epsilon", epsilon))
+    if g.limit is not None and eps >= g.limit:
+        return 0.0
 
     def obj(a: FloatArray) -> FloatArray:
         x = a - 1.0

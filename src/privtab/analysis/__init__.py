@@ -53,7 +53,6 @@ from privtab.analysis.intervals import (
     simultaneous_intervals,
     sum_interval,
 )
-from privtab.analysis.noise import LinearNoise, mechanism_from_spec
 from privtab.analysis.postprocess import (
     ConsistentTable,
     clip_bias,
@@ -75,7 +74,6 @@ __all__ = [
     "ErrorEstimate",
     "GLSEstimate",
     "Interval",
-    "LinearNoise",
     "SafeTabRelease",
     "SimultaneousIntervals",
     "TestResult",
@@ -93,7 +91,6 @@ __all__ = [
     "inverse_variance",
     "laplace_max_error_bound",
     "load_release",
-    "mechanism_from_spec",
     "monte_carlo_pvalue",
     "naive_proportion_pvalue",
     "noise_interval",

@@ -44,7 +44,7 @@ def _floats(text: str, name: str) -> list[float]:
 def _mechanism(
     name: str | None, epsilon: float | None, rho: float | None, sensitivity: float
 ) -> NoiseMechanism:
-    from privtab.analysis.noise import mechanism_from_spec
+    from privtab.mechanisms import mechanism_from_spec
 
     if name is None:
         fail(f"--mechanism is required ({MECHANISMS})")
@@ -135,7 +135,7 @@ def ci(
     Example: privtab analyze ci --mechanism laplace --epsilon 1 --value 4 --level 0.9
     """
     from privtab.analysis import intervals as iv
-    from privtab.analysis.noise import is_discrete
+    from privtab.mechanisms.linear import is_discrete
 
     if not 0 < level < 1:
         fail(f"--level must lie strictly between 0 and 1, got {level}")

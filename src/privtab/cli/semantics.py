@@ -22,6 +22,7 @@ if TYPE_CHECKING:
 
 DEFAULT_LEVELS = "0.01,0.05,0.1"
 DEFAULT_RATIOS = "1.25,2,5,10,100"
+DEFAULT_PRIORS = "0.05,0.4,0.75"
 
 
 def register(app: typer.Typer) -> None:
@@ -156,6 +157,20 @@ def semantics(
     dg_queries: int = typer.Option(
         1, "--dg-queries", min=1, help="zCDP: discrete Gaussian queries sharing the budget."
     ),
+    priors: str = typer.Option(
+        DEFAULT_PRIORS, "--priors", help="Prior probabilities of an event (prior-to-posterior)."
+    ),
+    distance: int = typer.Option(
+        1, "--distance", min=0, help="Group distance d*: records the event may depend on."
+    ),
+    posterior_bound: str = typer.Option(
+        "coherent",
+        "--posterior-bound",
+        help="Prior-to-posterior form: coherent (default), raw (Thm 6.4 as printed), odds.",
+    ),
+    confidence: float = typer.Option(
+        0.95, "--confidence", help="zCDP/RDP: probability with which the posterior bounds hold."
+    ),
     html_out: str | None = typer.Option(None, "--html", help="Write an HTML report here."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
 ) -> None:
@@ -165,10 +180,18 @@ def semantics(
     """
     if ctx.invoked_subcommand is not None:
         return
+    from privtab.semantics.bayes import POSTERIOR_BOUNDS
+
     g = _guarantee(pure, approx, zcdp, gdp, rdp_file, release)
     private = _release_private(release)
     lv = _floats(levels, "--levels", lo=0.0, hi=1.0)
     rt = _floats(ratios, "--ratios", lo=1.0, hi=1e300, open_lo=True)
+    pr = _floats(priors, "--priors", lo=0.0, hi=1.0)
+    if posterior_bound not in POSTERIOR_BOUNDS:
+        known = ", ".join(POSTERIOR_BOUNDS)
+        fail(f"--posterior-bound must be one of {known}, got {posterior_bound!r}")
+    if not 0 < confidence < 1:
+        fail(f"--confidence must lie strictly between 0 and 1, got {confidence!r}")
 
     from privtab.accounting.conversions import epsilon_at
     from privtab.semantics.summary import (
@@ -176,12 +199,20 @@ def semantics(
         describe_guarantee,
         posterior_bounds,
         power_bounds,
+        prior_posterior_bounds,
         tightest_power,
     )
 
     try:
         pw = power_bounds(g, lv, dg_queries=dg_queries)
         post = posterior_bounds(g, rt)
+        p2p = prior_posterior_bounds(
+            g,
+            pr,
+            distance=distance,
+            bound=posterior_bound,
+            confidence=confidence,
+        )
     except ValueError as exc:
         fail(str(exc))
     if release is not None:
@@ -200,7 +231,10 @@ def semantics(
 
         typer.echo(f"privtab: drawing the report for {g} ...", err=True)
         html_path = str(
-            write_html(html_out, guarantee_report_html(g, lv, rt, dg_queries=dg_queries))
+            write_html(
+                html_out,
+                guarantee_report_html(g, lv, rt, dg_queries=dg_queries, prior_posterior=p2p),
+            )
         )
         typer.echo(f"privtab: wrote {html_path}", err=True)
     payload: dict[str, Any] = {
@@ -217,6 +251,7 @@ def semantics(
             for k in pw
         },
         "posterior": _lists(post),
+        "prior_to_posterior": None if p2p is None else _lists(p2p),
         "epsilon_at_delta": eps_at,
         "html": html_path,
     }
@@ -227,7 +262,7 @@ def semantics(
         return
     if not private:
         typer.echo(f"NOT PRIVATE: {NOT_PRIVATE_WARNING}")
-    _print_tables(str(g) + ("" if private else " (NOT PRIVATE release)"), lv, pw, post)
+    _print_tables(str(g) + ("" if private else " (NOT PRIVATE release)"), lv, pw, post, p2p)
 
 
 NOT_PRIVATE_WARNING = (
@@ -251,7 +286,13 @@ def _release_private(release: str | None) -> bool:
     return private
 
 
-def _print_tables(title: str, lv: list[float], pw: dict[str, Any], post: dict[str, Any]) -> None:
+def _print_tables(
+    title: str,
+    lv: list[float],
+    pw: dict[str, Any],
+    post: dict[str, Any],
+    p2p: dict[str, Any] | None,
+) -> None:
     from rich.console import Console
     from rich.table import Table
 
@@ -276,6 +317,18 @@ def _print_tables(title: str, lv: list[float], pw: dict[str, Any], post: dict[st
             *[f"{float(post[k][i]):.4g}" for k in keys],
         )
     console.print(t2)
+    if p2p is None:
+        console.print("prior-to-posterior: no bound for (ε, δ)-DP without further assumptions")
+        return
+    t3 = Table(
+        title=f"Posterior of an event with prior π ({p2p['bound']} bound, distance "
+        f"{p2p['distance']}, holds {p2p['holds']})"
+    )
+    for col in ("prior π", "lowest posterior", "highest posterior"):
+        t3.add_column(col, justify="right")
+    for i, prior in enumerate(p2p["priors"]):
+        t3.add_row(f"{prior:g}", f"{p2p['lower'][i]:.4g}", f"{p2p['upper'][i]:.4g}")
+    console.print(t3)
 
 
 # ---------------------------------------------------------------------------- topdown
@@ -393,6 +446,8 @@ def topdown(
         "rho_by_level": {
             u: {k: float(v) for k, v in d.items()} for u, d in alloc.rho_by_level().items()
         },
+        "rho_by_attribute": {a: float(v) for a, v in alloc.rho_by_attribute().items()},
+        "proportions": _proportions(alloc),
         "scenarios": {name: d["rho"] for name, d in details.items()},
         "details": details,
         "html": html_path,
@@ -401,6 +456,20 @@ def topdown(
         print_json(payload)
         return
     _print_topdown(alloc, payload, lv)
+
+
+def _proportions(alloc: Allocation) -> dict[str, Any] | None:
+    """The published form (Tables 3–5) as exact fraction strings, when the file has it."""
+    if not alloc.proportions:
+        return None
+    return {
+        u.name: {
+            "rho": str(u.rho),
+            "geography": {lv: str(v) for lv, v in u.geography.items()},
+            "queries": {q: {lv: str(v) for lv, v in s.items()} for q, s in u.queries.items()},
+        }
+        for u in alloc.proportions
+    }
 
 
 def _print_topdown(alloc: Allocation, payload: dict[str, Any], lv: list[float]) -> None:

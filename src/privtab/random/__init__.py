@@ -16,9 +16,16 @@ one — and parameters are exact rationals (floats are taken at their exact bina
 strings such as ``"1/3"`` exactly). See ``docs/random.md`` for the methods and proofs.
 """
 
+from privtab.random._exact import exp_neg_enclosure
 from privtab.random._rational import RationalLike, as_rational, round_rational
 from privtab.random.gaussian_sampler import discrete_gaussian
-from privtab.random.laplace_sampler import MAX_SCALE, discrete_laplace, geometric
+from privtab.random.laplace_sampler import (
+    MAX_LAPLACE_SCALE,
+    MAX_SCALE,
+    MIN_SCALE,
+    discrete_laplace,
+    geometric,
+)
 from privtab.random.lattice import LATTICE_BITS, default_granularity, gaussian, laplace
 from privtab.random.sources import (
     OSEntropySource,
@@ -32,7 +39,9 @@ from privtab.random.uniform import bernoulli, bernoulli_certified, bernoulli_exp
 
 __all__ = [
     "LATTICE_BITS",
+    "MAX_LAPLACE_SCALE",
     "MAX_SCALE",
+    "MIN_SCALE",
     "OSEntropySource",
     "RandomSource",
     "RationalLike",
@@ -46,6 +55,7 @@ __all__ = [
     "default_source",
     "discrete_gaussian",
     "discrete_laplace",
+    "exp_neg_enclosure",
     "gaussian",
     "geometric",
     "laplace",

@@ -6,10 +6,12 @@ answers "what can an attacker learn?":
 * hypothesis-testing power bounds (:mod:`.power`, :mod:`.renyi`) and the exact trade-off
   of the discrete Gaussian (:mod:`.discrete_gaussian`);
 * probabilistically-bounded DP / f-DP curves (:mod:`.pbdp`);
-* Bayesian posterior-to-posterior, prior-to-posterior and Pufferfish bounds
-  (:mod:`.bayes`), with the course's Alice and Bob examples;
+* Bayesian posterior-to-posterior, prior-to-posterior (complement-coherent by default,
+  and their zCDP/RDP analogue in probability) and Pufferfish bounds (:mod:`.bayes`), with
+  the course's Alice and Bob examples;
 * fine-grained accounting of a per-query, per-level zCDP allocation (:mod:`.allocation`,
-  the 2020 TopDown allocation built in) and its Scenarios A–H;
+  the 2020 TopDown allocation built in with its published proportions, Tables 3–5) and
+  its Scenarios A–H;
 * tables (:mod:`.summary`) and self-contained HTML reports (:mod:`.report`).
 
 Sources: ``semantics-of-dp-variants-2020-census.txt`` §4–8,
@@ -22,6 +24,7 @@ from privtab.semantics.allocation import (
     AllocationCell,
     AllocationError,
     Concern,
+    UniverseProportions,
     builtin_allocation,
     load_allocation,
 )
@@ -34,6 +37,7 @@ from privtab.semantics.bayes import (
     posterior_interval,
     posterior_ratio_tail_arbitrary_prior,
     posterior_ratio_tail_rest_known,
+    probable_posterior_interval,
     pufferfish_odds_bounds,
     pure_posterior_ratio_bounds,
     randomized_response_bounds,
@@ -76,6 +80,7 @@ from privtab.semantics.summary import (
     pbdp_curve,
     posterior_bounds,
     power_bounds,
+    prior_posterior_bounds,
     tightest_power,
 )
 
@@ -87,6 +92,7 @@ __all__ = [
     "Concern",
     "DiscreteGaussianTradeoff",
     "ReleaseError",
+    "UniverseProportions",
     "alice_premium_bound",
     "approx_power",
     "bob_max_epsilon",
@@ -115,6 +121,8 @@ __all__ = [
     "posterior_ratio_tail_arbitrary_prior",
     "posterior_ratio_tail_rest_known",
     "power_bounds",
+    "prior_posterior_bounds",
+    "probable_posterior_interval",
     "profile_power",
     "pufferfish_odds_bounds",
     "pufferfish_power_bounds",

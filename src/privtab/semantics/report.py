@@ -260,7 +260,12 @@ def _prior_posterior_figure(eps: float) -> FigureBlock:
     ax1, ax2, ax3 = fig.subplots(1, 3)
     prior = np.linspace(0.0, 1.0, 101)
     lo, hi = posterior_interval(prior, eps)
-    ax1.fill_between(prior, lo, hi, color="#1f77b4", alpha=0.3)
+    raw_lo, raw_hi = posterior_interval(prior, eps, bound="raw", clip=False)
+    ax1.fill_between(prior, lo, hi, color="#1f77b4", alpha=0.3, label="possible posterior")
+    ax1.plot(prior, raw_hi, "--", color="#7f7f7f", lw=1, label="e^±ε·π (raw)")
+    ax1.plot(prior, raw_lo, "--", color="#7f7f7f", lw=1)
+    ax1.set_ylim(0.0, 1.0)
+    ax1.legend(fontsize=7, loc="upper left")
     ax1.plot(prior, prior, color="#1f77b4")
     ax1.set_xlabel("prior probability π(A)")
     ax1.set_ylabel("possible posterior π(A | s)")
@@ -289,7 +294,9 @@ def _prior_posterior_figure(eps: float) -> FigureBlock:
         "Pure ε-DP also limits what anyone — attacker or legitimate analyst — can learn "
         "relative to what they believed before (prior-to-posterior). Left: whatever the "
         "data model, a belief held with probability π before the release lies between "
-        f"e^−ε·π and e^ε·π afterwards when one record is at stake; a 2% belief stays between "
+        "max(e^−ε·π, 1 − e^ε·(1−π)) and min(e^ε·π, 1 − e^−ε·(1−π)) afterwards when one "
+        "record is at stake (the theorem applied to the event and to its opposite, so the "
+        "two statements agree; dashed: e^±ε·π alone); a 2% belief stays between "
         f"{_pct(float(p_lo))} and {_pct(float(p_hi))}. Middle and right: without knowing the "
         "data, the probability of each possible released value is already confined to a "
         "band, for a noisy count of 10 yes/no answers and for randomized response."
@@ -321,9 +328,18 @@ def guarantee_report_html(
     *,
     dg_queries: int = 1,
     title: str | None = None,
+    prior_posterior: dict[str, Any] | None = None,
 ) -> str:
-    """The full HTML report for one guarantee (tables + figures + explanations)."""
-    from privtab.semantics.summary import BOUNDS, posterior_bounds, power_bounds
+    """The full HTML report for one guarantee (tables + figures + explanations).
+
+    ``prior_posterior`` is a :func:`~privtab.semantics.summary.prior_posterior_bounds`
+    result (default: the coherent bounds at priors 0.05, 0.4, 0.75, distance 1)."""
+    from privtab.semantics.summary import (
+        BOUNDS,
+        posterior_bounds,
+        power_bounds,
+        prior_posterior_bounds,
+    )
 
     pw = power_bounds(g, levels, dg_queries=dg_queries)
     power_rows = [[f"{a:g}"] + [_fmt(pw[k][i]) for k in pw] for i, a in enumerate(levels)]
@@ -349,7 +365,40 @@ def guarantee_report_html(
         "<h2>Probability that a posterior moves by more than a ratio</h2>",
         _table_html(["ratio", "ε = ln ratio", *post_keys], post_rows),
     ]
+    p2p = prior_posterior if prior_posterior is not None else prior_posterior_bounds(g)
+    if p2p is not None:
+        sections += [
+            "<h2>Where a belief can move (prior to posterior)</h2>",
+            f"<p>{_p2p_caption(p2p)}</p>",
+            _table_html(
+                ["prior π", "lowest posterior", "highest posterior"],
+                [
+                    [f"{p:g}", _fmt(p2p["lower"][i]), _fmt(p2p["upper"][i])]
+                    for i, p in enumerate(p2p["priors"])
+                ],
+            ),
+        ]
     return _page(title or f"What {g} protects against", str(g), sections, figs)
+
+
+def _p2p_caption(p2p: dict[str, Any]) -> str:
+    form = {
+        "coherent": "the theorem applied to the event and to its opposite",
+        "raw": "e^±t·π as printed in the theorem",
+        "odds": "posterior odds within a factor e^±t of the prior odds",
+    }[p2p["bound"]]
+    where = (
+        "for every possible output"
+        if p2p["holds"] == "for every output"
+        else f"with probability at least {p2p['confidence']:g} (zCDP and Rényi guarantees "
+        "bound the likelihood ratio only in probability, so no interval holds for every "
+        "output)"
+    )
+    return html.escape(
+        f"Inferential-limits seed Thm 6.4: an event about data within distance "
+        f"{p2p['distance']} (records) with prior probability π has a posterior in this "
+        f"interval, {where}, whatever the data model — {form}, t = {p2p['radius']:.4g}."
+    )
 
 
 # ---------------------------------------------------------------------------- topdown

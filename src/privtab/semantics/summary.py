@@ -38,8 +38,10 @@ from privtab.accounting.conversions import gdp_delta, rdp_delta, zcdp_delta
 from privtab.accounting.guarantees import GDP, RDP, ZCDP, ApproxDP, Guarantee, PureDP
 from privtab.semantics._numeric import FloatArray
 from privtab.semantics.bayes import (
+    PosteriorBound,
     posterior_ratio_tail_arbitrary_prior,
     posterior_ratio_tail_rest_known,
+    probable_posterior_interval,
 )
 from privtab.semantics.discrete_gaussian import discrete_gaussian_tradeoff
 from privtab.semantics.pbdp import (
@@ -59,11 +61,13 @@ __all__ = [
     "epsilon_delta_curves",
     "posterior_bounds",
     "power_bounds",
+    "prior_posterior_bounds",
     "tightest_power",
 ]
 
 DEFAULT_LEVELS: tuple[float, ...] = (0.01, 0.05, 0.1)
 DEFAULT_RATIOS: tuple[float, ...] = (1.25, 2.0, 5.0, 10.0, 100.0)
+DEFAULT_PRIORS: tuple[float, ...] = (0.05, 0.4, 0.75)
 
 
 @dataclass(frozen=True)
@@ -267,6 +271,42 @@ def posterior_bounds(g: Guarantee, ratios: Any = DEFAULT_RATIOS) -> dict[str, An
     if isinstance(g, ZCDP):
         out["gaussian_pbdp"] = np.asarray(pbdp_delta_gdp(math.sqrt(2.0 * g.rho), eps))
     return out
+
+
+def prior_posterior_bounds(
+    g: Guarantee,
+    priors: Any = DEFAULT_PRIORS,
+    *,
+    distance: int = 1,
+    bound: PosteriorBound = "coherent",
+    confidence: float = 0.95,
+) -> dict[str, Any] | None:
+    """Where the posterior of an event with each prior can lie after a release of ``g``
+    (inferential-limits seed Thm 6.4; :func:`~privtab.semantics.bayes.posterior_interval`
+    and its zCDP/RDP analogue :func:`~privtab.semantics.bayes.probable_posterior_interval`).
+
+    Returns ``{"priors", "lower", "upper", "bound", "distance", "radius", "confidence",
+    "holds"}`` — ``radius`` is the bound ``t`` on ``|ln(Bayes factor)|``, ``holds`` says
+    whether the interval holds for every output (pure DP, ``confidence`` 1) or with the
+    stated probability (zCDP, GDP as zCDP, RDP) — or ``None`` for (ε, δ)-DP, where the
+    argument does not give a bound without further assumptions.
+    """
+    p = np.asarray(priors, dtype=np.float64)
+    if isinstance(g, ApproxDP):
+        return None
+    renyi: PureDP | ZCDP | RDP = ZCDP(g.mu**2 / 2.0) if isinstance(g, GDP) else g
+    lo, hi, t = probable_posterior_interval(p, renyi, distance, confidence=confidence, bound=bound)
+    pure = isinstance(g, PureDP)
+    return {
+        "priors": p,
+        "lower": np.asarray(lo, dtype=np.float64),
+        "upper": np.asarray(hi, dtype=np.float64),
+        "bound": bound,
+        "distance": int(distance),
+        "radius": float(t),
+        "confidence": 1.0 if pure else float(confidence),
+        "holds": "for every output" if pure else f"with probability ≥ {confidence:g}",
+    }
 
 
 def epsilon_delta_curves(g: Guarantee, epsilons: Any) -> dict[str, FloatArray]:
