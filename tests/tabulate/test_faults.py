@@ -99,7 +99,7 @@ def test_a_person_file_that_changes_while_read(
 ) -> None:
     import shutil
 
-    import privtab.tabulate.engines as engines
+    import privtab.tabulate.engines.polars as engines
 
     config, data0 = vt
     data = tmp_path / "data"

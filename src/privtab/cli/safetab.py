@@ -330,7 +330,7 @@ def run_cmd(
         fail("--spark-master / --spark-conf need --engine spark")
     chosen: Any = engine
     if engine == "spark" and (spark_master or conf):
-        from privtab.tabulate.spark_engine import SparkEngine
+        from privtab.tabulate.engines.spark import SparkEngine
 
         chosen = SparkEngine(master=spark_master, config=conf or None)
     insecure = seed is not None or no_noise

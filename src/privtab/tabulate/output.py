@@ -4,9 +4,9 @@ Files in a release directory (written inside a temporary directory that is renam
 target only when the whole release succeeded — :func:`privtab.data.atomic_directory`):
 
 - ``t1.txt`` / ``t1.parquet`` — ``REGION_ID|REGION_TYPE|ITERATION_CODE|COUNT`` (the Census
-  T1 columns) followed by the error of every row (:data:`privtab.tabulate.engine.T1_SCHEMA`);
+  T1 columns) followed by the error of every row (:data:`privtab.tabulate.tables.T1_SCHEMA`);
 - ``t2.txt`` / ``t2.parquet`` — ``REGION_ID|REGION_TYPE|ITERATION_CODE|AGESTART|AGEEND|SEX|
-  COUNT`` followed by the error (:data:`privtab.tabulate.engine.T2_SCHEMA`);
+  COUNT`` followed by the error (:data:`privtab.tabulate.tables.T2_SCHEMA`);
 - ``release.json`` and ``report.html``.
 
 Levels are appended one at a time (text: one header; Parquet: one row group per level and

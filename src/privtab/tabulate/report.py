@@ -24,8 +24,8 @@ from privtab.semantics.report import (
     _table_html,
     write_html,
 )
-from privtab.tabulate.engine import LevelResult
 from privtab.tabulate.plan import ReleasePlan
+from privtab.tabulate.results import LevelSummary
 
 __all__ = ["write_report"]
 
@@ -118,7 +118,7 @@ def _privacy_figure(plan: ReleasePlan) -> FigureBlock:
     return FigureBlock("fig-privacy-curve", "Privacy-loss curve ε(δ)", _png(fig), text)
 
 
-def write_report(path: Path, release: dict[str, Any], levels: Sequence[LevelResult]) -> Path:
+def write_report(path: Path, release: dict[str, Any], levels: Sequence[LevelSummary]) -> Path:
     """Write the release's HTML report to ``path`` (atomically)."""
     del levels  # everything needed is in the release document
     rows: list[dict[str, Any]] = []

@@ -2,7 +2,7 @@
 
 ``privtab safetab run --engine spark`` (or ``RunOptions(engine="spark")``) runs the release
 with :class:`SparkEngine`. The algorithm is defined once: every chunk of a level's public
-domain is tabulated by :func:`privtab.tabulate.engine.tabulate_groups` (SafeTab seed
+domain is tabulated by :func:`privtab.tabulate.chunk.tabulate_groups` (SafeTab seed
 Algorithms 1–3) — on the **executors**, with noise from privtab's exact samplers
 (:mod:`privtab.random`). What differs from the embedded engine is only how persons are
 aggregated and joined to population groups:
@@ -73,13 +73,11 @@ from privtab.data.persons import code_strings
 from privtab.data.spec import FIELDS, PERSON_COLUMNS, RACE_COLUMNS, bad_row_sql, person_spec
 from privtab.random import RandomSource, SecureSource, SeededSource
 from privtab.tabulate.aggregate import COMBO, Cells
-from privtab.tabulate.engine import (
-    LevelResult,
-    combo_iterations,
-    level_domain,
-    tabulate_groups,
-)
+from privtab.tabulate.chunk import tabulate_groups
+from privtab.tabulate.counts import combo_iterations
+from privtab.tabulate.domain import level_domain
 from privtab.tabulate.plan import LevelPlan
+from privtab.tabulate.results import ChunkResult, Tallies
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -273,8 +271,8 @@ class SparkEngine:
         noise: bool,
         evaluate: bool,
         nonnegative: bool,
-    ) -> Iterator[LevelResult]:
-        """The level's noisy T1/T2, one :class:`LevelResult` per chunk of its domain, in
+    ) -> Iterator[ChunkResult]:
+        """The level's noisy T1/T2, one :class:`ChunkResult` per chunk of its domain, in
         domain order (region-major). Noise is drawn on the executors (module docstring)."""
         if self._cells is None or self.inputs is None or self.combos is None:
             raise RuntimeError("call prepare() first")
@@ -286,15 +284,6 @@ class SparkEngine:
         ref, geo = self.inputs.reference, self.inputs.geography
         dom = level_domain(plan, geo, ref)
         n_reg, n_it = len(dom.regions), len(dom.codes)
-        if dom.size == 0:
-            empty = pl.DataFrame(
-                schema={"G": pl.Int64, "QSEX": pl.UInt8, "QAGE": pl.UInt8, "N": pl.Int64}
-            )
-            yield tabulate_groups(
-                plan, dom, empty, source=source, noise=noise, evaluate=evaluate,
-                nonnegative=nonnegative,
-            )  # fmt: skip
-            return
         per_chunk = max(1, self.max_chunk_groups // n_it)
         n_chunks = -(-n_reg // per_chunk)
         seed = _seed_of(source)
@@ -375,11 +364,11 @@ class SparkEngine:
             # 10^6 persons) — the cause of the 6 GB heap failures at 10^7. Same rows, same
             # pickle serialization. Test: test_levels_leave_no_broadcast_relations_behind.
             for row in out.rdd.toLocalIterator(prefetchPartitions=True):
-                res = pickle.loads(row["meta"])
-                assert isinstance(res, LevelResult)
-                res.t1 = pl.read_ipc(io.BytesIO(row["t1"]))
-                res.t2 = pl.read_ipc(io.BytesIO(row["t2"]))
-                yield res
+                tallies = pickle.loads(row["meta"])
+                assert isinstance(tallies, Tallies)
+                t1 = pl.read_ipc(io.BytesIO(row["t1"]))
+                t2 = pl.read_ipc(io.BytesIO(row["t2"]))
+                yield ChunkResult(plan, t1, t2, tallies)
         finally:
             spark.conf.set("spark.sql.shuffle.partitions", str(session_parts))
             shared.destroy()  # the driver's copy too (unpersist keeps it)
@@ -424,9 +413,8 @@ def _chunk_task(shared: Any) -> Callable[[Iterator[Any]], Iterator[Any]]:
                 nonnegative=nonnegative,
             )
             t1, t2 = _ipc(res.t1), _ipc(res.t2)
-            res.t1, res.t2 = res.t1.clear(), res.t2.clear()
             yield pa.RecordBatch.from_pydict(
-                {"chunk": [c], "t1": [t1], "t2": [t2], "meta": [pickle.dumps(res)]},
+                {"chunk": [c], "t1": [t1], "t2": [t2], "meta": [pickle.dumps(res.tallies)]},
                 schema=pa.schema(
                     [
                         ("chunk", pa.int64()),
