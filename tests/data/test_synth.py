@@ -12,6 +12,7 @@ import numpy as np
 import polars as pl
 import pytest
 
+from privtab.atomic import OutputExistsError, OutputRefusedError
 from privtab.data import (
     GeoLevel,
     Granularity,
@@ -23,7 +24,6 @@ from privtab.data import (
     read_persons,
     scan_persons,
 )
-from privtab.data.atomic import OutputExistsError, OutputRefusedError
 from privtab.data.synth import STATES, FlatCategorical, cenrace_table, resolve_states, synthesize
 
 from .conftest import snapshot

@@ -40,6 +40,7 @@ __all__ = [
     "Table",
     "command_line",
     "execute",
+    "record_from_log",
     "tables",
     "write_record",
 ]
@@ -163,3 +164,23 @@ def write_record(record: Mapping[str, Any], directory: Path) -> Path:
     path = directory / f"{record['benchmark']}-{stamp}.json"
     path.write_text(json.dumps(jsonable(dict(record)), indent=2) + "\n")
     return path
+
+
+def record_from_log(result: dict[str, Any], log: Path) -> dict[str, Any]:
+    """A record for a release run by hand: its provenance is the log, not this command."""
+    from privtab import __version__
+
+    return {
+        "benchmark": "scale",
+        "command": f"privtab bench scale --from-log {log}",
+        "started_at": now(),
+        "finished_at": now(),
+        "load_average_before": None,
+        "load_average_after": load_average(),
+        "privtab": __version__,
+        "commit": None,
+        "machine": machine(),
+        "work": None,
+        "note": f"parsed from {log}; the run's own command and load are in the log",
+        "result": result,
+    }

@@ -10,8 +10,6 @@ from __future__ import annotations
 import csv
 import json
 import math
-import os
-import tempfile
 import warnings
 from pathlib import Path
 from typing import Annotated, Any
@@ -139,15 +137,13 @@ def _check_output_file(output: Path, input_path: Path | None, overwrite: bool) -
 
 
 def _write_csv_atomic(path: Path, rows: list[list[Any]]) -> None:
-    path = path.resolve()
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", newline="", encoding="utf-8") as fh:
-            csv.writer(fh).writerows(rows)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    import io
+
+    from privtab.atomic import atomic_write
+
+    buf = io.StringIO(newline="")
+    csv.writer(buf).writerows(rows)
+    atomic_write(path.resolve(), buf.getvalue())
 
 
 def _source(seed: int | None) -> Any:

@@ -19,7 +19,6 @@ This package imports polars and numpy; ``import privtab`` alone does not.
 """
 
 from privtab.data.ages import AGE4, AGE9, AGE23, STAT_LEVEL_BINS, AgeBins
-from privtab.data.atomic import atomic_directory
 from privtab.data.config import SafeTabConfig, budget_key, load_config, read_config, threshold_key
 from privtab.data.convert import convert_file
 from privtab.data.errors import InputValidationError, Problem, ProblemLog
@@ -102,7 +101,6 @@ __all__ = [
     "SafeTabInputs",
     "Scope",
     "Stability",
-    "atomic_directory",
     "block_key_expr",
     "budget_key",
     "canonical_persons",

@@ -11,26 +11,18 @@ matplotlib is imported lazily (only when a report is drawn), through its object 
 
 from __future__ import annotations
 
-import base64
 import html
-import io
 import math
-import os
-import tempfile
 from collections.abc import Sequence
-from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from privtab.accounting.guarantees import ZCDP, ApproxDP, Guarantee, PureDP
+from privtab.report import FigureBlock, new_figure, page, png, table_html, write_html
 from privtab.semantics._numeric import FloatArray
 
 if TYPE_CHECKING:
-    from matplotlib.axes import Axes
-    from matplotlib.figure import Figure
-
     from privtab.semantics.allocation import Allocation, Concern
 
 __all__ = ["FigureBlock", "guarantee_report_html", "topdown_report_html", "write_html"]
@@ -53,31 +45,6 @@ _STYLE = {
 }
 
 
-@dataclass(frozen=True)
-class FigureBlock:
-    """One figure of a report: an id, a title, the PNG bytes and its explanation."""
-
-    ident: str
-    title: str
-    png: bytes
-    paragraph: str
-
-
-def _new_figure(width: float = 7.0, height: float = 4.2) -> tuple[Figure, Axes]:
-    from matplotlib.figure import Figure
-
-    fig = Figure(figsize=(width, height), dpi=100, layout="constrained")
-    ax = fig.add_subplot(1, 1, 1)
-    ax.grid(True, alpha=0.3)
-    return fig, ax
-
-
-def _png(fig: Figure) -> bytes:
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=100)
-    return buf.getvalue()
-
-
 def _pct(x: float) -> str:
     if x >= 0.9995:
         return "essentially 100%"
@@ -94,7 +61,7 @@ def _power_figure(g: Guarantee, dg_queries: int) -> FigureBlock:
 
     rows = power_bounds(g, PLOT_LEVELS, dg_queries=dg_queries)
     at = power_bounds(g, [0.05], dg_queries=dg_queries)
-    fig, ax = _new_figure()
+    fig, ax = new_figure()
     ax.plot([0, 1], [0, 1], color="#bbbbbb", lw=1, label="no information (power = level)")
     for name, vals in rows.items():
         color, ls = _STYLE.get(name, ("#555555", "-"))
@@ -128,7 +95,7 @@ def _power_figure(g: Guarantee, dg_queries: int) -> FigureBlock:
             f"{dg_queries} discrete Gaussian quer{'y' if dg_queries == 1 else 'ies'} "
             "with the same total budget, computed from its probability mass function."
         )
-    return FigureBlock("fig-power", "Hypothesis-testing power", _png(fig), text)
+    return FigureBlock("fig-power", "Hypothesis-testing power", png(fig), text)
 
 
 def _epsilon_delta_figure(g: Guarantee) -> FigureBlock:
@@ -139,7 +106,7 @@ def _epsilon_delta_figure(g: Guarantee) -> FigureBlock:
         top = max(10.0, g.rho + 8.0 * math.sqrt(g.rho) + 4.0)
     eps = np.linspace(0.0, top, 121)
     curves = epsilon_delta_curves(g, eps)
-    fig, ax = _new_figure()
+    fig, ax = new_figure()
     labels = {
         "approx_dp": ("(ε, δ)-DP curve", "#d62728", "-"),
         "pbdp": ("pbdp curve (probability of a bad outcome)", "#1f77b4", "-"),
@@ -174,7 +141,7 @@ def _epsilon_delta_figure(g: Guarantee) -> FigureBlock:
             else "."
         )
     )
-    return FigureBlock("fig-epsilon-delta", "ε–δ curves", _png(fig), text)
+    return FigureBlock("fig-epsilon-delta", "ε–δ curves", png(fig), text)
 
 
 def _bayes_figure(g: Guarantee) -> FigureBlock:
@@ -185,7 +152,7 @@ def _bayes_figure(g: Guarantee) -> FigureBlock:
         top = max(6.0, g.rho + 6.0 * math.sqrt(g.rho) + 2.0)
     eps = np.linspace(0.05, top, 90)
     rows = posterior_bounds(g, np.exp(eps))
-    fig, ax = _new_figure()
+    fig, ax = new_figure()
     labels = {
         "rest_known": ("attacker knows everyone else (Thm 7.4.1)", "#2ca02c", "-"),
         "arbitrary_prior": ("any prior, true record (Thm 7.4.2)", "#000000", "--"),
@@ -215,14 +182,14 @@ def _bayes_figure(g: Guarantee) -> FigureBlock:
         " (best bound shown). These bounds hold whatever the attacker assumed beforehand, "
         "except the green one, which assumes the attacker already knows everyone else."
     )
-    return FigureBlock("fig-bayes", "Posterior-to-posterior bounds", _png(fig), text)
+    return FigureBlock("fig-bayes", "Posterior-to-posterior bounds", png(fig), text)
 
 
 def _discrete_gaussian_figure(rho: float, dg_queries: int) -> FigureBlock:
     from privtab.semantics.discrete_gaussian import discrete_gaussian_tradeoff
     from privtab.semantics.power import gaussian_power
 
-    fig, ax = _new_figure()
+    fig, ax = new_figure()
     a = PLOT_LEVELS
     ax.plot(a, gaussian_power(rho, a), color="#1f77b4", lw=2, label="continuous Gaussian")
     gaps = []
@@ -244,7 +211,7 @@ def _discrete_gaussian_figure(rho: float, dg_queries: int) -> FigureBlock:
         f"{gaps[1][0]} queries the largest difference is {gaps[1][1]:.4f}, so the simple "
         "Gaussian formulas describe the real mechanism well."
     )
-    return FigureBlock("fig-discrete-gaussian", "Discrete Gaussian", _png(fig), text)
+    return FigureBlock("fig-discrete-gaussian", "Discrete Gaussian", png(fig), text)
 
 
 def _prior_posterior_figure(eps: float) -> FigureBlock:
@@ -301,15 +268,7 @@ def _prior_posterior_figure(eps: float) -> FigureBlock:
         "data, the probability of each possible released value is already confined to a "
         "band, for a noisy count of 10 yes/no answers and for randomized response."
     )
-    return FigureBlock("fig-prior-posterior", "Prior-to-posterior limits", _png(fig), text)
-
-
-def _table_html(head: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
-    th = "".join(f"<th>{html.escape(h)}</th>" for h in head)
-    body = "".join(
-        "<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in r) + "</tr>" for r in rows
-    )
-    return f"<table><thead><tr>{th}</tr></thead><tbody>{body}</tbody></table>"
+    return FigureBlock("fig-prior-posterior", "Prior-to-posterior limits", png(fig), text)
 
 
 def _fmt(x: Any) -> str:
@@ -354,23 +313,23 @@ def guarantee_report_html(
         figs.append(_discrete_gaussian_figure(g.rho, dg_queries))
     if isinstance(g, PureDP) and g.epsilon > 0:
         figs.append(_prior_posterior_figure(g.epsilon))
-    legend = _table_html(
+    legend = table_html(
         ["bound", "kind", "meaning", "source"],
         [[k, BOUNDS[k].kind, BOUNDS[k].description, BOUNDS[k].source] for k in pw],
     )
     sections = [
         "<h2>Maximum power of an attacker's test</h2>",
-        _table_html(["level α", *pw], power_rows),
+        table_html(["level α", *pw], power_rows),
         legend,
         "<h2>Probability that a posterior moves by more than a ratio</h2>",
-        _table_html(["ratio", "ε = ln ratio", *post_keys], post_rows),
+        table_html(["ratio", "ε = ln ratio", *post_keys], post_rows),
     ]
     p2p = prior_posterior if prior_posterior is not None else prior_posterior_bounds(g)
     if p2p is not None:
         sections += [
             "<h2>Where a belief can move (prior to posterior)</h2>",
             f"<p>{_p2p_caption(p2p)}</p>",
-            _table_html(
+            table_html(
                 ["prior π", "lowest posterior", "highest posterior"],
                 [
                     [f"{p:g}", _fmt(p2p["lower"][i]), _fmt(p2p["upper"][i])]
@@ -378,7 +337,7 @@ def guarantee_report_html(
                 ],
             ),
         ]
-    return _page(title or f"What {g} protects against", str(g), sections, figs)
+    return _semantics_page(title or f"What {g} protects against", str(g), sections, figs)
 
 
 def _p2p_caption(p2p: dict[str, Any]) -> str:
@@ -434,7 +393,7 @@ def topdown_report_html(
             ]
         )
     figs: list[FigureBlock] = []
-    fig, ax = _new_figure()
+    fig, ax = new_figure()
     ax.barh([c.name for c in concerns][::-1], rhos[::-1], color="#1f77b4")
     ax.axvline(float(per_block["total"]), color="#d62728", ls="--", label="ρ per block")
     ax.set_xlabel("ρ relevant to the concern (zCDP)")
@@ -445,7 +404,7 @@ def topdown_report_html(
         FigureBlock(
             "fig-concern-rho",
             "ρ per concern",
-            _png(fig),
+            png(fig),
             "The whole release spends ρ = "
             f"{float(per_block['total']):.2f} per block, but most queries cannot reveal a "
             "particular aspect of a person. Counting only the queries whose answers change "
@@ -453,7 +412,7 @@ def topdown_report_html(
             f"smallest here is ρ = {low[0]:.3f} ({low[1]}).",
         )
     )
-    fig, ax = _new_figure()
+    fig, ax = new_figure()
     a = PLOT_LEVELS
     ax.plot([0, 1], [0, 1], color="#bbbbbb", lw=1)
     for c, r in zip(concerns, rhos, strict=True):
@@ -468,7 +427,7 @@ def topdown_report_html(
         FigureBlock(
             "fig-concern-power",
             "Power per concern",
-            _png(fig),
+            png(fig),
             "For each concern, the solid curve is how often an attacker could detect the "
             "sensitive detail (at a given rate of false alarms) if the noise were Gaussian, "
             "and the dotted curve is the guarantee for any mechanism with the same ρ. For "
@@ -476,7 +435,7 @@ def topdown_report_html(
             f"{_pct(p05)} of the time — close to the 5% of a blind guess.",
         )
     )
-    fig, ax = _new_figure()
+    fig, ax = new_figure()
     eps = np.linspace(0.05, 8.0, 80)
     for c, r in zip(concerns, rhos, strict=True):
         ax.plot(eps, np.maximum(pbdp_delta_gdp(math.sqrt(2 * r), eps), 1e-16), label=c.name)
@@ -491,7 +450,7 @@ def topdown_report_html(
         FigureBlock(
             "fig-concern-bayes",
             "Bayesian curves per concern",
-            _png(fig),
+            png(fig),
             "The probability that the release changes what an attacker believes about the "
             "sensitive detail by more than a factor e^ε, compared with a world where the "
             f"person's record was not used. For concern {low[1]} the belief becomes more "
@@ -501,69 +460,24 @@ def topdown_report_html(
     sections = [
         f"<p>Allocation: {html.escape(alloc.name)} — {html.escape(alloc.source)}</p>",
         "<h2>ρ by geographic level</h2>",
-        _table_html(["level", *alloc.universes], lvl_rows),
+        table_html(["level", *alloc.universes], lvl_rows),
         "<h2>Concerns</h2>",
-        _table_html(
+        table_html(
             ["concern", "protects", "ρ"]
             + [f"power at α={x:g} (Gaussian / zCDP bound)" for x in levels],
             conc_rows,
         ),
     ]
-    return _page(f"Fine-grained semantics: {alloc.name}", "per-concern ρ", sections, figs)
+    return _semantics_page(f"Fine-grained semantics: {alloc.name}", "per-concern ρ", sections, figs)
 
 
-# ---------------------------------------------------------------------------- page
-
-
-_CSS = """
-body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;max-width:1000px;
-margin:2em auto;padding:0 1em;color:#222;line-height:1.45}
-h1{font-size:1.6em;margin-bottom:.2em} h2{font-size:1.2em;margin-top:1.6em}
-table{border-collapse:collapse;margin:.8em 0;font-size:.9em}
-td,th{border:1px solid #ccc;padding:.25em .6em;text-align:right}
-th{background:#f2f2f2} td:first-child,th:first-child{text-align:left}
-figure{margin:1.5em 0} figure img{max-width:100%;border:1px solid #ddd}
-figcaption{font-weight:600;margin-bottom:.3em} p.explain{margin-top:.4em}
-.meta{color:#666;font-size:.9em}
-"""
-
-
-def _page(title: str, subtitle: str, sections: Sequence[str], figs: Sequence[FigureBlock]) -> str:
-    from privtab import __version__
-
-    fig_html = []
-    for f in figs:
-        b64 = base64.b64encode(f.png).decode("ascii")
-        fig_html.append(
-            f'<figure id="{f.ident}" class="report-figure"><figcaption>{html.escape(f.title)}'
-            f'</figcaption><img alt="{html.escape(f.title)}" src="data:image/png;base64,{b64}">'
-            f'<p class="explain">{f.paragraph}</p></figure>'
-        )
-    return (
-        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
-        '<meta name="viewport" content="width=device-width, initial-scale=1">'
-        '<link rel="icon" href="data:,">'
-        f"<title>{html.escape(title)}</title><style>{_CSS}</style></head><body>"
-        f"<h1>{html.escape(title)}</h1>"
-        f'<p class="meta">{html.escape(subtitle)} · privtab {__version__} · '
-        "bounds from the semantics of differential privacy used for the 2020 Census</p>"
-        + "".join(sections)
-        + "<h2>Figures</h2>"
-        + "".join(fig_html)
-        + "</body></html>\n"
+def _semantics_page(
+    title: str, subtitle: str, sections: Sequence[str], figs: Sequence[FigureBlock]
+) -> str:
+    return page(
+        title,
+        subtitle,
+        sections,
+        figs,
+        note="bounds from the semantics of differential privacy used for the 2020 Census",
     )
-
-
-def write_html(path: str | Path, text: str) -> Path:
-    """Write ``text`` to ``path`` atomically (temporary file in the same folder + rename)."""
-    p = Path(path)
-    p.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=p.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        os.replace(tmp, p)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return p

@@ -16,14 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from privtab.semantics.report import (
-    FigureBlock,
-    _new_figure,
-    _page,
-    _png,
-    _table_html,
-    write_html,
-)
+from privtab.report import FigureBlock, new_figure, page, png, table_html, write_html
 from privtab.tabulate.plan import ReleasePlan
 from privtab.tabulate.results import LevelSummary
 
@@ -39,7 +32,7 @@ _STAT_NAMES = {
 
 
 def _moe_figure(levels: Sequence[dict[str, Any]]) -> FigureBlock:
-    fig, ax = _new_figure(8.0, 4.2)
+    fig, ax = new_figure(8.0, 4.2)
     names = [f"{d['scope']} {d['level']}" for d in levels]
     x = np.arange(len(names))
     for off, key, label in (
@@ -58,11 +51,11 @@ def _moe_figure(levels: Sequence[dict[str, Any]]) -> FigureBlock:
         "computed exactly from the noise distribution. Sums of Sex × Age cells (the totals of "
         "large groups) have the MOE of the sum, listed per row in T1."
     )
-    return FigureBlock("fig-moe", "Margin of error by level", _png(fig), text)
+    return FigureBlock("fig-moe", "Margin of error by level", png(fig), text)
 
 
 def _stat_figure(levels: Sequence[dict[str, Any]]) -> FigureBlock:
-    fig, ax = _new_figure(8.0, 4.2)
+    fig, ax = new_figure(8.0, 4.2)
     names = [f"{d['scope']} {d['level']}" for d in levels]
     x = np.arange(len(names))
     bottom = np.zeros(len(names))
@@ -81,7 +74,7 @@ def _stat_figure(levels: Sequence[dict[str, Any]]) -> FigureBlock:
         "more age detail, the rest a second total. Empty groups are tabulated too (the domain "
         "is public), which is why most groups of detailed levels receive a total only."
     )
-    return FigureBlock("fig-stat-levels", "Statistic levels chosen", _png(fig), text)
+    return FigureBlock("fig-stat-levels", "Statistic levels chosen", png(fig), text)
 
 
 def _privacy_figure(plan: ReleasePlan) -> FigureBlock:
@@ -91,7 +84,7 @@ def _privacy_figure(plan: ReleasePlan) -> FigureBlock:
     pld = plan_pld(plan)
     # ε(δ) from the tilted PLD: full relative accuracy however small δ is
     deltas = np.geomspace(1e-15, 1e-2, 27)
-    fig, ax = _new_figure(7.0, 4.2)
+    fig, ax = new_figure(7.0, 4.2)
     ax.plot(
         deltas, pld.epsilon_curve(deltas), label="privacy-loss distribution (worst-case person)"
     )
@@ -115,7 +108,7 @@ def _privacy_figure(plan: ReleasePlan) -> FigureBlock:
         "the exact privacy-loss distribution of a person in the most population groups; the "
         "dashed one is the textbook bound from the total budget."
     )
-    return FigureBlock("fig-privacy-curve", "Privacy-loss curve ε(δ)", _png(fig), text)
+    return FigureBlock("fig-privacy-curve", "Privacy-loss curve ε(δ)", png(fig), text)
 
 
 def write_report(path: Path, release: dict[str, Any], levels: Sequence[LevelSummary]) -> Path:
@@ -148,7 +141,7 @@ def write_report(path: Path, release: dict[str, Any], levels: Sequence[LevelSumm
                 ]
             )
     sections.append(
-        "<h2>Privacy guarantee</h2>" + _table_html(["run", "analysis", "ε", "δ", "method"], g_rows)
+        "<h2>Privacy guarantee</h2>" + table_html(["run", "analysis", "ε", "δ", "method"], g_rows)
     )
     head = [
         "run",
@@ -177,13 +170,13 @@ def write_report(path: Path, release: dict[str, Any], levels: Sequence[LevelSumm
         ]
         for r in rows
     ]
-    sections.append("<h2>Levels</h2>" + _table_html(head, table))
+    sections.append("<h2>Levels</h2>" + table_html(head, table))
     figs = [
         _moe_figure(rows),
         _stat_figure(rows),
         _privacy_figure(ReleasePlan.from_dict(release["plan"])),
     ]
-    text = _page(
+    text = page(
         "SafeTab-P release report",
         html.escape(
             f"{release['outputs']['t1_rows']:,} T1 rows · "

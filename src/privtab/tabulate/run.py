@@ -3,7 +3,7 @@
 :func:`run_release` is what ``privtab safetab run`` and ``privtab demo`` call. It
 
 1. **refuses early** (before reading the person file): an output location that would
-   overwrite or lose something or cannot be written (:mod:`privtab.data.atomic`), a missing
+   overwrite or lose something or cannot be written (:mod:`privtab.atomic`), a missing
    engine dependency, bad config/reference/GRF-C, too little free space for the release;
 2. validates and aggregates the person file in one streaming pass (any bad row → one
    :class:`privtab.data.InputValidationError` naming file, line, column and value);
@@ -40,8 +40,8 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+from privtab.atomic import InterruptGuard, atomic_directory, check_output
 from privtab.data import SafeTabInputs, Scope, load_inputs
-from privtab.data.atomic import InterruptGuard, atomic_directory, check_output
 from privtab.data.inputs import resolve_config_path
 from privtab.errors import UsageError
 from privtab.mechanisms.base import release_source
@@ -115,7 +115,7 @@ def run_release(
     """Run SafeTab-P and publish a release in folder ``out`` (see the module docstring).
 
     Raises a :class:`privtab.errors.UserError` for anything the user can fix (nothing is
-    written), :class:`KeyboardInterrupt` (:class:`privtab.data.atomic.Terminated` for
+    written), :class:`KeyboardInterrupt` (:class:`privtab.atomic.Terminated` for
     SIGTERM/SIGHUP) when interrupted before publication (nothing is written).
     """
     opts = options or RunOptions()

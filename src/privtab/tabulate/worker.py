@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 __all__ = ["background", "in_worker"]
 
@@ -43,7 +43,7 @@ def in_worker(fn: Callable[[], T], cancel: threading.Event) -> T:
         raise
     if "error" in box:
         raise box["error"]
-    return box["value"]  # type: ignore[no-any-return]
+    return cast(T, box["value"])
 
 
 def background(fn: Callable[[], T]) -> Callable[[], T]:
@@ -64,6 +64,6 @@ def background(fn: Callable[[], T]) -> Callable[[], T]:
         thread.join()
         if "error" in box:
             raise box["error"]
-        return box["value"]  # type: ignore[no-any-return]
+        return cast(T, box["value"])
 
     return result

@@ -75,7 +75,7 @@ from privtab.random import RandomSource, SecureSource, SeededSource
 from privtab.tabulate.aggregate import COMBO, Cells
 from privtab.tabulate.chunk import tabulate_groups
 from privtab.tabulate.counts import combo_iterations
-from privtab.tabulate.domain import level_domain
+from privtab.tabulate.domain import Domain, level_domain
 from privtab.tabulate.plan import LevelPlan
 from privtab.tabulate.results import ChunkResult, Tallies
 
@@ -276,86 +276,25 @@ class SparkEngine:
         domain order (region-major). Noise is drawn on the executors (module docstring)."""
         if self._cells is None or self.inputs is None or self.combos is None:
             raise RuntimeError("call prepare() first")
-        F, _ = _spark_modules()
         # the previous level's DataFrames sit in Python reference cycles that keep their
         # JVM plans, and with them the broadcast relations, alive through py4j until
         # Python's cyclic GC runs — which a driver busy in polars rarely triggers
         gc.collect()
-        ref, geo = self.inputs.reference, self.inputs.geography
-        dom = level_domain(plan, geo, ref)
-        n_reg, n_it = len(dom.regions), len(dom.codes)
-        per_chunk = max(1, self.max_chunk_groups // n_it)
-        n_chunks = -(-n_reg // per_chunk)
-        seed = _seed_of(source)
+        dom = level_domain(plan, self.inputs.geography, self.inputs.reference)
+        per_chunk = max(1, self.max_chunk_groups // len(dom.codes))
+        n_chunks = -(-len(dom.regions) // per_chunk)
+        combo_it, ci = self._combo_table(plan, dom)
+        fine = self._fine_counts(dom, ci, per_chunk).unionByName(self._markers(n_chunks))
         spark = self.spark
-        memo = (plan.iteration_level, dom.geo.granularity, dom.codes)
-        if memo not in self._combo_its:
-            combo_it = combo_iterations(
-                Cells(pl.DataFrame(), self.combos, 0), dom, ref, plan.iteration_level
-            )
-            ci_df = _to_spark(spark, combo_it.select(pl.col(COMBO).cast(pl.Int64), "_I"))
-            self._combo_its[memo] = (combo_it, ci_df)
-        combo_it, ci = self._combo_its[memo]
-        if dom.geo.value not in self._unit_regions:
-            self._unit_regions[dom.geo.value] = _to_spark(
-                spark,
-                geo.units.select(
-                    pl.col(UNIT).cast(pl.Int64), pl.col(dom.geo.value).to_physical().alias("_R")
-                )
-                .drop_nulls()
-                .with_columns(pl.col("_R").cast(pl.Int64)),
-            )
-        ur = self._unit_regions[dom.geo.value]
-        regional = self._cells.join(F.broadcast(ur), on=UNIT)
-        if n_reg * _PREAGG_FACTOR <= self._n_units:
-            # a coarse level (few regions for many units): sum the cells per (region, code
-            # combination, sex, age) first, so that only these few rows are expanded to
-            # the iterations and summed again (instead of every cell's expansion)
-            regional = regional.groupBy("_R", COMBO, "QSEX", "QAGE").agg(F.sum("N").alias("N"))
-        # exact counts per (region, iteration, sex, age), keyed by one packed long
-        # ((region · iterations + iteration) · 4 + sex) · 128 + age: a one-column hash key
-        # is smaller and faster to hash than four columns (sex < 4, age ≤ 115 < 128)
-        g_all = F.col("_R").cast("long") * n_it + F.col("_I")
-        packed = (g_all * 4 + F.col("QSEX")) * 128 + F.col("QAGE")
-        g_of = F.shiftright(F.col("K"), 9)
-        chunk_of = F.floor(g_of / (per_chunk * n_it)).cast("long")
-        fine = (
-            regional.join(F.broadcast(ci), on=COMBO)
-            .select(packed.alias("K"), "N")
-            .groupBy("K")
-            .agg(F.sum("N").alias("N"))
-            .select(
-                chunk_of.alias("chunk"),
-                (g_of - chunk_of * (per_chunk * n_it)).alias("G"),
-                (F.shiftright(F.col("K"), 7) % 4).cast("int").alias("QSEX"),
-                (F.col("K") % 128).cast("int").alias("QAGE"),
-                F.col("N").cast("long").alias("N"),
-            )
-        )
-        markers = spark.range(n_chunks).select(
-            F.col("id").alias("chunk"),
-            F.lit(-1).cast("long").alias("G"),
-            F.lit(0).alias("QSEX"),
-            F.lit(0).alias("QAGE"),
-            F.lit(0).cast("long").alias("N"),
-        )
         parts = max(1, min(n_chunks, spark.sparkContext.defaultParallelism * 4))
-        # reduce tasks of the exact counts: enough for about _KEYS_PER_TASK keys each (an
-        # upper bound: cells × mean iterations per code combination, at most the domain's
-        # cells); never fewer than the session's spark.sql.shuffle.partitions
-        fan_out = combo_it.height / max(1, self.combos.height)
-        keys = min(self._n_cells * fan_out, dom.size * 2 * (MAX_AGE + 1))
-        session_parts = int(spark.conf.get("spark.sql.shuffle.partitions") or "200")
-        agg_parts = max(session_parts, -(-int(keys) // _KEYS_PER_TASK))
         shared = spark.sparkContext.broadcast(
-            pickle.dumps((plan, dom, per_chunk, seed, noise, evaluate, nonnegative))
+            pickle.dumps((plan, dom, per_chunk, _seed_of(source), noise, evaluate, nonnegative))
         )
-        spark.conf.set("spark.sql.shuffle.partitions", str(agg_parts))
+        session_parts = int(spark.conf.get("spark.sql.shuffle.partitions") or "200")
+        spark.conf.set("spark.sql.shuffle.partitions", str(self._agg_parts(combo_it, dom)))
         try:
-            out = (
-                fine.unionByName(markers)
-                .repartitionByRange(parts, "chunk")
-                .mapInArrow(_chunk_task(shared), _OUT_SCHEMA)
+            out = fine.repartitionByRange(parts, "chunk").mapInArrow(
+                _chunk_task(shared), _OUT_SCHEMA
             )
             # RDD.toLocalIterator, not DataFrame.toLocalIterator (which serves partitions
             # after its SQL execution has ended): with the DataFrame one the JVM kept every
@@ -372,6 +311,86 @@ class SparkEngine:
         finally:
             spark.conf.set("spark.sql.shuffle.partitions", str(session_parts))
             shared.destroy()  # the driver's copy too (unpersist keeps it)
+
+    def _combo_table(self, plan: LevelPlan, dom: Domain) -> tuple[pl.DataFrame, DataFrame]:
+        """Code combination → iteration of the level (driver side; one per iteration level
+        and granularity, reused by every geography) and its Spark copy."""
+        assert self.inputs is not None
+        assert self.combos is not None
+        memo = (plan.iteration_level, dom.geo.granularity, dom.codes)
+        if memo not in self._combo_its:
+            combo_it = combo_iterations(
+                Cells(pl.DataFrame(), self.combos, 0), dom, self.inputs.reference,
+                plan.iteration_level,
+            )  # fmt: skip
+            ci_df = _to_spark(self.spark, combo_it.select(pl.col(COMBO).cast(pl.Int64), "_I"))
+            self._combo_its[memo] = (combo_it, ci_df)
+        return self._combo_its[memo]
+
+    def _unit_region_table(self, dom: Domain) -> DataFrame:
+        """Geo unit → region index of the level (from the GRF-C), one per geography."""
+        assert self.inputs is not None
+        if dom.geo.value not in self._unit_regions:
+            units = self.inputs.geography.units.select(
+                pl.col(UNIT).cast(pl.Int64), pl.col(dom.geo.value).to_physical().alias("_R")
+            )
+            self._unit_regions[dom.geo.value] = _to_spark(
+                self.spark, units.drop_nulls().with_columns(pl.col("_R").cast(pl.Int64))
+            )
+        return self._unit_regions[dom.geo.value]
+
+    def _fine_counts(self, dom: Domain, ci: DataFrame, per_chunk: int) -> DataFrame:
+        """Exact persons per (chunk, group, sex, age) of the level (rows only where > 0)."""
+        F, _ = _spark_modules()
+        assert self._cells is not None
+        n_it = len(dom.codes)
+        regional = self._cells.join(F.broadcast(self._unit_region_table(dom)), on=UNIT)
+        if len(dom.regions) * _PREAGG_FACTOR <= self._n_units:
+            # a coarse level (few regions for many units): sum the cells per (region, code
+            # combination, sex, age) first, so that only these few rows are expanded to
+            # the iterations and summed again (instead of every cell's expansion)
+            regional = regional.groupBy("_R", COMBO, "QSEX", "QAGE").agg(F.sum("N").alias("N"))
+        # exact counts per (region, iteration, sex, age), keyed by one packed long
+        # ((region · iterations + iteration) · 4 + sex) · 128 + age: a one-column hash key
+        # is smaller and faster to hash than four columns (sex < 4, age ≤ 115 < 128)
+        g_all = F.col("_R").cast("long") * n_it + F.col("_I")
+        packed = (g_all * 4 + F.col("QSEX")) * 128 + F.col("QAGE")
+        g_of = F.shiftright(F.col("K"), 9)
+        chunk_of = F.floor(g_of / (per_chunk * n_it)).cast("long")
+        return (
+            regional.join(F.broadcast(ci), on=COMBO)
+            .select(packed.alias("K"), "N")
+            .groupBy("K")
+            .agg(F.sum("N").alias("N"))
+            .select(
+                chunk_of.alias("chunk"),
+                (g_of - chunk_of * (per_chunk * n_it)).alias("G"),
+                (F.shiftright(F.col("K"), 7) % 4).cast("int").alias("QSEX"),
+                (F.col("K") % 128).cast("int").alias("QAGE"),
+                F.col("N").cast("long").alias("N"),
+            )
+        )
+
+    def _markers(self, n_chunks: int) -> DataFrame:
+        """One empty row per chunk: every chunk (empty groups included) reaches a task."""
+        F, _ = _spark_modules()
+        return self.spark.range(n_chunks).select(
+            F.col("id").alias("chunk"),
+            F.lit(-1).cast("long").alias("G"),
+            F.lit(0).alias("QSEX"),
+            F.lit(0).alias("QAGE"),
+            F.lit(0).cast("long").alias("N"),
+        )
+
+    def _agg_parts(self, combo_it: pl.DataFrame, dom: Domain) -> int:
+        """Reduce tasks of the exact counts: enough for about ``_KEYS_PER_TASK`` keys each
+        (an upper bound: cells × mean iterations per code combination, at most the domain's
+        cells); never fewer than the session's ``spark.sql.shuffle.partitions``."""
+        assert self.combos is not None
+        fan_out = combo_it.height / max(1, self.combos.height)
+        keys = min(self._n_cells * fan_out, dom.size * 2 * (MAX_AGE + 1))
+        session = int(self.spark.conf.get("spark.sql.shuffle.partitions") or "200")
+        return max(session, -(-int(keys) // _KEYS_PER_TASK))
 
 
 # ---------------------------------------------------------------------- executors
@@ -454,8 +473,8 @@ def _to_spark(spark: SparkSession, frame: pl.DataFrame) -> DataFrame:
         return spark.createDataFrame(frame.to_pandas())
 
 
-def _typed_persons(spark: SparkSession, path: Path, inputs: SafeTabInputs) -> DataFrame:
-    """Canonical typed columns + ``_BAD``: the person rules compiled to Spark SQL."""
+def _raw_persons(spark: SparkSession, path: Path) -> DataFrame:
+    """The person file's fields as strings (text or Parquet), blank lines dropped."""
     F, T = _spark_modules()
     n = len(PERSON_COLUMNS)
     if path.suffix.lower() == ".txt":
@@ -495,7 +514,13 @@ def _typed_persons(spark: SparkSession, path: Path, inputs: SafeTabInputs) -> Da
     only_separators = F.lit(True)
     for c in PERSON_COLUMNS:
         only_separators = only_separators & (F.coalesce(F.col(c), F.lit("")) == "")
-    raw = raw.filter(~(blank | only_separators)).drop(_LINE)
+    return raw.filter(~(blank | only_separators)).drop(_LINE)
+
+
+def _typed_persons(spark: SparkSession, path: Path, inputs: SafeTabInputs) -> DataFrame:
+    """Canonical typed columns + ``_BAD``: the person rules compiled to Spark SQL."""
+    F, _ = _spark_modules()
+    raw = _raw_persons(spark, path)
     spec = person_spec(inputs.config.max_race_codes)
     codes = code_strings(inputs.reference)
     bad = F.expr(bad_row_sql(spec, None if codes is None else codes.to_list(), FIELDS))
