@@ -182,3 +182,38 @@ def test_nothing_to_release_is_a_located_input_error(vt: tuple[Path, Path], tmp_
     assert "no level of the config has any public population group" in text
     assert "config.json" in text
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.slow
+def test_a_dead_spark_worker_is_one_clear_message(vt: tuple[Path, Path], tmp_path: Path) -> None:
+    """Spark local mode whose Python workers die at start (their interpreter is a script
+    that exits at once): the run ends with one line, exit code 4, nothing written."""
+    import stat
+    import sys
+
+    pytest.importorskip("pyspark")
+    config, data = vt
+    fake = tmp_path / "dying-python"
+    fake.write_text(
+        "#!/bin/sh\n"
+        'case "$*" in *pyspark.daemon*|*pyspark.worker*) exit 1;; esac\n'
+        f'exec {sys.executable} "$@"\n'
+    )
+    fake.chmod(fake.stat().st_mode | stat.S_IEXEC)
+    env = {**os.environ, "PYSPARK_PYTHON": str(fake), "PRIVTAB_SPARK_MASTER": "local[1]"}
+    args = ["safetab", "run", "--config", str(config), "--data", str(data)]
+    args += ["--out", str(tmp_path / "out"), "--engine", "spark", "--seed", "1", "--no-report"]
+    proc = subprocess.run(
+        [sys.executable, "-m", "privtab.cli", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=900,
+        check=False,
+    )
+    errors = [x for x in proc.stderr.splitlines() if x.startswith("privtab: error:")]
+    assert proc.returncode == 4, proc.stderr[-3000:]
+    assert len(errors) == 1
+    assert "job failed" in errors[0]
+    assert "Traceback" not in proc.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["dying-python"]
