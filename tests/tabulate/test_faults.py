@@ -217,3 +217,35 @@ def test_a_dead_spark_worker_is_one_clear_message(vt: tuple[Path, Path], tmp_pat
     assert "job failed" in errors[0]
     assert "Traceback" not in proc.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["dying-python"]
+
+
+ENGINES = [
+    pytest.param("polars", id="polars"),
+    pytest.param("spark", id="spark", marks=pytest.mark.slow),
+]
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+@pytest.mark.parametrize("states", [["50"], ["10"], ["72"]], ids=["VT", "DE", "PR"])
+def test_one_state_inputs_release_under_the_production_config(
+    tmp_path: Path, states: list[str], engine: str
+) -> None:
+    """VT-only, DE-only and PR-only inputs under the production config (run_us and run_pr
+    both on): the levels without public groups are skipped and listed, the rest released."""
+    if engine == "spark":
+        pytest.importorskip("pyspark")
+    from privtab.data import production_config_dir
+    from privtab.data.synth import synthesize
+
+    synthesize(tmp_path / "data", 1_200, states=states, seed=6)
+    config = production_config_dir() / "config.json"
+    out = tmp_path / "out"
+    code, text = _run(config, tmp_path / "data", out, "-q", "--engine", engine)
+    assert code == 0, text
+    doc = json.loads((out / "release.json").read_text())
+    statuses = {s: {lv["status"] for lv in r["levels"]} for s, r in doc["runs"].items()}
+    if states == ["72"]:
+        assert statuses == {"US": {"empty domain"}, "PR": {"tabulated"}}
+    else:
+        assert statuses["PR"] == {"empty domain"}
+        assert "tabulated" in statuses["US"]
