@@ -57,7 +57,8 @@ def _root(
     """privtab: differentially private statistics for national statistical offices.
 
     Exit codes: 0 success, 1 bad input, 2 bad usage, 3 internal error (a bug), 4 the run
-    failed in its environment (a Spark worker died), 130 interrupted. Errors name the file, line, column and value (docs/cli.md).
+    failed in its environment (a Spark worker died), 130 interrupted. Errors name the file,
+    line, column and value (docs/cli.md).
     """
     ctx.meta[DEBUG] = debug
 
