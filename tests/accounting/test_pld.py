@@ -343,7 +343,8 @@ def test_production_plan_against_the_previous_computation() -> None:
     from privtab.accounting import zcdp_epsilon
     from privtab.data import Scope, read_config, read_reference
     from privtab.data.inputs import resolve_config_path
-    from privtab.tabulate import ReleasePlan, plan_pld
+    from privtab.tabulate import ReleasePlan
+    from privtab.tabulate.privacy import plan_pld
 
     path = resolve_config_path(None)
     plan = ReleasePlan.from_config(read_config(path), read_reference(path.parent), Scope.US)

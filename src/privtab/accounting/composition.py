@@ -176,7 +176,7 @@ def group_privacy(g: Guarantee, k: int) -> Guarantee:
         return GDP(kk * g.mu)
     raise TypeError(
         "group privacy for a general RDP curve has no tight rule; compute the mechanism's "
-        "divergence at shift k (e.g. privtab.accounting.geometric_rdp(k*eps, sensitivity=k))"
+        "divergence at shift k (e.g. privtab.accounting.curves.geometric_rdp(k*eps, sensitivity=k))"
     )
 
 
