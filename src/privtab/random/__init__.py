@@ -18,10 +18,16 @@ Further samplers (``geometric``, the lattice ``laplace``/``gaussian``, ``bernoul
 ``uniform_int``) live in their modules. See ``docs/random.md`` for the methods and proofs.
 """
 
-from privtab.random.gaussian_sampler import discrete_gaussian
-from privtab.random.laplace_sampler import discrete_laplace
-from privtab.random.rational import RationalLike
-from privtab.random.sources import RandomSource, SecureSource, SeededSource
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from privtab.random.gaussian_sampler import discrete_gaussian
+    from privtab.random.laplace_sampler import discrete_laplace
+    from privtab.random.rational import RationalLike
+    from privtab.random.sources import RandomSource, SecureSource, SeededSource
 
 __all__ = [
     "RandomSource",
@@ -31,3 +37,26 @@ __all__ = [
     "discrete_gaussian",
     "discrete_laplace",
 ]
+
+_WHERE = {
+    "RandomSource": "sources",
+    "RationalLike": "rational",
+    "SecureSource": "sources",
+    "SeededSource": "sources",
+    "discrete_gaussian": "gaussian_sampler",
+    "discrete_laplace": "laplace_sampler",
+}
+
+
+def __getattr__(name: str) -> Any:
+    # names load on first use, so that ``privtab.random.rational`` (used by
+    # privtab.accounting) does not pull in the samplers and mpmath
+    if name in _WHERE:
+        value = getattr(importlib.import_module(f"privtab.random.{_WHERE[name]}"), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'privtab.random' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)
