@@ -31,6 +31,7 @@ import pytest
 from privtab.accounting import zcdp_epsilon
 from privtab.accounting.conversions import pure_to_zcdp, rdp_epsilon_order
 from privtab.mechanisms import DiscreteGaussian, Geometric
+# private on purpose: the asymptotic series behind the bounds are checked against mpmath
 from privtab.mechanisms._asymptotic import gaussian_lattice_sum, laplace_sum_tail
 from privtab.mechanisms.laws import DiscreteGaussianLaw, DiscreteLaplaceLaw
 from privtab.mechanisms.ranges import (

@@ -17,6 +17,7 @@ import mpmath
 import numpy as np
 import pytest
 
+# private on purpose: the exact slow paths are taken ~1e-12 of the time; driven directly
 import privtab.random._kernels as kernels
 from privtab.random import RandomSource, SeededSource, discrete_gaussian, discrete_laplace
 from privtab.random._kernels import LN2_63, accept_exp_neg, floor_scaled_neglog, prefixes63

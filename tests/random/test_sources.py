@@ -10,6 +10,7 @@ import pytest
 from scipy import stats
 
 from privtab.random import RandomSource, SecureSource, SeededSource, discrete_laplace
+# private on purpose: the AES-CTR stream behind SecureSource is checked on its own
 from privtab.random.sources import (
     OSEntropySource,
     _AESCounterStream,

@@ -13,6 +13,7 @@ from scipy import stats
 from privtab.random import SeededSource
 from privtab.random.lattice import default_granularity, gaussian, laplace
 from privtab.random.rational import as_rational, round_rational
+# private on purpose: the scalar Bernoulli path is driven with scripted bits
 from privtab.random.uniform import _bernoulli_scalar, bernoulli, bernoulli_exp, uniform_int
 from tests._stats import ALPHA
 
