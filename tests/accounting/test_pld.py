@@ -318,6 +318,7 @@ def test_window_matches_a_direct_convolution_far_into_the_tail() -> None:
 def test_round_off_bound_holds() -> None:
     import numpy as np
 
+    # private on purpose: the FFT round-off bound is internal to PLDProfile; checked here
     from privtab.accounting.pld import _fft_error
 
     factors = [(discrete_gaussian_loss(2.0), 3), (discrete_gaussian_loss(7.0), 2)]
