@@ -16,7 +16,8 @@ from types import TracebackType
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from rich.progress import Progress, TaskID
+    from rich.console import Console
+    from rich.progress import Progress, Task, TaskID
 
 __all__ = ["RichProgress"]
 
@@ -26,10 +27,18 @@ _LEVEL = re.compile(r"^\[(\d+)/(\d+)\]\s*(.*)$")
 class RichProgress:
     """A context manager whose instances are the run's progress callback."""
 
-    def __init__(self, title: str = "SafeTab-P") -> None:
+    def __init__(self, title: str = "SafeTab-P", *, console: Console | None = None) -> None:
         self.title = title
+        self._console = console
         self._progress: Progress | None = None
         self._task: TaskID | None = None
+
+    @property
+    def task(self) -> Task | None:
+        """The displayed task (``None`` outside the ``with`` block)."""
+        if self._progress is None or self._task is None:
+            return None
+        return self._progress.tasks[0]
 
     def __enter__(self) -> RichProgress:
         from rich.console import Console
@@ -42,7 +51,7 @@ class RichProgress:
             TimeElapsedColumn,
         )
 
-        console = Console(stderr=True)
+        console = self._console or Console(stderr=True)
         self._progress = Progress(
             SpinnerColumn(),
             TextColumn("[bold]{task.fields[title]}[/bold]"),

@@ -20,6 +20,7 @@ made with ``seed=`` used a seeded, predictable source: it is **not private**
 
 from __future__ import annotations
 
+import dataclasses
 import html
 import shutil
 import weakref
@@ -49,12 +50,19 @@ class Tables(NamedTuple):
 
 
 def _plan_of(doc: ReleaseDocument) -> Plan:
+    """The plan of the levels the release tabulated (a level with an empty public domain
+    drew nothing and is not charged; a run with none is left out)."""
     from privtab.tabulate import ReleasePlan
 
-    return Plan(
-        {s: ReleasePlan.from_dict(run.plan) for s, run in doc.runs.items()},
-        source=str(doc.extra.get("config", {}).get("source", "")) if doc.extra else "",
-    )
+    runs = {}
+    for scope, run in doc.runs.items():
+        done = {lv.level for lv in run.levels if lv.status == "tabulated"}
+        whole = ReleasePlan.from_dict(run.plan)
+        levels = tuple(lv for lv in whole.levels if lv.key in done)
+        if levels:
+            runs[scope] = dataclasses.replace(whole, levels=levels)
+    config = doc.extra.get("config", {}) if doc.extra else {}
+    return Plan(runs, source=str(config.get("source", "")) if isinstance(config, dict) else "")
 
 
 class Release:
@@ -227,7 +235,7 @@ class Release:
         return f"{describe_guarantee(self.guarantee)} (ε ≤ {self.epsilon(d):.4g} at δ = {d:.0e})"
 
     def __repr__(self) -> str:
-        runs = " + ".join(self.document.runs)
+        runs = " + ".join(self.plan.runs) or "none"
         status = "" if self.private else "NOT PRIVATE (seeded/test noise: never publish) "
         return (
             f"<privtab Release {status}{self._headline()}, T1 {self.t1.height:,} rows, "

@@ -27,11 +27,14 @@ from privtab.safetab.inputs import InputSource, input_folder, renamed_errors
 from privtab.safetab.progress import RichProgress
 from privtab.safetab.result import Release
 
-__all__ = ["DEFAULT_FORMATS", "release"]
+__all__ = ["DEFAULT_FORMATS", "DEFAULT_REPORT", "release"]
 
 DEFAULT_FORMATS = ("parquet",)
 """Formats of T1/T2 in the release folder of a Python call (the command line writes both;
 pass ``formats=("txt", "parquet")`` for the pipe-delimited Census text files too)."""
+DEFAULT_REPORT = False
+"""A Python call writes no ``report.html`` unless ``report=True`` (drawing it takes
+seconds; the command line writes it)."""
 
 _CHOSEN_HERE = {"source", "allow_insecure", "engine"}
 
@@ -50,7 +53,12 @@ def _options(engine: str, seed: int | None, owned: Path | None, options: dict[st
         )
     if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or seed < 0):
         raise UsageError(f"seed must be a non-negative integer, got {seed!r}")
-    chosen: dict[str, Any] = {"formats": DEFAULT_FORMATS, **options, "engine": engine}
+    chosen: dict[str, Any] = {
+        "formats": DEFAULT_FORMATS,
+        "report": DEFAULT_REPORT,
+        **options,
+        "engine": engine,
+    }
     if seed is not None:
         chosen.update(source=SeededSource(seed), allow_insecure=True)
     if owned is not None and "run_record" not in options:
@@ -82,7 +90,8 @@ def release(
     owned by the returned object, see :mod:`privtab.safetab.result`). ``progress``: a rich
     progress display on stderr in terminals and notebooks. ``options``: any field of
     :class:`privtab.tabulate.RunOptions` (``delta``, ``nonnegative``, ``zero_suppression``,
-    ``report``, ``formats`` — default Parquet only —, ``run_record``, ``ledger``, …).
+    ``report`` — default off —, ``formats`` — default Parquet only —, ``run_record``,
+    ``ledger``, …).
 
     Raises :class:`privtab.data.InputValidationError` naming the file or DataFrame, row,
     column and value of every bad input (nothing is written), and
