@@ -17,7 +17,8 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from privtab.accounting import GDP, ZCDP, ApproxDP, Guarantee, PureDP, geometric_rdp
+from privtab.accounting import GDP, ZCDP, ApproxDP, Guarantee, PureDP
+from privtab.accounting.curves import geometric_rdp
 from privtab.semantics.allocation import builtin_allocation
 from privtab.semantics.report import guarantee_report_html, topdown_report_html, write_html
 

@@ -335,15 +335,15 @@ def odds_ratio_test(
     """
     import numpy as np
 
-    from privtab.invariants import (
+    from privtab.invariants import OddsRatioTest
+    from privtab.invariants.specs import load_table
+    from privtab.invariants.umpu import (
         GaussianCND,
         Margins2x2,
-        OddsRatioTest,
         TulapCND,
         fisher_exact_umpu_power,
         naive_test,
     )
-    from privtab.invariants.specs import load_table
 
     rows = load_table(counts, input_path)
     x = np.array(rows, dtype=np.int64)

@@ -114,7 +114,8 @@ def _release_pld_power(path: str, levels: list[float]) -> Any:
     import json
 
     from privtab.release import ReleaseDocumentError, read_release_document
-    from privtab.tabulate import ReleasePlan, plan_pld
+    from privtab.tabulate import ReleasePlan
+    from privtab.tabulate.privacy import plan_pld
 
     try:
         with open(path, encoding="utf-8") as fh:

@@ -23,7 +23,9 @@ if TYPE_CHECKING:
     from matplotlib.axes import Axes
     from matplotlib.figure import Figure
 
-__all__ = ["FigureBlock", "new_figure", "page", "png", "table_html", "write_html"]
+__all__: list[str] = []
+"""Internal plumbing: no public names. ``FigureBlock``, ``new_figure``, ``png``,
+``table_html``, ``page`` and ``write_html`` serve privtab's own reports."""
 
 CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;max-width:1000px;

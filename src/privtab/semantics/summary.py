@@ -130,7 +130,8 @@ BOUNDS: dict[str, BoundInfo] = {
         "mechanism",
         "power against the worst-case person of a SafeTab release: the privacy-loss "
         "distribution of its actual composition of noisy counts (upper bound)",
-        "SafeTab seed Algorithms 1-5; privtab.tabulate.plan_pld (Neyman–Pearson on the PLD)",
+        "SafeTab seed Algorithms 1-5; privtab.tabulate.privacy.plan_pld "
+        "(Neyman–Pearson on the PLD)",
     ),
 }
 

@@ -13,7 +13,9 @@ import numpy as np
 import polars as pl
 from numpy.typing import NDArray
 
-from privtab.data import RACE_KEYS, UNIT, Geography, GeoLevel, ReferenceData, expand_iterations
+from privtab.data import Geography, GeoLevel, ReferenceData
+from privtab.data.geography import UNIT
+from privtab.data.membership import RACE_KEYS, expand_iterations
 from privtab.tabulate.aggregate import COMBO, Cells
 from privtab.tabulate.domain import Domain
 

@@ -16,7 +16,8 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
-from privtab.data import Geography, GeoLevel, Granularity, ReferenceData
+from privtab.data import Geography, GeoLevel, ReferenceData
+from privtab.data.levels import Granularity
 from privtab.tabulate.plan import LevelPlan
 
 __all__ = ["BY_STATE", "NESTED_IN_STATE", "Domain", "level_domain", "state_chunks"]

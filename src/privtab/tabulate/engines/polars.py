@@ -16,7 +16,8 @@ from collections.abc import Callable, Iterator
 import numpy as np
 import polars as pl
 
-from privtab.data import UNIT, GeoLevel, SafeTabInputs
+from privtab.data import GeoLevel, SafeTabInputs
+from privtab.data.geography import UNIT
 from privtab.random import RandomSource
 from privtab.tabulate.aggregate import Cells, aggregate_persons
 from privtab.tabulate.chunk import tabulate_groups
