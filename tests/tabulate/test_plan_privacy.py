@@ -193,13 +193,15 @@ def test_semantics_cli_reads_a_release_plan(tmp_path, paper_plans) -> None:
 
     from typer.testing import CliRunner
 
+    from privtab.accounting.exact import ExactGuarantee
     from privtab.cli import app
+    from privtab.release.document import ReleaseDocument, RunEntry
 
     _, dg = paper_plans
-    path = tmp_path / "release.json"
-    path.write_text(
-        json.dumps({"guarantee": {"zcdp": {"rho": float(dg.total_budget)}}, "plan": dg.to_dict()})
-    )
+    rho = ExactGuarantee.zcdp(dg.total_budget)
+    run = RunEntry("US", rho, dg.to_dict(), {}, ())
+    doc = ReleaseDocument("0", "2026-01-01T00:00:00Z", True, "secure", rho, {"US": run}, {})
+    path = doc.write(tmp_path)
     res = CliRunner().invoke(app, ["semantics", "--release", str(path), "--json"])
     assert res.exit_code == 0, res.output
     out = json.loads(res.stdout)
