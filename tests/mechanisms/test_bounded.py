@@ -5,7 +5,8 @@ sum ~10¹⁵ mpmath terms (hours, 5.9 GB). Here level budgets are drawn log-unif
 the accepted range [1e-12, 1e6] (with stage-1 fractions and stabilities across theirs)
 and pushed through :class:`LevelPlan` (which computes each stage's mechanism, variance and
 exact MOE), the mechanisms' quantiles, CDFs and margins of error, the error of sums of
-cells (:func:`count_error`), and the zCDP / pure-DP / RDP conversions. Each draw runs
+cells (:func:`count_error`), the zCDP / pure-DP / RDP conversions, and the whole privacy
+analysis of the one-level plan (:func:`privtab.tabulate.analyse`, with its PLD). Each draw runs
 under a 5 s alarm (a hang fails the test instead of stalling it); the slowest draw is
 printed. Plans whose per-count ε falls below the supported range must be refused, quickly
 and with the level and parameter named.
@@ -42,7 +43,7 @@ from privtab.mechanisms._asymptotic import gaussian_lattice_sum, laplace_sum_tai
 from privtab.mechanisms.laws import DiscreteGaussianLaw, DiscreteLaplaceLaw
 from privtab.tabulate.errors import count_error
 from privtab.tabulate.plan import LevelPlan, ReleasePlan
-from privtab.tabulate.privacy import plan_rdp
+from privtab.tabulate.privacy import analyse, plan_rdp
 
 LIMIT = 5.0  # seconds per draw
 
@@ -82,10 +83,18 @@ def _exercise(plan: LevelPlan) -> None:
     if plan.privacy_defn == "zcdp":
         for method in ("optimal", "analytic", "grid"):
             assert math.isfinite(float(zcdp_epsilon(total, 1e-10, method)))
+        reference = float(zcdp_epsilon(total, 1e-10, "analytic"))
     else:
         assert pure_to_zcdp_rho(total) >= 0
         eps, _ = rdp_epsilon_order(plan_rdp(ReleasePlan("puredp", (plan,))), 1e-10)
         assert eps <= total * (1 + 1e-9)
+        reference = total
+    # the whole privacy analysis of the one-level plan, as a release runs it
+    pld = analyse(ReleasePlan(plan.privacy_defn, (plan,)), 1e-10)["pld"]
+    assert 0.0 <= pld["lower"] <= pld["epsilon"] < math.inf, pld
+    # a valid and sensible bound: below the zCDP / pure-DP one up to its discretisation
+    # (at most a grid width per mechanism next to isolated atoms)
+    assert pld["epsilon"] <= reference + 2 * plan.stability * pld["grid"], (pld, reference)
 
 
 def pure_to_zcdp_rho(epsilon: float) -> float:
