@@ -851,7 +851,9 @@ class PLDProfile:
                 k, dk, d2k = self._stats(float(t))
                 val = k[i] - t * dk[i] - math.log(delta)
                 if gaussian:
-                    val -= math.log(t * (1.0 + t)) + 0.5 * math.log(2 * math.pi * max(d2k[i], 1e-300))
+                    val -= math.log(t * (1.0 + t)) + 0.5 * math.log(
+                        2 * math.pi * max(d2k[i], 1e-300)
+                    )
                 out[i] = val
             return out
 

@@ -65,15 +65,15 @@ GROUP_KEYS = ["REGION_ID", "REGION_TYPE", "ITERATION_CODE"]
 
 
 def _t1_schema() -> dict[str, Any]:
-    """The engine's T1 layout (:data:`privtab.tabulate.engine.T1_SCHEMA`)."""
-    from privtab.tabulate.engine import T1_SCHEMA
+    """The engine's T1 layout (:data:`privtab.tabulate.tables.T1_SCHEMA`)."""
+    from privtab.tabulate.tables import T1_SCHEMA
 
     return dict(T1_SCHEMA)
 
 
 def _t2_schema() -> dict[str, Any]:
-    """The engine's T2 layout (:data:`privtab.tabulate.engine.T2_SCHEMA`)."""
-    from privtab.tabulate.engine import T2_SCHEMA
+    """The engine's T2 layout (:data:`privtab.tabulate.tables.T2_SCHEMA`)."""
+    from privtab.tabulate.tables import T2_SCHEMA
 
     return dict(T2_SCHEMA)
 

@@ -64,7 +64,7 @@ def _write(out: Path | None, tables: dict[str, Any], rel: Any, overwrite: bool) 
     release's privacy status in its metadata, and a test release's NOT_PRIVATE marker."""
     if out is None:
         return []
-    from privtab.data.atomic import atomic_directory
+    from privtab.atomic import atomic_directory
     from privtab.errors import UserError
     from privtab.release.marking import parquet_metadata, write_not_private
 

@@ -1,12 +1,12 @@
 """Writing a release: T1/T2 in the Census layout (pipe-delimited and Parquet), incrementally.
 
 Files in a release directory (written inside a temporary directory that is renamed onto the
-target only when the whole release succeeded — :func:`privtab.data.atomic_directory`):
+target only when the whole release succeeded — :func:`privtab.atomic_directory`):
 
 - ``t1.txt`` / ``t1.parquet`` — ``REGION_ID|REGION_TYPE|ITERATION_CODE|COUNT`` (the Census
-  T1 columns) followed by the error of every row (:data:`privtab.tabulate.engine.T1_SCHEMA`);
+  T1 columns) followed by the error of every row (:data:`privtab.tabulate.tables.T1_SCHEMA`);
 - ``t2.txt`` / ``t2.parquet`` — ``REGION_ID|REGION_TYPE|ITERATION_CODE|AGESTART|AGEEND|SEX|
-  COUNT`` followed by the error (:data:`privtab.tabulate.engine.T2_SCHEMA`);
+  COUNT`` followed by the error (:data:`privtab.tabulate.tables.T2_SCHEMA`);
 - ``release.json`` and ``report.html``.
 
 Levels are appended one at a time (text: one header; Parquet: one row group per level and
@@ -61,7 +61,7 @@ class TableWriter:
     def write(self, frame: pl.DataFrame) -> None:
         if frame.height == 0:
             return
-        frame = frame.select(list(self.schema)).cast(self.schema)  # type: ignore[arg-type]
+        frame = frame.select(list(self.schema)).cast(pl.Schema(self.schema))
         if self._txt is not None:
             frame.write_csv(self._txt, separator="|", include_header=False, null_value="")
         if self._pq is not None:
