@@ -327,7 +327,7 @@ def test_round_off_bound_holds() -> None:
     w = prof._window(theta)
     direct = np.ones(1)
     for part, count in zip(prof.parts, prof.configs[0], strict=True):
-        t = part.tilted(theta)
+        t = part.tilted(theta, part.size)
         for _ in range(count):
             direct = np.convolve(direct, t)  # positive terms: accurate to a few ulps
     # the circular convolution on the window is the linear one folded onto it

@@ -63,19 +63,27 @@ those shifts is added to every ε returned.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from abc import ABC, abstractmethod
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field, replace
-from functools import lru_cache
+from functools import cached_property, lru_cache
 
 import numpy as np
 from numpy.typing import ArrayLike
 
+from privtab.accounting._gaussian_buckets import MIN_SIGMA, tail_bound
 from privtab.accounting.guarantees import FloatArray, check_parameter
 
 
 def _dot(a: np.ndarray, b: np.ndarray) -> float:
     """``Σ a_i b_i`` without BLAS (whose threads stall on a shared machine: 100× slower)."""
     return float(np.einsum("i,i->", a, b))
+
+
+def _exp(x: float) -> float:
+    """``e^x`` for ``x ≤ 700``, ``e^700`` above (no overflow; every caller compares the
+    result with a probability, so the cap never changes a decision)."""
+    return math.exp(min(x, 700.0))
 
 
 def logsumexp(values: np.ndarray) -> float:
@@ -90,11 +98,15 @@ def logsumexp(values: np.ndarray) -> float:
 
 
 __all__ = [
+    "AtomLoss",
+    "DiscreteGaussianLoss",
+    "GridTooFineError",
     "LossFactor",
     "PLDProfile",
     "compose_plds",
     "discrete_gaussian_loss",
     "either_of",
+    "feasible_grid",
     "geometric_loss",
     "worst_of",
 ]
@@ -107,20 +119,144 @@ _SPAN = 9.0  # half-width of the convolution window, in tilted standard deviatio
 _MIN_FFT = 64
 _OUTSIDE = 1e-14  # the window is widened until the tilted mass outside it is below this
 _MAX_TILT = 50.0  # |θ| · grid at most this: weights e^{−θh} stay above e^{−50}
+_MAX_WINDOW = 1 << 20  # grid points of one convolution window (at most)
+_MAX_CELLS = 1 << 22  # window points × configurations (bounds the time and memory of a solve)
+_MAX_INDEX = 2.0**52  # |loss| / grid: grid indices stay exact integers in float64
+
+
+class GridTooFineError(ValueError):
+    """A grid too fine for a computation's time and memory bounds; ``grid`` is a grid
+    that fits (the computation needs at least that width)."""
+
+    def __init__(self, message: str, grid: float) -> None:
+        super().__init__(message)
+        self.grid = grid
 
 
 @dataclass(frozen=True)
-class LossFactor:
-    """A mechanism's exact privacy-loss distribution (under P) with truncated tail mass.
+class _Grid:
+    """One factor on a grid: sorted distinct grid indices ``idx``, the log of their
+    masses, and the mass ``inf`` at ``L = +∞``."""
 
-    ``losses`` and ``log_probs`` are the support points and their log-probabilities; the
-    mass ``tail`` lies outside (it is treated as ``L = +∞`` in upper bounds).
+    idx: np.ndarray
+    log_mass: FloatArray
+    inf: float
+
+
+class LossFactor(ABC):
+    """A mechanism's privacy-loss distribution ``L = ln P(X)/Q(X)`` under ``X ~ P``.
+
+    Every factor puts itself on a loss grid (:meth:`on_grid`): pessimistically (its
+    profile at and between the grid points is at least the exact one — connect-the-dots;
+    mass it leaves out is put at ``L = +∞``) or optimistically (losses rounded down,
+    left-out mass dropped). ``tail`` is the mass at ``L = +∞`` of the pessimistic form.
     """
+
+    description: str
+
+    @property
+    @abstractmethod
+    def tail(self) -> float:
+        """Mass left out of the listed support (sent to ``L = +∞`` by upper bounds)."""
+
+    @property
+    @abstractmethod
+    def key(self) -> Hashable:
+        """Equal keys, equal distributions (identical factors are composed together)."""
+
+    @abstractmethod
+    def on_grid(self, h: float, pessimistic: bool) -> _Grid:
+        """The factor on the grid of width ``h`` (see the class documentation)."""
+
+    @property
+    @abstractmethod
+    def variance(self) -> float:
+        """``Var_P(L)`` of the finite part: the scale of the loss (for choosing grids)."""
+
+    @property
+    @abstractmethod
+    def variance_bound(self) -> float:
+        """A bound on the variance of the loss under every tilt ``P_θ ∝ P e^{θL}`` (it
+        bounds the convolution windows; see :func:`feasible_grid`)."""
+
+
+@dataclass(frozen=True, eq=False)
+class AtomLoss(LossFactor):
+    """A privacy-loss distribution listed atom by atom: ``losses`` and their
+    log-probabilities ``log_probs``; the mass ``tail`` lies outside."""
 
     losses: FloatArray
     log_probs: FloatArray
-    tail: float
-    description: str
+    tail: float = 0.0
+    description: str = ""
+
+    @cached_property
+    def key(self) -> Hashable:  # type: ignore[override]
+        return (self.losses.tobytes(), self.log_probs.tobytes(), float(self.tail))
+
+    @cached_property
+    def variance(self) -> float:  # type: ignore[override]
+        w = np.exp(self.log_probs - float(np.max(self.log_probs)))
+        w = w / float(np.sum(w))
+        mean = _dot(w, self.losses)
+        return _dot(w, (self.losses - mean) ** 2)
+
+    @property
+    def variance_bound(self) -> float:
+        """Popoviciu: ``(max − min)²/4`` over the atoms."""
+        return float((np.max(self.losses) - np.min(self.losses)) ** 2 / 4.0)
+
+    def on_grid(self, h: float, pessimistic: bool) -> _Grid:
+        """Connect-the-dots (pessimistic): an atom of mass p at ``(k + f)h`` puts
+        ``p(1 − e^{−fh})/(1 − e^{−h})`` at ``(k + 1)h`` and the rest at ``kh``; or every
+        loss rounded down (optimistic)."""
+        if self.losses.size == 0:
+            raise ValueError(f"{self.description}: a loss factor needs at least one atom")
+        top = float(np.max(self.log_probs))
+        p = np.exp(self.log_probs - top)
+        lost = p == 0  # below e^{−745} of the largest atom: to +∞ (upper) or dropped
+        inf = self.tail + float(np.sum(np.exp(self.log_probs[lost]))) if pessimistic else 0.0
+        k, frac = _snap(self.losses[~lost], h)
+        p = p[~lost]
+        if pessimistic:
+            # connect-the-dots: p(1 − e^{−fh})/(1 − e^{−h}) to k+1, the rest to k
+            denom = -math.expm1(-h)
+            up = p * -np.expm1(-frac * h) / denom
+            down = p * np.exp(-frac * h) * -np.expm1(-(1.0 - frac) * h) / denom
+            idx, mass = np.concatenate([k, k + 1]), np.concatenate([down, up])
+            scale, inf = top + math.log1p(_SLACK), inf * (1.0 + _SLACK)
+        else:
+            idx, mass, scale = k, p, top + math.log1p(-_SLACK)
+        start = int(idx.min())
+        if int(idx.max()) - start < 4 * idx.size:  # dense enough: count in place
+            mass = np.bincount(idx - start, mass)
+            idx = np.flatnonzero(mass) + start
+            mass = mass[idx - start]
+        else:
+            idx, inv = np.unique(idx, return_inverse=True)
+            mass = np.bincount(inv, mass, idx.size)
+            idx, mass = idx[mass > 0], mass[mass > 0]
+        return _Grid(idx.astype(np.int64), np.log(mass) + scale, min(inf, 1.0))
+
+
+def _snap(losses: FloatArray, h: float) -> tuple[np.ndarray, FloatArray]:
+    """Grid index ``k`` below each loss and the fraction ``f ∈ [0, 1)`` above it."""
+    x = np.asarray(losses, dtype=np.float64) / h
+    far = float(np.max(np.abs(x))) if x.size else 0.0
+    if far >= _MAX_INDEX:
+        wide = far * h / 2.0**40
+        raise GridTooFineError(
+            f"grid {h:.3g} is too fine for losses up to {far * h:.3g} (grid indices beyond "
+            f"2^52); use a grid of at least {wide:.3g}",
+            wide,
+        )
+    k = np.floor(x)
+    f = x - k
+    up = f > 1.0 - _SNAP
+    k[up] += 1.0
+    f[up] = 0.0
+    f[f < _SNAP] = 0.0
+    return k.astype(np.int64), f
 
 
 def _discrete_gaussian_log_pmf(sigma2: float, xs: np.ndarray) -> FloatArray:
@@ -132,15 +268,14 @@ def _discrete_gaussian_log_pmf(sigma2: float, xs: np.ndarray) -> FloatArray:
 
 
 @lru_cache(maxsize=256)
-def _discrete_gaussian_loss(s2: float, tail: float) -> LossFactor:
-    # keep x with P(x) above ~tail: |x| <= sigma * sqrt(2 ln(1/tail)) + 1
-    half = int(math.ceil(math.sqrt(2.0 * s2 * math.log(1.0 / tail)))) + 2
+def _discrete_gaussian_atoms(s2: float, half: int) -> AtomLoss:
+    """The atoms ``|x| ≤ half`` of N_ℤ(σ²) (σ ≤ 2¹⁴: at most ~10⁶ of them)."""
     xs = np.arange(-half, half + 1, dtype=np.float64)
     log_p = _discrete_gaussian_log_pmf(s2, xs)
     # the truncated mass, summed directly (both tails are equal by symmetry)
     beyond = np.arange(half + 1, half + 1 + int(40.0 * math.sqrt(s2)) + 40, dtype=np.float64)
     tail_mass = 2.0 * float(np.exp(logsumexp(_discrete_gaussian_log_pmf(s2, beyond))))
-    return LossFactor(
+    return AtomLoss(
         losses=(1.0 - 2.0 * xs) / (2.0 * s2),
         log_probs=log_p,
         tail=tail_mass,
@@ -148,11 +283,82 @@ def _discrete_gaussian_loss(s2: float, tail: float) -> LossFactor:
     )
 
 
-def discrete_gaussian_loss(sigma2: float, *, tail: float = 1e-50) -> LossFactor:
+@dataclass(frozen=True, eq=False)
+class DiscreteGaussianLoss(LossFactor):
+    """The PLD of the discrete Gaussian N_ℤ(σ²) on a counting query (SafeTab Algorithm 5):
+    ``L(x) = (1 − 2x)/(2σ²)`` for ``x ~ N_ℤ(0, σ²)``, the atoms with ``|x| ≤ half`` kept
+    (``half ≈ σ√(2 ln(1/tail))``; the rest is the mass at +∞ of upper bounds).
+
+    For σ ≤ 2¹⁴ the atoms are listed (:class:`AtomLoss`, at most ~5·10⁵); above, the
+    factor is gridded cell by cell with certified enclosures of each cell's two
+    connect-the-dots masses (Doroshenko, Ghazi, Kamath, Kumar & Manurangsi 2022, §4;
+    :mod:`privtab.accounting._gaussian_buckets`), cells at least ``1/(64σ)`` wide in loss
+    (the factor's effective grid is ``max(h, 1/(64σ))``, a multiple of ``h``), in at most
+    ``128√(2 ln(1/tail)) + 2`` cells (~2,000 at the default tail) whatever σ (up to
+    10³⁰⁰) and ``h``. Either way the pessimistic grid PLD
+    dominates the exact one (a valid upper bound on δ(ε), hence on ε(δ)) and the
+    optimistic one is dominated by it.
+    """
+
+    sigma2: float
+    half: int
+    description: str
+
+    @property
+    def _listed(self) -> bool:
+        return math.sqrt(self.sigma2) <= MIN_SIGMA
+
+    @cached_property
+    def _atoms(self) -> AtomLoss:
+        return _discrete_gaussian_atoms(self.sigma2, self.half)
+
+    @property
+    def tail(self) -> float:
+        if self._listed:
+            return self._atoms.tail
+        return tail_bound(self.sigma2, self.half)
+
+    @property
+    def key(self) -> Hashable:
+        return ("discrete Gaussian", self.sigma2, self.half)
+
+    @property
+    def variance(self) -> float:
+        """``Var(X)/σ⁴`` (``1/σ²`` up to ``e^{−2π²σ²}`` for large σ)."""
+        return self._atoms.variance if self._listed else 1.0 / self.sigma2
+
+    @property
+    def variance_bound(self) -> float:
+        """``(σ² + ¼)/σ⁴ = 2ρ + ρ²`` — under a tilt X is N_ℤ centred at ``−θ``, whose
+        variance is at most σ² + ¼ (the two-point law at σ → 0, centre ½; checked
+        numerically over σ ∈ [0.01, 20] and every centre) — or Popoviciu's bound on the
+        kept atoms ``|x| ≤ half`` if smaller (0 when only x = 0 is kept)."""
+        return min((self.sigma2 + 0.25) / self.sigma2**2, (self.half / self.sigma2) ** 2)
+
+    def on_grid(self, h: float, pessimistic: bool) -> _Grid:
+        if self._listed:
+            return self._atoms.on_grid(h, pessimistic)
+        return _gaussian_grid(self.sigma2, self.half, h, pessimistic)
+
+
+@lru_cache(maxsize=64)
+def _gaussian_grid(s2: float, half: int, h: float, pessimistic: bool) -> _Grid:
+    from privtab.accounting._gaussian_buckets import gaussian_buckets
+
+    idx, log_mass, inf = gaussian_buckets(s2, half, h, pessimistic)
+    if pessimistic:
+        log_mass, inf = log_mass + math.log1p(_SLACK), inf * (1.0 + _SLACK)
+    else:
+        log_mass = log_mass + math.log1p(-_SLACK)
+    return _Grid(idx, log_mass, min(inf, 1.0))
+
+
+def discrete_gaussian_loss(sigma2: float, *, tail: float = 1e-50) -> DiscreteGaussianLoss:
     """PLD of the discrete Gaussian N_ℤ(σ²) on a counting query (SafeTab Algorithm 5).
 
-    Atoms with probability below about ``tail`` are left out; their mass (computed) is the
-    factor's ``tail``. Cached: equal arguments return the same object.
+    Atoms with probability below about ``tail`` are left out; their mass is the factor's
+    ``tail`` (computed for σ ≤ 2¹⁴, a normal-tail bound above). Bounded time and memory
+    for every σ (see :class:`DiscreteGaussianLoss`).
     """
     s2 = check_parameter("sigma2", sigma2)
     if s2 == 0:
@@ -160,10 +366,13 @@ def discrete_gaussian_loss(sigma2: float, *, tail: float = 1e-50) -> LossFactor:
     t = check_parameter("tail", tail, upper=1e-3)
     if t == 0:
         raise ValueError("tail must be positive")
-    return _discrete_gaussian_loss(s2, t)
+    # keep x with e^{−x²/(2σ²)} ≥ tail: |x| ≤ σ√(2 ln(1/tail)) (only x = 0 for tiny σ —
+    # atoms far below the tail would drag the tilted windows far above the mass)
+    half = int(math.floor(math.sqrt(2.0 * s2 * math.log(1.0 / t))))
+    return DiscreteGaussianLoss(s2, half, f"discrete Gaussian sigma2={s2:.6g}")
 
 
-def geometric_loss(epsilon: float) -> LossFactor:
+def geometric_loss(epsilon: float) -> AtomLoss:
     """PLD of the two-sided geometric mechanism with parameter ε (SafeTab Algorithm 4).
 
     ``P[L = ε] = P[X ≤ 0] = 1/(1 + e^{−ε})`` and ``P[L = −ε] = e^{−ε}/(1 + e^{−ε})``.
@@ -171,12 +380,28 @@ def geometric_loss(epsilon: float) -> LossFactor:
     e = check_parameter("epsilon", epsilon)
     log_hi = -math.log1p(math.exp(-e))
     log_lo = -e + log_hi
-    return LossFactor(
+    return AtomLoss(
         losses=np.array([-e, e]),
         log_probs=np.array([log_lo, log_hi]),
         tail=0.0,
         description=f"geometric eps={e:.6g}",
     )
+
+
+def feasible_grid(sd_bound: float, configurations: int = 1) -> float:
+    """The finest grid at which every convolution window of :class:`PLDProfile` fits its
+    bound (2²⁰ points, and 2²² points × configurations), for compositions whose total
+    loss has standard deviation at most ``sd_bound`` under every tilt (the sum of the
+    factors' :attr:`LossFactor.variance_bound` times their counts bounds its square).
+    Finer grids raise :class:`GridTooFineError` when a window would not fit."""
+    limit = _window_limit(configurations)
+    return (2.0 * _SPAN * sd_bound) / (limit / 2.0 - 8.0)
+
+
+def _window_limit(configurations: int) -> int:
+    """Largest window (a power of two) for ``configurations`` configurations."""
+    cap = max(min(_MAX_WINDOW, _MAX_CELLS // max(configurations, 1)), _MIN_FFT)
+    return 1 << (cap.bit_length() - 1)
 
 
 # ------------------------------------------------------------------ one factor on the grid
@@ -194,51 +419,24 @@ class _Part:
     log_mass: FloatArray
     inf: float
 
-    def tilted(self, theta: float) -> FloatArray:
-        """The θ-tilted masses, normalised to sum 1, on the ``size`` grid points."""
+    @classmethod
+    def of(cls, g: _Grid, h: float) -> _Part:
+        start = int(g.idx[0])
+        return cls(
+            start,
+            int(g.idx[-1]) - start + 1,
+            g.idx - start,
+            h * g.idx.astype(np.float64),
+            g.log_mass,
+            g.inf,
+        )
+
+    def tilted(self, theta: float, n: int) -> FloatArray:
+        """The θ-tilted masses, normalised to sum 1, on ``n`` points from ``start``
+        (folded modulo ``n`` where the support is longer: circular convolution wraps)."""
         t = self.log_mass + theta * self.losses
-        out = np.zeros(self.size, dtype=np.float64)
-        out[self.at] = np.exp(t - logsumexp(t))
-        return out
-
-
-def _snap(losses: FloatArray, h: float) -> tuple[np.ndarray, FloatArray]:
-    """Grid index ``k`` below each loss and the fraction ``f ∈ [0, 1)`` above it."""
-    x = np.asarray(losses, dtype=np.float64) / h
-    k = np.floor(x)
-    f = x - k
-    up = f > 1.0 - _SNAP
-    k[up] += 1.0
-    f[up] = 0.0
-    f[f < _SNAP] = 0.0
-    return k.astype(np.int64), f
-
-
-def _on_grid(f: LossFactor, h: float, pessimistic: bool) -> tuple[int, FloatArray, float]:
-    """``(start, log_masses, inf)`` of one factor on the grid (split, or rounded down)."""
-    if f.losses.size == 0:
-        raise ValueError(f"{f.description}: a loss factor needs at least one atom")
-    k, frac = _snap(f.losses, h)
-    top = float(np.max(f.log_probs))
-    p = np.exp(f.log_probs - top)
-    start = int(k.min())
-    size = int(k.max()) - start + 2
-    if pessimistic:
-        # connect-the-dots: p(1 − e^{−fh})/(1 − e^{−h}) to k+1, the rest to k
-        denom = -math.expm1(-h)
-        up = p * -np.expm1(-frac * h) / denom
-        down = p * np.exp(-frac * h) * -np.expm1(-(1.0 - frac) * h) / denom
-        mass = np.bincount(k - start, down, size) + np.bincount(k - start + 1, up, size)
-        scale = top + math.log1p(_SLACK)
-        inf = f.tail * (1.0 + _SLACK)
-    else:
-        mass = np.bincount(k - start, p, size)
-        scale = top + math.log1p(-_SLACK)
-        inf = 0.0
-    nz = np.flatnonzero(mass > 0)
-    mass = mass[: int(nz[-1]) + 1] if nz.size else mass[:1]
-    with np.errstate(divide="ignore"):
-        return start, np.log(mass) + scale, min(inf, 1.0)
+        w = np.exp(t - logsumexp(t))
+        return np.asarray(np.bincount(self.at % n, w, n), dtype=np.float64)
 
 
 @lru_cache(maxsize=16)
@@ -246,15 +444,20 @@ def _suffix_scales(r: float, n: int) -> tuple[int, FloatArray, FloatArray, Float
     """Block length and the scale arrays ``r^{−m}``, ``r^m``, ``r^{m+1}`` of :func:`_suffix`."""
     lr = math.log(r)
     block = n if lr == 0.0 else max(1, min(n, int(600.0 / -lr)))
-    m = np.arange(block, dtype=np.float64)
-    return block, np.exp(-lr * m), np.exp(lr * m), np.exp(lr * (m + 1.0))
+    up = np.exp(-lr * np.arange(block, dtype=np.float64))
+    down = 1.0 / up
+    return block, up, down, down * r
 
 
 def _suffix(x: FloatArray, r: float) -> FloatArray:
     """``S_k = Σ_{q ≥ k} x_q r^{q−k}`` for ``x ≥ 0``, ``0 < r ≤ 1`` (positive sums only,
     so every entry keeps full relative accuracy), computed blockwise without overflow."""
     n = x.size
+    if r == 0.0:  # e^{−(θ+1)h} below the smallest double: only the term q = k is left
+        return np.array(x, dtype=np.float64)
     block, up, down, carry_w = _suffix_scales(r, n)
+    if n > 64 * block:  # r far below 1: many short blocks — a doubling scan instead
+        return _suffix_doubling(x, math.log(r))
     rev = x[::-1]
     out = np.empty(n, dtype=np.float64)
     carry = 0.0
@@ -269,6 +472,21 @@ def _suffix(x: FloatArray, r: float) -> FloatArray:
     return out[::-1]
 
 
+def _suffix_doubling(x: FloatArray, lr: float) -> FloatArray:
+    """:func:`_suffix` by ⌈log₂ n⌉ vectorised passes ``S_k += r^{2^j} S_{k+2^j}`` (positive
+    terms; each weight ``r^{2^j} = e^{2^j ln r}`` rounded once), stopping once the weight
+    underflows — the terms left are then below the last bit of every entry."""
+    s = np.array(x, dtype=np.float64)
+    step = 1
+    while step < s.size:
+        w = math.exp(lr * step)
+        if w == 0.0:
+            break
+        s[:-step] += w * s[step:]
+        step *= 2
+    return s
+
+
 def _excess(o: FloatArray, r1: float, r2: float) -> FloatArray:
     """``c_k = Σ_{q>k} o_q (r1^{q−k} − r2^{q−k})`` for ``o ≥ 0`` and ``r1 ≥ r2``, from the
     recurrence of positive terms ``c_k = r1 c_{k+1} + (r1 − r2)(o_{k+1} + v_{k+1})`` with
@@ -278,6 +496,20 @@ def _excess(o: FloatArray, r1: float, r2: float) -> FloatArray:
     c_in[:-1] = (r1 - r2) * big_v[1:]
     c_in[-1] = 0.0
     return _suffix(c_in, r1)
+
+
+def _power(x: np.ndarray, k: int) -> np.ndarray:
+    """``x**k`` by repeated squaring (at most 2 log₂ k products; numpy's complex power
+    takes the slow exp-log route for k ≥ 100)."""
+    out: np.ndarray | None = None
+    while k:
+        if k & 1:
+            out = x if out is None else out * x
+        k >>= 1
+        if k:
+            x = x * x
+    assert out is not None
+    return out
 
 
 def _fft_error(n: int, multiplications: int) -> float:
@@ -381,17 +613,35 @@ class PLDProfile:
 
     # ------------------------------------------------------------------ tilting
 
+    def _part_stats(self, thetas: FloatArray) -> FloatArray:
+        """``out[t, p] = (log Z, mean, variance)`` of part ``p`` tilted by ``thetas[t]``
+        (a few thetas at once: one array operation per part)."""
+        out = np.empty((thetas.size, len(self.parts), 3))
+        for i, p in enumerate(self.parts):
+            step = max(1, (1 << 22) // max(p.losses.size, 1))  # at most 2²² products at once
+            for s in range(0, thetas.size, step):
+                th = thetas[s : s + step, None]
+                t = p.log_mass[None, :] + th * p.losses[None, :]
+                top = np.max(t, axis=1, keepdims=True)
+                w = np.exp(t - top)
+                z = np.sum(w, axis=1, keepdims=True)
+                w /= z
+                m = np.einsum("tk,k->t", w, p.losses)  # no BLAS (see _dot)
+                dev = p.losses[None, :] - m[:, None]
+                out[s : s + step, i, 0] = top[:, 0] + np.log(z[:, 0])
+                out[s : s + step, i, 1] = m
+                out[s : s + step, i, 2] = np.einsum("tk,tk->t", w, dev * dev)
+        return out
+
     def _stats(self, theta: float) -> tuple[FloatArray, FloatArray, FloatArray]:
         """K(θ), K'(θ), K''(θ) of every configuration's total (finite) loss."""
-        parts = np.empty((3, len(self.parts)))
-        for i, p in enumerate(self.parts):
-            t = p.log_mass + theta * p.losses
-            lz = logsumexp(t)
-            w = np.exp(t - lz)
-            m = _dot(w, p.losses)
-            parts[:, i] = lz, m, _dot(w, (p.losses - m) ** 2)
-        out = np.einsum("cp,sp->cs", self._counts(), parts)
+        parts = self._part_stats(np.array([float(theta)]))[0]
+        out = np.einsum("cp,ps->cs", self._counts(), parts)
         return out[:, 0], out[:, 1], out[:, 2]
+
+    def _own_stats(self, thetas: FloatArray) -> FloatArray:
+        """``out[c] = (K, K', K'')`` of configuration ``c`` at its own tilt ``thetas[c]``."""
+        return np.asarray(np.einsum("cp,cps->cs", self._counts(), self._part_stats(thetas)))
 
     def _cgf(self, theta: float, c: int = 0) -> tuple[float, float, float]:
         k, dk, d2k = self._stats(theta)
@@ -407,7 +657,8 @@ class PLDProfile:
             return 0.0
         sign = 1.0 if target > dk else -1.0
         lo, hi = (0.0, math.inf) if sign > 0 else (-math.inf, 0.0)
-        theta = (target - dk) / d2k if d2k > 0 else sign
+        cap = _MAX_TILT / self.grid
+        theta = max(min((target - dk) / d2k if d2k > 0 else sign, cap), -cap)
         for _ in range(200):
             _, dk, d2k = self._cgf(theta, c)
             if dk < target:
@@ -444,10 +695,7 @@ class PLDProfile:
         configuration uses (powers by repeated multiplication)."""
         out: list[dict[int, np.ndarray]] = []
         for i, p in enumerate(self.parts):
-            t = p.tilted(theta)
-            if t.size > n:  # fold: the circular convolution wraps it anyway
-                t = np.asarray(np.bincount(np.arange(t.size) % n, t, n), dtype=np.float64)
-            x = np.fft.rfft(t, n)
+            x = np.fft.rfft(p.tilted(theta, n), n)
             need = sorted({c[i] for c in self.configs} - {0})
             powers: dict[int, np.ndarray] = {}
             if len(need) > 1 and need[-1] - need[0] < 2 * len(need):
@@ -458,7 +706,7 @@ class PLDProfile:
                     cur, k = cur * x, k + 1
             else:
                 for k in need:
-                    powers[k] = x**k
+                    powers[k] = _power(x, k)
             out.append(powers)
         return out
 
@@ -466,22 +714,34 @@ class PLDProfile:
         """``(base, n)``: the window's first grid index and its length (a power of two)
         covering ±9 tilted standard deviations of every configuration, widened until the
         Chernoff bound of the tilted mass outside is below 10⁻¹⁴ (far from Gaussian when
-        there are few factors), or the whole support when that is no longer."""
+        there are few factors) or the window reaches its size bound, or the whole support
+        when that is no longer. :class:`GridTooFineError` if the ±9 deviations do not fit the
+        bound (2²⁰ points, 2²² points × configurations)."""
         h = self.grid
+        limit = _window_limit(len(self.configs))
         _, mean, var = self._stats(theta)
         sd = np.sqrt(np.maximum(var, 0.0))
         ranges = [self._index_range(c) for c in range(len(self.configs))]
         lo_i, hi_i = min(r[0] for r in ranges), max(r[1] for r in ranges)
-        lo = max(int(math.floor(float(np.min(mean - _SPAN * sd - 1.0)) / h)), lo_i)
-        hi = min(int(math.ceil(float(np.max(mean + _SPAN * sd + 1.0)) / h)), hi_i)
+        lo = max(int(math.floor(float(np.min(mean - _SPAN * sd)) / h)) - 2, lo_i)
+        hi = min(int(math.ceil(float(np.max(mean + _SPAN * sd)) / h)) + 2, hi_i)
+        if hi - lo + 1 > limit:
+            wide = h * (hi - lo + 1) / (limit / 2)
+            raise GridTooFineError(
+                f"grid {h:.3g} is too fine for this composition: its convolution window "
+                f"needs {hi - lo + 1} points (at most {limit} for {len(self.configs)} "
+                f"configuration(s)); use a grid of at least {wide:.3g}",
+                wide,
+            )
         for _ in range(30):
             width = hi - lo + 1
             wide_lo = lo > lo_i and np.max(self._tail_bounds(theta, h * lo, False)) > _OUTSIDE
             wide_hi = hi < hi_i and np.max(self._tail_bounds(theta, h * hi, True)) > _OUTSIDE
-            if not (wide_lo or wide_hi):
+            if not (wide_lo or wide_hi) or width >= limit:
                 break
-            lo = max(lo - width // 2, lo_i) if wide_lo else lo
-            hi = min(hi + width // 2, hi_i) if wide_hi else hi
+            grow = min(width // 2, (limit - width) // (2 if wide_lo and wide_hi else 1))
+            lo = max(lo - grow, lo_i) if wide_lo else lo
+            hi = min(hi + grow, hi_i) if wide_hi else hi
         n = max(1 << int(math.ceil(math.log2(max(hi - lo + 1, 2)))), _MIN_FFT)
         if hi_i - lo_i + 1 <= n:  # the whole support fits: nothing wraps
             return lo_i, max(1 << int(math.ceil(math.log2(hi_i - lo_i + 1))), _MIN_FFT)
@@ -547,7 +807,8 @@ class PLDProfile:
         m = np.arange(1, n + 1, dtype=np.float64)
         g1, g2 = np.exp(-theta * h * m), np.exp(-(theta + 1) * h * m)
         win = _Window(theta, base, n, _excess(np.ones(n), r1, r2), tuple(configs), g1, g2)
-        if len(self._cache) >= 4:
+        cached = sum(x.size for x in self._cache.values()) + n
+        if len(self._cache) >= 4 or cached * len(self.configs) > _MAX_CELLS:
             self._cache.clear()
         self._cache[theta] = win
         return win
@@ -578,7 +839,8 @@ class PLDProfile:
             elif not self.pessimistic:  # wrapped mass may have been counted
                 inner -= cfg.alias
             log_scale = cfg.log_k - theta * h * (w.base + i)
-            worst = max(worst, math.exp(log_scale) * max(inner, 0.0) + cfg.tails)
+            part = _exp(log_scale + math.log(inner)) if inner > 0 else 0.0
+            worst = max(worst, part + cfg.tails)
         return min(worst, 1.0)
 
     def delta(self, epsilon: float) -> float:
@@ -598,32 +860,41 @@ class PLDProfile:
 
     # ------------------------------------------------------------------ ε(δ)
 
-    def _saddle_theta(self, delta: float) -> float:
-        """θ at which the saddle-point approximation of δ equals ``delta``:
-        ``log δ ≈ K(θ) − θK'(θ) − log(θ(1+θ)) − ½ log(2π K''(θ))`` (decreasing in θ)."""
+    def _saddle_theta(self, delta: float, *, gaussian: bool = True) -> tuple[float, int]:
+        """``(θ, c)``: per configuration, θ at which the saddle-point approximation of δ
+        equals ``delta`` — ``log δ ≈ K(θ) − θK'(θ) − log(θ(1+θ)) − ½ log(2π K''(θ))``
+        (decreasing in θ); without the last two terms (``gaussian=False``) the
+        large-deviation rate alone, which stays meaningful for lattice-like losses (a few
+        isolated atoms, K'' ≈ 0) — and of those the one whose tilted mean K'(θ) (≈ ε) is
+        largest, with its configuration."""
 
-        def g(theta: float) -> float:
-            k, dk, d2k = self._cgf(theta)
-            return (
-                k
-                - theta * dk
-                - math.log(theta * (1.0 + theta))
-                - 0.5 * math.log(2.0 * math.pi * max(d2k, 1e-300))
-                - math.log(delta)
-            )
+        def g(theta: FloatArray) -> FloatArray:
+            st = self._own_stats(theta)
+            val = st[:, 0] - theta * st[:, 1] - math.log(delta)
+            if gaussian:
+                val -= np.log(theta * (1.0 + theta)) + 0.5 * np.log(
+                    2 * math.pi * np.maximum(st[:, 2], 1e-300)
+                )
+            return np.asarray(val, dtype=np.float64)
 
-        lo, hi = 1e-9, 1.0
-        while g(hi) > 0 and hi < 1e6:
-            lo, hi = hi, hi * 4.0
-        for _ in range(60):
-            mid = math.sqrt(lo * hi)
-            if g(mid) > 0:
-                lo = mid
-            else:
-                hi = mid
-            if hi / lo < 1.0 + 1e-3:
+        count = len(self.configs)
+        cap = _MAX_TILT / self.grid
+        sd0 = math.sqrt(max(float(np.max(self._stats(0.0)[2])), 1e-300))
+        lo, hi = np.full(count, min(1e-9, 1e-3 / sd0)), np.ones(count)
+        for _ in range(200):
+            up = (g(hi) > 0) & (hi < cap)
+            if not np.any(up):
                 break
-        return min(math.sqrt(lo * hi), _MAX_TILT / self.grid)
+            lo, hi = np.where(up, hi, lo), np.where(up, hi * 4.0, hi)
+        for _ in range(60):
+            mid = np.sqrt(lo * hi)
+            pos = g(mid) > 0
+            lo, hi = np.where(pos, mid, lo), np.where(pos, hi, mid)
+            if np.all(hi / lo < 1.0 + 1e-3):
+                break
+        thetas = np.minimum(np.sqrt(lo * hi), cap)
+        c = int(np.argmax(self._own_stats(thetas)[:, 1]))
+        return float(thetas[c]), c
 
     def _solve(self, w: _Window, delta: float) -> tuple[float, float, int]:
         """Smallest ε in the window with δ(ε) ≤ ``delta`` for every configuration.
@@ -651,7 +922,7 @@ class PLDProfile:
         for cfg, t in zip(w.configs, targets, strict=True):
             log_scale = cfg.log_k - theta * h * (w.base + i)
             u, v = _uv_at(cfg.weights(self.pessimistic), i, w.g1, w.g2)
-            inner = u - (0.0 if self.pessimistic else cfg.alias) - math.exp(math.log(t) - log_scale)
+            inner = u - (0.0 if self.pessimistic else cfg.alias) - _exp(math.log(t) - log_scale)
             x = math.log(inner / v) if inner > 0 and v > 0 else h
             eps = max(eps, h * (w.base + i) + min(max(x, 0.0), h))
             main = math.exp(float(cfg.log_c[i]) - log_scale) if np.isfinite(cfg.log_c[i]) else 0.0
@@ -675,17 +946,26 @@ class PLDProfile:
                 return max(eps + slack, 0.0)
         pick = min if self.pessimistic else max  # every answer found is a valid bound
         best = math.inf if self.pessimistic else 0.0
-        theta = self._saddle_theta(d - inf)
+        theta, c = self._saddle_theta(d - inf)
+        rates: list[float] = []  # the second try if inaccurate: computed when needed
+
+        def rate() -> float:
+            if not rates:
+                rates.append(self._saddle_theta(d - inf, gaussian=False)[0])
+            return rates[0]
+
+        tried: set[float] = set()
         for _ in range(8):
+            tried.add(theta)
             w = self._window(theta)
             eps, share, where = self._solve(w, d)
             if where == 0 and math.isfinite(eps):
                 best = pick(best, eps)
                 if share <= _ACCURATE:
                     break
-                theta = self._tilt_for(eps)
+                theta = rate() if rate() not in tried else self._tilt_for(eps, c)
             elif where < 0:  # the answer lies below the window
-                theta = self._tilt_for(self.grid * w.base)
+                theta = self._tilt_for(self.grid * w.base, c)
                 if theta == w.theta:  # … and below the untilted window: its bottom
                     best = pick(best, self.grid * w.base if self.pessimistic else 0.0)
                     break
@@ -694,7 +974,11 @@ class PLDProfile:
                 if top >= self.max_loss:
                     best = pick(best, self.max_loss)
                     break
-                theta = self._tilt_for(top)
+                theta = self._tilt_for(top, c)
+            if theta in tried:  # a tilt seen before: nothing new to learn
+                if rate() in tried:
+                    break
+                theta = rate()
         if not math.isfinite(best):  # the solver did not converge: the largest loss
             best = self.max_loss
         return max(best + slack, 0.0)
@@ -724,15 +1008,16 @@ class PLDProfile:
         if np.any(np.isnan(a)) or np.any(a < 0) or np.any(a > 1):
             raise ValueError(f"alpha must lie in [0, 1], got {alpha!r}")
         w = self._window(0.0)
-        e_minus = np.exp(-w.losses(self.grid))[::-1]
+        losses = w.losses(self.grid)
         infs = self._config_inf()
         best = np.zeros(a.shape)
         for cfg, inf in zip(w.configs, infs, strict=True):
             scale = math.exp(cfg.log_k)
             p_up = (np.maximum(cfg.values, 0.0) + cfg.eta)[::-1] * scale
-            q_low = np.maximum(cfg.values - cfg.eta, 0.0)[::-1] * e_minus * scale
-            if cfg.alias:
-                q_low = np.maximum(q_low - cfg.alias * scale * e_minus, 0.0)
+            # Q-masses P e^{−L}, in logs (e^{−L} alone overflows where L < −709)
+            with np.errstate(divide="ignore"):
+                log_q = np.log(np.maximum(cfg.values - cfg.eta - cfg.alias, 0.0)) - losses
+            q_low = np.exp(np.minimum(log_q + cfg.log_k, 0.0))[::-1]
             type1 = np.concatenate([[0.0], np.cumsum(q_low)])
             power = np.concatenate([[0.0], np.cumsum(p_up)]) + cfg.top_tail + float(inf)
             best = np.maximum(best, np.interp(a, type1, np.minimum(power, 1.0), right=1.0))
@@ -742,18 +1027,17 @@ class PLDProfile:
 def _group(
     factors: Sequence[tuple[LossFactor, int]],
 ) -> list[tuple[LossFactor, int]]:
-    """Identical factors (same atoms and tail) merged, their counts added."""
-    seen: dict[tuple[bytes, bytes, float], int] = {}
+    """Identical factors (equal keys) merged, their counts added."""
+    seen: dict[Hashable, int] = {}
     out: list[tuple[LossFactor, int]] = []
     for f, count in factors:
         if isinstance(count, bool) or int(count) != count or count < 1:
             raise ValueError(f"count must be a positive integer, got {count!r}")
-        key = (f.losses.tobytes(), f.log_probs.tobytes(), float(f.tail))
-        if key in seen:
-            g, c = out[seen[key]]
-            out[seen[key]] = (g, c + int(count))
+        if f.key in seen:
+            g, c = out[seen[f.key]]
+            out[seen[f.key]] = (g, c + int(count))
         else:
-            seen[key] = len(out)
+            seen[f.key] = len(out)
             out.append((f, int(count)))
     return out
 
@@ -780,21 +1064,16 @@ def worst_of(
         raise ValueError("grid must be positive")
     grouped = [_group(c) for c in compositions]
     distinct = _group([(f, 1) for g in grouped for f, _ in g])
-    keys = [(f.losses.tobytes(), f.log_probs.tobytes(), float(f.tail)) for f, _ in distinct]
-    parts = []
-    for f, _ in distinct:
-        start, log_mass, inf = _on_grid(f, h, pessimistic)
-        at = np.flatnonzero(np.isfinite(log_mass))
-        losses = h * (start + at).astype(np.float64)
-        parts.append(_Part(start, log_mass.size, at, losses, log_mass[at], inf))
+    where = {f.key: i for i, (f, _) in enumerate(distinct)}
+    parts = tuple(_Part.of(f.on_grid(h, pessimistic), h) for f, _ in distinct)
     configs = []
     for g in grouped:
         counts = [0] * len(parts)
         for f, c in g:
-            counts[keys.index((f.losses.tobytes(), f.log_probs.tobytes(), float(f.tail)))] += c
+            counts[where[f.key]] += c
         configs.append(tuple(counts))
     slack = max(sum(c) for c in configs) * _SNAP * h
-    return PLDProfile(h, tuple(parts), tuple(configs), pessimistic, slack)
+    return PLDProfile(h, parts, tuple(configs), pessimistic, slack)
 
 
 def compose_plds(
@@ -817,16 +1096,48 @@ def compose_plds(
 # ------------------------------------------------------------------ alternatives
 
 
+_HULL_POINTS = 1 << 20  # grid points of either_of's profiles (at most)
+_HULL_WORK = 1 << 27  # products in either_of's direct convolutions (at most)
+_CHUNK = 1 << 22  # products held in memory at once by a sparse convolution
+
+
 def _convolve_positive(a: FloatArray, b: FloatArray) -> FloatArray:
     """The linear convolution of two non-negative arrays by direct sums (no round-off
     floor: every entry to a few ulps), over the non-zero entries only when that is cheaper
     (the grid copies of coarse lattices are mostly zeros)."""
     ia, ib = np.flatnonzero(a), np.flatnonzero(b)
-    if ia.size * ib.size >= a.size * b.size // 4 or ia.size * ib.size > 1 << 24:
+    if ia.size * ib.size >= a.size * b.size // 4:
         return np.asarray(np.convolve(a, b), dtype=np.float64)
-    at = (ia[:, None] + ib[None, :]).ravel()
-    vals = (a[ia][:, None] * b[ib][None, :]).ravel()
-    return np.asarray(np.bincount(at, vals, a.size + b.size - 1), dtype=np.float64)
+    out = np.zeros(a.size + b.size - 1)
+    step = max(1, _CHUNK // max(ib.size, 1))
+    for s in range(0, ia.size, step):
+        rows = ia[s : s + step]
+        at = (rows[:, None] + ib[None, :]).ravel()
+        out += np.bincount(at, (a[rows][:, None] * b[ib][None, :]).ravel(), out.size)
+    return out
+
+
+def _hull_step(options: Sequence[Sequence[tuple[LossFactor, int]]], h: float) -> int:
+    """The smallest ``m ≥ 1`` for which :func:`either_of` on the grid ``m·h`` stays within
+    :data:`_HULL_POINTS` points and :data:`_HULL_WORK` products (dense work falls as
+    ``1/m²``; sparse work — isolated atoms — does not depend on ``m``)."""
+    lo, hi, dense, cheapest = math.inf, -math.inf, 0.0, 0.0
+    for opt in options:
+        first = last = 0
+        length, nnz = 1, 1
+        for f, count in _group(opt):
+            g = f.on_grid(h, True)
+            span, atoms = int(g.idx[-1] - g.idx[0]) + 1, int(g.idx.size)
+            first, last = first + count * int(g.idx[0]), last + count * int(g.idx[-1])
+            for _ in range(count):
+                dense += float(length) * span
+                cheapest += min(float(length) * span, float(nnz) * atoms)
+                length, nnz = length + span - 1, min(length + span - 1, nnz * atoms)
+        lo, hi = min(lo, first), max(hi, last)
+    m = max(1, math.ceil((hi - lo + 3) / _HULL_POINTS))
+    if cheapest > _HULL_WORK:
+        m = max(m, math.ceil(math.sqrt(dense / _HULL_WORK)))
+    return m
 
 
 def _option_on_grid(
@@ -836,22 +1147,23 @@ def _option_on_grid(
     floor): ``(start, masses, log_scale, inf)`` with the masses scaled by ``e^{log_scale}``."""
     start, probs, log_scale, survive = 0, np.ones(1), 0.0, 1.0
     for f, count in _group(option):
-        fs, logm, inf = _on_grid(f, h, pessimistic=True)
-        top = float(np.max(logm))
-        p = np.exp(logm - top)
+        g = f.on_grid(h, pessimistic=True)
+        top = float(np.max(g.log_mass))
+        p = np.zeros(int(g.idx[-1] - g.idx[0]) + 1)
+        p[g.idx - g.idx[0]] = np.exp(g.log_mass - top)
         for _ in range(count):
             probs = _convolve_positive(probs, p)
             peak = float(np.max(probs))
             probs = probs / peak
             log_scale += top + math.log(peak)
-            start += fs
-            survive *= 1.0 - inf
+            start += int(g.idx[0])
+            survive *= 1.0 - g.inf
     return start, probs, log_scale, 1.0 - survive
 
 
 def either_of(
     options: Sequence[Sequence[tuple[LossFactor, int]]], *, grid: float = 1e-3
-) -> LossFactor:
+) -> AtomLoss:
     """A PLD dominating every one of several alternative mechanisms.
 
     Used when a record's contribution to one query is *one of* several compositions —
@@ -874,6 +1186,7 @@ def either_of(
         raise ValueError("grid must be positive")
     if not options:
         raise ValueError("either_of needs at least one option")
+    h *= _hull_step(options, h)
     grids = [_option_on_grid(opt, h) for opt in options]
     lo = min(s for s, _, _, _ in grids) - 1
     hi = max(s + p.size for s, p, _, _ in grids)
@@ -891,11 +1204,14 @@ def either_of(
     d_all = np.stack(profiles)
     which = np.argmax(d_all, axis=0)
     d = d_all[which, np.arange(ks.size)]
-    u = np.exp(h * ks.astype(np.float64))
-    slopes = np.diff(d) / np.diff(u)
-    below = (max(totals) - d[0]) / u[0]  # slope −below under the grid: keeps the total
-    jumps = np.diff(np.concatenate([[-below], slopes, [0.0]]))
-    m = np.clip(jumps, 0.0, None) * u
+    # the atom at k is e^{kh} × the change of slope (in e^ε) of the chords there; with
+    # steps D_k = d_{k+1} − d_k that is D_k/(e^h − 1) − D_{k−1}/(1 − e^{−h}) (no e^{kh},
+    # which overflows for large losses); below the grid the chord keeps the total
+    steps = np.diff(d)
+    m = np.concatenate([steps * (math.exp(-h) / -math.expm1(-h)), [0.0]])  # 1/(e^h − 1)
+    m -= np.concatenate([[0.0], steps / -math.expm1(-h)])
+    m[0] += max(totals) - d[0]
+    m = np.clip(m, 0.0, None)
     own = np.zeros(ks.size, dtype=bool)
     own[1:-1] = (which[:-2] == which[1:-1]) & (which[2:] == which[1:-1])
     idx = np.flatnonzero(own)
@@ -913,6 +1229,6 @@ def either_of(
         p_inf *= 1.0 + short
     keep = m > 0
     names = " | ".join(" + ".join(f"{c}x[{f.description}]" for f, c in opt) for opt in options)
-    return LossFactor(
+    return AtomLoss(
         h * ks[keep].astype(np.float64), np.log(m[keep]), min(p_inf, 1.0), f"either of: {names}"
     )

@@ -25,6 +25,10 @@ For a plan with levels ``i`` (budget b_i, stability s_i, stage-1 fraction γ):
   discretisation, every numerical error counted against privacy); its ``lower`` is the
   largest ε of the homogeneous configurations a real person can have (all groups
   two-stage; all totals) with losses rounded down — the exact worst case lies between.
+  The loss grid (:func:`plan_grid`) is the requested one, refined to 1/300 of the
+  standard deviation of the worst-case person's total loss where that is smaller (tiny
+  budgets), and coarsened where a finer one would not fit the PLD's memory bound; the
+  grid used is reported.
 """
 
 from __future__ import annotations
@@ -41,17 +45,19 @@ from privtab.accounting.conversions import rdp_epsilon_order, zcdp_optimal_order
 from privtab.accounting.curves import geometric_rdp_divergence, geometric_rdp_paper_value
 from privtab.accounting.guarantees import FloatArray
 from privtab.accounting.pld import (
+    GridTooFineError,
     LossFactor,
     PLDProfile,
     compose_plds,
     discrete_gaussian_loss,
     either_of,
+    feasible_grid,
     geometric_loss,
     worst_of,
 )
 from privtab.tabulate.plan import LevelPlan, ReleasePlan
 
-__all__ = ["analyse", "level_factors", "plan_pld", "plan_rdp"]
+__all__ = ["analyse", "level_factors", "plan_grid", "plan_pld", "plan_rdp"]
 
 
 def _tau_exact(alpha: FloatArray, eps: float) -> FloatArray:
@@ -178,20 +184,78 @@ def _worst_configurations(plan: ReleasePlan, grid: float) -> list[list[tuple[Los
     return configs
 
 
+#: the PLD grid is at most this fraction of the standard deviation of the total loss
+GRID_RESOLUTION = 300.0
+
+
+def plan_grid(plan: ReleasePlan, grid: float = 1e-3) -> float:
+    """The loss grid of the plan's PLD: ``grid``, refined to 1/:data:`GRID_RESOLUTION` of
+    the standard deviation of the worst-case person's total loss where that is smaller
+    (at a budget of 1e-12 the loss is ~10⁻⁶: a grid of 10⁻³ would report ε ≈ 0.1 against
+    the true ~10⁻⁵), and coarsened where every convolution window would not fit the PLD's
+    memory bound (:func:`privtab.accounting.pld.feasible_grid`; the tilted variance of a
+    group with two options is taken as the larger of theirs). Connect-the-dots is valid at
+    any grid: the choice trades tightness (second order in the grid) for time."""
+    var = var_bound = 0.0
+    for lv in plan.levels:
+        two, one = _stage_losses(lv)
+        v = sum(f.variance for f, _ in two)
+        b = sum(f.variance_bound for f, _ in two)
+        if lv.has_detailed_only:
+            v, b = max(v, one.variance), max(b, one.variance_bound)
+        var += lv.stability * v
+        var_bound += lv.stability * b
+    h = min(grid, math.sqrt(var) / GRID_RESOLUTION) if var > 0 else grid
+    configurations = len(_worst_configurations(plan, h))
+    return max(h, feasible_grid(math.sqrt(var_bound), configurations))
+
+
 def plan_pld(
-    plan: ReleasePlan, *, grid: float = 1e-3, pessimistic: bool = True, option: Option = "worst"
+    plan: ReleasePlan,
+    *,
+    grid: float | None = None,
+    pessimistic: bool = True,
+    option: Option = "worst",
 ) -> PLDProfile:
-    """The privacy-loss distribution of the worst-case person (see module doc)."""
+    """The privacy-loss distribution of the worst-case person (see module doc), on
+    ``grid`` (default :func:`plan_grid`)."""
+    if grid is None:
+        grid = plan_grid(plan)
     if option == "worst":
         return worst_of(_worst_configurations(plan, grid), grid=grid, pessimistic=pessimistic)
     factors = [f for lv in plan.levels for f in level_factors(lv, grid, option)]
     return compose_plds(factors, grid=grid, pessimistic=pessimistic)
 
 
+def _pld_bounds(plan: ReleasePlan, delta: float, grid: float) -> tuple[float, float, float]:
+    """``(grid, upper, lower)``: the worst-case person's ε(δ) and a lower bound (the worst
+    of the configurations real persons can have, rounded down). A grid whose windows turn
+    out not to fit is coarsened (each time at least twofold) and the solve repeated."""
+    options: tuple[Option, ...] = (
+        ("two_stage", "total")
+        if any(lv.has_detailed_only for lv in plan.levels)
+        else ("two_stage",)
+    )
+    for _ in range(8):
+        try:
+            upper = plan_pld(plan, grid=grid).epsilon(delta)
+            lower = max(
+                plan_pld(plan, grid=grid, pessimistic=False, option=o).epsilon(delta)
+                for o in options
+            )
+            return grid, upper, lower
+        except GridTooFineError as exc:
+            grid = max(exc.grid, 2.0 * grid)
+    raise RuntimeError(f"the PLD analysis found no feasible grid (last tried {grid:.3g})")
+
+
 def analyse(
     plan: ReleasePlan, delta: float, *, pld_grid: float = 1e-3
 ) -> dict[str, dict[str, Any]]:
-    """Every applicable analysis of ``plan`` at ``delta``: name → {epsilon, delta, ...}."""
+    """Every applicable analysis of ``plan`` at ``delta``: name → {epsilon, delta, ...}.
+
+    The PLD analysis runs on :func:`plan_grid` of ``pld_grid`` (the grid used is its
+    ``grid``)."""
     if not 0 < delta < 1:
         raise ValueError(f"delta must lie strictly between 0 and 1, got {delta}")
     out: dict[str, dict[str, Any]] = {}
@@ -230,20 +294,11 @@ def analyse(
                 "method": f"ρ = Σρ_i, {m} conversion",
             }
         out["zcdp_optimal"]["alpha"] = float(zcdp_optimal_order(total, delta))
-    upper = plan_pld(plan, grid=pld_grid).epsilon(delta)
-    # a lower bound: the worst of the configurations real persons can have, rounded down
-    lower = max(
-        plan_pld(plan, grid=pld_grid, pessimistic=False, option=o).epsilon(delta)
-        for o in (
-            ("two_stage", "total")
-            if any(lv.has_detailed_only for lv in plan.levels)
-            else ("two_stage",)
-        )
-    )
+    grid, upper, lower = _pld_bounds(plan, delta, plan_grid(plan, pld_grid))
     out["pld"] = {
         "epsilon": upper,
         "delta": delta,
-        "grid": pld_grid,
+        "grid": grid,
         "lower": lower,
         "method": "privacy-loss distribution of the worst-case person (upper bound)",
     }
