@@ -16,6 +16,8 @@ order of the page:
 - a ```` ```bash ```` or ```` ```sh ```` block is run as a script and must exit 0;
 - a block preceded by ``<!-- not-run: REASON -->`` is not run; the reason must be given,
   and shows in the page's source;
+- a block preceded by ``<!-- shown-in: FILE -->`` quotes FILE (a report the page's commands
+  wrote): each of its lines must be in FILE (tags taken out, compared as above);
 - other blocks (``text``, ``json``, none) are shown output, not code.
 
 The three getting-started pages are one story — the office makes a release, the policy
@@ -28,6 +30,7 @@ An example that rots (a renamed function, a changed option, a different message)
 
 from __future__ import annotations
 
+import html
 import json
 import os
 import re
@@ -44,6 +47,7 @@ GUIDE = ("run-a-release.md", "read-the-report.md", "use-the-numbers.md")
 RUN = ("python", "console", "bash", "sh")
 _FENCE = re.compile(r"^(`{3,})([\w+-]*)[^\n]*\n(.*?)^\1[ \t]*$", re.S | re.M)
 _NOT_RUN = re.compile(r"<!--\s*not-run:(.*?)-->\s*$", re.S)
+_SHOWN_IN = re.compile(r"<!--\s*shown-in:\s*(\S+)\s*-->\s*$")
 _EXIT = re.compile(r"\s+#\s*exit\s+(\d+)\s*$")
 _NUMBER = re.compile(r"[-+]?(?:\d[\d,]*\.?\d*(?:e[-+]?\d+)?|\.\d+)", re.I)
 _NOISE = re.compile(r"[\s\u2500-\u257f]+")
@@ -56,12 +60,14 @@ def blocks(page: Path) -> list[dict[str, Any]]:
     for m in _FENCE.finditer(text):
         before = text[: m.start()].rstrip()
         skip = _NOT_RUN.search(before[-400:])
+        shown_in = _SHOWN_IN.search(before[-400:])
         found.append(
             {
                 "lang": m.group(2).lower(),
                 "code": m.group(3),
                 "line": text.count("\n", 0, m.start()) + 1,
                 "not_run": skip.group(1).strip() if skip else None,
+                "shown_in": shown_in.group(1) if shown_in else None,
             }
         )
     return found
@@ -70,7 +76,11 @@ def blocks(page: Path) -> list[dict[str, Any]]:
 def steps(page: Path) -> list[dict[str, Any]]:
     """The blocks of ``page`` that run, with the page's name for messages."""
     name = str(page.relative_to(ROOT)) if page.is_relative_to(ROOT) else page.name
-    return [{**b, "page": name} for b in blocks(page) if b["lang"] in RUN and b["not_run"] is None]
+    return [
+        {**b, "page": name}
+        for b in blocks(page)
+        if (b["lang"] in RUN or b["shown_in"]) and b["not_run"] is None
+    ]
 
 
 def normalise(text: str) -> str:
@@ -207,6 +217,17 @@ def _run_console(step: dict[str, Any], env: dict[str, str]) -> None:
                 _fail(step, f"`{command}` did not print the line\n  {line}\nIt printed:\n{printed}")
 
 
+def _check_shown(step: dict[str, Any]) -> None:
+    shown = Path(step["shown_in"])
+    if not shown.is_file():
+        _fail(step, f"{shown} does not exist")
+    text = html.unescape(re.sub(r"<[^>]+>", " ", shown.read_text(encoding="utf-8")))
+    got = normalise(text)
+    for line in step["code"].splitlines():
+        if line.strip() not in ("", "...", "…") and normalise(line) not in got:
+            _fail(step, f"{shown} does not say\n  {line}")
+
+
 def _run_page(plan: Path) -> None:
     env = dict(os.environ)
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
@@ -223,6 +244,8 @@ def _run_page(plan: Path) -> None:
                 exec(code, namespace)
             except Exception:
                 _fail(step, "raised\n" + traceback.format_exc())
+        elif step["shown_in"]:
+            _check_shown(step)
         elif step["lang"] == "console":
             _run_console(step, env)
         else:
