@@ -18,7 +18,11 @@ order of the page:
   and shows in the page's source;
 - a block preceded by ``<!-- shown-in: FILE -->`` quotes FILE (a report the page's commands
   wrote): each of its lines must be in FILE (tags taken out, compared as above);
-- other blocks (``text``, ``json``, none) are shown output, not code.
+- other blocks (``text``, ``json``, none) are shown output, not code — except the command
+  lists (blocks without a language whose lines start with ``privtab``): every such line
+  runs in the slow suite and must exit 0, but for syntax summaries with placeholders,
+  benchmarks, Spark, ``demo`` and 10⁷+ persons (each skipped with its reason); synthetic
+  populations are made with 1,000 persons in DE and PR instead.
 
 The three getting-started pages are one story — the office makes a release, the policy
 maker reads its report, the data user uses its numbers — and run in one folder, in that
@@ -148,6 +152,64 @@ def test_page_runs(page: Path, tmp_path: Path) -> None:
 def test_getting_started_pages_run_as_one_story(tmp_path: Path) -> None:
     # the office's release (run-a-release) is the one the policy maker and the data user read
     done = run_pages([ROOT / "docs" / name for name in GUIDE], tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+# the command lists of the pages (blocks without a language, lines starting with `privtab `):
+# each line runs in the slow suite, in order, except those that cannot run as written
+_LIST_SKIP = (
+    (
+        re.compile(r"\[|\s\|\s|\b(DIR2?|FILE|ID|KEY|OUT|PATH)\b|my[-_]|curve\.csv|out/|\\$"),
+        "a syntax summary with placeholders",
+    ),
+    (re.compile(r"^privtab bench "), "a benchmark: minutes, and peer libraries (make bench)"),
+    (re.compile(r"--engine spark"), "needs Java 17 and Spark (make test-extras runs the engine)"),
+    (re.compile(r"^privtab demo"), "make demo runs it"),
+    (re.compile(r"--persons \d{8,}|synth-(1e[78]|3\.31e8)"), "10^7+ persons (docs/benchmarks.md)"),
+)
+# synthetic populations in the lists are made smaller (same commands, a small domain)
+_SMALL = (re.compile(r"--persons \d+"), "--persons 1000 --states DE,PR")
+
+
+def command_list(page: Path) -> tuple[list[str], dict[str, str]]:
+    """The runnable lines of ``page``'s command lists, and the skipped ones with reasons."""
+    run: list[str] = []
+    skipped: dict[str, str] = {}
+    for b in blocks(page):
+        if b["lang"] or b["not_run"] is not None:
+            continue
+        for line in b["code"].splitlines():
+            if not line.startswith("privtab "):
+                continue
+            command = re.sub(r"\s+#.*$", "", line).strip()
+            why = next((r for pattern, r in _LIST_SKIP if pattern.search(command)), None)
+            if why:
+                skipped[command] = why
+            elif "--states" not in command:
+                run.append(_SMALL[0].sub(_SMALL[1], command))
+            else:
+                run.append(_SMALL[0].sub("--persons 1000", command))
+    return run, skipped
+
+
+LISTS = [p for p in pages() if command_list(p)[0]]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("page", LISTS, ids=[p.name for p in LISTS])
+def test_command_lists_run(page: Path, tmp_path: Path) -> None:
+    run, _ = command_list(page)
+    step = {"lang": "console", "line": 0, "page": page.name, "not_run": None, "shown_in": None}
+    plan = tmp_path / ".docs-plan.json"
+    plan.write_text(json.dumps([{**step, "code": "".join(f"$ {c}\n" for c in run)}]))
+    done = subprocess.run(
+        [sys.executable, "-P", str(Path(__file__).resolve()), str(plan)],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=1800,
+        check=False,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
 
 
