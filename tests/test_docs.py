@@ -236,7 +236,7 @@ def test_a_rotten_example_fails(tmp_path: Path) -> None:
     for rot in (
         "```python\nfrom privtab.accounting import no_such_name\n```\n",
         ok.replace("noisy count 99", "noisy total 99"),  # a changed word
-        "```console\n$ privtab account --no-such-flag\n```\n",  # a failing command
+        "```console\n$ ls no-such-file\n```\n",  # a failing command
         "```console\n$ true  # exit 2\n```\n",  # not the stated exit status
         "```bash\nfalse\n```\n",
     ):
@@ -244,6 +244,12 @@ def test_a_rotten_example_fails(tmp_path: Path) -> None:
         done = run_pages([page], tmp_path)
         assert done.returncode == 1, rot
         assert "rotten.md, block at line 1" in done.stdout
+    (tmp_path / "report.html").write_text("<p>It satisfies <b>ρ = 4.785</b> zCDP</p>")
+    quote = "<!-- shown-in: report.html -->\n```text\nIt satisfies ρ = 2.5 zCDP\n```\n"
+    page.write_text(quote, encoding="utf-8")
+    assert run_pages([page], tmp_path).returncode == 0  # the report says it (other numbers)
+    page.write_text(quote.replace("zCDP", "pure DP"), encoding="utf-8")
+    assert run_pages([page], tmp_path).returncode == 1  # the report does not say it
     page.write_text("<!-- not-run: shown only -->\n```bash\nfalse\n```\n", encoding="utf-8")
     assert run_pages([page], tmp_path).returncode == 0
 
