@@ -35,6 +35,7 @@ An example that rots (a renamed function, a changed option, a different message)
 from __future__ import annotations
 
 import html
+import importlib
 import json
 import os
 import re
@@ -211,6 +212,24 @@ def test_command_lists_run(page: Path, tmp_path: Path) -> None:
         check=False,
     )
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_the_api_reference_documents_exactly_the_public_names() -> None:
+    # docs/reference/<subpackage>.md lists its members (mkdocstrings) = the __all__ list;
+    # a name whose module has the same name is documented from its module
+    pages = sorted((ROOT / "docs" / "reference").glob("*.md"))
+    documented = {p.stem for p in pages}
+    public = {
+        name
+        for name in importlib.import_module("privtab").SUBPACKAGES
+        if importlib.import_module(f"privtab.{name}").__all__
+    }
+    assert documented == public
+    for page in pages:
+        text = page.read_text(encoding="utf-8")
+        names = re.findall(r"^ {8}- (\w+)$", text, re.M)
+        names += re.findall(rf"^::: privtab\.{page.stem}\.\w+\.(\w+)$", text, re.M)
+        assert sorted(names) == sorted(importlib.import_module(f"privtab.{page.stem}").__all__)
 
 
 def test_every_code_block_runs_or_says_why_not() -> None:
