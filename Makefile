@@ -5,7 +5,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 PYTEST_ARGS ?=
 
-.PHONY: demo test test-all test-extras lint typecheck bench bench-peers mutation clean browsers
+.PHONY: demo test test-all test-extras lint typecheck docs bench bench-peers mutation clean browsers
 
 # the peer libraries of the benchmarks: OpenDP and dp_accounting in the project's venv (the
 # `bench` extra); Tumult Analytics in its own venv (it pins numpy < 2 and pandas < 2), under
@@ -25,6 +25,10 @@ $(VENV)/.stamp-dev: pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
 	touch $@ $(VENV)/.stamp-base
 
+$(VENV)/.stamp-docs: pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --quiet -e '.[docs]'
+	touch $@
+
 ## make demo: run the main job on built-in synthetic data
 demo: $(VENV)/.stamp-base
 	$(BIN)/privtab demo
@@ -35,6 +39,12 @@ lint: $(VENV)/.stamp-dev
 
 typecheck: $(VENV)/.stamp-dev
 	$(BIN)/mypy
+
+## make docs: the documentation site (mkdocs.yml: docs/*.md, the API reference from the
+## docstrings) built into site/ with --strict — any warning (a broken link or anchor, a
+## docstring mkdocstrings cannot read) fails the build
+docs: $(VENV)/.stamp-docs
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
 
 ## make browsers: headless Chromium (Debian package) for the HTML report rendering tests
 browsers:
@@ -92,4 +102,4 @@ mutation: $(VENV)/.stamp-dev
 	$(BIN)/python tools/mutation.py
 
 clean:
-	rm -rf $(VENV) $(PEERS) .mypy_cache .pytest_cache .ruff_cache
+	rm -rf $(VENV) $(PEERS) .mypy_cache .pytest_cache .ruff_cache site
