@@ -41,6 +41,7 @@ from privtab.tabulate.report_privacy import (
     privacy_curves,
     privacy_figure,
     privacy_table,
+    runs_that_drew_noise,
 )
 from privtab.tabulate.report_text import STAT_LEVELS, level_words
 from privtab.tabulate.report_users import data_users_section
@@ -186,11 +187,12 @@ def write_report(path: Path, release: dict[str, Any], levels: Sequence[LevelSumm
         if d.get("status") == "tabulated"
     ]
     cite = Citations()
-    top = headline(release, cite)
-    curve = privacy_figure(release, privacy_curves(release), top, cite)
+    drawn = runs_that_drew_noise(release)
+    top = headline(drawn, cite)
+    curve = privacy_figure(drawn, privacy_curves(drawn), top, cite)
     sections = [
         "<h2>Privacy guarantee</h2>"
-        + privacy_table(release)
+        + privacy_table(drawn)
         + figure_html(curve)
         + "<p>How to read the guarantee: an attacker who sees the release and knows "
         "everything else about the population can tell whether any one person's record was "

@@ -48,6 +48,7 @@ __all__ = [
     "privacy_curves",
     "privacy_figure",
     "privacy_table",
+    "runs_that_drew_noise",
 ]
 
 #: δ range of the curve: 10⁻¹⁵ … 10⁻², four points per decade (plus the release's own δ)
@@ -57,6 +58,14 @@ DEFAULT_DELTAS: FloatArray = np.geomspace(1e-15, 1e-2, 53)
 def _valid(entry: Mapping[str, Any]) -> bool:
     eps = entry.get("epsilon")
     return entry.get("valid", True) is not False and isinstance(eps, int | float)
+
+
+def runs_that_drew_noise(release: Mapping[str, Any]) -> dict[str, Any]:
+    """``release`` with only the runs that have a privacy analysis: a run whose every level
+    had an empty public domain drew no noise, is charged nothing and has no ε to state (a
+    DE-only input leaves the Puerto Rico run empty)."""
+    runs = {s: r for s, r in release["runs"].items() if any(map(_valid, r["privacy"].values()))}
+    return {**release, "runs": runs}
 
 
 def release_delta(release: Mapping[str, Any]) -> float:
