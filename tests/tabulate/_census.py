@@ -75,9 +75,7 @@ def sex_marginals(t2: pl.DataFrame, plan: LevelPlan) -> pl.DataFrame:
         pl.col("COUNT").sum(), pl.col("NOISE").first(), pl.col("NOISE_SCALE").first(),
         pl.col("VARIANCE").sum(), (pl.col("_K").first() // 2).alias("_H"),
     )  # fmt: skip
-    moe = {
-        h: count_error(plan.stage2.mechanism, h).moe95 for h in sums["_H"].unique().to_list()
-    }
+    moe = {h: count_error(plan.stage2.mechanism, h).moe95 for h in sums["_H"].unique().to_list()}
     return sums.select(
         *GROUP,
         pl.lit("*").alias("AGESTART"),

@@ -68,7 +68,7 @@ def _grid(plan: LevelPlan) -> list[int]:
 
 
 # ----------------------------------------------------------------------------- independent
-def _scipy_cdf(plan: LevelPlan, stage: str):  # noqa: ANN202
+def _scipy_cdf(plan: LevelPlan, stage: str):
     """An independent CDF of a stage's noise: scipy's dlaplace, or the discrete Gaussian
     normalised with scipy's logsumexp over ±60σ."""
     sp = getattr(plan, stage)
@@ -81,7 +81,7 @@ def _scipy_cdf(plan: LevelPlan, stage: str):  # noqa: ANN202
     logw = -(xs.astype(float) ** 2) / (2 * s2)
     cdf = np.cumsum(np.exp(logw - logsumexp(logw)))
 
-    def f(x):  # noqa: ANN001, ANN202
+    def f(x):
         i = np.asarray(x) + k
         return np.where(i < 0, 0.0, cdf[np.clip(i, 0, 2 * k)])
 

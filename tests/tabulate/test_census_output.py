@@ -65,7 +65,7 @@ def _toy(tmp: Path, **overrides: object) -> tuple[Path, Path]:
 
 def _low_thresholds(config: Path) -> dict[str, list[int]]:
     raw = json.loads(config.read_text())
-    return {k: LOW for k in raw["thresholds_p"]}
+    return dict.fromkeys(raw["thresholds_p"], LOW)
 
 
 @pytest.fixture(scope="module")
@@ -328,7 +328,7 @@ def _problems(d: Path, **kw: object) -> list:
     return list(info.value.problems)
 
 
-def _edit_line(path: Path, line: int, fn) -> str:  # noqa: ANN001
+def _edit_line(path: Path, line: int, fn) -> str:
     lines = path.read_text().split("\n")
     old = lines[line - 1]
     lines[line - 1] = fn(old)
@@ -373,7 +373,7 @@ def test_tampered_duplicate_row(seeded: Path, tmp_path: Path) -> None:
     part.write_text("\n".join([*lines[:-1], lines[1], ""]))
     probs = [p for p in _problems(d) if p.kind == "duplicate"]
     assert [(p.file, p.row) for p in probs] == [(str(part), n + 1)]
-    assert f"line 2" in (probs[0].value or "")
+    assert "line 2" in (probs[0].value or "")
 
 
 def test_tampered_row_outside_the_domain(seeded: Path, synth_small, tmp_path: Path) -> None:
@@ -462,7 +462,7 @@ def test_state_filter(seeded: Path) -> None:
 # ----------------------------------------------------------------------------- CLI
 def test_cli_validate_output(seeded: Path, synth_small, tmp_path: Path) -> None:
     runner = CliRunner()
-    config, data = synth_small
+    _config, data = synth_small
     res = runner.invoke(app, ["validate-output", str(seeded), "--data", str(data), "--json"])
     assert res.exit_code == 0, res.output
     doc = json.loads(res.stdout)

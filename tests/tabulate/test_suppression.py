@@ -120,9 +120,7 @@ def test_threshold_off_and_noise_off() -> None:
     with pytest.raises(ValueError, match=r"\[0, 1\)"):
         suppression_threshold(mech, 1)
     # a float chance is read as its decimal: 0.9999 is 9999/10000
-    assert suppression_threshold(mech, 0.9999) == suppression_threshold(
-        mech, Fraction(9999, 10000)
-    )
+    assert suppression_threshold(mech, 0.9999) == suppression_threshold(mech, Fraction(9999, 10000))
 
 
 def test_mask_and_suppress_on_a_frame() -> None:

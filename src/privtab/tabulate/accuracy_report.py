@@ -302,6 +302,8 @@ def _level_figure(accs: Sequence[LevelAccuracy], ident: str) -> FigureBlock:
     ax2.plot(n, acc.moe95_t1(n), label="T1 (expected over the workload)")
     ax2.axhline(acc.moe95["t2_cell"], color="C3", ls=":", label="T2 cell")
     ax2.set_xscale("symlog", linthresh=1)
+    for ax in (ax1, ax2):
+        ax.set_xlim(0, float(n.max()))
     ax2.set_xlabel("true group size n")
     ax2.set_ylabel("exact 95% MOE (persons)")
     ax2.grid(True, alpha=0.3)

@@ -202,8 +202,11 @@ def column_patterns(table: str, schemas: Path | None = None) -> dict[str, str]:
 
 
 # ----------------------------------------------------------------------------- reading
-def _read_text_table(directory: Path, table: str, log: ProblemLog) -> pl.DataFrame | None:
-    """All part files of ``table/`` as strings with their file and line, or ``None``."""
+def _read_text_table(
+    directory: Path, table: str, log: ProblemLog, rows: dict[str, int]
+) -> pl.DataFrame | None:
+    """All part files of ``table/`` as strings with their file and line, or ``None``;
+    each part file's data lines go to ``rows``."""
     folder = directory / table
     cols = list(CENSUS_COLUMNS[table])
     header = census_header(table)
@@ -241,6 +244,7 @@ def _read_text_table(directory: Path, table: str, log: ProblemLog) -> pl.DataFra
             )
             continue
         body = lines.slice(1).with_columns(pl.col("_L").fill_null(""))
+        rows[str(part.relative_to(directory))] = body.height
         fields = pl.col("_L").str.split(SEPARATOR)
         body = body.with_columns(fields.list.len().alias("_NF"), fields.alias("_F"))
         bad = body.filter(pl.col("_NF") != len(cols))
@@ -631,9 +635,11 @@ def validate_output(
     tables: dict[str, pl.DataFrame] = {}
     for table in ("t1", "t2"):
         if (d / table).is_dir():
-            df = _read_text_table(d, table, log)
+            df = _read_text_table(d, table, log, summary.files)
         elif (d / f"{table}.parquet").is_file():
             df = _read_parquet_table(d / f"{table}.parquet", table, log)
+            if df is not None:
+                summary.files[f"{table}.parquet"] = df.height
         else:
             log.add(
                 Problem(
@@ -645,8 +651,6 @@ def validate_output(
             df = None
         if df is None:
             continue
-        for f, n in df.group_by(_FILE, maintain_order=True).len().iter_rows():
-            summary.files[str(Path(f).relative_to(d))] = int(n)
         valid = _check_values(df, table, rules, log)
         _check_duplicates(valid, table, log)
         tables[table] = valid
