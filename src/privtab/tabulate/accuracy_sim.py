@@ -341,6 +341,8 @@ def simulate_level(
             else:  # cells (and TotalOnly totals, never suppressed): independent draws
                 row["within_exact"] = a.statistics * cov
                 row["within_se"] = float(np.sqrt(a.statistics * cov * (1 - cov)))
+            if nonnegative:  # clamped counts: the exact laws of the errors do not apply
+                row["within_exact"] = row["within_se"] = None
             rows.append(row)
     return LevelSimulation(plan.key, acc.scope, trials, nonnegative, rows)
 
