@@ -8,17 +8,16 @@ import mpmath as mp
 import numpy as np
 import pytest
 
-from privtab.accounting import (
-    RDP,
+from privtab.accounting import RDP, ZCDP, PureDP
+from privtab.accounting.conversions import randomized_response_rdp, rdp_epsilon_order
+from privtab.accounting.curves import (
     discrete_gaussian_zcdp,
     gaussian_zcdp,
     geometric_rdp,
     geometric_rdp_divergence,
     geometric_rdp_paper,
-    randomized_response_rdp,
-    rdp_epsilon_order,
+    geometric_rdp_paper_value,
 )
-from privtab.accounting.curves import geometric_rdp_paper_value
 
 
 def _direct_divergence(alpha: float, eps: float, shift: int) -> float:
@@ -126,3 +125,79 @@ def test_gaussian_curves() -> None:
         discrete_gaussian_zcdp(0.0)
     with pytest.raises(ValueError, match="shift"):
         geometric_rdp_divergence(np.array([2.0]), 1.0, 0)
+
+
+def _paper_mp(alpha: float, eps: float) -> mp.mpf:
+    """Cor. 1 eq. (17) in its printed form, evaluated by mpmath at 60 digits."""
+    with mp.workdps(60):
+        a, e = mp.mpf(alpha), mp.mpf(eps)
+        inner = (
+            (mp.exp(e) - 1)
+            / (mp.exp(e) + 1)
+            * (
+                2 * a / (e * (2 * a - 1)) * mp.exp((a - 1) * e)
+                + 2 * (a - 1) / (e * (2 * a - 1)) * mp.exp(-a * e)
+            )
+        )
+        return mp.log(inner) / (a - 1)
+
+
+@pytest.mark.parametrize("eps", [0.01, 0.05, 0.5, 2.0])
+def test_paper_curve_is_finite_monotone_and_accurate_to_1e6(eps: float) -> None:
+    """Issue 21: the log-space form is finite and increasing at every order up to 10⁶
+    (the direct form overflowed above α ≈ 1,500 at ε = 0.5), matches the printed formula
+    at 60 digits, and tends to ε."""
+    a = np.geomspace(1.0 + 1e-6, 1e6, 4000)
+    v = geometric_rdp_paper_value(a, eps)
+    assert np.all(np.isfinite(v))
+    assert np.all(np.diff(v) > 0)
+    for alpha in (1.0001, 1.5, 7.36, 1500.0, 3e4, 1e6):
+        ours = float(geometric_rdp_paper_value(np.array([alpha]), eps)[0])
+        assert ours == pytest.approx(float(_paper_mp(alpha, eps)), rel=1e-11, abs=1e-13)
+    assert v[-1] < eps
+    assert v[-1] == pytest.approx(eps, abs=1e-6)
+    assert geometric_rdp_paper(eps).limit == eps
+
+
+@pytest.mark.parametrize("eps", [1e-4, 1e-3, 0.02])
+def test_optimal_order_reaches_the_limit(eps: float) -> None:
+    """Issue 21: a single geometric level with a tiny per-group ε — the optimum lies at
+    α → ∞, where the conversion tends to the pure-DP total. The search now reaches it
+    (to 1e-9), for the exact curve, the paper's curve (which stopped ~2% high before)
+    and a plan's curve; Mironov's conversion reports the limit explicitly (α = ∞)."""
+    from privtab.tabulate.plan import LevelPlan, ReleasePlan
+    from privtab.tabulate.privacy import plan_rdp
+
+    for curve in (geometric_rdp(eps), geometric_rdp_paper(eps)):
+        value, alpha = rdp_epsilon_order(curve, 1e-10, "optimal")
+        assert value == pytest.approx(eps, abs=1e-9)
+        assert value <= eps
+        assert alpha > 1e7
+        assert rdp_epsilon_order(curve, 1e-10, "mironov") == (eps, math.inf)
+    level = LevelPlan.build(
+        geo="STATE",
+        iteration_level=1,
+        privacy_defn="puredp",
+        budget=eps,
+        gamma=0.1,
+        thresholds=[1, 2, 3],
+        stability=3,
+    )
+    plan = ReleasePlan("puredp", (level,))
+    value, _ = rdp_epsilon_order(plan_rdp(plan), 1e-10, "optimal")
+    assert value == pytest.approx(float(plan.total_budget), abs=1e-9)
+
+
+def test_rdp_limit_composes_and_gives_delta_zero() -> None:
+    from privtab.accounting import compose, parallel
+    from privtab.accounting.conversions import pure_to_rdp, rdp_delta, zcdp_to_rdp
+
+    a, b = geometric_rdp(0.3), randomized_response_rdp(0.2)
+    assert compose(a, b).limit == pytest.approx(0.5)
+    assert parallel(a, b).limit == 0.3
+    assert compose(a, zcdp_to_rdp(ZCDP(0.1))).limit is None
+    assert pure_to_rdp(PureDP(0.4)).limit == 0.4
+    assert rdp_delta(a, 0.3) == 0.0
+    assert rdp_delta(a, 0.29) > 0
+    with pytest.raises(ValueError, match="limit"):
+        RDP(lambda x: x, "bad", limit=-1.0)

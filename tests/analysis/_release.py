@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
-from privtab.analysis.noise import LinearNoise, mechanism_from_spec
+from privtab.mechanisms import LinearNoise, mechanism_from_spec
 from privtab.random import SeededSource
 
 THRESHOLDS = (20.0, 60.0, 150.0)

@@ -15,17 +15,22 @@ import numpy as np
 import pytest
 
 from privtab.analysis import (
-    LinearNoise,
-    combination_interval,
     combined_interval,
-    coordinate_level,
     difference_interval,
     noise_interval,
     ratio_interval,
     simultaneous_intervals,
     sum_interval,
 )
-from privtab.mechanisms import DiscreteGaussian, Gaussian, Geometric, Laplace, NoiseMechanism
+from privtab.analysis.intervals import combination_interval, coordinate_level
+from privtab.mechanisms import (
+    DiscreteGaussian,
+    Gaussian,
+    Geometric,
+    Laplace,
+    LinearNoise,
+    NoiseMechanism,
+)
 from privtab.random import SeededSource
 
 

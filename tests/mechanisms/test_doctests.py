@@ -14,6 +14,10 @@ MODULES = [
     "privtab.mechanisms.discrete_gaussian",
     "privtab.mechanisms.continuous",
     "privtab.mechanisms.sensitivity",
+    "privtab.mechanisms.ranges",
+    "privtab.mechanisms.factory",
+    "privtab.mechanisms.linear",
+    "privtab.mechanisms.randomized_response",
 ]
 
 

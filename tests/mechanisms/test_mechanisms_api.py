@@ -8,14 +8,9 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from privtab.accounting import (
-    RDP,
-    ZCDP,
-    PureDP,
-    geometric_rdp,
-    randomized_response_rdp,
-    rdp_epsilon,
-)
+from privtab.accounting import RDP, ZCDP, PureDP
+from privtab.accounting.conversions import randomized_response_rdp, rdp_epsilon
+from privtab.accounting.curves import geometric_rdp
 from privtab.mechanisms import (
     DiscreteGaussian,
     Gaussian,
@@ -24,8 +19,8 @@ from privtab.mechanisms import (
     InsecureSourceError,
     Laplace,
     RandomizedResponse,
-    Release,
 )
+from privtab.mechanisms.base import Release
 from privtab.random import SeededSource
 
 ALPHAS = np.array([1.5, 2.0, 4.0, 16.0, 64.0])
@@ -222,3 +217,72 @@ def test_randomized_response_confidence_interval_covers() -> None:
             if lo <= c <= hi:
                 covered += prob
         assert covered >= 0.9 - 1e-12
+
+
+def test_randomized_response_from_flip_probability() -> None:
+    """Inferential-limits seed Ex. 2.3 (p = 1/(1+e^ε)) and semantics seed Ex. 4.3: built
+    from its flip probability, ε = ln((1−p)/p) is kept as the exact rational e^ε and
+    published rounded up; probabilities stay exact fractions; round trip from ε."""
+    import mpmath
+
+    rr = RandomizedResponse.from_flip_probability(0.25)
+    assert rr.exp_epsilon_exact == Fraction(3)
+    assert rr.exact_probabilities == (Fraction(3, 4), Fraction(1, 4))
+    with mpmath.workdps(50):
+        ln3 = mpmath.log(3)
+        assert mpmath.mpf(rr.epsilon) >= ln3  # never understates ε
+        assert mpmath.mpf(math.nextafter(rr.epsilon, 0)) < ln3  # by at most one float step
+    assert rr.flip_probability == 0.25
+    assert rr.p_truth == 0.75
+    assert rr.guarantee == PureDP(rr.epsilon)
+    assert rr.rdp(np.array([2.0]))[0] == pytest.approx(
+        randomized_response_rdp(math.log(3))(np.array([2.0]))[0]
+    )
+    # k-ary: the flip probability spreads over k − 1 other categories
+    rr3 = RandomizedResponse.from_flip_probability("1/2", 3)
+    assert rr3.exp_epsilon_exact == Fraction(2)
+    assert rr3.exact_probabilities == (Fraction(1, 2), Fraction(1, 2))
+    assert rr3.p_other == 0.25
+    for eps in (0.1, 1.0, 3.0):
+        p = RandomizedResponse(eps).flip_probability
+        assert p == pytest.approx(1 / (1 + math.exp(eps)), rel=1e-15)
+        back = RandomizedResponse.from_flip_probability(p)
+        assert back.epsilon == pytest.approx(eps, rel=1e-14)
+        assert RandomizedResponse(eps).exact_probabilities is None
+    for bad in (0, 0.5, 0.7, -0.1, "abc"):
+        with pytest.raises(ValueError, match="flip probability"):
+            RandomizedResponse.from_flip_probability(bad)
+    with pytest.raises(ValueError, match="flip probability"):
+        RandomizedResponse.from_flip_probability("2/3", 3)
+
+
+def test_randomized_response_rational_release_is_exact() -> None:
+    """A rational truth probability is sampled with exact rational Bernoulli draws: the
+    kept fraction matches 3/4 within 6 standard errors (power: 0.7 is 29 se away)."""
+    rr = RandomizedResponse.from_flip_probability("1/4")
+    truth = np.zeros(100_000, dtype=np.int64)
+    with pytest.warns(InsecureReleaseWarning):
+        rel = rr.release(truth, source=SeededSource("rr-flip"), allow_insecure=True)
+    kept = float((rel.values == 0).mean())
+    assert abs(kept - 0.75) < 6 * math.sqrt(0.75 * 0.25 / truth.size)
+    assert "from_flip_probability(0.25, 2)" in repr(rr)
+
+
+@pytest.mark.parametrize(("eps", "sens"), [(0.5, 1), (Fraction(1, 20), 1), (2.0, 3), (1e-9, 1)])
+def test_geometric_parameter_p(eps: float, sens: int) -> None:
+    """Course seed Defs. 9–10 (Q10): p = 1 − e^{−ε/Δ}; the noise is the difference of two
+    geometric variables with success probability p: pmf p/(2−p)·(1−p)^{|x|}, variance
+    2(1−p)/p²."""
+    import mpmath
+
+    g = Geometric(eps, sens)
+    with mpmath.workdps(40):
+        expected = -mpmath.expm1(
+            -mpmath.mpf(Fraction(eps).numerator) / Fraction(eps).denominator / sens
+        )
+    assert g.p == pytest.approx(float(expected), rel=1e-15)
+    if eps >= 0.05:
+        p = g.p
+        x = np.arange(-5, 6)
+        assert g.noise_pmf(x) == pytest.approx(p / (2 - p) * (1 - p) ** np.abs(x), rel=1e-12)
+        assert g.variance == pytest.approx(2 * (1 - p) / p**2, rel=1e-12)

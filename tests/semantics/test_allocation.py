@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from privtab.semantics import AllocationError, builtin_allocation, load_allocation
+from privtab.semantics import builtin_allocation, load_allocation
+from privtab.semantics.allocation import AllocationError
 
 # seed-checks, item 8 (values stripped from the seed text, recomputed from Tables 3–5)
 SCENARIOS = {
@@ -107,3 +108,114 @@ def test_user_csv_and_toml(tmp_path: Path) -> None:
     (tmp_path / "x.txt").write_text("x")
     with pytest.raises(AllocationError, match=r"\.toml or \.csv"):
         load_allocation(tmp_path / "x.txt")
+
+
+# --------------------------------------------------- the published proportions (issue 21)
+
+TABLE4_PERSONS = {
+    "US": "104/4099",
+    "State": "1440/4099",
+    "County": "447/4099",
+    "Tract": "687/4099",
+    "CBG": "1256/4099",
+    "Block": "165/4099",
+}
+TABLE4_HOUSING = {
+    "US": "1/205",
+    "State": "1/205",
+    "County": "7/82",
+    "Tract": "364/1025",
+    "CBG": "1759/4100",
+    "Block": "99/820",
+}
+
+
+def test_tables_3_to_5_as_exact_fractions() -> None:
+    """Semantics seed §8.1: Table 3 bases, Table 4 columns (sum to exactly 1), Table 5
+    columns (each level's per-query proportions sum to exactly 1), and the cells' ρ are
+    their products (the seed's worked example: VOTINGAGE x CENRACE in a state is
+    2.56 × 1440/4099 × 12/4097)."""
+    a = builtin_allocation()
+    assert a.base_rho("persons") == Fraction("2.56")
+    assert a.base_rho("housing") == Fraction("0.07")
+    persons, housing = a.geography_proportions("persons"), a.geography_proportions("housing")
+    assert persons == {k: Fraction(v) for k, v in TABLE4_PERSONS.items()}
+    assert housing == {k: Fraction(v) for k, v in TABLE4_HOUSING.items()}
+    assert sum(persons.values()) == 1
+    assert sum(housing.values()) == 1
+    table5 = a.query_proportions("persons")
+    assert len(table5) == 11
+    assert table5["VOTINGAGE x CENRACE"]["State"] == Fraction(12, 4097)
+    assert table5["TOTAL"]["US"] == 0
+    for lv in a.levels:
+        assert sum(q[lv] for q in table5.values()) == 1
+        assert a.rho_by_level()["persons"][lv] == Fraction("2.56") * persons[lv]
+    cell = {(c.query, c.level): c.rho for c in a.cells}
+    assert cell[("VOTINGAGE x CENRACE", "State")] == Fraction("2.56") * Fraction(
+        1440, 4099
+    ) * Fraction(12, 4097)
+    assert a.rho_by_attribute()["race"] == a.concern_rho(a.scenarios["C"])
+    assert a.rho_by_attribute()["ethnicity"] == a.concern_rho(a.scenarios["D"])
+
+
+def test_changing_proportions_recomputes_everything() -> None:
+    """Move 1/4097 of the State budget from TOTAL to CENRACE: the per-block ρ is unchanged
+    (the Table 4 column still sums to 1), Scenario C (race) grows by exactly
+    2.56 × 1440/4099 × 1/4097; an unbalanced change is refused naming the level."""
+    a = builtin_allocation()
+    b = a.with_proportions(
+        "persons",
+        queries={
+            "TOTAL": {"State": Fraction(3772, 4097)},
+            "CENRACE": {"State": Fraction(7, 4097)},
+        },
+    )
+    assert b.rho_per_block() == a.rho_per_block()
+    delta = Fraction("2.56") * Fraction(1440, 4099) * Fraction(1, 4097)
+    assert b.concern_rho(b.scenarios["C"]) == a.concern_rho(a.scenarios["C"]) + delta
+    assert b.scenario_rhos()["A"] == a.scenario_rhos()["A"]
+    with pytest.raises(AllocationError, match=r"level 'State' \(Table 5 column\) sum to 4098/4097"):
+        a.with_proportions("persons", queries={"CENRACE": {"State": Fraction(7, 4097)}})
+    with pytest.raises(AllocationError, match=r"Table 4 column\) sum to"):
+        a.with_proportions("housing", geography={"US": Fraction(2, 205)})
+    halved = a.with_proportions("housing", rho=Fraction("0.035"))
+    assert halved.rho_per_block()["housing"] == Fraction("0.035")
+    with pytest.raises(AllocationError, match="unknown universe"):
+        a.geography_proportions("dwellings")
+
+
+def test_user_allocation_file_in_the_same_format(tmp_path: Path) -> None:
+    """A user's TOML in the built-in format is loaded the same way, its sums checked on
+    load (the message names the file, universe and level)."""
+    from importlib import resources
+
+    text = (
+        resources.files("privtab.semantics")
+        .joinpath("data/topdown_2020_redistricting.toml")
+        .read_text("utf-8")
+    )
+    user = tmp_path / "mine.toml"
+    user.write_text(text.replace('rho = "2.56"', 'rho = "1.28"'))
+    mine = load_allocation(user)
+    assert mine.rho_per_block()["persons"] == Fraction("1.28")
+    assert mine.concern_rho(mine.scenarios["C"]) == builtin_allocation().concern_rho(
+        builtin_allocation().scenarios["C"]
+    ) - Fraction("1.28") * sum(
+        (
+            mine.geography_proportions("persons")[c.level]
+            * mine.query_proportions("persons")[c.query][c.level]
+            for c in mine.cells
+            if c.universe == "persons" and "race" in c.attributes
+        ),
+        Fraction(0),
+    )
+    user.write_text(text.replace('Block = "5/4097" }', 'Block = "6/4097" }', 1))
+    with pytest.raises(AllocationError, match=r"mine\.toml: universe 'persons'.*'Block'"):
+        load_allocation(user)
+    user.write_text(text.replace('US = "104/4099"', 'US = "105/4099"'))
+    with pytest.raises(AllocationError, match="Table 4 column"):
+        load_allocation(user)
+    csv = tmp_path / "flat.csv"
+    csv.write_text("universe,query,attributes,level,rho\np,Q,,L,1\n")
+    with pytest.raises(AllocationError, match="no proportions"):
+        load_allocation(csv).geography_proportions("p")

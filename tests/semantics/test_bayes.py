@@ -4,16 +4,17 @@ from __future__ import annotations
 
 import math
 
+import mpmath
 import numpy as np
 import pytest
 
 from privtab.accounting import RDP, ZCDP, PureDP
-from privtab.semantics import (
+from privtab.semantics import pbdp_curve
+from privtab.semantics.bayes import (
     alice_premium_bound,
     bob_max_epsilon,
     counterfactual_odds_bound,
     laplace_binary_sum_bounds,
-    pbdp_curve,
     posterior_interval,
     posterior_ratio_tail_arbitrary_prior,
     posterior_ratio_tail_rest_known,
@@ -106,10 +107,13 @@ def test_single_rdp_pair_values() -> None:
 
 
 def test_inferential_limits_values() -> None:
-    assert posterior_interval(0.3, 0.5) == pytest.approx((0.18195919791379003, 0.4946163812100384))
-    lo, hi = posterior_interval(0.5, 0.25, 4, clip=False)
+    raw = {"bound": "raw"}
+    assert posterior_interval(0.3, 0.5, **raw) == pytest.approx(
+        (0.18195919791379003, 0.4946163812100384)
+    )
+    lo, hi = posterior_interval(0.5, 0.25, 4, clip=False, **raw)
     assert (lo, hi) == pytest.approx((0.18393972058572117, 1.3591409142295225))
-    assert posterior_interval(0.5, 0.25, 4)[1] == 1.0
+    assert posterior_interval(0.5, 0.25, 4, **raw)[1] == 1.0
     assert randomized_response_bounds(3, 1.0) == pytest.approx(
         (0.019452395344246545, 0.3907118049313079), abs=1e-15
     )
@@ -122,11 +126,13 @@ def test_inferential_limits_values() -> None:
     assert randomized_response_flip(1.0) == pytest.approx(0.2689414213699951)
     # seed-checks 001.ex23.rr_flip.e0.5, 001.thm64.raw.pi0.9/pi0.02, 001.thm85.odds.o3.e0.5
     assert randomized_response_flip(0.5) == pytest.approx(0.37754066879814546, rel=1e-12)
-    assert posterior_interval(0.9, 0.2, clip=False) == pytest.approx(
+    assert posterior_interval(0.9, 0.2, clip=False, **raw) == pytest.approx(
         (0.7368576777701836, 1.0992624823441528), rel=1e-12
     )
-    assert posterior_interval(0.9, 0.2) == pytest.approx((0.7368576777701836, 1.0), rel=1e-12)
-    assert posterior_interval(0.02, 1.0) == pytest.approx(
+    assert posterior_interval(0.9, 0.2, **raw) == pytest.approx(
+        (0.7368576777701836, 1.0), rel=1e-12
+    )
+    assert posterior_interval(0.02, 1.0, **raw) == pytest.approx(
         (0.007357588823428847, 0.054365636569180906), rel=1e-12
     )
     assert pufferfish_odds_bounds(3, 0.5) == pytest.approx(
@@ -218,3 +224,93 @@ def test_thm41_data_probability_bounds_exact() -> None:
         dens = (theta[:, None] * 0.5 * eps * np.exp(-eps * np.abs(s[None, :] - xs[:, None]))).sum(0)
         assert np.all(dens >= lo * (1 - 1e-12))
         assert np.all(dens <= hi * (1 + 1e-12))
+
+
+# ------------------------------------------------------ prior-to-posterior (issue 21, Thm 6.4)
+
+
+@pytest.mark.parametrize("prior", [0.05, 0.4, 0.75])
+@pytest.mark.parametrize("eps", [0.3, 0.8])
+@pytest.mark.parametrize("d", [1, 3])
+def test_coherent_posterior_bounds_formula(prior: float, eps: float, d: int) -> None:
+    """Upper = min(e^{εd}π, 1 − e^{−εd}(1−π)), lower = max(e^{−εd}π, 1 − e^{εd}(1−π)):
+    against mpmath at 40 digits, to 1e-12; the odds form against π e^{±k}/(π e^{±k} + 1 − π);
+    the three forms nest (odds ⊂ coherent ⊂ raw)."""
+    with mpmath.workdps(40):
+        k, p = mpmath.mpf(eps) * d, mpmath.mpf(prior)
+        up = min(mpmath.exp(k) * p, 1 - mpmath.exp(-k) * (1 - p))
+        lo = max(mpmath.exp(-k) * p, 1 - mpmath.exp(k) * (1 - p))
+        odds_up = p * mpmath.exp(k) / (p * mpmath.exp(k) + 1 - p)
+        odds_lo = p * mpmath.exp(-k) / (p * mpmath.exp(-k) + 1 - p)
+    c_lo, c_hi = posterior_interval(prior, eps, d)
+    assert c_hi == pytest.approx(float(up), abs=1e-12)
+    assert c_lo == pytest.approx(float(max(lo, 0)), abs=1e-12)
+    o_lo, o_hi = posterior_interval(prior, eps, d, bound="odds")
+    assert (o_lo, o_hi) == pytest.approx((float(odds_lo), float(odds_up)), abs=1e-12)
+    r_lo, r_hi = posterior_interval(prior, eps, d, bound="raw")
+    assert r_lo <= c_lo <= o_lo <= prior <= o_hi <= c_hi <= r_hi
+    # coherence: the bounds on "not A" are 1 − the bounds on A
+    n_lo, n_hi = posterior_interval(1 - prior, eps, d)
+    assert (n_lo, n_hi) == pytest.approx((1 - c_hi, 1 - c_lo), abs=1e-12)
+
+
+def test_posterior_bounds_hold_in_random_discrete_models() -> None:
+    """Simulation: random priors over a parameter θ ∈ {0..3}, random data models P(x|θ) on
+    counts x ∈ {0..4} (any two at distance ≤ d* = 4), a geometric mechanism on the count
+    (ε-DP at distance 1), random events A; the exact posterior of A at every output never
+    leaves the odds bounds (hence neither the coherent nor the raw ones), and the odds
+    bound is attained by the two-point model of the seed's optimality argument."""
+    rng = np.random.default_rng(21)
+    outputs = np.arange(-40, 45)
+    for _ in range(300):
+        eps = float(rng.uniform(0.05, 1.5))
+        lik_s_x = np.exp(-eps * np.abs(outputs[None, :] - np.arange(5)[:, None]))
+        lik_s_x /= lik_s_x.sum(axis=1, keepdims=True)  # P(s | x) (truncated, normalised)
+        prior = rng.dirichlet(np.ones(4))
+        model = rng.dirichlet(np.full(5, 0.3), size=4)  # P(x | θ)
+        event = rng.random(4) < 0.5
+        if event.all() or not event.any():
+            continue
+        lik_s_theta = model @ lik_s_x  # P(s | θ)
+        joint = prior[:, None] * lik_s_theta
+        post = joint[event].sum(axis=0) / joint.sum(axis=0)
+        pi = float(prior[event].sum())
+        # the truncated, renormalised mechanism is still within e^{ε·4} at distance 4
+        ratio = lik_s_x.max(axis=0) / lik_s_x.min(axis=0)
+        k = float(np.log(ratio.max()))
+        assert k <= eps * 4 * (1 + 1e-9) + 1e-9
+        for form in ("odds", "coherent", "raw"):
+            lo, hi = posterior_interval(pi, k, 1, bound=form)
+            assert np.all(post >= lo - 1e-12)
+            assert np.all(post <= hi + 1e-12)
+    # attained: A ⇔ x = 0, not A ⇔ x = 1, one output with ratio e^k
+    k, pi = 0.7, 0.3
+    post = pi * math.exp(k) / (pi * math.exp(k) + (1 - pi))
+    assert posterior_interval(pi, k, bound="odds")[1] == pytest.approx(post, rel=1e-15)
+
+
+def test_probable_posterior_interval_zcdp() -> None:
+    """zCDP analogue: exact probability, under each hypothesis, that the posterior of A
+    leaves the interval, for a discrete Gaussian mechanism on a count (ρ-zCDP at distance
+    1) and a random model on {0, 1}: at most 1 − confidence. Pure DP: probability 0 with
+    t = εd (the same interval as posterior_interval); RDP beyond distance 1 is refused."""
+    from privtab.accounting import PureDP
+    from privtab.semantics.bayes import probable_posterior_interval
+
+    rho = 0.2
+    sigma2 = 1 / (2 * rho)
+    s = np.arange(-60, 62)
+    lik = np.exp(-((s[None, :] - np.array([[0], [1]])) ** 2) / (2 * sigma2))
+    lik /= lik.sum(axis=1, keepdims=True)
+    for pi in (0.05, 0.4, 0.75):
+        for conf in (0.9, 0.99):
+            lo, hi, t = probable_posterior_interval(pi, ZCDP(rho), confidence=conf)
+            post = pi * lik[0] / (pi * lik[0] + (1 - pi) * lik[1])
+            outside = (post < lo - 1e-12) | (post > hi + 1e-12)
+            for h in (0, 1):  # A true (x = 0) or false (x = 1)
+                assert float(lik[h][outside].sum()) <= 1 - conf
+    lo, hi, t = probable_posterior_interval(0.4, PureDP(0.3), 3)
+    assert t == pytest.approx(0.9)
+    assert (lo, hi) == pytest.approx(posterior_interval(0.4, 0.3, 3), abs=1e-15)
+    with pytest.raises(ValueError, match="distance 1 only"):
+        probable_posterior_interval(0.4, RDP.tabulated([2.0], [0.1]), 2)

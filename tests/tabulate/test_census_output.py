@@ -26,7 +26,7 @@ from privtab.data import (
     toy_dataset_dir,
 )
 from privtab.release.marking import PRIVATE_KEY
-from privtab.tabulate.engine import T1_SCHEMA, T2_SCHEMA
+from privtab.tabulate.tables import T1_SCHEMA, T2_SCHEMA
 from privtab.tabulate.output import (
     CENSUS_COLUMNS,
     CensusWriter,

@@ -11,7 +11,8 @@ import numpy as np
 import polars as pl
 import pytest
 
-from privtab.data import STAT_LEVEL_BINS, GeoLevel, Scope, read_config, toy_dataset_dir
+from privtab.data import GeoLevel, Scope, read_config, toy_dataset_dir
+from privtab.data.ages import STAT_LEVEL_BINS
 from privtab.errors import UsageError
 from privtab.mechanisms import InsecureSourceError
 from privtab.random import SeededSource
@@ -215,7 +216,7 @@ def test_secure_source_required(synth_small, tmp_path: Path) -> None:
 
 def test_failure_leaves_no_partial_release(synth_small, tmp_path: Path, monkeypatch) -> None:
     config, data = synth_small
-    import privtab.tabulate.engines as engines_mod
+    import privtab.tabulate.engines.polars as engines_mod
 
     calls = {"n": 0}
     real = engines_mod.tabulate_groups
@@ -263,7 +264,7 @@ def test_nonnegative_and_zero_suppression(synth_small, tmp_path: Path) -> None:
 def test_state_chunks_give_the_same_release(synth_small, tmp_path: Path) -> None:
     """Out-of-core mode: tabulating county/tract/place levels state by state (here forced
     to one state per chunk) releases exactly the same tables as whole levels."""
-    from privtab.tabulate.engines import PolarsEngine
+    from privtab.tabulate.engines.polars import PolarsEngine
 
     config, data = synth_small
     whole = run_release(config, data, tmp_path / "whole", EXACT)
@@ -286,8 +287,7 @@ def test_state_chunks_give_the_same_release(synth_small, tmp_path: Path) -> None
 
 
 def test_state_chunks_split_on_state_boundaries() -> None:
-    from privtab.tabulate.engine import Domain
-    from privtab.tabulate.engines import state_chunks
+    from privtab.tabulate.domain import Domain, state_chunks
 
     regions = ("01001", "01003", "02010", "04001", "04003", "04005")
     dom = Domain(GeoLevel.COUNTY, regions, ("a", "b"), np.zeros(2, dtype=bool))
@@ -335,8 +335,9 @@ def test_state_summed_cells_give_the_same_true_counts(synth_small) -> None:
     (group, sex, age) equal those computed from every cell."""
     from privtab.data import load_inputs
     from privtab.tabulate import ReleasePlan
-    from privtab.tabulate.engine import combo_iterations, level_domain, true_counts
-    from privtab.tabulate.engines import PolarsEngine
+    from privtab.tabulate.counts import combo_iterations, true_counts
+    from privtab.tabulate.domain import level_domain
+    from privtab.tabulate.engines.polars import PolarsEngine
 
     config, data = synth_small
     inputs = load_inputs(config, data, validate_persons=False)
@@ -364,8 +365,7 @@ def test_state_summed_cells_give_the_same_true_counts(synth_small) -> None:
 
 
 def test_state_chunks_are_bounded_by_cells_too() -> None:
-    from privtab.tabulate.engine import Domain
-    from privtab.tabulate.engines import state_chunks
+    from privtab.tabulate.domain import Domain, state_chunks
 
     regions = ("01001", "01003", "02010", "04001", "04003", "04005")
     dom = Domain(GeoLevel.COUNTY, regions, ("a", "b"), np.zeros(2, dtype=bool))

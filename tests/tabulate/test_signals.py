@@ -21,7 +21,7 @@ from .conftest import demo_params
 
 HOLD = r"""
 import signal, sys, time
-import privtab.tabulate.run as run
+import privtab.tabulate.context as context
 
 PHASE, ENGINE = sys.argv[1], sys.argv[2]
 
@@ -38,10 +38,10 @@ def hold(name):
         time.sleep(0.02)
 
 
-run._phase = hold
+context.phase = hold
 if PHASE == "aggregate":  # hold inside the engine's aggregation pass
     if ENGINE == "polars":
-        import privtab.tabulate.engines as engines
+        import privtab.tabulate.engines.polars as engines
 
         original = engines.aggregate_persons
 
@@ -51,7 +51,7 @@ if PHASE == "aggregate":  # hold inside the engine's aggregation pass
 
         engines.aggregate_persons = aggregate
     else:
-        import privtab.tabulate.spark_engine as spark
+        import privtab.tabulate.engines.spark as spark
 
         original = spark._typed_persons
 

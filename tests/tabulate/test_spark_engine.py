@@ -20,19 +20,15 @@ import pytest
 
 pytest.importorskip("pyspark")
 
-from privtab.data import (
-    RACE_KEYS,
-    UNIT,
-    InputValidationError,
-    ProblemLog,
-    load_inputs,
-    toy_dataset_dir,
-    validate_persons,
-)
+from privtab.data import InputValidationError, load_inputs, toy_dataset_dir
+from privtab.data.errors import ProblemLog
+from privtab.data.geography import UNIT
+from privtab.data.membership import RACE_KEYS
+from privtab.data.persons import validate_persons
 from privtab.random import SeededSource
 from privtab.tabulate import RunOptions, run_release
-from privtab.tabulate.engines import PolarsEngine
-from privtab.tabulate.spark_engine import SparkEngine
+from privtab.tabulate.engines.polars import PolarsEngine
+from privtab.tabulate.engines.spark import SparkEngine
 from tests.data.conftest import person_line, write_persons
 from tests.tabulate.conftest import CoveragePool, demo_params
 
@@ -119,7 +115,7 @@ def test_exact_equivalence_forced_preaggregation_and_small_tasks(
 ) -> None:
     """Noise off, every level pre-aggregated per region before its expansion to iterations,
     small cell partitions and many reduce tasks: still row for row the polars release."""
-    from privtab.tabulate import spark_engine
+    from privtab.tabulate.engines import spark as spark_engine
 
     monkeypatch.setattr(spark_engine, "_PREAGG_FACTOR", 0)
     monkeypatch.setattr(spark_engine, "_CELLS_PER_PARTITION", 2_000)

@@ -142,14 +142,20 @@ class RDP:
 
     ``curve`` maps an array of orders ``α > 1`` to the bound ``τ(α)``. Build one from a
     closed form with ``RDP(fn, "name")`` or from a table with :meth:`RDP.tabulated`.
+    ``limit`` is ``τ(∞) = lim_{α→∞} τ(α)`` when it is known and finite: the curve then also
+    implies ``limit``-DP (``D_∞`` is the limit of ``D_α``), and the conversions to (ε, δ)
+    use that order too (:func:`privtab.accounting.conversions.rdp_epsilon_order` reports ``α = ∞``).
     """
 
     curve: CurveFn
     description: str = "rdp curve"
+    limit: float | None = None
 
     def __post_init__(self) -> None:
         if not callable(self.curve):
             raise ValueError(f"curve must be callable α ↦ τ(α), got {self.curve!r}")
+        if self.limit is not None and not (math.isfinite(self.limit) and self.limit >= 0):
+            raise ValueError(f"limit (τ(∞)) must be a finite number ≥ 0, got {self.limit!r}")
         probe = np.array([1.5, 2.0, 8.0, 64.0])
         values = np.asarray(self.curve(probe), dtype=np.float64)
         if values.shape != probe.shape:

@@ -516,30 +516,16 @@ class ReleaseLedger:
                 ) from exc
 
     def _write(self, doc: _Doc) -> None:
-        data = (json.dumps(doc.to_json(), indent=2, ensure_ascii=False) + "\n").encode()
-        tmp = self._path.with_name(f".{self._path.name}.{os.getpid()}.{uuid.uuid4().hex}.tmp")
+        from privtab.atomic import atomic_write
+
+        data = json.dumps(doc.to_json(), indent=2, ensure_ascii=False) + "\n"
         try:
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-            try:
-                view = memoryview(data)
-                while view:
-                    view = view[os.write(fd, view) :]
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-            os.replace(tmp, self._path)
+            atomic_write(self._path, data, mode=0o600, durable=True)
         except OSError as exc:
-            with contextlib.suppress(OSError):
-                tmp.unlink()
             raise UsageError(
                 f"cannot write the ledger: {exc.strerror}; it is unchanged",
                 file=str(self._path),
             ) from exc
-        dfd = os.open(self._path.parent, os.O_RDONLY)
-        try:
-            os.fsync(dfd)
-        finally:
-            os.close(dfd)
 
     def _new_entry(
         self,

@@ -118,7 +118,7 @@ def combined_interval(
     independent draws of ``mechanisms[i]`` (e.g. a total obtained by adding T2 cells).
     """
     from privtab.analysis.intervals import Interval
-    from privtab.analysis.noise import LinearNoise
+    from privtab.mechanisms import LinearNoise
     from privtab.mechanisms.laws import as_level
 
     y = np.atleast_1d(np.asarray(values, dtype=np.float64))

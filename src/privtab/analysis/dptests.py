@@ -141,7 +141,8 @@ def proportion_pvalues(
 ) -> NDArray[np.float64]:
     """Exact p-values (vectorised over observed noisy counts) of ``H₀: p = p₀`` under
     the null law ``X + e``, ``X ~ Binomial(n, p₀)``. Valid: ``P(p ≤ α) ≤ α`` under H₀."""
-    from privtab.analysis.noise import discrete_pmf, is_discrete
+    from privtab.analysis.noise import discrete_pmf
+    from privtab.mechanisms.linear import is_discrete
 
     obs = np.atleast_1d(np.asarray(noisy_counts, dtype=np.float64))
     d = obs - n * p0

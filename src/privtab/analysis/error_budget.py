@@ -78,8 +78,8 @@ def release_error_estimate(
     nothing was released. Insecure sources are refused unless ``allow_insecure`` (the
     result then says ``private: False``).
     """
-    from privtab.analysis.noise import mechanism_moe
     from privtab.mechanisms.laws import as_level
+    from privtab.mechanisms.linear import mechanism_moe
 
     d = np.asarray(published, dtype=np.float64)
     err = np.asarray(true_values, dtype=np.float64) - d  # integer mechanisms validate it

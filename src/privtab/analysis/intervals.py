@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from privtab.analysis.noise import LinearNoise, mechanism_moe
+from privtab.mechanisms.linear import LinearNoise, mechanism_moe
 from privtab.random import RationalLike
 
 if TYPE_CHECKING:

@@ -64,22 +64,21 @@ __all__ = [
     "consistent_t2",
     "draw_count",
     "load_release",
-    "measurement_mechanism",
 ]
 
 GROUP_KEYS = ["REGION_ID", "REGION_TYPE", "ITERATION_CODE"]
 
 
 def _t1_schema() -> dict[str, Any]:
-    """The engine's T1 layout (:data:`privtab.tabulate.engine.T1_SCHEMA`)."""
-    from privtab.tabulate.engine import T1_SCHEMA
+    """The engine's T1 layout (:data:`privtab.tabulate.tables.T1_SCHEMA`)."""
+    from privtab.tabulate.tables import T1_SCHEMA
 
     return dict(T1_SCHEMA)
 
 
 def _t2_schema() -> dict[str, Any]:
-    """The engine's T2 layout (:data:`privtab.tabulate.engine.T2_SCHEMA`)."""
-    from privtab.tabulate.engine import T2_SCHEMA
+    """The engine's T2 layout (:data:`privtab.tabulate.tables.T2_SCHEMA`)."""
+    from privtab.tabulate.tables import T2_SCHEMA
 
     return dict(T2_SCHEMA)
 
@@ -190,10 +189,10 @@ def load_release(path: str | Path) -> SafeTabRelease:
     )
 
 
-def measurement_mechanism(noise: str, scale: float) -> NoiseMechanism:
+def _measurement(noise: str, scale: float) -> NoiseMechanism:
     """The mechanism of one draw: ``geometric`` with ``b = scale`` or ``discrete_gaussian``
     with ``σ² = scale`` (sensitivity 1)."""
-    from privtab.analysis.noise import mechanism_from_spec
+    from privtab.mechanisms import mechanism_from_spec
 
     if noise not in ("geometric", "discrete_gaussian"):
         raise ValueError(f"unknown NOISE {noise!r} (geometric or discrete_gaussian)")
@@ -203,7 +202,7 @@ def measurement_mechanism(noise: str, scale: float) -> NoiseMechanism:
 def draw_count(noise: str, scale: float, variance: float) -> int:
     """How many independent draws of one measurement's noise a count carries:
     ``VARIANCE / Var(one draw)``, which must be (close to) a positive integer."""
-    v1 = measurement_mechanism(noise, scale).variance
+    v1 = _measurement(noise, scale).variance
     n = variance / v1
     k = round(n)
     if k < 1 or abs(n - k) > 1e-6 * max(k, 1):
@@ -215,12 +214,12 @@ def draw_count(noise: str, scale: float, variance: float) -> int:
 
 
 def _law_moe(noise: str, scale: float, n: int, level: RationalLike) -> tuple[int, float]:
-    from privtab.analysis.noise import LinearNoise
+    from privtab.mechanisms import LinearNoise
 
-    m = measurement_mechanism(noise, scale)
+    m = _measurement(noise, scale)
     if n == 1:
         moe = int(m.moe(level))
-        return moe, float(m.law.coverage(moe))  # type: ignore[attr-defined]
+        return moe, float(m.law.coverage(moe))
     law = LinearNoise([(1, m)] * n)
     moe = int(law.moe(level))
     return moe, law.central_mass(moe)
@@ -337,7 +336,7 @@ def combine_totals(
     )
     if level is None:
         return out
-    from privtab.analysis.noise import LinearNoise
+    from privtab.mechanisms import LinearNoise
 
     tag = _pct(level)
     keys = [
@@ -351,11 +350,11 @@ def combine_totals(
     rows = []
     for noise, scale, var, s1, var1, wt in out.select(keys).unique().iter_rows():
         n = draw_count(noise, scale, var)
-        m2 = measurement_mechanism(noise, scale)
+        m2 = _measurement(noise, scale)
         terms: list[tuple[RationalLike, NoiseMechanism]] = [(1 - wt, m2)] * n
         if wt > 0:
             n1 = draw_count(noise, s1, var1)
-            terms += [(wt, measurement_mechanism(noise, s1))] * n1
+            terms += [(wt, _measurement(noise, s1))] * n1
         law = LinearNoise(terms)
         rows.append((noise, scale, var, s1, var1, wt, float(law.moe(level))))
     table = pl.DataFrame(

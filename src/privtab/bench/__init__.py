@@ -34,15 +34,9 @@ from typing import Any
 from privtab._json import jsonable
 from privtab.bench._common import Table, load_average, machine, now
 
-__all__ = [
-    "BENCHMARKS",
-    "Benchmark",
-    "Table",
-    "command_line",
-    "execute",
-    "tables",
-    "write_record",
-]
+__all__ = ["BENCHMARKS", "Benchmark", "execute"]
+"""What a user calls; ``tables``, ``write_record``, ``record_from_log`` and
+``command_line`` serve the ``privtab bench`` command."""
 
 
 @dataclass(frozen=True)
@@ -163,3 +157,23 @@ def write_record(record: Mapping[str, Any], directory: Path) -> Path:
     path = directory / f"{record['benchmark']}-{stamp}.json"
     path.write_text(json.dumps(jsonable(dict(record)), indent=2) + "\n")
     return path
+
+
+def record_from_log(result: dict[str, Any], log: Path) -> dict[str, Any]:
+    """A record for a release run by hand: its provenance is the log, not this command."""
+    from privtab import __version__
+
+    return {
+        "benchmark": "scale",
+        "command": f"privtab bench scale --from-log {log}",
+        "started_at": now(),
+        "finished_at": now(),
+        "load_average_before": None,
+        "load_average_after": load_average(),
+        "privtab": __version__,
+        "commit": None,
+        "machine": machine(),
+        "work": None,
+        "note": f"parsed from {log}; the run's own command and load are in the log",
+        "result": result,
+    }

@@ -44,7 +44,7 @@ def _floats(text: str, name: str) -> list[float]:
 def _mechanism(
     name: str | None, epsilon: float | None, rho: float | None, sensitivity: float
 ) -> NoiseMechanism:
-    from privtab.analysis.noise import mechanism_from_spec
+    from privtab.mechanisms import mechanism_from_spec
 
     if name is None:
         fail(f"--mechanism is required ({MECHANISMS})")
@@ -64,7 +64,7 @@ def _write(out: Path | None, tables: dict[str, Any], rel: Any, overwrite: bool) 
     release's privacy status in its metadata, and a test release's NOT_PRIVATE marker."""
     if out is None:
         return []
-    from privtab.data.atomic import atomic_directory
+    from privtab.atomic import atomic_directory
     from privtab.errors import UserError
     from privtab.release.marking import parquet_metadata, write_not_private
 
@@ -135,7 +135,7 @@ def ci(
     Example: privtab analyze ci --mechanism laplace --epsilon 1 --value 4 --level 0.9
     """
     from privtab.analysis import intervals as iv
-    from privtab.analysis.noise import is_discrete
+    from privtab.mechanisms.linear import is_discrete
 
     if not 0 < level < 1:
         fail(f"--level must lie strictly between 0 and 1, got {level}")

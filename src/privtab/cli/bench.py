@@ -192,10 +192,11 @@ def register(app: typer.Typer) -> None:
         if fmt not in ("txt", "parquet"):
             fail(f"--format must be txt or parquet, got {fmt!r}")
         if from_log is not None:
+            from privtab.bench import record_from_log
             from privtab.bench.scale import from_log as parse
 
             rel = None if release_json is None else _read_json(Path(release_json))
-            rec = _record_from_log(parse(_read_text(Path(from_log)), rel), Path(from_log))
+            rec = record_from_log(parse(_read_text(Path(from_log)), rel), Path(from_log))
             if record is not None:
                 from privtab.bench import write_record
 
@@ -360,24 +361,3 @@ def _read_json(path: Path) -> Any:
         return json.loads(_read_text(path))
     except json.JSONDecodeError as exc:
         fail(f"{path} is not JSON: {exc}")
-
-
-def _record_from_log(result: dict[str, Any], log: Path) -> dict[str, Any]:
-    """A record for a release run by hand: its provenance is the log, not this command."""
-    from privtab import __version__
-    from privtab.bench._common import load_average, machine, now
-
-    return {
-        "benchmark": "scale",
-        "command": f"privtab bench scale --from-log {log}",
-        "started_at": now(),
-        "finished_at": now(),
-        "load_average_before": None,
-        "load_average_after": load_average(),
-        "privtab": __version__,
-        "commit": None,
-        "machine": machine(),
-        "work": None,
-        "note": f"parsed from {log}; the run's own command and load are in the log",
-        "result": result,
-    }

@@ -58,13 +58,13 @@ def demo(
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress on stderr."),
 ) -> None:
     """Synthetic population → the 2020 production SafeTab-P config → a release, summarised."""
+    from privtab.atomic import InterruptGuard, OutputRefusedError, atomic_directory
     from privtab.cli.safetab import (
         print_release_summary,
         release_summary,
         report_after_publication,
         run_release_cli,
     )
-    from privtab.data.atomic import InterruptGuard, OutputRefusedError, atomic_directory
     from privtab.data.synth import synthesize
     from privtab.data.synth.states import resolve_states
     from privtab.errors import EXIT_INTERRUPTED

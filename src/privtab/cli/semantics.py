@@ -22,6 +22,7 @@ if TYPE_CHECKING:
 
 DEFAULT_LEVELS = "0.01,0.05,0.1"
 DEFAULT_RATIOS = "1.25,2,5,10,100"
+DEFAULT_PRIORS = "0.05,0.4,0.75"
 
 
 def register(app: typer.Typer) -> None:
@@ -107,32 +108,28 @@ def _guarantee(
         fail(f"{chosen[0]}: {exc}")
 
 
-def _release_pld_power(path: str, levels: list[float]) -> Any:
-    """Power against a SafeTab release's worst-case person, from the ``plan`` in its
-    release.json (None when the file has no plan)."""
-    import json
-
-    from privtab.release import ReleaseDocumentError, read_release_document
-    from privtab.tabulate import ReleasePlan, plan_pld
+def _release_runs(path: str | None) -> tuple[dict[str, Any], list[Any]]:
+    """The release document and its runs (United States, Puerto Rico), each with its
+    guarantee and plan; no runs when ``path`` is not a privtab release."""
+    if path is None:
+        return {}, []
+    from privtab.semantics.release import ReleaseError, load_release_runs
 
     try:
-        with open(path, encoding="utf-8") as fh:
-            doc = json.load(fh)
-    except (OSError, ValueError) as exc:
-        fail(f"--release: cannot read {path}: {exc}")
-    if isinstance(doc, dict) and "schema_version" in doc:
-        try:
-            doc = dict(read_release_document(path).extra)
-        except ReleaseDocumentError as exc:
-            fail(str(exc))
-    if not isinstance(doc, dict) or "plan" not in doc:
-        return None
-    try:
-        plan = ReleasePlan.from_dict(doc["plan"])
-    except (ValueError, TypeError) as exc:
-        fail(f"--release: {path}: the 'plan' object is not a privtab plan: {exc}")
-    typer.echo("privtab: computing the release's privacy-loss distribution ...", err=True)
-    return plan_pld(plan).power(levels)
+        doc, runs = load_release_runs(path)
+    except ReleaseError as exc:
+        fail(f"--release: {exc}")
+    if runs:
+        typer.echo("privtab: computing each run's privacy-loss distribution ...", err=True)
+    return doc, runs
+
+
+def _release_name(path: str) -> str:
+    """The release as the user named it (its folder; ``release.json`` dropped)."""
+    from pathlib import Path
+
+    p = Path(path)
+    return str(p.parent if p.name == "release.json" else p)
 
 
 def _lists(d: dict[str, Any]) -> dict[str, Any]:
@@ -149,12 +146,29 @@ def semantics(
         None, "--rdp-file", help="Rényi curve: JSON {alphas, taus} or CSV alpha,tau."
     ),
     release: str | None = typer.Option(
-        None, "--release", help="A release.json; its top-level 'guarantee' object is read."
+        None,
+        "--release",
+        help="A release folder or release.json: its guarantee and, for a privtab release, "
+        "every run with its worst-case person.",
     ),
     levels: str = typer.Option(DEFAULT_LEVELS, "--levels", help="Significance levels."),
     ratios: str = typer.Option(DEFAULT_RATIOS, "--ratios", help="Posterior ratios (> 1)."),
     dg_queries: int = typer.Option(
         1, "--dg-queries", min=1, help="zCDP: discrete Gaussian queries sharing the budget."
+    ),
+    priors: str = typer.Option(
+        DEFAULT_PRIORS, "--priors", help="Prior probabilities of an event (prior-to-posterior)."
+    ),
+    distance: int = typer.Option(
+        1, "--distance", min=0, help="Group distance d*: records the event may depend on."
+    ),
+    posterior_bound: str = typer.Option(
+        "coherent",
+        "--posterior-bound",
+        help="Prior-to-posterior form: coherent (default), raw (Thm 6.4 as printed), odds.",
+    ),
+    confidence: float = typer.Option(
+        0.95, "--confidence", help="zCDP/RDP: probability with which the posterior bounds hold."
     ),
     html_out: str | None = typer.Option(None, "--html", help="Write an HTML report here."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
@@ -165,10 +179,18 @@ def semantics(
     """
     if ctx.invoked_subcommand is not None:
         return
+    from privtab.semantics.bayes import POSTERIOR_BOUNDS
+
     g = _guarantee(pure, approx, zcdp, gdp, rdp_file, release)
     private = _release_private(release)
     lv = _floats(levels, "--levels", lo=0.0, hi=1.0)
     rt = _floats(ratios, "--ratios", lo=1.0, hi=1e300, open_lo=True)
+    pr = _floats(priors, "--priors", lo=0.0, hi=1.0)
+    if posterior_bound not in POSTERIOR_BOUNDS:
+        known = ", ".join(POSTERIOR_BOUNDS)
+        fail(f"--posterior-bound must be one of {known}, got {posterior_bound!r}")
+    if not 0 < confidence < 1:
+        fail(f"--confidence must lie strictly between 0 and 1, got {confidence!r}")
 
     from privtab.accounting.conversions import epsilon_at
     from privtab.semantics.summary import (
@@ -176,18 +198,27 @@ def semantics(
         describe_guarantee,
         posterior_bounds,
         power_bounds,
+        prior_posterior_bounds,
         tightest_power,
     )
 
     try:
         pw = power_bounds(g, lv, dg_queries=dg_queries)
         post = posterior_bounds(g, rt)
+        p2p = prior_posterior_bounds(
+            g,
+            pr,
+            distance=distance,
+            bound=posterior_bound,
+            confidence=confidence,
+        )
     except ValueError as exc:
         fail(str(exc))
-    if release is not None:
-        release_power = _release_pld_power(release, lv)
-        if release_power is not None:
-            pw["release_pld"] = release_power
+    doc, runs = _release_runs(release)
+    run_power = {r.scope: r.pld.power(lv) for r in runs}
+    if runs:  # the run with the largest guarantee: the release's worst-case person
+        worst = max(runs, key=lambda r: _as_rho(r.guarantee))
+        pw["release_pld"] = run_power[worst.scope]
     eps_at: dict[str, float | None] = {}
     for d in (1e-5, 1e-10):
         try:
@@ -196,12 +227,33 @@ def semantics(
             eps_at[f"{d:g}"] = None
     html_path = None
     if html_out is not None:
-        from privtab.semantics.report import guarantee_report_html, write_html
+        from privtab.semantics.report import (
+            guarantee_report_html,
+            release_report_html,
+            write_html,
+        )
 
         typer.echo(f"privtab: drawing the report for {g} ...", err=True)
-        html_path = str(
-            write_html(html_out, guarantee_report_html(g, lv, rt, dg_queries=dg_queries))
-        )
+        if runs:
+            assert release is not None
+            opts = {
+                "priors": pr,
+                "distance": distance,
+                "bound": posterior_bound,
+                "confidence": confidence,
+            }
+            text = release_report_html(
+                doc,
+                runs,
+                _release_name(release),
+                lv,
+                rt,
+                dg_queries=dg_queries,
+                prior_posterior=opts,
+            )
+        else:
+            text = guarantee_report_html(g, lv, rt, dg_queries=dg_queries, prior_posterior=p2p)
+        html_path = str(write_html(html_out, text))
         typer.echo(f"privtab: wrote {html_path}", err=True)
     payload: dict[str, Any] = {
         **({} if private else {"private": False, "warning": NOT_PRIVATE_WARNING}),
@@ -217,17 +269,39 @@ def semantics(
             for k in pw
         },
         "posterior": _lists(post),
+        "prior_to_posterior": None if p2p is None else _lists(p2p),
         "epsilon_at_delta": eps_at,
         "html": html_path,
     }
+    if runs:
+        payload["runs"] = {
+            r.scope: {
+                "name": r.name,
+                "guarantee": describe_guarantee(r.guarantee),
+                "release_pld": run_power[r.scope].tolist(),
+                "epsilon_at_delta": {
+                    k: v.get("epsilon") for k, v in r.extra.get("privacy", {}).items()
+                },
+            }
+            for r in runs
+        }
     if "discrete_gaussian" in pw:
         payload["bounds"]["discrete_gaussian"]["queries"] = dg_queries
     if as_json:
         print_json(payload)
         return
     if not private:
-        typer.echo(f"NOT PRIVATE: {NOT_PRIVATE_WARNING}")
-    _print_tables(str(g) + ("" if private else " (NOT PRIVATE release)"), lv, pw, post)
+        from rich.console import Console
+
+        Console().print(f"NOT PRIVATE: {NOT_PRIVATE_WARNING}", highlight=False)
+    title = _words(g) + ("" if private else " (NOT PRIVATE release)")
+    if runs:
+        title = f"the release {_release_name(str(release))}: " + title
+        pw.pop("release_pld", None)
+        for r in runs:
+            pw[f"run:{r.scope}"] = run_power[r.scope]
+        _print_runs(runs)
+    _print_tables(title, lv, pw, post, p2p)
 
 
 NOT_PRIVATE_WARNING = (
@@ -251,15 +325,72 @@ def _release_private(release: str | None) -> bool:
     return private
 
 
-def _print_tables(title: str, lv: list[float], pw: dict[str, Any], post: dict[str, Any]) -> None:
+def _as_rho(g: Any) -> float:
+    from privtab.accounting import ZCDP, PureDP
+
+    if isinstance(g, ZCDP):
+        return g.rho
+    if isinstance(g, PureDP):
+        return g.epsilon**2 / 2
+    return math.inf
+
+
+def _words(g: Guarantee) -> str:
+    from privtab.semantics.report import guarantee_words
+
+    return guarantee_words(g)
+
+
+def _print_runs(runs: list[Any]) -> None:
+    from rich.console import Console
+
+    console = Console()
+    console.print(
+        "Runs of this release (each person is in exactly one run; 'US: worst case' and "
+        "'PR: worst case' below are the power against each run's worst-case person):",
+        highlight=False,
+    )
+    for r in runs:
+        best = min(
+            (
+                (float(v["epsilon"]), float(v.get("delta", 0.0)))
+                for v in r.extra.get("privacy", {}).values()
+                if v.get("valid", True) is not False and isinstance(v.get("epsilon"), int | float)
+            ),
+            default=None,
+        )
+        eps = "" if best is None else f"; ε ≤ {_round_up(best[0])} at δ = {best[1]:g}"
+        console.print(f"  {r.name}: {_words(r.guarantee)}{eps}", highlight=False)
+
+
+def _round_up(x: float) -> str:
+    from privtab.report import round_up
+
+    return round_up(x)
+
+
+def _print_tables(
+    title: str,
+    lv: list[float],
+    pw: dict[str, Any],
+    post: dict[str, Any],
+    p2p: dict[str, Any] | None,
+) -> None:
     from rich.console import Console
     from rich.table import Table
+
+    from privtab.semantics.summary import BOUNDS, POSTERIOR_ROWS
+
+    def label(k: str) -> str:
+        if k.startswith("run:"):
+            return f"{k[4:]}: worst case"
+        return BOUNDS[k].label
 
     console = Console()
     t = Table(title=f"Maximum power of a test against {title}")
     t.add_column("level α", justify="right")
     for k in pw:
-        t.add_column(k, justify="right")
+        t.add_column(label(k), justify="right", overflow="fold")
     for i, a in enumerate(lv):
         t.add_row(f"{a:g}", *[f"{float(pw[k][i]):.4f}" for k in pw])
     console.print(t)
@@ -268,7 +399,7 @@ def _print_tables(title: str, lv: list[float], pw: dict[str, Any], post: dict[st
     t2.add_column("ratio", justify="right")
     t2.add_column("ε = ln ratio", justify="right")
     for k in keys:
-        t2.add_column(k, justify="right")
+        t2.add_column(POSTERIOR_ROWS[k].label, justify="right", overflow="fold")
     for i, r in enumerate(post["ratios"]):
         t2.add_row(
             f"{float(r):g}",
@@ -276,6 +407,18 @@ def _print_tables(title: str, lv: list[float], pw: dict[str, Any], post: dict[st
             *[f"{float(post[k][i]):.4g}" for k in keys],
         )
     console.print(t2)
+    if p2p is None:
+        console.print("prior-to-posterior: no bound for (ε, δ)-DP without further assumptions")
+        return
+    t3 = Table(
+        title=f"Posterior of an event with prior π ({p2p['bound']} bound, distance "
+        f"{p2p['distance']}, holds {p2p['holds']})"
+    )
+    for col in ("prior π", "lowest posterior", "highest posterior"):
+        t3.add_column(col, justify="right")
+    for i, prior in enumerate(p2p["priors"]):
+        t3.add_row(f"{prior:g}", f"{p2p['lower'][i]:.4g}", f"{p2p['upper'][i]:.4g}")
+    console.print(t3)
 
 
 # ---------------------------------------------------------------------------- topdown
@@ -393,6 +536,8 @@ def topdown(
         "rho_by_level": {
             u: {k: float(v) for k, v in d.items()} for u, d in alloc.rho_by_level().items()
         },
+        "rho_by_attribute": {a: float(v) for a, v in alloc.rho_by_attribute().items()},
+        "proportions": _proportions(alloc),
         "scenarios": {name: d["rho"] for name, d in details.items()},
         "details": details,
         "html": html_path,
@@ -401,6 +546,20 @@ def topdown(
         print_json(payload)
         return
     _print_topdown(alloc, payload, lv)
+
+
+def _proportions(alloc: Allocation) -> dict[str, Any] | None:
+    """The published form (Tables 3–5) as exact fraction strings, when the file has it."""
+    if not alloc.proportions:
+        return None
+    return {
+        u.name: {
+            "rho": str(u.rho),
+            "geography": {lv: str(v) for lv, v in u.geography.items()},
+            "queries": {q: {lv: str(v) for lv, v in s.items()} for q, s in u.queries.items()},
+        }
+        for u in alloc.proportions
+    }
 
 
 def _print_topdown(alloc: Allocation, payload: dict[str, Any], lv: list[float]) -> None:

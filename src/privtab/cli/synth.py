@@ -36,8 +36,8 @@ def synth(
     Synthetic data, not a privacy output (a seeded generator is used). Example:
     privtab synth --persons 1000000 --out synth-1m --states AL,AK,PR --seed 7
     """
+    from privtab.atomic import InterruptGuard, OutputRefusedError
     from privtab.cli._progress import ProgressLine
-    from privtab.data.atomic import InterruptGuard, OutputRefusedError
     from privtab.data.synth import synthesize
 
     if fmt not in ("txt", "parquet"):

@@ -9,11 +9,11 @@ output appears under its name only once complete.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import polars as pl
 
+from privtab.atomic import atomic_file
 from privtab.data._scan import format_of, open_table
 from privtab.data._tables import NULL, ROW, SEPARATOR
 from privtab.data.errors import ProblemLog
@@ -38,8 +38,7 @@ def convert_file(src: str | Path, dst: str | Path, *, overwrite: bool = False) -
     assert table is not None
     lf = table.frame.drop(ROW, FIELDS)
     race = [c for c in RACE_COLUMNS if c in columns]
-    tmp = dst.with_name(f".{dst.name}.tmp-{os.getpid()}")
-    try:
+    with atomic_file(dst) as tmp:
         if out_fmt == "parquet":
             lf = lf.with_columns(
                 pl.when(pl.col(c) == NULL).then(None).otherwise(pl.col(c)).alias(c) for c in race
@@ -48,10 +47,6 @@ def convert_file(src: str | Path, dst: str | Path, *, overwrite: bool = False) -
         else:
             lf = lf.with_columns(pl.col(c).fill_null(NULL) for c in race)
             lf.sink_csv(tmp, separator=SEPARATOR, quote_style="never")
-        tmp.replace(dst)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
     return dst
 
 

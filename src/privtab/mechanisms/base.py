@@ -6,7 +6,8 @@ mechanism object states
 * its privacy guarantee as a :mod:`privtab.accounting` object (:attr:`guarantee`), and a
   Rényi curve (:attr:`rdp`) for tight composition;
 * its error: :attr:`variance`, the exact noise CDF and quantiles, the exact margin of error
-  :meth:`moe` and :meth:`confidence_interval`;
+  :meth:`moe` and :meth:`confidence_interval` — all from its :attr:`law`, the one object
+  that also draws the noise;
 * how to use it: :meth:`release` on numpy arrays.
 
 The release path is where secure randomness is enforced: :meth:`release` refuses a source
@@ -27,14 +28,19 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from privtab.accounting import RDP, Guarantee
-from privtab.random import RandomSource, RationalLike, resolve_source
+from privtab.accounting import RDP, ZCDP, Guarantee, PureDP
+from privtab.accounting.conversions import zcdp_to_rdp
+from privtab.mechanisms.laws import NoiseLaw
+from privtab.random import RandomSource, RationalLike
+from privtab.random.sources import resolve_source
 
 __all__ = [
     "InsecureReleaseWarning",
     "InsecureSourceError",
     "NoiseMechanism",
+    "PureDPMechanism",
     "Release",
+    "ZCDPMechanism",
     "float_down",
     "float_up",
     "integer_values",
@@ -95,10 +101,20 @@ class Release:
 
 
 class NoiseMechanism(ABC):
-    """Base class of additive-noise mechanisms (see the module docstring)."""
+    """Base class of additive-noise mechanisms (see the module docstring).
+
+    A mechanism adds ``γ·X`` to each (snapped) value, where ``X`` is drawn from its
+    :attr:`law` (a :class:`~privtab.mechanisms.laws.NoiseLaw`): the error figures
+    (variance, pmf, CDF, quantiles, margin of error) and the noise draws all come from that
+    one law. Subclasses state the guarantee and parameters; the lattice mechanisms
+    (:class:`~privtab.mechanisms.Laplace`, :class:`~privtab.mechanisms.Gaussian`) also
+    override how values are put on and taken off the lattice.
+    """
 
     #: Short name recorded in release metadata.
     name: str = "mechanism"
+    #: The exact law of the noise added to each value.
+    law: NoiseLaw
 
     @property
     @abstractmethod
@@ -110,32 +126,32 @@ class NoiseMechanism(ABC):
     def rdp(self) -> RDP:
         """The Rényi-DP curve of the mechanism (tight where known)."""
 
-    @property
-    @abstractmethod
-    def variance(self) -> float:
-        """The exact variance of the noise added to each value."""
-
-    @abstractmethod
-    def noise_cdf(self, x: ArrayLike) -> NDArray[np.float64]:
-        """``P(noise ≤ x)``."""
-
-    @abstractmethod
-    def noise_quantile(self, q: ArrayLike) -> NDArray[np.float64]:
-        """The smallest attainable noise value ``x`` with ``P(noise ≤ x) ≥ q``."""
-
-    @abstractmethod
-    def moe(self, level: RationalLike = 0.95) -> float:
-        """The exact margin of error: the smallest ``m`` with ``P(|noise| ≤ m) ≥ level``."""
-
-    @abstractmethod
-    def sample_noise(
-        self, size: int | tuple[int, ...], *, source: RandomSource | None = None
-    ) -> NDArray[Any]:
-        """Noise only (for simulation; use :meth:`release` to publish)."""
-
     @abstractmethod
     def parameters(self) -> dict[str, Any]:
         """The mechanism's parameters (JSON-ready)."""
+
+    # -- the error, from the law ---------------------------------------------------------
+    @property
+    def variance(self) -> float:
+        """The exact variance of the noise added to each value."""
+        return self.law.variance
+
+    def noise_pmf(self, x: ArrayLike) -> NDArray[np.float64]:
+        """``P(noise = x)``."""
+        return self.law.pmf(x)
+
+    def noise_cdf(self, x: ArrayLike) -> NDArray[np.float64]:
+        """``P(noise ≤ x)``."""
+        return self.law.cdf(x)
+
+    def noise_quantile(self, q: ArrayLike) -> NDArray[np.float64]:
+        """The smallest attainable noise value ``x`` with ``P(noise ≤ x) ≥ q``."""
+        return self.law.quantile(q)
+
+    def moe(self, level: RationalLike = 0.95) -> float:
+        """The exact margin of error: the smallest attainable ``m`` with
+        ``P(|noise| ≤ m) ≥ level`` (an ``int`` for the integer mechanisms)."""
+        return self.law.moe(level)
 
     def confidence_interval(self, value: ArrayLike, level: RationalLike = 0.95) -> tuple[Any, Any]:
         """An interval containing the true value with probability ≥ ``level``.
@@ -161,29 +177,12 @@ class NoiseMechanism(ABC):
         }
 
     # -- the release path ----------------------------------------------------------------
-    def _release_source(self, source: RandomSource | None, allow_insecure: bool) -> RandomSource:
-        return release_source(source, allow_insecure, self.name)
+    def sample_noise(
+        self, size: int | tuple[int, ...], *, source: RandomSource | None = None
+    ) -> NDArray[Any]:
+        """Noise only (for simulation; use :meth:`release` to publish)."""
+        return self._from_lattice(self.law.sample_index(size, source=source))
 
-    def _make_release(
-        self,
-        values: NDArray[Any],
-        src: RandomSource,
-        guarantee: Guarantee | None = None,
-        extra: dict[str, Any] | None = None,
-    ) -> Release:
-        params = self.parameters()
-        if extra:
-            params.update(extra)
-        return Release(
-            values=values,
-            mechanism=self.name,
-            guarantee=self.guarantee if guarantee is None else guarantee,
-            private=src.is_private,
-            source=src.description,
-            parameters=params,
-        )
-
-    @abstractmethod
     def release(
         self,
         values: ArrayLike,
@@ -191,7 +190,96 @@ class NoiseMechanism(ABC):
         source: RandomSource | None = None,
         allow_insecure: bool = False,
     ) -> Release:
-        """Add independent noise to every value and return a :class:`Release`."""
+        """Add independent noise to every value and return a :class:`Release`.
+
+        The values are put on the noise lattice (:meth:`_to_lattice`), exact noise from
+        :attr:`law` is added in integer arithmetic, and the result is taken back
+        (:meth:`_from_lattice`). Guarantee: :attr:`guarantee` for values on the lattice,
+        the one :meth:`_release_guarantee` states otherwise.
+        """
+        k, on_lattice = self._to_lattice(values)
+        src = release_source(source, allow_insecure, self.name)
+        noisy = k + self.law.sample_index(k.shape, source=src)
+        guarantee, extra = self._release_guarantee(k.size, on_lattice)
+        params = self.parameters()
+        params.update(extra)
+        return Release(
+            values=self._from_lattice(noisy),
+            mechanism=self.name,
+            guarantee=guarantee,
+            private=src.is_private,
+            source=src.description,
+            parameters=params,
+        )
+
+    def _to_lattice(self, values: ArrayLike) -> tuple[NDArray[np.int64], bool]:
+        """Lattice indices of ``values`` and whether all were on the lattice (integer
+        mechanisms: the values themselves, which must be integers)."""
+        return integer_values(values, self.name), True
+
+    def _from_lattice(self, k: NDArray[np.int64]) -> NDArray[Any]:
+        """Values of lattice indices (integer mechanisms: the indices)."""
+        return k
+
+    def _release_guarantee(self, n: int, on_lattice: bool) -> tuple[Guarantee, dict[str, Any]]:
+        """The guarantee of a release of ``n`` values and extra metadata."""
+        return self.guarantee, {}
+
+
+class PureDPMechanism(NoiseMechanism):
+    """A mechanism stated by an exact ε (geometric, Laplace): ``ε``-DP, published rounded
+    up; noise scale ``b = Δ/ε``."""
+
+    epsilon_exact: Fraction
+    scale_exact: Fraction
+
+    @property
+    def epsilon(self) -> float:
+        """ε rounded up to a float (never understates the cost)."""
+        return float_up(self.epsilon_exact)
+
+    @property
+    def scale(self) -> float:
+        """The noise scale ``b = Δ/ε``."""
+        return float(self.scale_exact)
+
+    @property
+    def guarantee(self) -> PureDP:
+        return PureDP(self.epsilon)
+
+
+class ZCDPMechanism(NoiseMechanism):
+    """A mechanism stated by an exact ρ (discrete and lattice Gaussian): ``ρ``-zCDP,
+    published rounded up; ``σ² = Δ²/(2ρ)`` exactly."""
+
+    rho_exact: Fraction
+    sensitivity_exact: Fraction
+    sigma2_exact: Fraction
+
+    def __repr__(self) -> str:
+        return (
+            f"{type(self).__name__}(rho={float(self.rho_exact)!r}, "
+            f"sensitivity={float(self.sensitivity_exact)!r})"
+        )
+
+    @property
+    def rho(self) -> float:
+        """ρ rounded up to a float (never understates the cost)."""
+        return float_up(self.rho_exact)
+
+    @property
+    def sigma(self) -> float:
+        """``σ = √(Δ²/(2ρ))``."""
+        return math.sqrt(float(self.sigma2_exact))
+
+    @property
+    def guarantee(self) -> ZCDP:
+        return ZCDP(self.rho)
+
+    @property
+    def rdp(self) -> RDP:
+        """``τ(α) = ρα``."""
+        return zcdp_to_rdp(self.guarantee)
 
 
 def release_source(
@@ -211,7 +299,7 @@ def release_source(
             f"{mechanism} release made with {src.description}: marked private: false, "
             "do not publish",
             InsecureReleaseWarning,
-            stacklevel=4,
+            stacklevel=3,
         )
     return src
 

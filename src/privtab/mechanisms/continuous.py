@@ -3,7 +3,7 @@
 Textbook implementations add ``b·(−ln U)``-style floats to the true value; the set of
 floats such a sampler can output depends on the input, which leaks it (Mironov 2012).
 privtab instead works on the lattice ``γℤ`` for a power of two ``γ`` (by default the
-largest with ``scale/γ ≥ 2⁴⁰``, see :func:`privtab.random.default_granularity`):
+largest with ``scale/γ ≥ 2⁴⁰``, see :func:`privtab.random.lattice.default_granularity`):
 
 1. the true values are snapped to the lattice, ``s(v) = γ·⌊v/γ + ½⌋``;
 2. exact integer noise ``Z`` is drawn — discrete Laplace of scale ``b/γ``, or discrete
@@ -30,18 +30,14 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from privtab.accounting import RDP, ZCDP, PureDP, geometric_rdp_divergence, zcdp_to_rdp
+from privtab.accounting import RDP, ZCDP, Guarantee, PureDP
+from privtab.accounting.curves import geometric_rdp_divergence
 from privtab.accounting.guarantees import FloatArray
-from privtab.mechanisms.base import NoiseMechanism, Release, float_up
+from privtab.mechanisms.base import NoiseMechanism, PureDPMechanism, ZCDPMechanism, float_up
 from privtab.mechanisms.laws import DiscreteGaussianLaw, DiscreteLaplaceLaw
-from privtab.random import (
-    RandomSource,
-    RationalLike,
-    as_rational,
-    default_granularity,
-    discrete_gaussian,
-    discrete_laplace,
-)
+from privtab.random import RationalLike
+from privtab.random.lattice import default_granularity
+from privtab.random.rational import as_rational
 
 __all__ = ["Gaussian", "Laplace", "snap_to_lattice"]
 
@@ -82,7 +78,19 @@ def _from_lattice(k: NDArray[np.int64], granularity: Fraction) -> NDArray[np.flo
     return np.ldexp(k.astype(np.float64), exponent)
 
 
-class Laplace(NoiseMechanism):
+class _LatticeMechanism(NoiseMechanism):
+    """A mechanism on the lattice ``γℤ``: values are snapped to it and taken off it."""
+
+    granularity: Fraction
+
+    def _to_lattice(self, values: ArrayLike) -> tuple[NDArray[np.int64], bool]:
+        return snap_to_lattice(values, self.granularity, self.name)
+
+    def _from_lattice(self, k: NDArray[np.int64]) -> NDArray[np.float64]:
+        return _from_lattice(k, self.granularity)
+
+
+class Laplace(_LatticeMechanism, PureDPMechanism):
     """ε-DP Laplace mechanism for real-valued queries of L1 sensitivity Δ (course §2.3).
 
     Noise is exactly the Laplace law of scale ``b = Δ/ε`` on the lattice ``γℤ`` (see the
@@ -107,7 +115,9 @@ class Laplace(NoiseMechanism):
         self.sensitivity_exact = as_rational(sensitivity, "sensitivity", positive=True)
         self.scale_exact = self.sensitivity_exact / self.epsilon_exact
         self.granularity = _check_granularity(granularity, self.scale_exact)
-        self.law = DiscreteLaplaceLaw(self.scale_exact / self.granularity, self.granularity)
+        self.law: DiscreteLaplaceLaw = DiscreteLaplaceLaw(
+            self.scale_exact / self.granularity, self.granularity
+        )
 
     def __repr__(self) -> str:
         return (
@@ -116,55 +126,19 @@ class Laplace(NoiseMechanism):
         )
 
     @property
-    def epsilon(self) -> float:
-        return float_up(self.epsilon_exact)
-
-    @property
-    def scale(self) -> float:
-        return float(self.scale_exact)
-
-    @property
-    def guarantee(self) -> PureDP:
-        return PureDP(self.epsilon)
-
-    @property
     def rdp(self) -> RDP:
         """The exact Rényi curve of the lattice Laplace law at the largest lattice shift
         ≤ Δ (it tends to Mironov's continuous-Laplace curve as the lattice refines)."""
         shift = math.floor(self.sensitivity_exact / self.granularity)
         per_step = float(self.granularity / self.scale_exact)
         if shift < 1:
-            return RDP(lambda a: np.zeros_like(a), "laplace below lattice resolution")
+            return RDP(lambda a: np.zeros_like(a), "laplace below lattice resolution", limit=0.0)
 
         def curve(alpha: FloatArray) -> FloatArray:
             return geometric_rdp_divergence(alpha, per_step, shift)
 
-        return RDP(curve, f"laplace eps={self.epsilon:.6g} (exact, lattice)")
-
-    @property
-    def variance(self) -> float:
-        """The exact variance of the lattice noise (``2b²`` up to ~2⁻⁸⁰ relative)."""
-        return self.law.variance
-
-    def noise_pmf(self, x: ArrayLike) -> NDArray[np.float64]:
-        return self.law.pmf(x)
-
-    def noise_cdf(self, x: ArrayLike) -> NDArray[np.float64]:
-        return self.law.cdf(x)
-
-    def noise_quantile(self, q: ArrayLike) -> NDArray[np.float64]:
-        return self.law.quantile(q)
-
-    def moe(self, level: RationalLike = 0.95) -> float:
-        """The smallest lattice point ``m`` with ``P(|noise| ≤ m) ≥ level``
-        (``b·ln(1/(1−level))`` to within one lattice step)."""
-        return self.law.moe(level)
-
-    def sample_noise(
-        self, size: int | tuple[int, ...], *, source: RandomSource | None = None
-    ) -> NDArray[np.float64]:
-        z = discrete_laplace(self.scale_exact / self.granularity, size, source=source)
-        return _from_lattice(z, self.granularity)
+        limit = float_up(Fraction(shift) * self.granularity / self.scale_exact)
+        return RDP(curve, f"laplace eps={self.epsilon:.6g} (exact, lattice)", limit=limit)
 
     def parameters(self) -> dict[str, Any]:
         return {
@@ -174,27 +148,17 @@ class Laplace(NoiseMechanism):
             "granularity": float(self.granularity),
         }
 
-    def release(
-        self,
-        values: ArrayLike,
-        *,
-        source: RandomSource | None = None,
-        allow_insecure: bool = False,
-    ) -> Release:
-        """Snap, add exact lattice Laplace noise, return float64 values (module docstring)."""
-        k, on_lattice = snap_to_lattice(values, self.granularity, self.name)
-        src = self._release_source(source, allow_insecure)
-        noisy = k + discrete_laplace(self.scale_exact / self.granularity, k.shape, source=src)
-        guarantee = self.guarantee
+    def _release_guarantee(self, n: int, on_lattice: bool) -> tuple[Guarantee, dict[str, Any]]:
+        """ε-DP on the lattice; off it, sensitivity ``Δ + 2γn`` (module docstring)."""
         extra: dict[str, Any] = {"snapped": not on_lattice}
-        if not on_lattice:
-            eff = self.sensitivity_exact + 2 * self.granularity * max(k.size, 1)
-            guarantee = PureDP(float_up(eff / self.scale_exact))
-            extra["sensitivity_effective"] = float_up(eff)
-        return self._make_release(_from_lattice(noisy, self.granularity), src, guarantee, extra)
+        if on_lattice:
+            return self.guarantee, extra
+        eff = self.sensitivity_exact + 2 * self.granularity * max(n, 1)
+        extra["sensitivity_effective"] = float_up(eff)
+        return PureDP(float_up(eff / self.scale_exact)), extra
 
 
-class Gaussian(NoiseMechanism):
+class Gaussian(_LatticeMechanism, ZCDPMechanism):
     """ρ-zCDP Gaussian mechanism for real-valued queries of L2 sensitivity Δ.
 
     Noise is exactly the Gaussian law of variance ``σ² = Δ²/(2ρ)`` on the lattice ``γℤ``
@@ -216,7 +180,9 @@ class Gaussian(NoiseMechanism):
         self.sigma2_exact = self.sensitivity_exact**2 / (2 * self.rho_exact)
         sigma_approx = Fraction(math.sqrt(float(self.sigma2_exact)))
         self.granularity = _check_granularity(granularity, sigma_approx)
-        self.law = DiscreteGaussianLaw(self.sigma2_exact / self.granularity**2, self.granularity)
+        self.law: DiscreteGaussianLaw = DiscreteGaussianLaw(
+            self.sigma2_exact / self.granularity**2, self.granularity
+        )
 
     @classmethod
     def from_sigma(cls, sigma: RationalLike, sensitivity: RationalLike = 1) -> Gaussian:
@@ -224,53 +190,6 @@ class Gaussian(NoiseMechanism):
         s = as_rational(sigma, "sigma", positive=True)
         d = as_rational(sensitivity, "sensitivity", positive=True)
         return cls(d * d / (2 * s * s), d)
-
-    def __repr__(self) -> str:
-        return (
-            f"Gaussian(rho={float(self.rho_exact)!r}, "
-            f"sensitivity={float(self.sensitivity_exact)!r})"
-        )
-
-    @property
-    def rho(self) -> float:
-        return float_up(self.rho_exact)
-
-    @property
-    def sigma(self) -> float:
-        return math.sqrt(float(self.sigma2_exact))
-
-    @property
-    def guarantee(self) -> ZCDP:
-        return ZCDP(self.rho)
-
-    @property
-    def rdp(self) -> RDP:
-        return zcdp_to_rdp(self.guarantee)
-
-    @property
-    def variance(self) -> float:
-        """The exact variance of the lattice noise (σ² up to ~e^{−2π²2⁸⁰})."""
-        return self.law.variance
-
-    def noise_pmf(self, x: ArrayLike) -> NDArray[np.float64]:
-        return self.law.pmf(x)
-
-    def noise_cdf(self, x: ArrayLike) -> NDArray[np.float64]:
-        return self.law.cdf(x)
-
-    def noise_quantile(self, q: ArrayLike) -> NDArray[np.float64]:
-        return self.law.quantile(q)
-
-    def moe(self, level: RationalLike = 0.95) -> float:
-        """The smallest lattice point ``m`` with ``P(|noise| ≤ m) ≥ level`` (``z·σ`` to
-        within a lattice step)."""
-        return self.law.moe(level)
-
-    def sample_noise(
-        self, size: int | tuple[int, ...], *, source: RandomSource | None = None
-    ) -> NDArray[np.float64]:
-        z = discrete_gaussian(self.sigma2_exact / self.granularity**2, size, source=source)
-        return _from_lattice(z, self.granularity)
 
     def parameters(self) -> dict[str, Any]:
         return {
@@ -280,25 +199,12 @@ class Gaussian(NoiseMechanism):
             "granularity": float(self.granularity),
         }
 
-    def release(
-        self,
-        values: ArrayLike,
-        *,
-        source: RandomSource | None = None,
-        allow_insecure: bool = False,
-    ) -> Release:
-        """Snap, add exact lattice Gaussian noise, return float64 values (module docstring)."""
-        k, on_lattice = snap_to_lattice(values, self.granularity, self.name)
-        src = self._release_source(source, allow_insecure)
-        s2 = self.sigma2_exact / self.granularity**2
-        noisy = k + discrete_gaussian(s2, k.shape, source=src)
-        guarantee = self.guarantee
+    def _release_guarantee(self, n: int, on_lattice: bool) -> tuple[Guarantee, dict[str, Any]]:
+        """ρ-zCDP on the lattice; off it, sensitivity ``Δ + 2γ√n`` (module docstring)."""
         extra: dict[str, Any] = {"snapped": not on_lattice}
-        if not on_lattice:
-            eff = float(self.sensitivity_exact) + 2 * float(self.granularity) * math.sqrt(
-                max(k.size, 1)
-            )
-            eff = math.nextafter(eff * (1 + 2.0**-50), math.inf)
-            guarantee = ZCDP(float_up(Fraction(eff) ** 2 / (2 * self.sigma2_exact)))
-            extra["sensitivity_effective"] = eff
-        return self._make_release(_from_lattice(noisy, self.granularity), src, guarantee, extra)
+        if on_lattice:
+            return self.guarantee, extra
+        eff = float(self.sensitivity_exact) + 2 * float(self.granularity) * math.sqrt(max(n, 1))
+        eff = math.nextafter(eff * (1 + 2.0**-50), math.inf)
+        extra["sensitivity_effective"] = eff
+        return ZCDP(float_up(Fraction(eff) ** 2 / (2 * self.sigma2_exact))), extra

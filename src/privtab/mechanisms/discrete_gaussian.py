@@ -7,26 +7,27 @@ sensitivity Δ is ``Δ²/(2σ²)``-zCDP. Given ρ the mechanism uses ``σ² = Δ
 
 from __future__ import annotations
 
-import math
 from typing import Any, Literal
 
-import numpy as np
-from numpy.typing import ArrayLike, NDArray
-
-from privtab.accounting import RDP, ZCDP, zcdp_to_rdp
-from privtab.mechanisms.base import NoiseMechanism, Release, float_up, integer_values
+from privtab.mechanisms.base import ZCDPMechanism
 from privtab.mechanisms.laws import DiscreteGaussianLaw
-from privtab.random import RandomSource, RationalLike, as_rational, discrete_gaussian
+from privtab.mechanisms.ranges import check_sigma2
+from privtab.random import RationalLike
+from privtab.random.rational import as_rational
 
 __all__ = ["DiscreteGaussian"]
 
 
-class DiscreteGaussian(NoiseMechanism):
+class DiscreteGaussian(ZCDPMechanism):
     """ρ-zCDP discrete Gaussian mechanism: integer noise with pmf ∝ ``exp(−x²/(2σ²))``.
 
     ``rho`` is exact (a float is taken at its binary value); ``sensitivity`` is the query's
     L2 sensitivity Δ (any positive rational, e.g. ``2`` or the float ``math.sqrt(2)``);
-    ``σ² = Δ²/(2ρ)`` exactly.
+    ``σ² = Δ²/(2ρ)`` exactly. The variance is the exact ``Σ x² e^{−x²/(2σ²)}/Z`` (slightly
+    below σ², CKS Cor. 9); :meth:`moe` is exact (SafeTab Cor. 4's ``⌊1.96σ⌋`` is right at its
+    calibrated points but not in general, e.g. σ = 0.5 or 29.95). A release adds the noise
+    to integer values: ρ-zCDP for a query of L2 sensitivity Δ (the whole array is one
+    query).
 
     >>> m = DiscreteGaussian(1.92 / 36)   # SafeTab's calibration for a 95% MOE of 6
     >>> m.moe(0.95)
@@ -39,7 +40,8 @@ class DiscreteGaussian(NoiseMechanism):
         self.rho_exact = as_rational(rho, "rho", positive=True)
         self.sensitivity_exact = as_rational(sensitivity, "sensitivity", positive=True)
         self.sigma2_exact = self.sensitivity_exact**2 / (2 * self.rho_exact)
-        self.law = DiscreteGaussianLaw(self.sigma2_exact)
+        check_sigma2("rho", self.sigma2_exact, rho)
+        self.law: DiscreteGaussianLaw = DiscreteGaussianLaw(self.sigma2_exact)
 
     @classmethod
     def from_sigma2(cls, sigma2: RationalLike, sensitivity: RationalLike = 1) -> DiscreteGaussian:
@@ -57,62 +59,15 @@ class DiscreteGaussian(NoiseMechanism):
         method: Literal["exact", "paper"] = "exact",
     ) -> DiscreteGaussian:
         """The mechanism calibrated to a margin-of-error target (see
-        :func:`privtab.mechanisms.discrete_gaussian_rho_for_moe`)."""
+        :func:`privtab.mechanisms.calibration.discrete_gaussian_rho_for_moe`)."""
         from privtab.mechanisms.calibration import discrete_gaussian_rho_for_moe
 
         rho = discrete_gaussian_rho_for_moe(moe, level, sensitivity=sensitivity, method=method)
         return cls(rho, sensitivity)
 
-    def __repr__(self) -> str:
-        return (
-            f"DiscreteGaussian(rho={float(self.rho_exact)!r}, "
-            f"sensitivity={float(self.sensitivity_exact)!r})"
-        )
-
-    @property
-    def rho(self) -> float:
-        return float_up(self.rho_exact)
-
     @property
     def sigma2(self) -> float:
         return float(self.sigma2_exact)
-
-    @property
-    def sigma(self) -> float:
-        return math.sqrt(float(self.sigma2_exact))
-
-    @property
-    def guarantee(self) -> ZCDP:
-        return ZCDP(self.rho)
-
-    @property
-    def rdp(self) -> RDP:
-        return zcdp_to_rdp(self.guarantee)
-
-    @property
-    def variance(self) -> float:
-        """The exact variance ``Σ x² e^{−x²/(2σ²)}/Z`` (slightly below σ², CKS Cor. 9)."""
-        return self.law.variance
-
-    def noise_pmf(self, x: ArrayLike) -> NDArray[np.float64]:
-        return self.law.pmf(x)
-
-    def noise_cdf(self, x: ArrayLike) -> NDArray[np.float64]:
-        return self.law.cdf(x)
-
-    def noise_quantile(self, q: ArrayLike) -> NDArray[np.float64]:
-        return self.law.quantile(q)
-
-    def moe(self, level: RationalLike = 0.95) -> int:
-        """The exact margin of error: the smallest integer ``m`` with
-        ``P(|noise| ≤ m) ≥ level``. (SafeTab Cor. 4's ``⌊1.96σ⌋`` is right at its calibrated
-        points but not in general, e.g. σ = 0.5 or 29.95.)"""
-        return self.law.moe_index(level)
-
-    def sample_noise(
-        self, size: int | tuple[int, ...], *, source: RandomSource | None = None
-    ) -> NDArray[np.int64]:
-        return discrete_gaussian(self.sigma2_exact, size, source=source)
 
     def parameters(self) -> dict[str, Any]:
         return {
@@ -120,17 +75,3 @@ class DiscreteGaussian(NoiseMechanism):
             "sensitivity": float(self.sensitivity_exact),
             "sigma2": self.sigma2,
         }
-
-    def release(
-        self,
-        values: ArrayLike,
-        *,
-        source: RandomSource | None = None,
-        allow_insecure: bool = False,
-    ) -> Release:
-        """``values + noise`` (int64) for integer ``values``; ρ-zCDP for a query of
-        L2 sensitivity Δ (the whole array is one query)."""
-        true = integer_values(values, self.name)
-        src = self._release_source(source, allow_insecure)
-        noisy = true + discrete_gaussian(self.sigma2_exact, true.shape, source=src)
-        return self._make_release(noisy, src)

@@ -3,7 +3,7 @@
 SafeTab seed Def. 6 and Alg. 4 (``BaseGeometric``); course seed Defs. 9–10. For a query
 with integer values and L1 sensitivity Δ, adding ``X`` with ``P(X = x) ∝ e^{−ε|x|/Δ}`` to
 each value is ε-DP (pure). Its exact Rényi curve is
-:func:`privtab.accounting.geometric_rdp` (the SafeTab paper's Cor. 1 understates it).
+:func:`privtab.accounting.curves.geometric_rdp` (the SafeTab paper's Cor. 1 understates it).
 """
 
 from __future__ import annotations
@@ -12,12 +12,14 @@ from fractions import Fraction
 from typing import Any, Literal
 
 import numpy as np
-from numpy.typing import ArrayLike, NDArray
 
-from privtab.accounting import RDP, PureDP, geometric_rdp
-from privtab.mechanisms.base import NoiseMechanism, Release, float_up, integer_values
+from privtab.accounting import RDP
+from privtab.accounting.curves import geometric_rdp
+from privtab.mechanisms.base import PureDPMechanism
 from privtab.mechanisms.laws import DiscreteLaplaceLaw
-from privtab.random import RandomSource, RationalLike, as_rational, discrete_laplace
+from privtab.mechanisms.ranges import check_scale
+from privtab.random import RationalLike
+from privtab.random.rational import as_rational
 
 __all__ = ["Geometric", "positive_int"]
 
@@ -29,12 +31,16 @@ def positive_int(value: int, name: str) -> int:
     return int(value)
 
 
-class Geometric(NoiseMechanism):
+class Geometric(PureDPMechanism):
     """ε-DP geometric mechanism: integer noise with pmf ∝ ``exp(−ε|x|/Δ)``.
 
     ``epsilon`` is exact (a float is taken at its binary value); ``sensitivity`` is the
     query's L1 sensitivity Δ (a positive integer: differences of integer vectors have
-    integer L1 norms). Noise scale ``b = Δ/ε`` (the seed's ``1/ε`` at Δ = 1).
+    integer L1 norms). Noise scale ``b = Δ/ε`` (the seed's ``1/ε`` at Δ = 1). The variance
+    is ``2r/(1−r)²`` with ``r = e^{−ε/Δ}`` (course seed Defs. 9–10); :meth:`moe` is the
+    exact margin of error (SafeTab Cor. 2's ``⌊b·ln(40/(1+e^{1/b}))⌋`` is one too small,
+    see :func:`privtab.mechanisms.calibration.paper_geometric_moe`). A release adds the noise to
+    integer values: ε-DP per query of L1 sensitivity Δ.
 
     >>> g = Geometric(1.0)
     >>> g.moe(0.95), round(g.variance, 6)
@@ -47,7 +53,8 @@ class Geometric(NoiseMechanism):
         self.epsilon_exact = as_rational(epsilon, "epsilon", positive=True)
         self.sensitivity = positive_int(sensitivity, "sensitivity")
         self.scale_exact = Fraction(self.sensitivity) / self.epsilon_exact
-        self.law = DiscreteLaplaceLaw(self.scale_exact)
+        check_scale("epsilon", self.scale_exact, epsilon)
+        self.law: DiscreteLaplaceLaw = DiscreteLaplaceLaw(self.scale_exact)
 
     @classmethod
     def from_scale(cls, scale: RationalLike, sensitivity: int = 1) -> Geometric:
@@ -64,7 +71,7 @@ class Geometric(NoiseMechanism):
         method: Literal["exact", "paper"] = "exact",
     ) -> Geometric:
         """The mechanism calibrated to a margin-of-error target (see
-        :func:`privtab.mechanisms.geometric_epsilon_for_moe`)."""
+        :func:`privtab.mechanisms.calibration.geometric_epsilon_for_moe`)."""
         from privtab.mechanisms.calibration import geometric_epsilon_for_moe
 
         eps = geometric_epsilon_for_moe(moe, level, sensitivity=sensitivity, method=method)
@@ -74,46 +81,16 @@ class Geometric(NoiseMechanism):
         return f"Geometric(epsilon={float(self.epsilon_exact)!r}, sensitivity={self.sensitivity})"
 
     @property
-    def epsilon(self) -> float:
-        return float_up(self.epsilon_exact)
-
-    @property
-    def scale(self) -> float:
-        """The noise scale ``b = Δ/ε``."""
-        return float(self.scale_exact)
-
-    @property
-    def guarantee(self) -> PureDP:
-        return PureDP(self.epsilon)
-
-    @property
     def rdp(self) -> RDP:
         return geometric_rdp(self.epsilon, self.sensitivity)
 
     @property
-    def variance(self) -> float:
-        """``2r/(1−r)²`` with ``r = e^{−ε/Δ}`` (course seed Defs. 9–10)."""
-        return self.law.variance
-
-    def noise_pmf(self, x: ArrayLike) -> NDArray[np.float64]:
-        return self.law.pmf(x)
-
-    def noise_cdf(self, x: ArrayLike) -> NDArray[np.float64]:
-        return self.law.cdf(x)
-
-    def noise_quantile(self, q: ArrayLike) -> NDArray[np.float64]:
-        return self.law.quantile(q)
-
-    def moe(self, level: RationalLike = 0.95) -> int:
-        """The exact margin of error: the smallest integer ``m`` with
-        ``P(|noise| ≤ m) ≥ level``. (SafeTab Cor. 2's ``⌊b·ln(40/(1+e^{1/b}))⌋`` is one too
-        small; see :func:`privtab.mechanisms.paper_geometric_moe`.)"""
-        return self.law.moe_index(level)
-
-    def sample_noise(
-        self, size: int | tuple[int, ...], *, source: RandomSource | None = None
-    ) -> NDArray[np.int64]:
-        return discrete_laplace(self.scale_exact, size, source=source)
+    def p(self) -> float:
+        """``p = 1 − e^{−ε/Δ}``: the two-sided geometric parameter of the course seed
+        (Defs. 9–10, used in its Q10) — the noise is the difference of two independent
+        geometric variables with success probability ``p``, its variance ``2(1−p)/p²``
+        (SafeTab seed Def. 6 writes the pmf as ``(1−α)/(1+α)·α^{|x|}`` with ``α = 1 − p``)."""
+        return self.law.p
 
     def parameters(self) -> dict[str, Any]:
         return {
@@ -121,17 +98,3 @@ class Geometric(NoiseMechanism):
             "sensitivity": self.sensitivity,
             "scale": self.scale,
         }
-
-    def release(
-        self,
-        values: ArrayLike,
-        *,
-        source: RandomSource | None = None,
-        allow_insecure: bool = False,
-    ) -> Release:
-        """``values + noise`` (int64) for integer ``values``; ε-DP per query of
-        L1 sensitivity Δ."""
-        true = integer_values(values, self.name)
-        src = self._release_source(source, allow_insecure)
-        noisy = true + discrete_laplace(self.scale_exact, true.shape, source=src)
-        return self._make_release(noisy, src)

@@ -6,9 +6,18 @@ uniformly (each with probability ``q = 1/(e^ε + k − 1)``). Changing one recor
 changes its report distribution by a factor of at most ``p/q = e^ε``: ε-DP for that record
 (course seed §3; the tight Rényi curve is that of the two reports' distributions).
 
-The truthful-report coin is an *exact* Bernoulli(p) (``p`` is irrational; it is decided by
-certified comparison, :func:`privtab.random.bernoulli_certified`) and the replacement an
-exact uniform draw.
+The mechanism can be given by ε or by its **flip probability** — the probability
+``f = (k−1)q`` that the report is not the truth (inferential-limits seed Ex. 2.3 and
+semantics seed Ex. 4.3 describe binary randomized response this way): ``e^ε = (k−1)(1−f)/f``,
+so ``ε = ln((1−f)/f)`` for ``k = 2`` and ``f < 1/2``. A rational ``f`` keeps every
+probability rational (:attr:`RandomizedResponse.exact_probabilities`) and ε is stated as
+``ln`` of the exact rational :attr:`RandomizedResponse.exp_epsilon_exact` (published
+rounded up).
+
+The truthful-report coin is an *exact* Bernoulli(p): decided by certified comparison
+(:func:`privtab.random.uniform.bernoulli_certified`) when ``p`` is irrational (ε rational), by
+exact rational arithmetic (:func:`privtab.random.uniform.bernoulli`) when it is rational; the
+replacement is an exact uniform draw.
 
 Counts are estimated without bias by ``(S_j − nq)/(p − q)`` where ``S_j`` is the number of
 reports of category ``j``; :meth:`RandomizedResponse.count_pmf` gives the exact law of
@@ -26,21 +35,27 @@ import numpy as np
 from mpmath import mp, mpf
 from numpy.typing import ArrayLike, NDArray
 
-from privtab.accounting import RDP, PureDP, randomized_response_rdp
+from privtab.accounting import RDP, PureDP
+from privtab.accounting.conversions import randomized_response_rdp
 from privtab.accounting.guarantees import FloatArray
 from privtab.mechanisms.base import Release, float_up, release_source
 from privtab.mechanisms.geometric import positive_int
 from privtab.mechanisms.laws import as_level
-from privtab.random import (
-    RandomSource,
-    RationalLike,
-    as_rational,
-    bernoulli_certified,
-    uniform_int,
-)
-from privtab.random._exact import exp_neg_enclosure
+from privtab.random import RandomSource, RationalLike
+from privtab.random.exact import exp_neg_enclosure
+from privtab.random.rational import as_rational
+from privtab.random.uniform import bernoulli, bernoulli_certified, uniform_int
 
 __all__ = ["RandomizedResponse"]
+
+
+def _ln_up(x: Fraction) -> float:
+    """A float ≥ ``ln x`` (``x > 1`` rational), at most one float step above it."""
+    with mp.workprec(200):
+        ln = mp.log1p(mpf(x.numerator - x.denominator) / x.denominator)
+        # log1p is within a few units of 2^-200 relative; the margin makes it an upper bound
+        man, exp = (ln * (1 + mpf(2) ** -180)).man_exp
+    return float_up(Fraction(man) * Fraction(2) ** exp)
 
 
 class RandomizedResponse:
@@ -49,22 +64,72 @@ class RandomizedResponse:
     name = "randomized_response"
 
     def __init__(self, epsilon: RationalLike, categories: int = 2) -> None:
-        self.epsilon_exact = as_rational(epsilon, "epsilon", positive=True)
+        eps = as_rational(epsilon, "epsilon", positive=True)
+        self._setup(eps, None, categories)
+
+    @classmethod
+    def from_flip_probability(cls, p: RationalLike, categories: int = 2) -> RandomizedResponse:
+        """The mechanism whose report differs from the truth with probability ``p``.
+
+        ``e^ε = (k−1)(1−p)/p`` exactly (a float ``p`` is taken at its binary value, a string
+        such as ``"1/4"`` exactly); needs ``0 < p < (k−1)/k`` — ``0 < p < 1/2`` for binary
+        randomized response (inferential-limits seed Ex. 2.3: ``p = 1/(1+e^ε)``).
+
+        >>> rr = RandomizedResponse.from_flip_probability("1/4")
+        >>> rr.exp_epsilon_exact, rr.exact_probabilities
+        (Fraction(3, 1), (Fraction(3, 4), Fraction(1, 4)))
+        """
+        k = positive_int(categories, "categories")
+        if k < 2:
+            raise ValueError("randomized response needs at least 2 categories")
+        f = as_rational(p, "flip probability", positive=True)
+        top = Fraction(k - 1, k)
+        if f >= top:
+            raise ValueError(
+                f"flip probability must lie strictly between 0 and {top} for {k} categories "
+                f"(at {top} the report is independent of the truth: ε = 0), got {p!r}"
+            )
+        rr = cls.__new__(cls)
+        rr._setup(None, (k - 1) * (1 - f) / f, k)
+        return rr
+
+    def _setup(self, eps: Fraction | None, exp_eps: Fraction | None, categories: int) -> None:
         self.categories = positive_int(categories, "categories")
         if self.categories < 2:
             raise ValueError("randomized response needs at least 2 categories")
-        with mp.workprec(120):
-            e = mp.exp(mpf(self.epsilon_exact.numerator) / self.epsilon_exact.denominator)
-            self._p = float(e / (e + self.categories - 1))
-            self._q = float(1 / (e + self.categories - 1))
+        #: ε exactly, when it is rational (built from ε); else ``None``.
+        self.epsilon_exact: Fraction | None = eps
+        #: ``e^ε`` exactly, when it is rational (built from a flip probability); else ``None``.
+        self.exp_epsilon_exact: Fraction | None = exp_eps
+        k1 = self.categories - 1
+        if exp_eps is not None:
+            self._exact: tuple[Fraction, Fraction] | None = (
+                exp_eps / (exp_eps + k1),
+                k1 / (exp_eps + k1),
+            )
+            self._p = float(self._exact[0])
+            self._q = float(1 / (exp_eps + k1))
+            self._eps_up = _ln_up(exp_eps)
+        else:
+            assert eps is not None
+            self._exact = None
+            self._eps_up = float_up(eps)
+            with mp.workprec(120):
+                e = mp.exp(mpf(eps.numerator) / eps.denominator)
+                self._p = float(e / (e + k1))
+                self._q = float(1 / (e + k1))
 
     def __repr__(self) -> str:
+        if self.epsilon_exact is None:
+            f = float(1 - self._exact[0]) if self._exact else float("nan")
+            return f"RandomizedResponse.from_flip_probability({f!r}, {self.categories})"
         eps = float(self.epsilon_exact)
         return f"RandomizedResponse(epsilon={eps!r}, categories={self.categories})"
 
     @property
     def epsilon(self) -> float:
-        return float_up(self.epsilon_exact)
+        """ε, rounded up to a float (``ln e^ε`` when built from a flip probability)."""
+        return self._eps_up
 
     @property
     def p_truth(self) -> float:
@@ -75,6 +140,20 @@ class RandomizedResponse:
     def p_other(self) -> float:
         """``q = 1/(e^ε + k − 1)``: the probability of each particular other category."""
         return self._q
+
+    @property
+    def flip_probability(self) -> float:
+        """``1 − p = (k−1)q``: the probability that the report is not the truth."""
+        if self._exact is not None:
+            return float(self._exact[1])
+        return (self.categories - 1) * self._q
+
+    @property
+    def exact_probabilities(self) -> tuple[Fraction, Fraction] | None:
+        """``(truth probability, flip probability)`` as exact fractions when they are
+        rational (built from a flip probability), else ``None`` (irrational for rational
+        ε)."""
+        return self._exact
 
     @property
     def guarantee(self) -> PureDP:
@@ -99,7 +178,7 @@ class RandomizedResponse:
             lse = top + np.log(np.exp(terms - top).sum(axis=0))
             return np.asarray(np.maximum(lse / (a - 1), 0.0), dtype=np.float64)
 
-        return RDP(curve, f"{k}-ary randomized response eps={self.epsilon:.6g}")
+        return RDP(curve, f"{k}-ary randomized response eps={self.epsilon:.6g}", limit=self.epsilon)
 
     @property
     def variance(self) -> float:
@@ -115,6 +194,7 @@ class RandomizedResponse:
 
     # -- release and estimation ---------------------------------------------------------
     def _truth_enclosure(self, prec: int) -> tuple[Fraction, Fraction]:
+        assert self.epsilon_exact is not None
         lo_e, hi_e = exp_neg_enclosure(self.epsilon_exact, prec)
         k1 = self.categories - 1
         return 1 / (1 + k1 * hi_e), 1 / (1 + k1 * lo_e)
@@ -139,7 +219,10 @@ class RandomizedResponse:
             )
         src = release_source(source, allow_insecure, self.name)
         truth = arr.astype(np.int64)
-        keep = bernoulli_certified(self._truth_enclosure, truth.shape, source=src)
+        if self._exact is not None:
+            keep = bernoulli(self._exact[0], truth.shape, source=src)
+        else:
+            keep = bernoulli_certified(self._truth_enclosure, truth.shape, source=src)
         other = uniform_int(self.categories - 1, truth.shape, source=src)
         other += other >= truth
         reports = np.where(keep, truth, other)

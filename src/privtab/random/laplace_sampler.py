@@ -16,7 +16,7 @@ bits of ``V``, one is the sign. ``⌊y(V)⌋`` is computed in float64 for the wh
 ``V`` consistent with its first 63 bits, with a rigorous error bound
 (:func:`privtab.random._kernels.floor_scaled_neglog`); when the bound straddles an integer
 (probability ≈ 2·err, i.e. ~2⁻³⁸·t per draw) the element is finished exactly by drawing
-more bits of ``V`` and interval arithmetic (:mod:`privtab.random._exact`). No loop is
+more bits of ``V`` and interval arithmetic (:mod:`privtab.random.exact`). No loop is
 needed: every word yields a sample.
 
 For very large scales (``t > 2²⁰``) float64 cannot certify ``⌊y⌋`` often enough, and the
@@ -27,7 +27,13 @@ drawn uniform on ``{0, …, M−1}`` and kept with probability ``r^R = e^{−R/t
 (certified comparison), so fewer than 0.1% of draws are repeated. The two-sided sample is
 ``±G`` with the pair (−, 0) rejected (probability ``(1−r)/2 < 2⁻²¹``).
 
-Scales are limited to ``t ≤ 2⁴⁴`` so that every intermediate stays exact in int64/float64.
+Scales are limited to ``t ≤ 2⁵⁴`` (:data:`MAX_LAPLACE_SCALE`) so that every intermediate
+stays exact in int64/float64: ``R < M ≤ 2⁴⁴`` is exact in float64, ``Q·M`` is checked to
+stay below ``2⁶²`` (``Q`` of scale below ``2¹¹`` reaches ``2¹⁸`` with probability below
+``e^{−128}``; the sample then fails loudly, it is never wrong), and a magnitude of ``2⁶²``
+has probability ``e^{−256}`` at ``t = 2⁵⁴``. The discrete Gaussian sampler, which uses
+this one for its proposals, keeps ``σ ≤ 2⁴⁴`` (:data:`MAX_SCALE`) for its own float64
+certification.
 """
 
 from __future__ import annotations
@@ -41,7 +47,14 @@ import numpy as np
 from mpmath import mp, mpf
 from numpy.typing import NDArray
 
-from privtab.random._exact import (
+from privtab.random._kernels import (
+    accept_exp_neg,
+    check_float_log,
+    floor_scaled_neglog,
+    prefixes63,
+)
+from privtab.random._util import Size, fill_chunks, shape_of
+from privtab.random.exact import (
     Interval,
     LazyUniform,
     exp_neg_enclosure,
@@ -55,20 +68,15 @@ from privtab.random._exact import (
     resolve_floor,
     resolve_less,
 )
-from privtab.random._kernels import (
-    accept_exp_neg,
-    check_float_log,
-    floor_scaled_neglog,
-    prefixes63,
-)
-from privtab.random._rational import RationalLike, as_rational
-from privtab.random._util import Size, fill_chunks, shape_of
+from privtab.random.rational import RationalLike, as_rational
 from privtab.random.sources import RandomSource, resolve_source
 
-__all__ = ["MAX_SCALE", "MIN_SCALE", "discrete_laplace", "geometric"]
+__all__ = ["MAX_LAPLACE_SCALE", "MAX_SCALE", "MIN_SCALE", "discrete_laplace", "geometric"]
 
-#: Largest supported scale (values stay exact in int64 and float64).
+#: Largest supported σ of the discrete Gaussian sampler and scale of the lattice samplers.
 MAX_SCALE = Fraction(1 << 44)
+#: Largest supported scale of the discrete Laplace and geometric samplers (see above).
+MAX_LAPLACE_SCALE = Fraction(1 << 54)
 #: Smallest supported scale (below it the noise is 0 except with probability < e^{−2⁴⁰}).
 MIN_SCALE = Fraction(1, 1 << 40)
 _DIRECT_MAX = Fraction(1 << 20)
@@ -223,8 +231,8 @@ def _fill_geometric(out: NDArray[np.int64], t: Fraction, src: RandomSource) -> N
 
 def _scale(scale: RationalLike) -> Fraction:
     t = as_rational(scale, "scale", positive=True)
-    if t > MAX_SCALE:
-        raise ValueError(f"scale must be at most 2**44 (about 1.76e13), got {scale!r}")
+    if t > MAX_LAPLACE_SCALE:
+        raise ValueError(f"scale must be at most 2**54 (about 1.8e16), got {scale!r}")
     if t < MIN_SCALE:
         raise ValueError(f"scale must be at least 2**-40 (about 9.1e-13), got {scale!r}")
     return t
@@ -236,7 +244,7 @@ def discrete_laplace(
     """Exact discrete Laplace samples: ``P(X = x) ∝ exp(−|x|/scale)`` on the integers.
 
     ``scale`` is a positive rational (an int, a float's exact value, a
-    :class:`~fractions.Fraction`, a decimal string, …), at most ``2**44``. The geometric
+    :class:`~fractions.Fraction`, a decimal string, …), at most ``2**54``. The geometric
     mechanism with privacy parameter ε on a query of L1 sensitivity Δ uses
     ``scale = Δ/ε`` (SafeTab seed Def. 6). Returns an ``int64`` array of shape ``size``.
     The output distribution is exactly the stated one (see the module docstring for the

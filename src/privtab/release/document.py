@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -143,12 +142,10 @@ class ReleaseDocument:
     def write(self, folder: str | Path) -> Path:
         """Write ``folder/release.json`` (text is written to a temporary file, then renamed)."""
         from privtab._json import jsonable
+        from privtab.atomic import atomic_write
 
-        path = Path(folder) / FILENAME
-        tmp = path.with_name(f".{FILENAME}.tmp")
-        tmp.write_text(json.dumps(jsonable(self.to_json()), indent=2) + "\n", encoding="utf-8")
-        os.replace(tmp, path)
-        return path
+        text = json.dumps(jsonable(self.to_json()), indent=2) + "\n"
+        return atomic_write(Path(folder) / FILENAME, text)
 
 
 _CORE = {

@@ -57,15 +57,11 @@ class RunRecord:
     def write(self, path: str | Path) -> Path:
         """Write the record (mode 0600, atomically)."""
         from privtab._json import jsonable
+        from privtab.atomic import atomic_write
 
         p = Path(path)
         p.parent.mkdir(parents=True, exist_ok=True)
-        tmp = p.with_name(f".{p.name}.tmp-{os.getpid()}")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(json.dumps(jsonable(self.to_json()), indent=2) + "\n")
-        os.replace(tmp, p)
-        return p
+        return atomic_write(p, json.dumps(jsonable(self.to_json()), indent=2) + "\n", mode=0o600)
 
 
 def check_record_path(path: Path) -> None:

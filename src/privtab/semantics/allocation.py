@@ -21,6 +21,13 @@ Files: TOML (the structured base × geography × query form of Tables 3–5, see
 built-in ``data/topdown_2020_redistricting.toml``, with optional ``[scenario.X]`` tables)
 or CSV with one row per cell: ``universe,query,attributes,level,rho`` (attributes
 separated by ``;``; levels ordered by first appearance, top level first).
+
+The TOML form keeps the published structure (:class:`UniverseProportions`): per universe
+a base ρ (Table 3), geographic-level proportions (a column of Table 4) and per-query
+proportions at each level (Table 5). On load every Table 4 column and every Table 5
+column (at each level the universe spends on) must sum to exactly 1, in exact fractions;
+the cells' ρ are recomputed from the proportions, and
+:meth:`Allocation.with_proportions` changes proportions and recomputes everything.
 """
 
 from __future__ import annotations
@@ -28,7 +35,7 @@ from __future__ import annotations
 import csv
 import io
 import tomllib
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
 from importlib import resources
@@ -40,6 +47,7 @@ __all__ = [
     "AllocationCell",
     "AllocationError",
     "Concern",
+    "UniverseProportions",
     "builtin_allocation",
     "load_allocation",
     "parse_allocation_csv",
@@ -103,14 +111,96 @@ def _fraction(value: Any, where: str) -> Fraction:
 
 
 @dataclass(frozen=True)
+class UniverseProportions:
+    """One universe of an allocation in the published form (semantics seed §8.1).
+
+    ``rho`` is the base ρ (Table 3), ``geography`` the proportion of it spent at each
+    geographic level (a column of Table 4, summing to 1), ``queries`` the proportion of a
+    level's share spent on each query (Table 5: at every level the universe spends on,
+    the column sums to 1), ``attributes`` each query's attributes. The ρ of a query at one
+    unit of a level is ``rho × geography[level] × queries[query][level]``.
+    """
+
+    name: str
+    rho: Fraction
+    geography: Mapping[str, Fraction]
+    queries: Mapping[str, Mapping[str, Fraction]]
+    attributes: Mapping[str, frozenset[str]]
+
+    def check(self, levels: Sequence[str], where: str) -> None:
+        """``AllocationError`` unless the proportions are complete and sum to exactly 1."""
+        if set(self.geography) != set(levels):
+            raise AllocationError(
+                f"{where}: geography levels {sorted(self.geography)} do not match levels "
+                f"{list(levels)}"
+            )
+        total = sum(self.geography.values(), Fraction(0))
+        if total != 1:
+            raise AllocationError(
+                f"{where}: geography proportions (Table 4 column) sum to {total}, not 1"
+            )
+        for q, shares in self.queries.items():
+            unknown = [lv for lv in shares if lv not in levels]
+            if unknown:
+                raise AllocationError(f"{where} query {q!r}: unknown level {unknown[0]!r}")
+        for lv in levels:
+            col = sum((s.get(lv, Fraction(0)) for s in self.queries.values()), Fraction(0))
+            if self.geography[lv] > 0 and col != 1:
+                raise AllocationError(
+                    f"{where}: query proportions at level {lv!r} (Table 5 column) sum to "
+                    f"{col}, not 1"
+                )
+
+    def cells(self, levels: Sequence[str]) -> list[AllocationCell]:
+        """The per-(query, level) cells, ρ exact."""
+        return [
+            AllocationCell(
+                self.name,
+                q,
+                self.attributes.get(q, frozenset()),
+                lv,
+                self.rho * self.geography[lv] * shares[lv],
+            )
+            for q, shares in self.queries.items()
+            for lv in levels
+            if lv in shares
+        ]
+
+
+@dataclass(frozen=True)
 class Allocation:
-    """A per-(query, level) zCDP allocation, with optional named concerns."""
+    """A per-(query, level) zCDP allocation, with optional named concerns.
+
+    ``proportions`` holds the published structure when the allocation was given in that
+    form (TOML; empty for the flat CSV form): :meth:`geography_proportions`,
+    :meth:`query_proportions` and :meth:`with_proportions` use it.
+    """
 
     name: str
     levels: tuple[str, ...]
     cells: tuple[AllocationCell, ...]
     scenarios: Mapping[str, Concern] = field(default_factory=dict)
     source: str = ""
+    proportions: tuple[UniverseProportions, ...] = ()
+
+    @classmethod
+    def from_proportions(
+        cls,
+        name: str,
+        levels: Sequence[str],
+        proportions: Sequence[UniverseProportions],
+        scenarios: Mapping[str, Concern] | None = None,
+        source: str = "",
+        origin: str | None = None,
+    ) -> Allocation:
+        """An allocation from its proportions, checked to sum to exactly 1 (see
+        :class:`UniverseProportions`; errors name ``origin``, e.g. the file); cell ρ
+        recomputed exactly."""
+        lv = tuple(levels)
+        for u in proportions:
+            u.check(lv, f"{origin or source or name}: universe {u.name!r}")
+        cells = tuple(c for u in proportions for c in u.cells(lv))
+        return cls(name, lv, cells, dict(scenarios or {}), source, tuple(proportions))
 
     def __post_init__(self) -> None:
         if not self.levels:
@@ -128,6 +218,65 @@ class Allocation:
             seen.add(key)
         for name, concern in self.scenarios.items():
             self.check_concern(concern, where=f"scenario {name!r}")
+
+    # ----------------------------------------------------------------- proportions
+
+    def _universe(self, universe: str) -> UniverseProportions:
+        if not self.proportions:
+            raise AllocationError(
+                f"{self.name}: this allocation was given cell by cell (CSV): it has no "
+                "proportions; use the TOML form"
+            )
+        for u in self.proportions:
+            if u.name == universe:
+                return u
+        known = ", ".join(u.name for u in self.proportions)
+        raise AllocationError(f"unknown universe {universe!r}; universes are {known}")
+
+    def base_rho(self, universe: str) -> Fraction:
+        """The universe's base ρ (semantics seed Table 3)."""
+        return self._universe(universe).rho
+
+    def geography_proportions(self, universe: str) -> dict[str, Fraction]:
+        """``{level: proportion}`` — a column of Table 4 (sums to exactly 1)."""
+        return dict(self._universe(universe).geography)
+
+    def query_proportions(self, universe: str) -> dict[str, dict[str, Fraction]]:
+        """``{query: {level: proportion}}`` — Table 5 (each level's column sums to 1)."""
+        return {q: dict(s) for q, s in self._universe(universe).queries.items()}
+
+    def with_proportions(
+        self,
+        universe: str,
+        *,
+        rho: Fraction | None = None,
+        geography: Mapping[str, Fraction] | None = None,
+        queries: Mapping[str, Mapping[str, Fraction]] | None = None,
+    ) -> Allocation:
+        """A copy with some of ``universe``'s proportions replaced (entries not given are
+        kept; ``queries`` maps query → {level: proportion}) and every ρ recomputed; the
+        sums are checked again, so a change to one proportion must be balanced by
+        another."""
+        from dataclasses import replace
+
+        u = self._universe(universe)
+        new_queries = {q: dict(s) for q, s in u.queries.items()}
+        for q, shares in (queries or {}).items():
+            if q not in new_queries:
+                raise AllocationError(f"universe {universe!r} has no query {q!r}")
+            new_queries[q].update({lv: Fraction(v) for lv, v in shares.items()})
+        new_geo = dict(u.geography)
+        new_geo.update({lv: Fraction(v) for lv, v in (geography or {}).items()})
+        changed = replace(
+            u,
+            rho=u.rho if rho is None else Fraction(rho),
+            geography=new_geo,
+            queries=new_queries,
+        )
+        props = [changed if p.name == universe else p for p in self.proportions]
+        return Allocation.from_proportions(
+            self.name, self.levels, props, self.scenarios, f"{self.source} (modified)"
+        )
 
     # ----------------------------------------------------------------- descriptions
 
@@ -203,6 +352,10 @@ class Allocation:
         """ρ relevant to ``concern`` (exact): the sum over the affected cells."""
         return sum((c.rho for c in self.affected_cells(concern)), Fraction(0))
 
+    def rho_by_attribute(self) -> dict[str, Fraction]:
+        """``{attribute: ρ}``: the ρ relevant to a concern about that attribute alone."""
+        return {a: self.concern_rho(self.concern([a])) for a in sorted(self.attributes)}
+
     def scenario_rhos(self) -> dict[str, Fraction]:
         return {name: self.concern_rho(c) for name, c in self.scenarios.items()}
 
@@ -246,7 +399,7 @@ def parse_allocation_toml(text: str, origin: str = "<toml>") -> Allocation:
     universes = doc.get("universe")
     if not isinstance(universes, list) or not universes:
         raise AllocationError(f"{origin}: at least one [[universe]] table is required")
-    cells: list[AllocationCell] = []
+    props: list[UniverseProportions] = []
     for ui, u in enumerate(universes):
         uname = u.get("name")
         if not isinstance(uname, str) or not uname:
@@ -256,46 +409,44 @@ def parse_allocation_toml(text: str, origin: str = "<toml>") -> Allocation:
         geo = u.get("geography")
         if not isinstance(geo, dict):
             raise AllocationError(f"{where}: 'geography' must map each level to a proportion")
-        missing = [lv for lv in levels if lv not in geo]
-        extra = [k for k in geo if k not in levels]
-        if missing or extra:
+        if set(geo) != set(levels):
             raise AllocationError(
                 f"{where}: geography levels {sorted(geo)} do not match levels {levels}"
             )
-        geo_f = {lv: _fraction(geo[lv], f"{where}: geography[{lv}]") for lv in levels}
+        geo_f = {str(lv): _fraction(v, f"{where}: geography[{lv}]") for lv, v in geo.items()}
         queries = u.get("query")
         if not isinstance(queries, list) or not queries:
             raise AllocationError(f"{where}: at least one [[universe.query]] is required")
+        shares_of: dict[str, dict[str, Fraction]] = {}
+        attrs_of: dict[str, frozenset[str]] = {}
         for qi, q in enumerate(queries):
             qname = q.get("name")
             if not isinstance(qname, str) or not qname:
                 raise AllocationError(f"{where}: query[{qi}] needs a 'name'")
             qw = f"{where} query {qname!r}"
+            if qname in shares_of:
+                raise AllocationError(f"{qw}: listed twice")
             attrs = q.get("attributes", [])
             if not isinstance(attrs, list) or not all(isinstance(a, str) for a in attrs):
                 raise AllocationError(f"{qw}: attributes must be a list of strings")
             shares = q.get("shares")
             if not isinstance(shares, dict):
                 raise AllocationError(f"{qw}: 'shares' must map levels to proportions")
-            for lv, val in shares.items():
+            for lv in shares:
                 if lv not in levels:
                     raise AllocationError(f"{qw}: unknown level {lv!r} in shares")
-                share = _fraction(val, f"{qw}: shares[{lv}]")
-                cells.append(
-                    AllocationCell(
-                        uname,
-                        qname,
-                        frozenset(a.lower() for a in attrs),
-                        lv,
-                        base * geo_f[lv] * share,
-                    )
-                )
-    return Allocation(
-        name=str(doc.get("name", origin)),
-        levels=tuple(levels),
-        cells=tuple(cells),
-        scenarios=_concerns(doc.get("scenario"), origin),
-        source=str(doc.get("source", origin)),
+            shares_of[qname] = {
+                str(lv): _fraction(val, f"{qw}: shares[{lv}]") for lv, val in shares.items()
+            }
+            attrs_of[qname] = frozenset(a.lower() for a in attrs)
+        props.append(UniverseProportions(uname, base, geo_f, shares_of, attrs_of))
+    return Allocation.from_proportions(
+        str(doc.get("name", origin)),
+        levels,
+        props,
+        _concerns(doc.get("scenario"), origin),
+        str(doc.get("source", origin)),
+        origin=origin,
     )
 
 

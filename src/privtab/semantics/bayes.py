@@ -21,7 +21,10 @@ Posterior-to-posterior (counterfactual) bounds — semantics seed §7:
 Prior-to-posterior and data-probability bounds for pure ε-DP — inferential-limits seed:
 
 * Thm 6.4: ``e^{−εd*} π(A) ≤ π(A | s) ≤ e^{εd*} π(A)`` for every event ``A`` about the
-  parameter, where ``d*`` is the largest distance between datasets the prior allows.
+  parameter, where ``d*`` is the largest distance between datasets the prior allows;
+  applied to ``A`` and its complement together ("coherent", the default of
+  :func:`posterior_interval`), or as a bound on the posterior odds (tight); the zCDP/RDP
+  analogue holds in probability only (:func:`probable_posterior_interval`).
 * Thms 4.1 / 6.2: the privatised-data probability (and the prior predictive) at ``s`` lies
   in ``[e^{−εd*} sup_x p(s|x), e^{εd*} inf_x p(s|x)]`` over the allowed datasets ``x``;
   Examples 4.4 (Laplace on a binary sum) and 4.5 (randomized response).
@@ -32,16 +35,19 @@ Prior-to-posterior and data-probability bounds for pure ε-DP — inferential-li
 from __future__ import annotations
 
 import math
+from typing import Literal
 
 import numpy as np
 from numpy.typing import ArrayLike
 
-from privtab.accounting.guarantees import RDP, ZCDP, check_parameter
+from privtab.accounting.guarantees import RDP, ZCDP, PureDP, check_parameter
 from privtab.semantics._levels import as_probability, shape_out
 from privtab.semantics._numeric import FloatArray, scan_then_refine_max
 from privtab.semantics.pbdp import rdp_tail_bound, zcdp_tail_bound
 
 __all__ = [
+    "POSTERIOR_BOUNDS",
+    "PosteriorBound",
     "alice_premium_bound",
     "bob_max_epsilon",
     "counterfactual_odds_bound",
@@ -50,6 +56,7 @@ __all__ = [
     "posterior_interval",
     "posterior_ratio_tail_arbitrary_prior",
     "posterior_ratio_tail_rest_known",
+    "probable_posterior_interval",
     "pufferfish_odds_bounds",
     "pure_posterior_ratio_bounds",
     "randomized_response_bounds",
@@ -152,24 +159,144 @@ def posterior_ratio_tail_arbitrary_prior(g: RDP | ZCDP, epsilon: ArrayLike) -> f
 # ------------------------------------------------------------------ prior-to-posterior
 
 
-def posterior_interval(
-    prior: ArrayLike, epsilon: float, distance: int = 1, *, clip: bool = True
-) -> tuple[float | FloatArray, float | FloatArray]:
-    """``(e^{−εd} π(A), e^{εd} π(A))``: where the posterior of ``A`` can lie (Thm 6.4).
+PosteriorBound = Literal["coherent", "raw", "odds"]
+POSTERIOR_BOUNDS: tuple[PosteriorBound, ...] = ("coherent", "raw", "odds")
 
-    Inferential-limits seed eq. (12). ``distance`` is ``d*``, the largest distance between
-    datasets the analyst's model allows (1 for an attacker who knows all other records).
-    With ``clip`` the upper end is capped at 1.
+
+def _interval_from_factor(
+    p: FloatArray, k: FloatArray | float, bound: PosteriorBound, clip: bool
+) -> tuple[FloatArray, FloatArray]:
+    """Posterior bounds of an event with prior ``p`` when the Bayes factor of the event
+    against its complement lies in ``[e^{−k}, e^{k}]``."""
+    up_f, down_f = np.exp(k), np.exp(-np.asarray(k))
+    if bound == "raw":
+        lo, hi = down_f * p, up_f * p
+        return lo, (np.minimum(hi, 1.0) if clip else hi)
+    if bound == "coherent":
+        lo = np.maximum(down_f * p, 1.0 - up_f * (1.0 - p))
+        hi = np.minimum(up_f * p, 1.0 - down_f * (1.0 - p))
+        return np.clip(lo, 0.0, 1.0), np.clip(hi, 0.0, 1.0)
+    if bound == "odds":
+        with np.errstate(invalid="ignore", divide="ignore"):
+            hi = np.where(p > 0, p / (p + (1.0 - p) * down_f), 0.0)
+            lo = np.where(p < 1, p / (p + (1.0 - p) * up_f), 1.0)
+        return lo, hi
+    raise ValueError(f"bound must be one of {', '.join(POSTERIOR_BOUNDS)}, got {bound!r}")
+
+
+def posterior_interval(
+    prior: ArrayLike,
+    epsilon: float,
+    distance: int = 1,
+    *,
+    bound: PosteriorBound = "coherent",
+    clip: bool = True,
+) -> tuple[float | FloatArray, float | FloatArray]:
+    """Where the posterior ``π(A | s)`` of an event with prior ``π(A)`` can lie after an
+    ε-DP release (inferential-limits seed Thm 6.4, eq. (12)).
+
+    ``distance`` is ``d*``, the largest distance between datasets the analyst's model
+    allows (1 for an attacker who knows all other records); ``k = εd*``.
+
+    * ``bound="raw"``: eq. (12) as printed, ``(e^{−k}π, e^{k}π)`` (``clip`` caps the upper
+      end at 1);
+    * ``bound="coherent"`` (default): eq. (12) applied to ``A`` *and* to its complement —
+      ``max(e^{−k}π, 1 − e^{k}(1−π)) ≤ π(A|s) ≤ min(e^{k}π, 1 − e^{−k}(1−π))`` — so the
+      bounds on ``A`` and on ``not A`` agree;
+    * ``bound="odds"``: the same theorem's argument bounds the Bayes factor of ``A``
+      against ``not A`` by ``e^{±k}`` (both likelihoods are averages of ``p(s|x)`` over
+      datasets at distance ≤ ``d*``), i.e. the posterior *odds* lie within ``e^{±k}`` of
+      the prior odds: ``π e^{−k}/(π e^{−k} + 1 − π) ≤ π(A|s) ≤ π e^{k}/(π e^{k} + 1 − π)``.
+      The tightest of the three, and attained (two datasets at distance ``d*``, a
+      mechanism with likelihood ratio ``e^{k}`` at ``s``).
+
+    >>> lo, hi = posterior_interval(0.75, 0.8, 1)     # raw: (0.337, 1.0)
+    >>> round(lo, 6), round(hi, 6)
+    (0.443615, 0.887668)
     """
     e = check_parameter("epsilon", epsilon)
     if int(distance) != distance or distance < 0:
         raise ValueError(f"distance must be a non-negative integer, got {distance!r}")
     p = as_probability("prior", prior)
-    k = e * int(distance)
-    up = np.exp(k) * p
-    if clip:
-        up = np.minimum(up, 1.0)
-    return shape_out(np.exp(-k) * p, prior), shape_out(up, prior)
+    lo, hi = _interval_from_factor(p, e * int(distance), bound, clip)
+    return shape_out(lo, prior), shape_out(hi, prior)
+
+
+def probable_posterior_interval(
+    prior: ArrayLike,
+    g: PureDP | ZCDP | RDP,
+    distance: int = 1,
+    *,
+    confidence: float = 0.95,
+    bound: PosteriorBound = "coherent",
+) -> tuple[float | FloatArray, float | FloatArray, float]:
+    """The zCDP / RDP analogue of :func:`posterior_interval`: ``(lower, upper, t)`` such
+    that, whichever of ``A`` and ``not A`` is true, the posterior ``π(A | s)`` lies in
+    ``[lower, upper]`` with probability at least ``confidence`` over the data and the
+    release — for every data model and prior on datasets within distance ``d*``.
+
+    Where the seed's argument extends, and where it does not. Thm 6.4 rests on a bound on
+    the likelihood ratio ``p(s|x)/p(s|x')`` for *every* output ``s``; zCDP and RDP give no
+    such bound (the Gaussian mechanism's ratio is unbounded), so **no interval holds for
+    every output**: for rare outputs the posterior can be arbitrarily close to 0 or 1.
+    What does extend is the argument in probability. Both ``p(s|A)`` and ``p(s|not A)``
+    are mixtures of ``p(s|x)`` over datasets at distance ≤ ``d*``, so by the joint
+    quasi-convexity of Rényi divergence (van Erven & Harremoës 2014, Thm 13) the Bayes
+    factor ``B = p(s|A)/p(s|not A)`` has ``D_α ≤ τ_{d*}(α)`` in both directions, with
+    ``τ_{d*}(α) = d*²ρα`` for ρ-zCDP (group privacy, Bun & Steinke 2016 Prop. 1.9) and
+    ``τ`` itself for an RDP curve (``d* = 1`` only: Rényi group privacy needs order
+    changes). Markov's inequality on ``B^{α−1}`` and ``B^{−α}`` (the semantics seed's Thm
+    7.4.2 and 7.4.1 bounds, :func:`posterior_ratio_tail_arbitrary_prior` and
+    :func:`posterior_ratio_tail_rest_known`) gives ``P(|ln B| > t) ≤ arbitrary(t) +
+    rest_known(t)`` under either hypothesis; ``t`` is the smallest with that sum at most
+    ``1 − confidence`` (bisection), and the interval is that of a Bayes factor in
+    ``[e^{−t}, e^{t}]`` in the chosen ``bound`` form. For pure ε-DP, ``t = εd*`` with
+    probability 1 (:func:`posterior_interval`).
+    """
+    if int(distance) != distance or distance < 0:
+        raise ValueError(f"distance must be a non-negative integer, got {distance!r}")
+    d = int(distance)
+    if not 0 < confidence < 1:
+        raise ValueError(f"confidence must lie strictly between 0 and 1, got {confidence!r}")
+    p = as_probability("prior", prior)
+    if isinstance(g, PureDP):
+        t = g.epsilon * d
+    else:
+        if isinstance(g, ZCDP):
+            renyi: ZCDP | RDP = ZCDP(g.rho * d * d)
+        elif d <= 1:
+            renyi = g
+        else:
+            raise ValueError(
+                "an RDP curve gives a prior-to-posterior bound for distance 1 only (Rényi "
+                "group privacy changes the order); use a zCDP guarantee or distance 1"
+            )
+        t = _renyi_bayes_factor_radius(renyi, 1.0 - confidence) if d > 0 else 0.0
+    lo, hi = _interval_from_factor(p, t, bound, True)
+    return shape_out(lo, prior), shape_out(hi, prior), t
+
+
+def _renyi_bayes_factor_radius(g: ZCDP | RDP, beta: float) -> float:
+    """Smallest ``t ≥ 0`` (to 1e-12 relative, rounded up) with
+    ``arbitrary(t) + rest_known(t) ≤ beta``."""
+
+    def fails(t: float) -> float:
+        a = float(np.asarray(posterior_ratio_tail_arbitrary_prior(g, t)))
+        r = float(np.asarray(posterior_ratio_tail_rest_known(g, t)))
+        return a + r
+
+    lo, hi = 0.0, 1.0
+    while fails(hi) > beta:
+        lo, hi = hi, 2.0 * hi
+        if hi > 1e6:
+            return math.inf
+    while hi - lo > 1e-12 * hi:
+        mid = 0.5 * (lo + hi)
+        if fails(mid) > beta:
+            lo = mid
+        else:
+            hi = mid
+    return hi
 
 
 def data_probability_bounds(

@@ -1,36 +1,60 @@
 """The SafeTab-P engine: release plans, privacy analyses, the algorithm and releases.
 
-- :class:`ReleasePlan` / :class:`LevelPlan` — budgets, noise and exact MOE per level;
-- :func:`analyse` — the end-to-end guarantee under every analysis (pure, RDP, zCDP, PLD);
-- :func:`aggregate_persons` — validated one-pass aggregation of the person file;
-- :func:`tabulate_level` — SafeTab seed Algorithms 1–3 for one level;
-- :func:`run_release` — a whole release written atomically (T1/T2, release.json, report).
+- :class:`ReleasePlan` / :class:`LevelPlan` — budgets, noise and exact MOE per level
+  (:mod:`~privtab.tabulate.plan`, with ``StagePlan``);
+- :func:`analyse` — the end-to-end guarantee under every analysis (:mod:`~.privacy`);
+- :func:`run_release` with :class:`RunOptions` → :class:`RunResult` — a whole release,
+  published atomically (:mod:`~.run`); the tables' columns are ``T1_SCHEMA`` /
+  ``T2_SCHEMA`` of :mod:`~.tables`.
 
-See ``docs/safetab.md``.
+Most users want :mod:`privtab.safetab` (one call: DataFrames in, a release out).
+
+Inside (one job per module): ``domain`` (the public domain of a level and its chunks),
+``aggregate`` and ``counts`` (exact counts from the person file), ``algorithm`` (Algorithms
+1–3 over arrays; the noise draw), ``tables`` (T1/T2 frames), ``chunk`` (one chunk: counts
+in, tables out), ``results`` (chunk and level tallies), ``evaluation`` (the non-private
+diagnostic), ``engines`` (Polars, Spark), ``charges`` (the derived guarantee), ``output``
+(writers), ``runs`` / ``describe`` / ``ledgering`` / ``worker`` / ``context`` / ``run``
+(the orchestration of a release), ``report`` (report.html). See ``docs/safetab.md``.
+
+Importing :mod:`privtab.tabulate` is cheap: names are loaded on first use.
 """
 
-from privtab.tabulate.aggregate import Cells, aggregate_persons, cells_from_frame
-from privtab.tabulate.engine import T1_SCHEMA, T2_SCHEMA, LevelResult, tabulate_level
-from privtab.tabulate.plan import LevelPlan, ReleasePlan, StagePlan
-from privtab.tabulate.privacy import analyse, level_factors, plan_pld, plan_rdp
-from privtab.tabulate.run import RunOptions, RunResult, run_release
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from privtab.tabulate.context import RunOptions
+    from privtab.tabulate.plan import LevelPlan, ReleasePlan
+    from privtab.tabulate.privacy import analyse
+    from privtab.tabulate.run import RunResult, run_release
 
 __all__ = [
-    "T1_SCHEMA",
-    "T2_SCHEMA",
-    "Cells",
     "LevelPlan",
-    "LevelResult",
     "ReleasePlan",
     "RunOptions",
     "RunResult",
-    "StagePlan",
-    "aggregate_persons",
     "analyse",
-    "cells_from_frame",
-    "level_factors",
-    "plan_pld",
-    "plan_rdp",
     "run_release",
-    "tabulate_level",
 ]
+
+_WHERE = {
+    "LevelPlan": "plan",
+    "ReleasePlan": "plan",
+    "RunOptions": "context",
+    "RunResult": "run",
+    "run_release": "run",
+    "analyse": "privacy",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _WHERE:
+        return getattr(importlib.import_module(f"privtab.tabulate.{_WHERE[name]}"), name)
+    raise AttributeError(f"module 'privtab.tabulate' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

@@ -35,7 +35,7 @@ from privtab.tabulate.accuracy import WORKLOADS, LevelAccuracy, level_accuracy
 
 if TYPE_CHECKING:
     from privtab.data import SafeTabInputs
-    from privtab.semantics.report import FigureBlock
+    from privtab.report import FigureBlock
     from privtab.tabulate.accuracy_sim import LevelSimulation
     from privtab.tabulate.plan import ReleasePlan
 
@@ -244,9 +244,9 @@ def write_accuracy(report: AccuracyReport, out: Path, *, overwrite: bool = False
     import json
 
     from privtab._json import jsonable
-    from privtab.data.atomic import atomic_directory
+    from privtab.atomic import atomic_directory
     from privtab.release.marking import write_not_private
-    from privtab.semantics.report import write_html
+    from privtab.report import write_html
 
     names: list[str] = []
     with atomic_directory(out, kind="accuracy report", overwrite=overwrite) as tmp:
@@ -279,7 +279,7 @@ def _dense_grid(acc: LevelAccuracy) -> np.ndarray:
 def _level_figure(accs: Sequence[LevelAccuracy], ident: str) -> FigureBlock:
     from matplotlib.figure import Figure
 
-    from privtab.semantics.report import FigureBlock, _png
+    from privtab.report import FigureBlock, png
 
     acc = accs[0]
     names = ", ".join(f"{a.scope} {a.plan.key}".strip() for a in accs)
@@ -320,13 +320,13 @@ def _level_figure(accs: Sequence[LevelAccuracy], ident: str) -> FigureBlock:
         f"workload (stage-1 thresholds {th}) and the exact margin of error of what it "
         f"publishes. {sup} Computed exactly from the noise laws, not simulated."
     )
-    return FigureBlock(ident, f"Workload and MOE vs n — {names}", _png(fig), text)
+    return FigureBlock(ident, f"Workload and MOE vs n — {names}", png(fig), text)
 
 
 def _sim_figure(sims: Sequence[LevelSimulation]) -> FigureBlock:
-    from privtab.semantics.report import FigureBlock, _new_figure, _png
+    from privtab.report import FigureBlock, new_figure, png
 
-    fig, ax = _new_figure(6.0, 4.6)
+    fig, ax = new_figure(6.0, 4.6)
     xs, ys = [], []
     for s in sims:
         for r in s.rows:
@@ -346,7 +346,7 @@ def _sim_figure(sims: Sequence[LevelSimulation]) -> FigureBlock:
         "the workload was selected in the simulation against the exact expectation. Points "
         "on the diagonal agree; the tables give the standard error of each."
     )
-    return FigureBlock("fig-sim", "Simulated vs exact workload selections", _png(fig), text)
+    return FigureBlock("fig-sim", "Simulated vs exact workload selections", png(fig), text)
 
 
 def _fmt(v: Any) -> str:
@@ -359,7 +359,7 @@ def _fmt(v: Any) -> str:
 
 def accuracy_html(report: AccuracyReport) -> str:
     """The report page (tables, plots, explanations)."""
-    from privtab.semantics.report import _page, _table_html
+    from privtab.report import page, table_html
 
     sections = []
     if not report.private:
@@ -386,7 +386,7 @@ def accuracy_html(report: AccuracyReport) -> str:
                 str(m["stage1"]),
             ]
         )
-    sections.append("<h2>Levels (exact)</h2>" + _table_html(head, rows))
+    sections.append("<h2>Levels (exact)</h2>" + table_html(head, rows))
     input_head = ["groups", "TotalOnly groups", "expected suppressed", "expected T1 rows",
                   "expected T2 rows", *[f"expected {w}" for w in WORKLOADS]]  # fmt: skip
     for lv in report.levels:
@@ -402,12 +402,12 @@ def accuracy_html(report: AccuracyReport) -> str:
             *[_fmt(inp["expected_groups_per_workload"][w]) for w in WORKLOADS],
         ]
         title = html.escape(f"{lv['scope']} {lv['level']}")
-        sections.append(f"<h3>{title}: the input's groups</h3>" + _table_html(input_head, [cells]))
+        sections.append(f"<h3>{title}: the input's groups</h3>" + table_html(input_head, [cells]))
     for sim in report.simulations:
         sections.append(
             f"<h2>Simulation: {html.escape(sim.scope + ' ' + sim.level)} ({sim.trials} "
             "trials, NOT private) vs exact</h2>"
-            + _table_html(
+            + table_html(
                 [c.replace("_", " ") for c in SIM_COLUMNS],
                 [[_fmt(r.get(c)) for c in SIM_COLUMNS] for r in sim.rows],
             )
@@ -426,7 +426,7 @@ def accuracy_html(report: AccuracyReport) -> str:
         figs.append(_level_figure(group, f"fig-level-{i}"))
     if report.simulations:
         figs.append(_sim_figure(report.simulations))
-    return _page(
+    return page(
         "SafeTab-P accuracy report",
         report.source,
         sections,

@@ -34,7 +34,8 @@ import numpy as np
 import polars as pl
 from numpy.typing import NDArray
 
-from privtab.data import STAT_LEVEL_BINS, SafeTabInputs
+from privtab.data import SafeTabInputs
+from privtab.data.ages import STAT_LEVEL_BINS
 from privtab.random import SeededSource
 from privtab.tabulate.accuracy import WORKLOADS, LevelAccuracy, bucket_label, size_bucket
 from privtab.tabulate.engines import Engine

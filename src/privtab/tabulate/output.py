@@ -13,7 +13,7 @@ run's folders):
   published row, keyed by its Census key columns (every Census column but ``COUNT``), with
   what privtab knows about that row's noise: ``NOISE`` (law), ``NOISE_SCALE``, ``VARIANCE``,
   ``MOE95`` (exact), and in T1 ``STAT_LEVEL``, ``COUNT_SOURCE``, ``STAGE1_COUNT`` and its
-  law (:data:`privtab.tabulate.engine.T1_SCHEMA` / ``T2_SCHEMA`` minus ``COUNT``). All of it
+  law (:data:`privtab.tabulate.tables.T1_SCHEMA` / ``T2_SCHEMA`` minus ``COUNT``). All of it
   is public (the plan) or noisy output (the stage-1 count), so publishing it costs nothing;
   it is read back by :func:`privtab.analysis.safetab.load_release`.
 - ``t1.parquet`` / ``t2.parquet`` — Parquet copies of T1/T2 (Census columns only), only with
@@ -138,7 +138,7 @@ class CensusWriter:
     """Writes T1 and T2 of a release in the Census layout and the companion error tables.
 
     ``schemas`` maps ``t1``/``t2`` to the wide frames the engine produces (default
-    :data:`privtab.tabulate.engine.T1_SCHEMA` / ``T2_SCHEMA``): :meth:`write` splits each
+    :data:`privtab.tabulate.tables.T1_SCHEMA` / ``T2_SCHEMA``): :meth:`write` splits each
     frame into its Census columns (the text part file of the current run, and the Parquet
     copy with the ``parquet`` format) and the rest (the companion table, keyed by the
     Census key columns). The caller passes rows as they are to be published (suppressed,
@@ -157,7 +157,7 @@ class CensusWriter:
         if unknown or not formats:
             raise ValueError(f"formats must be a non-empty subset of {FORMATS}, got {formats}")
         if schemas is None:
-            from privtab.tabulate.engine import T1_SCHEMA, T2_SCHEMA
+            from privtab.tabulate.tables import T1_SCHEMA, T2_SCHEMA
 
             schemas = {"t1": T1_SCHEMA, "t2": T2_SCHEMA}
         for table, schema in schemas.items():
@@ -281,7 +281,7 @@ class CensusWriter:
 def outputs_manifest(directory: Path, files: list[OutputFile]) -> dict[str, Any]:
     """``release.json``'s ``outputs``: every file with its SHA-256, table, kind and rows,
     and the published rows of each table."""
-    from privtab.data import sha256_file
+    from privtab.data.inputs import sha256_file
 
     listed = {
         f.path: {
@@ -377,7 +377,7 @@ class TableWriter:
     def write(self, frame: pl.DataFrame) -> None:
         if frame.height == 0:
             return
-        frame = frame.select(list(self.schema)).cast(self.schema)  # type: ignore[arg-type]
+        frame = frame.select(list(self.schema)).cast(pl.Schema(self.schema))
         if self._txt is not None:
             frame.write_csv(self._txt, separator="|", include_header=False, null_value="")
         if self._pq is not None:

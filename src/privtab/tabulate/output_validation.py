@@ -392,7 +392,7 @@ def _check_duplicates(df: pl.DataFrame, table: str, log: ProblemLog) -> None:
 
 def _bin_table() -> pl.DataFrame:
     """Valid (cells per group, AGESTART, AGEEND) of the three Sex × Age tables."""
-    from privtab.data import STAT_LEVEL_BINS
+    from privtab.data.ages import STAT_LEVEL_BINS
 
     rows = []
     for k in (1, 2, 3):
@@ -521,7 +521,8 @@ class _Domain:
 
 
 def _public_domain(geography: Geography, reference: ReferenceData, rules: OutputRules) -> _Domain:
-    from privtab.data import GeoLevel, Granularity
+    from privtab.data import GeoLevel
+    from privtab.data.levels import Granularity
 
     regions: list[tuple[str, str]] = []
     t1: list[tuple[str, str]] = []
@@ -699,7 +700,6 @@ def validate_paths(
     the config recorded in ``release.json`` and the packaged 2020 parameters), and a data
     directory holding the GRF-C for the domain check."""
     from privtab.data import production_config_dir, read_config, read_geography, read_reference
-    from privtab.data._scan import find_input
     from privtab.data.geography import GRFC_STEM
     from privtab.data.inputs import resolve_config_path
 
@@ -720,11 +720,27 @@ def validate_paths(
         )
     geography = reference = None
     if data is not None and rules is not None:
-        log = ProblemLog()
-        grfc = find_input(Path(data), GRFC_STEM, log)
-        log.raise_if_any()
-        assert grfc is not None
+        grfc = _grfc_path(Path(data), GRFC_STEM)
         us = tuple(s for s in rules.states if s != PR_STATE)
         geography = read_geography(grfc, us) if us else read_geography(grfc, ())
         reference = read_reference(params)
     return validate_output(d, rules=rules, geography=geography, reference=reference)
+
+
+def _grfc_path(data: Path, stem: str) -> Path:
+    """``data/GRF-C.txt`` or ``data/GRF-C.parquet`` (exactly one), else an input error."""
+    found = [
+        data / f"{stem}{ext}" for ext in (".txt", ".parquet") if (data / f"{stem}{ext}").exists()
+    ]
+    if len(found) != 1:
+        log = ProblemLog()
+        what = "both" if found else "neither"
+        log.add(
+            Problem(
+                str(data),
+                "missing_file" if not found else "ambiguous_input",
+                f"{what} of {stem}.txt and {stem}.parquet in {data}: need exactly one",
+            )
+        )
+        log.raise_if_any()
+    return found[0]

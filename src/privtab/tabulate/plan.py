@@ -65,19 +65,25 @@ class StagePlan:
 
     @classmethod
     def build(cls, stage: Stage, privacy_defn: PrivacyDefn, parameter: Fraction) -> StagePlan:
-        from privtab.mechanisms import DiscreteGaussian, Geometric
+        """The stage's mechanism (:func:`privtab.mechanisms.mechanism_from_spec`) and its
+        exact error; ``ValueError`` naming the stage if the parameter is not supported."""
+        from privtab.mechanisms import mechanism_from_spec
 
         if parameter <= 0:
             raise ValueError(f"{stage} parameter must be positive, got {parameter}")
-        if privacy_defn == "zcdp":
-            mech: NoiseMechanism = DiscreteGaussian(rho=parameter)
-            scale = float(1 / (2 * parameter))
-        else:
-            mech = Geometric(epsilon=parameter)
-            scale = float(1 / parameter)
+        noise = NOISE_OF[privacy_defn]
+        try:
+            if privacy_defn == "zcdp":
+                mech = mechanism_from_spec(noise, rho=parameter)
+                scale = float(1 / (2 * parameter))
+            else:
+                mech = mechanism_from_spec(noise, epsilon=parameter)
+                scale = float(1 / parameter)
+        except ValueError as exc:
+            raise ValueError(f"{stage}: per-count {exc}") from exc
         return cls(
             stage=stage,
-            noise=NOISE_OF[privacy_defn],
+            noise=noise,
             parameter=parameter,
             mechanism=mech,
             noise_scale=scale,
@@ -144,6 +150,14 @@ class LevelPlan:
         if len(th) != 3 or not th[0] < th[1] < th[2]:
             raise ValueError(f"thresholds must be three increasing numbers, got {thresholds!r}")
         per_group = Fraction(budget) / int(stability)
+        try:
+            stages = (
+                StagePlan.build("stage1", privacy_defn, gamma * per_group),
+                StagePlan.build("stage2", privacy_defn, (1 - gamma) * per_group),
+                StagePlan.build("total", privacy_defn, per_group),
+            )
+        except ValueError as exc:
+            raise ValueError(f"level ({geo}, {iteration_level}): {exc}") from exc
         return cls(
             geo=geo,
             iteration_level=iteration_level,
@@ -153,9 +167,9 @@ class LevelPlan:
             thresholds=(th[0], th[1], th[2]),
             stability=int(stability),
             has_detailed_only=has_detailed_only,
-            stage1=StagePlan.build("stage1", privacy_defn, gamma * per_group),
-            stage2=StagePlan.build("stage2", privacy_defn, (1 - gamma) * per_group),
-            total=StagePlan.build("total", privacy_defn, per_group),
+            stage1=stages[0],
+            stage2=stages[1],
+            total=stages[2],
         )
 
     @classmethod
@@ -202,7 +216,10 @@ class LevelPlan:
 
 def _calibrate(moe: float, privacy_defn: PrivacyDefn, calibration: Calibration) -> Fraction:
     """Per-count stage-2 parameter meeting a 95 % MOE target (exact or the paper's)."""
-    from privtab.mechanisms import discrete_gaussian_rho_for_moe, geometric_epsilon_for_moe
+    from privtab.mechanisms.calibration import (
+        discrete_gaussian_rho_for_moe,
+        geometric_epsilon_for_moe,
+    )
 
     if privacy_defn == "zcdp":
         value = discrete_gaussian_rho_for_moe(moe, Fraction(19, 20), method=calibration)
@@ -230,7 +247,7 @@ class ReleasePlan:
         cls, config: SafeTabConfig, reference: ReferenceData, scope: Scope
     ) -> ReleasePlan:
         """The plan of one run (US or PR) of a validated config and its reference files."""
-        from privtab.data import level_stability
+        from privtab.data.stability import level_stability
 
         levels = []
         for geo, lv in config.levels(scope):

@@ -175,7 +175,8 @@ def has_total_only(plan: LevelPlan) -> bool:
     """Whether the level can hold TotalOnly groups: detailed-only iterations at a detailed
     geography (USA, STATE, PR-STATE); a level of a model plan (not a Census geography)
     whenever it has detailed-only iterations."""
-    from privtab.data import GeoLevel, Granularity
+    from privtab.data import GeoLevel
+    from privtab.data.levels import Granularity
 
     try:
         detailed = GeoLevel(plan.geo).granularity is Granularity.DETAILED

@@ -9,7 +9,7 @@ output file and dropped. The whole block table (a few million blocks at national
 and one chunk are all that is ever in memory: 10⁸ persons never need 10⁸ rows at once.
 
 Everything is written into a temporary directory next to ``out`` and renamed onto it at the
-end (:func:`privtab.data.atomic.atomic_directory`); an error or an interrupt leaves no
+end (:func:`privtab.atomic.atomic_directory`); an error or an interrupt leaves no
 partial output. ``synth.json`` records the parameters and summary counts, and marks the
 data as synthetic (it is not a privacy output; the seeded generator is fine here).
 """
@@ -30,7 +30,7 @@ import numpy.typing as npt
 import polars as pl
 
 from privtab import __version__
-from privtab.data.atomic import MARKER, atomic_directory, check_output
+from privtab.atomic import MARKER, atomic_directory, check_output
 from privtab.data.geography import GRFC_COLUMNS, GRFC_STEM
 from privtab.data.iterations import ReferenceData, read_reference
 from privtab.data.persons import PERSON_COLUMNS, PERSON_STEM, RACE_COLUMNS

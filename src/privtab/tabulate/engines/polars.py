@@ -1,125 +1,39 @@
-"""Engines: where exact counts are computed. The algorithm is defined once.
+"""The embedded engine: Polars and numpy in one process.
 
-An engine validates and aggregates the person file (:meth:`Engine.prepare`) and yields the
-noisy tables of a level in one or more chunks of its public domain
-(:meth:`Engine.tabulate`). Both engines apply the same plan with the same per-level steps
-(:func:`privtab.tabulate.engine.tabulate_groups`, SafeTab seed Algorithms 1–3); they differ
-only in how persons are aggregated and joined to population groups.
-
-- :class:`PolarsEngine` (default, embedded): one streaming pass over the person file into
-  a cell table (persons per geo unit × code combination × sex × age); per level, the
-  domain is processed in chunks of whole states for geographies nested in states (county,
-  tract, place), so memory per chunk is bounded by the largest state's slice of the domain
-  and the cell table, not by the number of persons.
-- ``SparkEngine`` (:mod:`privtab.tabulate.spark_engine`, optional ``privtab[spark]``).
+One streaming pass over the person file into a cell table (persons per geo unit × code
+combination × sex × age, :mod:`privtab.tabulate.aggregate`); per level, the public domain is
+processed in chunks of whole states for geographies nested in states (county, tract,
+place), so memory per chunk is bounded by the largest state's slice of the domain and the
+cell table, not by the number of persons. Exact counts come from
+:mod:`privtab.tabulate.counts`; each chunk is tabulated by
+:func:`privtab.tabulate.chunk.tabulate_groups` (SafeTab seed Algorithms 1–3).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
-from typing import Protocol
+from collections.abc import Callable, Iterator
 
 import numpy as np
 import polars as pl
 
-from privtab.data import UNIT, GeoLevel, SafeTabInputs
+from privtab.data import GeoLevel, SafeTabInputs
+from privtab.data.geography import UNIT
 from privtab.random import RandomSource
 from privtab.tabulate.aggregate import Cells, aggregate_persons
-from privtab.tabulate.engine import (
-    Domain,
-    LevelResult,
-    combo_iterations,
-    level_domain,
-    tabulate_groups,
-    true_counts,
-    unit_regions,
-)
+from privtab.tabulate.chunk import tabulate_groups
+from privtab.tabulate.counts import combo_iterations, true_counts, unit_regions
+from privtab.tabulate.domain import BY_STATE, NESTED_IN_STATE, level_domain, state_chunks
 from privtab.tabulate.plan import LevelPlan
+from privtab.tabulate.results import ChunkResult
 
-__all__ = ["NESTED_IN_STATE", "Engine", "PolarsEngine", "make_engine", "state_chunks"]
+__all__ = ["DEFAULT_CHUNK_CELLS", "DEFAULT_CHUNK_GROUPS", "PolarsEngine"]
 
 Say = Callable[[str], None]
 
-NESTED_IN_STATE = frozenset(
-    {
-        GeoLevel.STATE,
-        GeoLevel.PR_STATE,
-        GeoLevel.COUNTY,
-        GeoLevel.TRACT,
-        GeoLevel.PLACE,
-        GeoLevel.PR_COUNTY,
-        GeoLevel.PR_TRACT,
-        GeoLevel.PR_PLACE,
-    }
-)
-"""Geography levels whose region ids start with the state's FIPS code (tabulated in chunks
-of whole states; USA and AIANNH areas, which may cross states, in one piece)."""
-BY_STATE = frozenset({GeoLevel.USA, GeoLevel.STATE, GeoLevel.PR_STATE})
-"""Geography levels whose region of a unit depends only on the unit's state."""
 DEFAULT_CHUNK_GROUPS = 1 << 23
 DEFAULT_CHUNK_CELLS = 1 << 25
 """A chunk holds at most this many cells (≈ 33.5 M) unless one state has more: the joins
 of a chunk take tens of bytes per cell, so this bounds a level's memory at national scale."""
-
-
-class Engine(Protocol):
-    """What :func:`privtab.tabulate.run_release` needs from an engine."""
-
-    name: str
-
-    def prepare(self, inputs: SafeTabInputs, say: Say) -> int:
-        """Validate and aggregate the person file; return the number of persons. Raises
-        :class:`privtab.data.InputValidationError` before anything is written."""
-        ...
-
-    def tabulate(
-        self,
-        plan: LevelPlan,
-        *,
-        source: RandomSource | None,
-        noise: bool,
-        evaluate: bool,
-        nonnegative: bool,
-    ) -> Iterator[LevelResult]:
-        """The level's noisy T1/T2 in one or more chunks of its public domain."""
-        ...
-
-    def close(self) -> None: ...
-
-
-def state_chunks(
-    dom: Domain,
-    max_groups: int,
-    state_cells: Mapping[str, int] | None = None,
-    max_cells: int | None = None,
-) -> list[tuple[int, int, list[str]]]:
-    """Consecutive runs of whole states ``(lo, hi, states)`` over ``dom``'s sorted regions,
-    each with at most ``max_groups`` groups and (given ``state_cells``, the cells of each
-    state) at most ``max_cells`` cells, unless a single state has more."""
-    n_it = max(len(dom.codes), 1)
-    cells_of = state_cells or {}
-    cap = max_cells if max_cells is not None else float("inf")
-    out: list[tuple[int, int, list[str]]] = []
-    lo = 0
-    states: list[str] = []
-    cells = 0
-    i = 0
-    regions = dom.regions
-    while i < len(regions):
-        st = regions[i][:2]
-        j = i
-        while j < len(regions) and regions[j][:2] == st:
-            j += 1
-        more = cells_of.get(st, 0)
-        if states and ((j - lo) * n_it > max_groups or cells + more > cap):
-            out.append((lo, i, states))
-            lo, states, cells = i, [], 0
-        states.append(st)
-        cells += more
-        i = j
-    if states:
-        out.append((lo, len(regions), states))
-    return out
 
 
 class PolarsEngine:
@@ -227,7 +141,7 @@ class PolarsEngine:
         noise: bool,
         evaluate: bool,
         nonnegative: bool,
-    ) -> Iterator[LevelResult]:
+    ) -> Iterator[ChunkResult]:
         assert self.cells is not None, "call prepare() first"
         assert self.inputs is not None
         ref, geo = self.inputs.reference, self.inputs.geography
@@ -272,32 +186,3 @@ def _sum_on_unit(cells: pl.DataFrame, unit: int) -> pl.DataFrame:
         .sort("C", "QSEX", "QAGE")
         .select(pl.lit(unit, dtype=pl.UInt32).alias(UNIT), "C", "QSEX", "QAGE", "N")
     )
-
-
-def make_engine(name: str) -> Engine:
-    """An engine by name: ``polars`` (default) or ``spark`` (needs ``privtab[spark]``)."""
-    if name == "polars":
-        return PolarsEngine()
-    if name == "spark":
-        import importlib
-
-        from privtab.errors import UsageError
-
-        missing = [m for m in ("pyspark", "pandas", "pyarrow") if not _importable(m)]
-        if missing:
-            raise UsageError(
-                f"--engine spark needs {', '.join(missing)}, which is not installed",
-                hint="install with `pip install 'privtab[spark]'` (and Java 17)",
-            )
-        module = importlib.import_module("privtab.tabulate.spark_engine")
-        engine: Engine = module.SparkEngine()
-        return engine
-    from privtab.errors import UsageError
-
-    raise UsageError(f"unknown engine {name!r}: choose polars or spark")
-
-
-def _importable(module: str) -> bool:
-    import importlib.util
-
-    return importlib.util.find_spec(module) is not None

@@ -1,4 +1,11 @@
-"""Folders written by privtab: all or nothing, never over what privtab did not write.
+"""Everything privtab writes lands atomically: files and folders, all or nothing.
+
+This is the one module that renames files into place. :func:`atomic_write` writes a small
+file (text or bytes) through a temporary sibling, with an explicit mode and, when asked,
+``fsync`` of the file and its folder; :func:`atomic_file` hands a temporary path to a writer
+that produces a file itself (e.g. a Polars sink) and renames it onto the target on success.
+
+Folders written by privtab: all or nothing, never over what privtab did not write.
 
 Every command that writes a folder (``safetab run``, ``demo``, ``synth``, ``analyze …
 --out``, ``invariants … --out``) writes it through :func:`atomic_directory`, the one
@@ -51,6 +58,8 @@ __all__ = [
     "OutputRefusedError",
     "Terminated",
     "atomic_directory",
+    "atomic_file",
+    "atomic_write",
     "check_output",
     "read_marker",
     "remove_stale_staging",
@@ -194,10 +203,57 @@ def remove_stale_staging(target: Path) -> list[Path]:
     return removed
 
 
+def atomic_write(
+    path: str | Path, data: str | bytes, *, mode: int = 0o644, durable: bool = False
+) -> Path:
+    """Write ``data`` to ``path`` atomically: a temporary sibling created with ``mode``
+    (``0o600`` for confidential files), then one rename. ``durable`` also ``fsync`` s the
+    file and its folder (for ledgers: the write survives a crash once this returns)."""
+    p = Path(path)
+    raw = data.encode("utf-8") if isinstance(data, str) else data
+    tmp = p.with_name(f".{p.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
+        try:
+            view = memoryview(raw)
+            while view:
+                view = view[os.write(fd, view) :]
+            if durable:
+                os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.chmod(tmp, mode)  # whatever the umask
+        os.replace(tmp, p)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise
+    if durable:
+        dfd = os.open(p.parent, os.O_RDONLY)
+        try:
+            os.fsync(dfd)
+        finally:
+            os.close(dfd)
+    return p
+
+
+@contextlib.contextmanager
+def atomic_file(path: str | Path) -> Iterator[Path]:
+    """A temporary sibling of ``path`` for a writer to fill; renamed onto ``path`` when the
+    block succeeds, removed otherwise."""
+    p = Path(path)
+    tmp = p.with_name(f".{p.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
+    try:
+        yield tmp
+        os.replace(tmp, p)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise
+
+
 def _write_marker(folder: Path, doc: dict[str, Any]) -> None:
-    tmp = folder / f"{MARKER}.tmp"
-    tmp.write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
-    os.replace(tmp, folder / MARKER)
+    atomic_write(folder / MARKER, json.dumps(doc, indent=2) + "\n")
 
 
 def _discard(folder: Path, tag: str) -> None:

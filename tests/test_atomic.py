@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from privtab.data.atomic import (
+from privtab.atomic import (
     MARKER,
     InterruptGuard,
     OutputExistsError,
@@ -127,7 +127,7 @@ def test_stale_staging_of_a_killed_run_is_removed(tmp_path: Path) -> None:
     target = tmp_path / "out"
     code = (
         "import os, sys, time\n"
-        "from privtab.data.atomic import atomic_directory\n"
+        "from privtab.atomic import atomic_directory\n"
         f"with atomic_directory({str(target)!r}, kind='release') as tmp:\n"
         "    (tmp / 'a').write_text('1'); print('ready', flush=True); time.sleep(60)\n"
     )

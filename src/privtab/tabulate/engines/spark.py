@@ -2,7 +2,7 @@
 
 ``privtab safetab run --engine spark`` (or ``RunOptions(engine="spark")``) runs the release
 with :class:`SparkEngine`. The algorithm is defined once: every chunk of a level's public
-domain is tabulated by :func:`privtab.tabulate.engine.tabulate_groups` (SafeTab seed
+domain is tabulated by :func:`privtab.tabulate.chunk.tabulate_groups` (SafeTab seed
 Algorithms 1–3) — on the **executors**, with noise from privtab's exact samplers
 (:mod:`privtab.random`). What differs from the embedded engine is only how persons are
 aggregated and joined to population groups:
@@ -60,26 +60,20 @@ from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
-from privtab.data import (
-    RACE_KEYS,
-    UNIT,
-    ProblemLog,
-    SafeTabInputs,
-    scan_persons,
-    validate_persons,
-)
+from privtab.data import SafeTabInputs
 from privtab.data.ages import MAX_AGE
-from privtab.data.persons import code_strings
+from privtab.data.errors import ProblemLog
+from privtab.data.geography import UNIT
+from privtab.data.membership import RACE_KEYS
+from privtab.data.persons import code_strings, scan_persons, validate_persons
 from privtab.data.spec import FIELDS, PERSON_COLUMNS, RACE_COLUMNS, bad_row_sql, person_spec
 from privtab.random import RandomSource, SecureSource, SeededSource
 from privtab.tabulate.aggregate import COMBO, Cells
-from privtab.tabulate.engine import (
-    LevelResult,
-    combo_iterations,
-    level_domain,
-    tabulate_groups,
-)
+from privtab.tabulate.chunk import tabulate_groups
+from privtab.tabulate.counts import combo_iterations
+from privtab.tabulate.domain import Domain, level_domain
 from privtab.tabulate.plan import LevelPlan
+from privtab.tabulate.results import ChunkResult, Tallies
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -273,52 +267,81 @@ class SparkEngine:
         noise: bool,
         evaluate: bool,
         nonnegative: bool,
-    ) -> Iterator[LevelResult]:
-        """The level's noisy T1/T2, one :class:`LevelResult` per chunk of its domain, in
+    ) -> Iterator[ChunkResult]:
+        """The level's noisy T1/T2, one :class:`ChunkResult` per chunk of its domain, in
         domain order (region-major). Noise is drawn on the executors (module docstring)."""
         if self._cells is None or self.inputs is None or self.combos is None:
             raise RuntimeError("call prepare() first")
-        F, _ = _spark_modules()
         # the previous level's DataFrames sit in Python reference cycles that keep their
         # JVM plans, and with them the broadcast relations, alive through py4j until
         # Python's cyclic GC runs — which a driver busy in polars rarely triggers
         gc.collect()
-        ref, geo = self.inputs.reference, self.inputs.geography
-        dom = level_domain(plan, geo, ref)
-        n_reg, n_it = len(dom.regions), len(dom.codes)
-        if dom.size == 0:
-            empty = pl.DataFrame(
-                schema={"G": pl.Int64, "QSEX": pl.UInt8, "QAGE": pl.UInt8, "N": pl.Int64}
-            )
-            yield tabulate_groups(
-                plan, dom, empty, source=source, noise=noise, evaluate=evaluate,
-                nonnegative=nonnegative,
-            )  # fmt: skip
-            return
-        per_chunk = max(1, self.max_chunk_groups // n_it)
-        n_chunks = -(-n_reg // per_chunk)
-        seed = _seed_of(source)
+        dom = level_domain(plan, self.inputs.geography, self.inputs.reference)
+        per_chunk = max(1, self.max_chunk_groups // len(dom.codes))
+        n_chunks = -(-len(dom.regions) // per_chunk)
+        combo_it, ci = self._combo_table(plan, dom)
+        fine = self._fine_counts(dom, ci, per_chunk).unionByName(self._markers(n_chunks))
         spark = self.spark
+        parts = max(1, min(n_chunks, spark.sparkContext.defaultParallelism * 4))
+        shared = spark.sparkContext.broadcast(
+            pickle.dumps((plan, dom, per_chunk, _seed_of(source), noise, evaluate, nonnegative))
+        )
+        session_parts = int(spark.conf.get("spark.sql.shuffle.partitions") or "200")
+        spark.conf.set("spark.sql.shuffle.partitions", str(self._agg_parts(combo_it, dom)))
+        try:
+            out = fine.repartitionByRange(parts, "chunk").mapInArrow(
+                _chunk_task(shared), _OUT_SCHEMA
+            )
+            # RDD.toLocalIterator, not DataFrame.toLocalIterator (which serves partitions
+            # after its SQL execution has ended): with the DataFrame one the JVM kept every
+            # level's broadcast hash relations alive (jmap -histo:live, pyspark 4.3: two
+            # more live LongToUnsafeRowMap per level; 135 MB more live heap per level at
+            # 10^6 persons) — the cause of the 6 GB heap failures at 10^7. Same rows, same
+            # pickle serialization. Test: test_levels_leave_no_broadcast_relations_behind.
+            for row in out.rdd.toLocalIterator(prefetchPartitions=True):
+                tallies = pickle.loads(row["meta"])
+                assert isinstance(tallies, Tallies)
+                t1 = pl.read_ipc(io.BytesIO(row["t1"]))
+                t2 = pl.read_ipc(io.BytesIO(row["t2"]))
+                yield ChunkResult(plan, t1, t2, tallies)
+        finally:
+            spark.conf.set("spark.sql.shuffle.partitions", str(session_parts))
+            shared.destroy()  # the driver's copy too (unpersist keeps it)
+
+    def _combo_table(self, plan: LevelPlan, dom: Domain) -> tuple[pl.DataFrame, DataFrame]:
+        """Code combination → iteration of the level (driver side; one per iteration level
+        and granularity, reused by every geography) and its Spark copy."""
+        assert self.inputs is not None
+        assert self.combos is not None
         memo = (plan.iteration_level, dom.geo.granularity, dom.codes)
         if memo not in self._combo_its:
             combo_it = combo_iterations(
-                Cells(pl.DataFrame(), self.combos, 0), dom, ref, plan.iteration_level
-            )
-            ci_df = _to_spark(spark, combo_it.select(pl.col(COMBO).cast(pl.Int64), "_I"))
+                Cells(pl.DataFrame(), self.combos, 0), dom, self.inputs.reference,
+                plan.iteration_level,
+            )  # fmt: skip
+            ci_df = _to_spark(self.spark, combo_it.select(pl.col(COMBO).cast(pl.Int64), "_I"))
             self._combo_its[memo] = (combo_it, ci_df)
-        combo_it, ci = self._combo_its[memo]
+        return self._combo_its[memo]
+
+    def _unit_region_table(self, dom: Domain) -> DataFrame:
+        """Geo unit → region index of the level (from the GRF-C), one per geography."""
+        assert self.inputs is not None
         if dom.geo.value not in self._unit_regions:
-            self._unit_regions[dom.geo.value] = _to_spark(
-                spark,
-                geo.units.select(
-                    pl.col(UNIT).cast(pl.Int64), pl.col(dom.geo.value).to_physical().alias("_R")
-                )
-                .drop_nulls()
-                .with_columns(pl.col("_R").cast(pl.Int64)),
+            units = self.inputs.geography.units.select(
+                pl.col(UNIT).cast(pl.Int64), pl.col(dom.geo.value).to_physical().alias("_R")
             )
-        ur = self._unit_regions[dom.geo.value]
-        regional = self._cells.join(F.broadcast(ur), on=UNIT)
-        if n_reg * _PREAGG_FACTOR <= self._n_units:
+            self._unit_regions[dom.geo.value] = _to_spark(
+                self.spark, units.drop_nulls().with_columns(pl.col("_R").cast(pl.Int64))
+            )
+        return self._unit_regions[dom.geo.value]
+
+    def _fine_counts(self, dom: Domain, ci: DataFrame, per_chunk: int) -> DataFrame:
+        """Exact persons per (chunk, group, sex, age) of the level (rows only where > 0)."""
+        F, _ = _spark_modules()
+        assert self._cells is not None
+        n_it = len(dom.codes)
+        regional = self._cells.join(F.broadcast(self._unit_region_table(dom)), on=UNIT)
+        if len(dom.regions) * _PREAGG_FACTOR <= self._n_units:
             # a coarse level (few regions for many units): sum the cells per (region, code
             # combination, sex, age) first, so that only these few rows are expanded to
             # the iterations and summed again (instead of every cell's expansion)
@@ -330,7 +353,7 @@ class SparkEngine:
         packed = (g_all * 4 + F.col("QSEX")) * 128 + F.col("QAGE")
         g_of = F.shiftright(F.col("K"), 9)
         chunk_of = F.floor(g_of / (per_chunk * n_it)).cast("long")
-        fine = (
+        return (
             regional.join(F.broadcast(ci), on=COMBO)
             .select(packed.alias("K"), "N")
             .groupBy("K")
@@ -343,46 +366,27 @@ class SparkEngine:
                 F.col("N").cast("long").alias("N"),
             )
         )
-        markers = spark.range(n_chunks).select(
+
+    def _markers(self, n_chunks: int) -> DataFrame:
+        """One empty row per chunk: every chunk (empty groups included) reaches a task."""
+        F, _ = _spark_modules()
+        return self.spark.range(n_chunks).select(
             F.col("id").alias("chunk"),
             F.lit(-1).cast("long").alias("G"),
             F.lit(0).alias("QSEX"),
             F.lit(0).alias("QAGE"),
             F.lit(0).cast("long").alias("N"),
         )
-        parts = max(1, min(n_chunks, spark.sparkContext.defaultParallelism * 4))
-        # reduce tasks of the exact counts: enough for about _KEYS_PER_TASK keys each (an
-        # upper bound: cells × mean iterations per code combination, at most the domain's
-        # cells); never fewer than the session's spark.sql.shuffle.partitions
+
+    def _agg_parts(self, combo_it: pl.DataFrame, dom: Domain) -> int:
+        """Reduce tasks of the exact counts: enough for about ``_KEYS_PER_TASK`` keys each
+        (an upper bound: cells × mean iterations per code combination, at most the domain's
+        cells); never fewer than the session's ``spark.sql.shuffle.partitions``."""
+        assert self.combos is not None
         fan_out = combo_it.height / max(1, self.combos.height)
         keys = min(self._n_cells * fan_out, dom.size * 2 * (MAX_AGE + 1))
-        session_parts = int(spark.conf.get("spark.sql.shuffle.partitions") or "200")
-        agg_parts = max(session_parts, -(-int(keys) // _KEYS_PER_TASK))
-        shared = spark.sparkContext.broadcast(
-            pickle.dumps((plan, dom, per_chunk, seed, noise, evaluate, nonnegative))
-        )
-        spark.conf.set("spark.sql.shuffle.partitions", str(agg_parts))
-        try:
-            out = (
-                fine.unionByName(markers)
-                .repartitionByRange(parts, "chunk")
-                .mapInArrow(_chunk_task(shared), _OUT_SCHEMA)
-            )
-            # RDD.toLocalIterator, not DataFrame.toLocalIterator (which serves partitions
-            # after its SQL execution has ended): with the DataFrame one the JVM kept every
-            # level's broadcast hash relations alive (jmap -histo:live, pyspark 4.3: two
-            # more live LongToUnsafeRowMap per level; 135 MB more live heap per level at
-            # 10^6 persons) — the cause of the 6 GB heap failures at 10^7. Same rows, same
-            # pickle serialization. Test: test_levels_leave_no_broadcast_relations_behind.
-            for row in out.rdd.toLocalIterator(prefetchPartitions=True):
-                res = pickle.loads(row["meta"])
-                assert isinstance(res, LevelResult)
-                res.t1 = pl.read_ipc(io.BytesIO(row["t1"]))
-                res.t2 = pl.read_ipc(io.BytesIO(row["t2"]))
-                yield res
-        finally:
-            spark.conf.set("spark.sql.shuffle.partitions", str(session_parts))
-            shared.destroy()  # the driver's copy too (unpersist keeps it)
+        session = int(self.spark.conf.get("spark.sql.shuffle.partitions") or "200")
+        return max(session, -(-int(keys) // _KEYS_PER_TASK))
 
 
 # ---------------------------------------------------------------------- executors
@@ -424,9 +428,8 @@ def _chunk_task(shared: Any) -> Callable[[Iterator[Any]], Iterator[Any]]:
                 nonnegative=nonnegative,
             )
             t1, t2 = _ipc(res.t1), _ipc(res.t2)
-            res.t1, res.t2 = res.t1.clear(), res.t2.clear()
             yield pa.RecordBatch.from_pydict(
-                {"chunk": [c], "t1": [t1], "t2": [t2], "meta": [pickle.dumps(res)]},
+                {"chunk": [c], "t1": [t1], "t2": [t2], "meta": [pickle.dumps(res.tallies)]},
                 schema=pa.schema(
                     [
                         ("chunk", pa.int64()),
@@ -466,8 +469,8 @@ def _to_spark(spark: SparkSession, frame: pl.DataFrame) -> DataFrame:
         return spark.createDataFrame(frame.to_pandas())
 
 
-def _typed_persons(spark: SparkSession, path: Path, inputs: SafeTabInputs) -> DataFrame:
-    """Canonical typed columns + ``_BAD``: the person rules compiled to Spark SQL."""
+def _raw_persons(spark: SparkSession, path: Path) -> DataFrame:
+    """The person file's fields as strings (text or Parquet), blank lines dropped."""
     F, T = _spark_modules()
     n = len(PERSON_COLUMNS)
     if path.suffix.lower() == ".txt":
@@ -507,7 +510,13 @@ def _typed_persons(spark: SparkSession, path: Path, inputs: SafeTabInputs) -> Da
     only_separators = F.lit(True)
     for c in PERSON_COLUMNS:
         only_separators = only_separators & (F.coalesce(F.col(c), F.lit("")) == "")
-    raw = raw.filter(~(blank | only_separators)).drop(_LINE)
+    return raw.filter(~(blank | only_separators)).drop(_LINE)
+
+
+def _typed_persons(spark: SparkSession, path: Path, inputs: SafeTabInputs) -> DataFrame:
+    """Canonical typed columns + ``_BAD``: the person rules compiled to Spark SQL."""
+    F, _ = _spark_modules()
+    raw = _raw_persons(spark, path)
     spec = person_spec(inputs.config.max_race_codes)
     codes = code_strings(inputs.reference)
     bad = F.expr(bad_row_sql(spec, None if codes is None else codes.to_list(), FIELDS))

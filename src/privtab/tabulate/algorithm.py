@@ -1,0 +1,217 @@
+"""The SafeTab-P algorithm for the groups of one chunk, over dense arrays (any engine).
+
+For a level *i* (geography level × iteration level) with plan ``b_i``, stability ``s_i``,
+stage-1 fraction γ and thresholds θ1 < θ2 < θ3, every population group of the chunk — a
+slice of the level's **public** domain, empty groups included — is tabulated (SafeTab seed
+Algorithms 1–3):
+
+* a TotalOnly group (a DETAILED_ONLY iteration, at USA / STATE / PR-STATE) gets one noisy
+  total with parameter ``b_i/s_i`` (Algorithm 2, line 9);
+* every other group gets a stage-1 noisy total with ``γ·b_i/s_i`` (line 15); its statistic
+  level is ``digitize(total, θ)``: below θ1 → a new total, then Sex × Age4, Sex × Age9,
+  Sex × Age23 cells, each with ``(1−γ)·b_i/s_i`` (lines 18–31).
+
+Privacy (seed Theorems 1 and 3): one person is in at most ``s_i`` groups of the level;
+within a group the stage-2 statistics form a histogram (a person is in one cell), so each
+group costs ``b_i/s_i`` by sequential composition, the level ``b_i`` by generalized parallel
+composition (Lemmas 9, 10). The only privacy-critical step is :class:`NoiseDraw`: every
+published count is an exact count plus one independent draw of its stage's mechanism
+(exact samplers of :mod:`privtab.random`: discrete Gaussian σ² = 1/(2ρ), geometric scale
+1/ε); the stages it drew from are what :class:`privtab.tabulate.charges.RunLedger` charges.
+Everything after the draws — statistic levels from noisy totals, T1 totals as sums of noisy
+cells, clamping at zero — is post-processing of noisy values.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import polars as pl
+from numpy.typing import NDArray
+
+from privtab.data.ages import STAT_LEVEL_BINS
+from privtab.random import RandomSource
+from privtab.tabulate.plan import LevelPlan, StagePlan
+
+__all__ = ["TOTAL_ONLY", "CellTable", "ExactCounts", "NoiseDraw", "NoisyGroups", "run_algorithm"]
+
+TOTAL_ONLY = -1
+"""Statistic level of TotalOnly groups (no stage 1)."""
+
+
+class NoiseDraw:
+    """Adds one stage's noise to exact counts: the privacy-critical step.
+
+    ``draw(stage, exact)`` returns ``exact + Z`` with ``Z`` independent draws of ``stage``'s
+    mechanism, one per count, from ``source`` — each count is one invocation of that
+    mechanism on a sensitivity-1 count, guaranteeing its ρ (zCDP) or ε (pure DP). Every
+    stage that draws is recorded in :attr:`used` (the run charges them). ``enabled=False``
+    (tests only: exact counts, not private) adds nothing but records the same.
+    """
+
+    def __init__(self, source: RandomSource | None, enabled: bool = True) -> None:
+        self.source = source
+        self.enabled = enabled
+        self.draws = 0
+        self.used: set[str] = set()
+
+    def __call__(self, stage: StagePlan, exact: NDArray[np.int64]) -> NDArray[np.int64]:
+        size = int(exact.size)
+        self.draws += size
+        if size == 0:
+            return exact.copy()
+        self.used.add(stage.stage)
+        if not self.enabled:
+            return exact.copy()
+        noise = stage.mechanism.sample_noise(size, source=self.source)
+        return exact + np.asarray(noise, dtype=np.int64).reshape(exact.shape)
+
+
+@dataclass(frozen=True)
+class ExactCounts:
+    """Exact persons of a chunk's groups: per group, and per (group, sex, age) row.
+
+    Computed from confidential data; never published (only noisy counts derived from them
+    through :class:`NoiseDraw` are)."""
+
+    total: NDArray[np.int64]
+    """Persons per group ``G`` (dense over the chunk's domain)."""
+    group: NDArray[np.int64]
+    sex: NDArray[np.int64]
+    age: NDArray[np.int64]
+    n: NDArray[np.int64]
+
+    @classmethod
+    def from_frame(cls, fine: pl.DataFrame, size: int) -> ExactCounts:
+        """From rows ``G``, ``QSEX``, ``QAGE``, ``N`` (groups without persons have no row)."""
+        g = fine["G"].to_numpy().astype(np.int64)
+        n = fine["N"].to_numpy().astype(np.int64)
+        return cls(
+            total=np.bincount(g, weights=n, minlength=size).astype(np.int64),
+            group=g,
+            sex=fine["QSEX"].to_numpy().astype(np.int64),
+            age=fine["QAGE"].to_numpy().astype(np.int64),
+            n=n,
+        )
+
+
+@dataclass(frozen=True)
+class CellTable:
+    """The Sex × Age cells of the groups at one statistic level (1, 2 or 3)."""
+
+    level: int
+    groups: NDArray[np.int64]
+    """Group indices (into the chunk) at this level."""
+    exact: NDArray[np.int64]
+    """``groups × (2 · bins)`` exact cells, sex-major (never published)."""
+    noisy: NDArray[np.int64]
+    """The published cells (noisy, clamped at 0 when asked)."""
+
+    @property
+    def n_bins(self) -> int:
+        bins = STAT_LEVEL_BINS[self.level]
+        assert bins is not None
+        return bins.n_bins
+
+
+@dataclass(frozen=True)
+class NoisyGroups:
+    """What the algorithm publishes for a chunk's groups, as arrays."""
+
+    count: NDArray[np.int64]
+    """The T1 count of every group before the final clamping: a noisy total, or the sum
+    of its (published, possibly clamped) noisy cells."""
+    stat: NDArray[np.int8]
+    """Statistic level: −1 TotalOnly, 0 total, 1/2/3 Sex × Age4/9/23."""
+    stage1: NDArray[np.int64]
+    """The noisy stage-1 total before clamping (meaningless where ``stat == TOTAL_ONLY``)."""
+    total_only: NDArray[np.bool_]
+    cells: tuple[CellTable, ...]
+    exact: NDArray[np.int64]
+    """Exact totals (for the non-private evaluation only; never published)."""
+    draws: int
+    stages_used: frozenset[str]
+    nonnegative: bool = False
+    """Whether published counts are clamped at 0."""
+
+    def published_count(self) -> NDArray[np.int64]:
+        """T1's ``COUNT``: :attr:`count`, clamped at 0 when asked."""
+        return np.maximum(self.count, 0) if self.nonnegative else self.count
+
+    def published_stage1(self) -> NDArray[np.int64]:
+        """T1's ``STAGE1_COUNT``: :attr:`stage1`, clamped at 0 when asked."""
+        return np.maximum(self.stage1, 0) if self.nonnegative else self.stage1
+
+
+def run_algorithm(
+    plan: LevelPlan,
+    total_only: NDArray[np.bool_],
+    exact: ExactCounts,
+    draw: NoiseDraw,
+    *,
+    nonnegative: bool = False,
+) -> NoisyGroups:
+    """SafeTab seed Algorithms 1–3 for one chunk (see the module docstring).
+
+    ``total_only`` marks the chunk's TotalOnly groups. ``nonnegative`` clamps published
+    counts at 0 (post-processing: no privacy cost): cells are clamped here, so totals of
+    groups with cells are the sums of the clamped cells; other counts are clamped when
+    published (:meth:`NoisyGroups.published_count`). Statistic levels always use the raw
+    stage-1 totals.
+    """
+    truth = exact.total
+    count = np.zeros(truth.size, dtype=np.int64)
+    stage1 = np.zeros(truth.size, dtype=np.int64)
+    stat = np.full(truth.size, TOTAL_ONLY, dtype=np.int8)
+    to_idx = np.flatnonzero(total_only)
+    count[to_idx] = draw(plan.total, truth[to_idx])
+    ad_idx = np.flatnonzero(~total_only)
+    stage1[ad_idx] = draw(plan.stage1, truth[ad_idx])
+    stat[ad_idx] = plan.stat_level(stage1[ad_idx])
+    lv0 = ad_idx[stat[ad_idx] == 0]
+    count[lv0] = draw(plan.stage2, truth[lv0])
+    cells = []
+    for k in (1, 2, 3):
+        groups = ad_idx[stat[ad_idx] == k]
+        if groups.size:
+            table = _cell_table(plan, k, groups, exact, draw, nonnegative)
+            count[groups] = table.noisy.reshape(groups.size, -1).sum(axis=1)
+            cells.append(table)
+    return NoisyGroups(
+        count=count,
+        stat=stat,
+        stage1=stage1,
+        total_only=np.asarray(total_only, dtype=np.bool_),
+        cells=tuple(cells),
+        exact=truth,
+        draws=draw.draws,
+        stages_used=frozenset(draw.used),
+        nonnegative=nonnegative,
+    )
+
+
+def _cell_table(
+    plan: LevelPlan,
+    k: int,
+    groups: NDArray[np.int64],
+    exact: ExactCounts,
+    draw: NoiseDraw,
+    nonnegative: bool,
+) -> CellTable:
+    """Exact and noisy Sex × Age cells of ``groups`` at statistic level ``k``."""
+    bins = STAT_LEVEL_BINS[k]
+    assert bins is not None
+    n_cells = 2 * bins.n_bins
+    pos = np.full(exact.total.size, -1, dtype=np.int64)
+    pos[groups] = np.arange(groups.size)
+    p = pos[exact.group]
+    keep = p >= 0
+    age_bin = bins.lookup()[exact.age[keep]].astype(np.int64)
+    flat = p[keep] * n_cells + (exact.sex[keep] - 1) * bins.n_bins + age_bin
+    cells = np.bincount(flat, weights=exact.n[keep], minlength=groups.size * n_cells)
+    cells = cells.astype(np.int64)
+    noisy = draw(plan.stage2, cells)
+    if nonnegative:
+        np.maximum(noisy, 0, out=noisy)
+    return CellTable(k, groups, cells, noisy)

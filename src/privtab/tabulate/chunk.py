@@ -1,0 +1,62 @@
+"""One chunk of a level: exact counts in, noisy T1/T2 out (what every engine runs).
+
+:func:`tabulate_groups` is the single entry point of the algorithm for an engine: the
+Polars engine calls it in-process, the Spark engine on its executors. It draws the noise
+(:mod:`privtab.tabulate.algorithm`), builds the tables (:mod:`privtab.tabulate.tables`) and
+the chunk's tallies, and — only when asked, for tests — the non-private evaluation.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import polars as pl
+
+from privtab.random import RandomSource
+from privtab.tabulate.algorithm import TOTAL_ONLY, ExactCounts, NoiseDraw, run_algorithm
+from privtab.tabulate.domain import Domain
+from privtab.tabulate.evaluation import evaluate_groups
+from privtab.tabulate.plan import LevelPlan
+from privtab.tabulate.results import ChunkResult, Tallies
+from privtab.tabulate.tables import t1_frame, t2_frame
+
+__all__ = ["tabulate_groups"]
+
+
+def tabulate_groups(
+    plan: LevelPlan,
+    dom: Domain,
+    fine: pl.DataFrame,
+    *,
+    source: RandomSource | None,
+    noise: bool = True,
+    evaluate: bool = False,
+    nonnegative: bool = False,
+) -> ChunkResult:
+    """SafeTab seed Algorithms 1–3 for the groups of ``dom`` (a level or a slice of its
+    regions), whose exact counts per (group, sex, age) are ``fine`` (rows ``G``, ``QSEX``,
+    ``QAGE``, ``N``).
+
+    ``source`` must be secure for a publishable release (the run checks); ``noise=False``
+    is for tests only (exact counts, not private). ``evaluate`` compares the released counts
+    with the truth — a non-private diagnostic, never written to a release. ``nonnegative``
+    clamps published counts at 0 (post-processing).
+    """
+    exact = ExactCounts.from_frame(fine, dom.size)
+    total_only = np.tile(dom.total_only, len(dom.regions))
+    out = run_algorithm(plan, total_only, exact, NoiseDraw(source, noise), nonnegative=nonnegative)
+    t1, t2 = t1_frame(plan, dom, out), t2_frame(plan, dom, out)
+    stat = {TOTAL_ONLY: int(out.total_only.sum())}
+    for k in (0, 1, 2, 3):
+        stat[k] = int(((out.stat == k) & ~out.total_only).sum())
+    tallies = Tallies(
+        regions=len(dom.regions),
+        iterations=len(dom.codes),
+        t1_rows=t1.height,
+        t2_rows=t2.height,
+        stat_levels=stat,
+        noise_draws=out.draws,
+        stages_used=out.stages_used,
+        memberships=int(exact.total.sum()),
+        evaluation=evaluate_groups(plan, out) if evaluate else {},
+    )
+    return ChunkResult(plan, t1, t2, tallies)

@@ -1,0 +1,122 @@
+"""How one release is run: the options a caller chooses and the context a run carries.
+
+:class:`RunOptions` is the public set of choices (random source, engine, output formats,
+post-processing, the release ledger, ...); :class:`RunContext` is what the modules of a run
+share while it works (resolved paths, the source, the engine, timings, the ledger
+reservation, the cancellation flag the worker checks at its safe points).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from privtab.accounting.exact import ExactGuarantee
+from privtab.random import RandomSource
+
+if TYPE_CHECKING:
+    from privtab.accounting.odometer import Reservation
+    from privtab.tabulate.engines import Engine
+
+__all__ = ["Progress", "RunCancelledError", "RunContext", "RunOptions", "phase"]
+
+Progress = Callable[[str], None]
+
+
+class RunCancelledError(Exception):
+    """The worker noticed that the run was interrupted (raised at a safe point)."""
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """How to run a release.
+
+    ``source``: the random source (default: the secure one). A seeded source is refused
+    unless ``allow_insecure`` (tests only: every output is then marked not private).
+    ``noise=False`` releases exact counts (tests only; needs ``allow_insecure``).
+    ``nonnegative``: clamp published counts at 0 (post-processing; default: the config's
+    ``allow_negative_counts`` negated). ``zero_suppression``: drop T1 rows of groups with no
+    T2 cells whose published count is ≤ 0, each with the config's
+    ``zero_suppression_chance`` (post-processing of noisy output only). ``evaluate``:
+    compare with the exact counts — a non-private diagnostic, kept in the confidential run
+    record, never in the release. ``allow_empty``: release a person file with no persons.
+    ``run_record``: where the confidential run record goes (default: beside the release,
+    :func:`privtab.release.record.default_record_path`).
+    """
+
+    source: RandomSource | None = None
+    allow_insecure: bool = False
+    noise: bool = True
+    delta: float = 1e-10
+    nonnegative: bool | None = None
+    zero_suppression: bool = False
+    evaluate: bool = False
+    report: bool = True
+    pld_grid: float = 1e-3
+    overwrite: bool = False
+    formats: tuple[str, ...] = ("txt", "parquet")
+    """Output formats of T1/T2 (pipe-delimited text and/or Parquet)."""
+    engine: str | Engine = "polars"
+    """``polars`` (default), ``spark``, or an :class:`~privtab.tabulate.engines.Engine`."""
+    allow_empty: bool = False
+    run_record: str | Path | None = None
+    ledger: str | Path | None = None
+    """The release ledger (odometer) file: default ``$PRIVTAB_LEDGER`` or the user's state
+    directory (:func:`privtab.accounting.odometer.default_ledger_path`)."""
+    use_ledger: bool = True
+    """Record this release in the ledger (private runs only; ``False`` for synthetic demo
+    data that is not a confidential data set)."""
+    lifetime: ExactGuarantee | None = None
+    """A lifetime budget for the data set (besides any the ledger holds)."""
+    allow_more_releases: bool = False
+    """Run even past the lifetime budget (recorded as such in the ledger)."""
+    dataset_id: str | None = None
+    """The data set's key in the ledger (default: the SHA-256 of the person file)."""
+
+
+def phase(name: str) -> None:
+    """A named point of the run (``inputs``, ``level``, ``write``, ``published``): the
+    place where tests hold a run to deliver a signal in a known phase. Does nothing."""
+
+
+@dataclass
+class RunContext:
+    """Everything one run needs (resolved once, read by the worker)."""
+
+    config: Path
+    data_dir: Path
+    out: Path
+    opts: RunOptions
+    source: RandomSource
+    engine: Engine
+    say: Progress
+    cancel: threading.Event
+    started_utc: str
+    seconds: dict[str, float] = field(default_factory=dict)
+    nonnegative: bool = False
+    """Clamp published counts at 0 (the option, else the config's rule; set in _build)."""
+    reservation: Reservation | None = None
+    """The pending entry of this release in the release ledger (private runs)."""
+    inputs_record: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """SHA-256 and size of every input (confidential: for the run record only)."""
+
+    @property
+    def private(self) -> bool:
+        return self.source.is_private and self.opts.noise
+
+    def check(self) -> None:
+        """A safe point: stop if the run was interrupted."""
+        if self.cancel.is_set():
+            raise RunCancelledError("interrupted")
+
+    def phase(self, name: str) -> None:
+        """A named point of the run and a safe point (see :func:`phase`)."""
+        phase(name)
+        self.check()
+
+    def progress(self, msg: str) -> None:
+        self.check()
+        self.say(msg)

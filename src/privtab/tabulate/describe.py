@@ -1,0 +1,142 @@
+"""What a run says about itself: ``release.json`` (public) and the run record (confidential).
+
+:func:`release_document` builds the typed :class:`~privtab.release.ReleaseDocument` from
+the public plan, the noisy tallies and the exact charges; :func:`run_record` builds the
+confidential :class:`~privtab.release.record.RunRecord` (input hashes, exact counts, timings, the
+non-private evaluation) that is written outside the release folder.
+"""
+
+from __future__ import annotations
+
+import os
+from fractions import Fraction
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from privtab import __version__
+from privtab.accounting.exact import ExactGuarantee
+from privtab.data import SafeTabInputs, Scope
+from privtab.data.inputs import sha256_file
+from privtab.release.document import LevelEntry, ReleaseDocument, RunEntry
+from privtab.release.record import RunRecord
+from privtab.tabulate.context import RunContext
+from privtab.tabulate.plan import LevelPlan, ReleasePlan
+from privtab.tabulate.results import LevelSummary
+
+if TYPE_CHECKING:
+    from privtab.tabulate.runs import ReleaseTables
+
+__all__ = ["empty_entry", "level_entry", "release_document", "run_record"]
+
+
+def level_entry(
+    res: LevelSummary, charged: ExactGuarantee, inputs: SafeTabInputs, scope: Scope
+) -> LevelEntry:
+    from privtab.data import GeoLevel
+
+    stab = inputs.stabilities(scope)[(GeoLevel(res.plan.geo), res.plan.iteration_level)]
+    fields = {
+        "status": "tabulated",
+        **res.public(),
+        "budget": float(res.plan.budget),
+        "budget_exact": str(res.plan.budget),
+        "charged": charged.to_json(),
+        "stability": res.plan.stability,
+        "stability_census_rule": stab.census_rule,
+        "stability_exact": stab.exact,
+        "thresholds": list(res.plan.thresholds),
+        "moe95": {
+            "stage1": res.plan.stage1.moe95,
+            "stage2_cell": res.plan.stage2.moe95,
+            "total_only": res.plan.total.moe95,
+        },
+    }
+    return LevelEntry(res.plan.key, "tabulated", charged, res.plan.thresholds, fields)
+
+
+def empty_entry(lv: LevelPlan) -> LevelEntry:
+    fields = {
+        "level": lv.key,
+        "status": "empty domain",
+        "budget": float(lv.budget),
+        "budget_exact": str(lv.budget),
+        "charged": None,
+        "note": "no public population group (no region or no iteration): not tabulated, "
+        "not charged",
+    }
+    return LevelEntry(lv.key, "empty domain", None, (), fields)
+
+
+def release_document(
+    ctx: RunContext,
+    inputs: SafeTabInputs,
+    plans: dict[Scope, ReleasePlan],
+    runs: dict[Scope, RunEntry],
+    tables: ReleaseTables,
+) -> ReleaseDocument:
+    guarantee = ExactGuarantee.parallel(r.guarantee for r in runs.values())
+    worst = max(runs, key=lambda s: runs[s].guarantee.as_zcdp().value)
+    outputs: dict[str, Any] = {"files": {}}
+    for w in (tables.t1, tables.t2):
+        for f in w.paths:
+            outputs["files"][f.name] = {"sha256": sha256_file(f), "rows": w.rows}
+    outputs["t1_rows"], outputs["t2_rows"] = tables.t1.rows, tables.t2.rows
+    public = [p for p in inputs.input_files() if p != inputs.persons_path]
+    extra = {
+        "algorithm": "SafeTab-P two-stage adaptive algorithm (SafeTab seed Alg. 1-3)",
+        "guarantee_note": (
+            "derived from the mechanisms that drew the noise, composed exactly: each run is "
+            "the sequential composition of its levels; the US and PR runs hold disjoint "
+            "persons, so the release satisfies the larger of their guarantees (parallel "
+            "composition). Floats are rounded up; the exact value is beside them."
+        ),
+        "plan": plans[worst].to_dict(),
+        "engine": ctx.engine.name,
+        "config": inputs.config.to_dict(),
+        "public_inputs": {p.name: {"sha256": sha256_file(p)} for p in public},
+        "outputs": outputs,
+    }
+    return ReleaseDocument(
+        privtab_version=__version__,
+        started_utc=ctx.started_utc,
+        private=ctx.private,
+        noise="off (exact counts: NOT PRIVATE)" if not ctx.opts.noise else ctx.source.description,
+        guarantee=guarantee,
+        runs={s.value: r for s, r in runs.items()},
+        postprocessing=postprocessing(ctx, inputs, tables),
+        extra=extra,
+    )
+
+
+def postprocessing(ctx: RunContext, inputs: SafeTabInputs, tables: ReleaseTables) -> dict[str, Any]:
+    chance = inputs.config.zero_suppression_chance or Fraction(0)
+    return {
+        "nonnegative": ctx.nonnegative,
+        "zero_suppression": ctx.opts.zero_suppression,
+        "zero_suppression_chance": float(chance),
+        "zero_suppressed_rows": tables.suppressed,
+        "t1_count_of_groups_with_t2": "sum of the group's noisy T2 cells",
+        "note": "post-processing of noisy output only: no privacy cost",
+    }
+
+
+def run_record(
+    ctx: RunContext, inputs: SafeTabInputs, persons: int, levels: list[LevelSummary]
+) -> RunRecord:
+    """The confidential run record (never published)."""
+    return RunRecord(
+        release=str(Path(os.path.abspath(ctx.out))),
+        started_utc=ctx.started_utc,
+        private=ctx.private,
+        inputs=ctx.inputs_record,
+        persons=persons,
+        seconds=ctx.seconds,
+        levels=[
+            {
+                "level": lv.plan.key,
+                "memberships": lv.memberships,
+                **({"evaluation_nonprivate": lv.evaluation} if lv.evaluation else {}),
+            }
+            for lv in levels
+        ],
+    )

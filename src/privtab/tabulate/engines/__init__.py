@@ -1,0 +1,80 @@
+"""Engines: where exact counts are computed. The algorithm is defined once.
+
+An engine validates and aggregates the person file (:meth:`Engine.prepare`) and yields the
+noisy tables of a level in one or more chunks of its public domain
+(:meth:`Engine.tabulate`). Every engine tabulates each chunk with
+:func:`privtab.tabulate.chunk.tabulate_groups` (SafeTab seed Algorithms 1–3); they differ
+only in how persons are aggregated and joined to population groups:
+
+- :class:`~privtab.tabulate.engines.polars.PolarsEngine` (``polars``, the default,
+  embedded);
+- :class:`~privtab.tabulate.engines.spark.SparkEngine` (``spark``, needs
+  ``pip install 'privtab[spark]'`` and Java 17; any cluster via ``spark-submit``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Protocol
+
+from privtab.data import SafeTabInputs
+from privtab.errors import UsageError
+from privtab.random import RandomSource
+from privtab.tabulate.plan import LevelPlan
+from privtab.tabulate.results import ChunkResult
+
+__all__ = ["ENGINES", "Engine", "make_engine"]
+
+Say = Callable[[str], None]
+ENGINES = ("polars", "spark")
+
+
+class Engine(Protocol):
+    """What :func:`privtab.tabulate.run_release` needs from an engine."""
+
+    name: str
+
+    def prepare(self, inputs: SafeTabInputs, say: Say) -> int:
+        """Validate and aggregate the person file; return the number of persons. Raises
+        :class:`privtab.data.InputValidationError` before anything is written."""
+        ...
+
+    def tabulate(
+        self,
+        plan: LevelPlan,
+        *,
+        source: RandomSource | None,
+        noise: bool,
+        evaluate: bool,
+        nonnegative: bool,
+    ) -> Iterator[ChunkResult]:
+        """The level's noisy T1/T2 in one or more chunks of its public domain (a level with
+        an empty domain is never asked for)."""
+        ...
+
+    def close(self) -> None: ...
+
+
+def make_engine(name: str) -> Engine:
+    """An engine by name: ``polars`` (default) or ``spark`` (needs ``privtab[spark]``)."""
+    if name == "polars":
+        from privtab.tabulate.engines.polars import PolarsEngine
+
+        return PolarsEngine()
+    if name == "spark":
+        missing = [m for m in ("pyspark", "pandas", "pyarrow") if not _importable(m)]
+        if missing:
+            raise UsageError(
+                f"--engine spark needs {', '.join(missing)}, which is not installed",
+                hint="install with `pip install 'privtab[spark]'` (and Java 17)",
+            )
+        from privtab.tabulate.engines.spark import SparkEngine
+
+        return SparkEngine()
+    raise UsageError(f"unknown engine {name!r}: choose {' or '.join(ENGINES)}")
+
+
+def _importable(module: str) -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec(module) is not None
