@@ -41,7 +41,8 @@ from privtab.tabulate.accuracy import WORKLOADS, LevelAccuracy, bucket_label, si
 from privtab.tabulate.engines import Engine
 from privtab.tabulate.errors import count_error
 from privtab.tabulate.plan import LevelPlan
-from privtab.tabulate.suppression import SuppressionRule, suppress
+from privtab.tabulate.publish import MARGINAL_AGE, publish_chunk
+from privtab.tabulate.suppression import SuppressionRule
 
 __all__ = [
     "SIM_WORKLOADS",
@@ -66,27 +67,12 @@ def published_chunks(
     rule: SuppressionRule,
     nonnegative: bool,
 ) -> Iterator[tuple[pl.DataFrame, pl.DataFrame]]:
-    """The published T1/T2 rows of one level, chunk by chunk, as production publishes them:
-    zero suppression on the raw noisy totals, then (if ``nonnegative``) clamping at 0 with
-    each group's T1 the sum of its clamped cells. The one place that drives the engine."""
+    """The published T1/T2 rows of one level, chunk by chunk, exactly as a release publishes
+    them (:func:`privtab.tabulate.publish.publish_chunk`: zero suppression on the raw noisy
+    totals, clamping, sex marginals). The one place that drives the engine."""
     for part in engine.tabulate(plan, source=source, noise=True, evaluate=False, nonnegative=False):
-        t1 = suppress(part.t1, rule).t1
-        t2 = part.t2
-        if nonnegative:
-            t2 = t2.with_columns(pl.col("COUNT").clip(lower_bound=0))
-            sums = t2.group_by(GROUP).agg(pl.col("COUNT").sum().alias("_S"))
-            t1 = (
-                t1.join(sums, on=GROUP, how="left", maintain_order="left")
-                .with_columns(
-                    pl.when(pl.col("_S").is_not_null())
-                    .then(pl.col("_S"))
-                    .otherwise(pl.col("COUNT").clip(lower_bound=0))
-                    .alias("COUNT"),
-                    pl.col("STAGE1_COUNT").clip(lower_bound=0),
-                )
-                .drop("_S")
-            )
-        yield t1, t2
+        out = publish_chunk(part.t1, part.t2, plan, rule, nonnegative=nonnegative)
+        yield out.t1, out.t2
 
 
 def _age_maps() -> pl.DataFrame:
@@ -248,6 +234,46 @@ def _exact_bucket(
     return out
 
 
+def _tally_trial(
+    get: Callable[[int, str], _Accumulator],
+    groups: pl.DataFrame,
+    truth: _Truth,
+    moes: dict[str, tuple[int, float]],
+    t1: pl.DataFrame,
+    t2: pl.DataFrame,
+) -> None:
+    """Add one trial's published rows to the accumulators (per size bucket × workload):
+    suppressed groups, selections, and the errors of the published statistics."""
+    g = groups.join(t1, on=GROUP, how="left")
+    # suppressed groups: no T1 row (only totals are suppressed: workload total / TO)
+    sup = g.filter(pl.col("COUNT").is_null())
+    for (b, to), part in sup.group_by("_B", "TO"):
+        get(int(b), "total_only" if to else "total").suppressed += part.height
+    sel = g.with_columns(
+        pl.when(pl.col("COUNT").is_null())
+        .then(pl.when(pl.col("TO")).then(-1).otherwise(0))
+        .otherwise(pl.col("STAT_LEVEL"))
+        .alias("_W")
+    )
+    for (b, w), part in sel.group_by("_B", "_W"):
+        get(int(b), SIM_WORKLOADS[int(w) + 1]).selected += part.height
+    totals = g.filter(pl.col("COUNT").is_not_null() & (pl.col("STAT_LEVEL") <= 0))
+    totals = totals.with_columns((pl.col("COUNT") - pl.col("N")).abs().alias("_E"))
+    for (b, w), part in totals.group_by("_B", "STAT_LEVEL"):
+        name = SIM_WORKLOADS[int(w) + 1]
+        get(int(b), name).add_errors(part["_E"].to_numpy(), moes[name][0])
+    cells = (
+        t2.join(truth.cells, on=[*GROUP, "SEX", "AGESTART", "AGEEND"], how="left")
+        .with_columns(pl.col("TRUE").fill_null(0))
+        .join(t1.select(*GROUP, "STAT_LEVEL"), on=GROUP, how="left")
+        .join(groups.select(*GROUP, "_B"), on=GROUP, how="left")
+        .with_columns((pl.col("COUNT") - pl.col("TRUE")).abs().alias("_E"))
+    )
+    for (b, w), part in cells.group_by("_B", "STAT_LEVEL"):
+        name = SIM_WORKLOADS[int(w) + 1]
+        get(int(b), name).add_errors(part["_E"].to_numpy(), moes[name][0])
+
+
 def simulate_level(
     engine: Engine,
     acc: LevelAccuracy,
@@ -277,37 +303,9 @@ def simulate_level(
             engine, plan, source=src, rule=acc.rule, nonnegative=nonnegative
         ):
             pub1.append(t1.select(*GROUP, "COUNT", "STAT_LEVEL"))
-            pub2.append(t2.select(*GROUP, "SEX", "AGESTART", "AGEEND", "COUNT"))
-        t1 = pl.concat(pub1)
-        t2 = pl.concat(pub2)
-        g = groups.join(t1, on=GROUP, how="left")
-        # suppressed groups: no T1 row (only totals are suppressed: workload total / TO)
-        sup = g.filter(pl.col("COUNT").is_null())
-        for (b, to), part in sup.group_by("_B", "TO"):
-            get(int(b), "total_only" if to else "total").suppressed += part.height
-        sel = g.with_columns(
-            pl.when(pl.col("COUNT").is_null())
-            .then(pl.when(pl.col("TO")).then(-1).otherwise(0))
-            .otherwise(pl.col("STAT_LEVEL"))
-            .alias("_W")
-        )
-        for (b, w), part in sel.group_by("_B", "_W"):
-            get(int(b), SIM_WORKLOADS[int(w) + 1]).selected += part.height
-        totals = g.filter(pl.col("COUNT").is_not_null() & (pl.col("STAT_LEVEL") <= 0))
-        totals = totals.with_columns((pl.col("COUNT") - pl.col("N")).abs().alias("_E"))
-        for (b, w), part in totals.group_by("_B", "STAT_LEVEL"):
-            name = SIM_WORKLOADS[int(w) + 1]
-            get(int(b), name).add_errors(part["_E"].to_numpy(), moes[name][0])
-        cells = (
-            t2.join(truth.cells, on=[*GROUP, "SEX", "AGESTART", "AGEEND"], how="left")
-            .with_columns(pl.col("TRUE").fill_null(0))
-            .join(t1.select(*GROUP, "STAT_LEVEL"), on=GROUP, how="left")
-            .join(groups.select(*GROUP, "_B"), on=GROUP, how="left")
-            .with_columns((pl.col("COUNT") - pl.col("TRUE")).abs().alias("_E"))
-        )
-        for (b, w), part in cells.group_by("_B", "STAT_LEVEL"):
-            name = SIM_WORKLOADS[int(w) + 1]
-            get(int(b), name).add_errors(part["_E"].to_numpy(), moes[name][0])
+            cells = t2.filter(pl.col("AGESTART") != MARGINAL_AGE)  # marginals: sums, not draws
+            pub2.append(cells.select(*GROUP, "SEX", "AGESTART", "AGEEND", "COUNT"))
+        _tally_trial(get, groups, truth, moes, pl.concat(pub1), pl.concat(pub2))
 
     rows = []
     for b in sorted(set(groups["_B"].to_list())):

@@ -50,7 +50,6 @@ __all__ = [
     "FORMATS",
     "CensusWriter",
     "OutputFile",
-    "TableWriter",
     "census_header",
     "error_schema",
     "outputs_manifest",
@@ -126,7 +125,7 @@ class _ParquetAppender:
     def write(self, frame: pl.DataFrame) -> None:
         if frame.height == 0:
             return
-        table = frame.select(list(self.schema)).cast(self.schema).to_arrow()  # type: ignore[arg-type]
+        table = frame.select(list(self.schema)).cast(pl.Schema(self.schema)).to_arrow()
         self._writer.write_table(table.cast(self._arrow), row_group_size=1 << 20)
         self.rows += frame.height
 
@@ -219,7 +218,7 @@ class CensusWriter:
             missing = [c for c in schema if c not in frame.columns]
             if missing:
                 raise ValueError(f"{table} frame lacks columns {missing}")
-            frame = frame.select(list(schema)).cast(schema)  # type: ignore[arg-type]
+            frame = frame.select(list(schema)).cast(pl.Schema(schema))
             census = frame.select(CENSUS_COLUMNS[table])
             if self._text:
                 census.write_csv(
@@ -338,65 +337,5 @@ def read_census_table(directory: Path, table: str) -> pl.DataFrame | None:
         return pl.concat(frames) if frames else pl.DataFrame(schema=schema)
     if (d / f"{table}.parquet").exists():
         df = pl.read_parquet(d / f"{table}.parquet")
-        return df.select(list(schema)).cast(schema)  # type: ignore[arg-type]
+        return df.select(list(schema)).cast(pl.Schema(schema))
     return None
-
-
-class TableWriter:
-    """The previous single-file layout (``t1.txt``/``t1.parquet`` with every column); kept
-    until :mod:`privtab.tabulate.run` writes through :class:`CensusWriter`."""
-
-    def __init__(
-        self,
-        directory: Path,
-        stem: str,
-        schema: dict[str, Any],
-        formats: tuple[str, ...] = FORMATS,
-        metadata: dict[str, str] | None = None,
-    ) -> None:
-        import pyarrow.parquet as pq
-
-        unknown = set(formats) - set(FORMATS)
-        if unknown or not formats:
-            raise ValueError(f"formats must be a non-empty subset of {FORMATS}, got {formats}")
-        self.schema = schema
-        self.rows = 0
-        self.paths: list[Path] = []
-        empty = pl.DataFrame(schema=schema)
-        self._txt: IO[bytes] | None = None
-        self._pq: Any = None
-        if "txt" in formats:
-            self.paths.append(directory / f"{stem}.txt")
-            self._txt = self.paths[-1].open("wb")
-            empty.write_csv(self._txt, separator="|", include_header=True)
-        self._arrow_schema = empty.to_arrow().schema.with_metadata(metadata or {})
-        if "parquet" in formats:
-            self.paths.append(directory / f"{stem}.parquet")
-            self._pq = pq.ParquetWriter(self.paths[-1], self._arrow_schema, compression="zstd")
-
-    def write(self, frame: pl.DataFrame) -> None:
-        if frame.height == 0:
-            return
-        frame = frame.select(list(self.schema)).cast(pl.Schema(self.schema))
-        if self._txt is not None:
-            frame.write_csv(self._txt, separator="|", include_header=False, null_value="")
-        if self._pq is not None:
-            self._pq.write_table(frame.to_arrow().cast(self._arrow_schema), row_group_size=1 << 20)
-        self.rows += frame.height
-
-    def close(self) -> None:
-        if self._txt is not None:
-            self._txt.close()
-        if self._pq is not None:
-            self._pq.close()
-
-    def __enter__(self) -> TableWriter:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()

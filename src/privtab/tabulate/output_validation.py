@@ -405,9 +405,12 @@ def _bin_table() -> pl.DataFrame:
     )
 
 
+GROUP = ["REGION_ID", "REGION_TYPE", "ITERATION_CODE"]
+
+
 def _check_consistency(t1: pl.DataFrame, t2: pl.DataFrame, log: ProblemLog) -> None:
     """Whole cell tables, T1 = Σ cells, marginals = Σ cells of that sex."""
-    group = ["REGION_ID", "REGION_TYPE", "ITERATION_CODE"]
+    group = GROUP
     is_marg = (pl.col("AGESTART") == MARGINAL) & (pl.col("AGEEND") == MARGINAL)
     cells = t2.filter(~is_marg)
     margs = t2.filter(is_marg)
@@ -434,6 +437,13 @@ def _check_consistency(t1: pl.DataFrame, t2: pl.DataFrame, log: ProblemLog) -> N
         "age bin not of the group's Sex × Age table (mixed or unknown bins)",
         value="_V",
     )
+    _check_t1_sums(t1, cells, log)
+    _check_marginals(cells, margs, log)
+
+
+def _check_t1_sums(t1: pl.DataFrame, cells: pl.DataFrame, log: ProblemLog) -> None:
+    """A group with cells has a T1 row equal to the sum of its cells."""
+    group = GROUP
     sums = cells.group_by(group).agg(
         pl.col("COUNT").sum().alias("_S"),
         pl.col(_FILE).first(),
@@ -469,6 +479,11 @@ def _check_consistency(t1: pl.DataFrame, t2: pl.DataFrame, log: ProblemLog) -> N
         "T1 COUNT is not the sum of the group's T2 cells",
         value="_V",
     )
+
+
+def _check_marginals(cells: pl.DataFrame, margs: pl.DataFrame, log: ProblemLog) -> None:
+    """Each sex of a group with cells has one marginal, the sum of that sex's cells."""
+    group = GROUP
     by_sex = cells.group_by([*group, "SEX"]).agg(
         pl.col("COUNT").sum().alias("_S"), pl.col(_FILE).first(), pl.col(_LINE).min()
     )
