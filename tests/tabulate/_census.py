@@ -1,9 +1,9 @@
-"""Test helpers for the Census product: engine output → published rows → a release folder.
+"""Test helpers for the Census product.
 
-Until :mod:`privtab.tabulate.run` writes through :class:`~privtab.tabulate.output.
-CensusWriter`, the tests build Census-layout releases here: the engine's level results
-(noise seeded or off), production's zero suppression, sex marginals (the sum of each sex's
-cells, with the noise law of that sum) and the writer.
+:func:`write_census_release` runs the real release (:func:`privtab.tabulate.run_release`,
+seeded or noise off: NOT private); :func:`engine_levels` gives the engine's *raw* output
+of the same seeded draws (unclamped, unsuppressed, no marginals), which the tests publish
+independently and compare with what the run wrote.
 """
 
 from __future__ import annotations
@@ -15,15 +15,12 @@ from pathlib import Path
 
 import polars as pl
 
-from privtab.data import SafeTabInputs, load_inputs
+from privtab.data import SafeTabInputs
 from privtab.random import SeededSource
-from privtab.release.marking import parquet_metadata
 from privtab.tabulate import ReleasePlan
 from privtab.tabulate.engines import make_engine
-from privtab.tabulate.errors import count_error
-from privtab.tabulate.output import CensusWriter, OutputFile
 from privtab.tabulate.plan import LevelPlan
-from privtab.tabulate.suppression import suppress, suppression_rule
+from privtab.tabulate.run import RunOptions, run_release
 
 GROUP = ["REGION_ID", "REGION_TYPE", "ITERATION_CODE"]
 
@@ -65,41 +62,6 @@ def engine_levels(
         engine.close()
 
 
-def sex_marginals(t2: pl.DataFrame, plan: LevelPlan) -> pl.DataFrame:
-    """Production's sex marginals: per group and sex, the sum of the cells, with
-    ``AGESTART = AGEEND = "*"`` and the noise of that sum (k/2 cells)."""
-    if t2.height == 0:
-        return t2
-    cells = t2.with_columns(pl.len().over(GROUP).alias("_K"))
-    sums = cells.group_by([*GROUP, "SEX"], maintain_order=True).agg(
-        pl.col("COUNT").sum(), pl.col("NOISE").first(), pl.col("NOISE_SCALE").first(),
-        pl.col("VARIANCE").sum(), (pl.col("_K").first() // 2).alias("_H"),
-    )  # fmt: skip
-    moe = {h: count_error(plan.stage2.mechanism, h).moe95 for h in sums["_H"].unique().to_list()}
-    return sums.select(
-        *GROUP,
-        pl.lit("*").alias("AGESTART"),
-        pl.lit("*").alias("AGEEND"),
-        "SEX",
-        "COUNT",
-        "NOISE",
-        "NOISE_SCALE",
-        "VARIANCE",
-        pl.col("_H").replace_strict(moe, return_dtype=pl.Int64).alias("MOE95"),
-    ).select(t2.columns)
-
-
-def publish(
-    level: LevelTables, chance: object, *, noise: bool = True
-) -> tuple[pl.DataFrame, pl.DataFrame, int]:
-    """The published rows of a level: production suppression (threshold 0 when noise is
-    off, as production), then the sex marginals."""
-    rule = suppression_rule(level.plan, chance, noise_on=noise)  # type: ignore[arg-type]
-    res = suppress(level.t1, rule)
-    t2 = pl.concat([level.t2, sex_marginals(level.t2, level.plan)])
-    return res.t1, t2, res.removed
-
-
 def write_census_release(
     config: Path,
     data: Path,
@@ -108,21 +70,27 @@ def write_census_release(
     seed: int | None,
     chance: object = "config",
     formats: tuple[str, ...] = ("txt",),
-) -> tuple[list[OutputFile], int]:
-    """A Census-layout release folder of ``data`` (with a minimal ``release.json`` holding
-    the config); returns the files and the number of suppressed rows."""
-    inputs = load_inputs(config, data)
-    c = inputs.config.zero_suppression_chance if chance == "config" else chance
-    out.mkdir(parents=True)
-    removed = 0
-    with CensusWriter(out, formats=formats, metadata=parquet_metadata(False)) as w:
-        current = None
-        for lv in engine_levels(inputs, seed=seed):
-            if lv.scope != current:
-                w.start_run(lv.scope)
-                current = lv.scope
-            t1, t2, r = publish(lv, c, noise=seed is not None)
-            removed += r
-            w.write(t1, t2)
-    (out / "release.json").write_text(json.dumps({"config": inputs.config.to_dict()}))
-    return w.files, removed
+    nonnegative: bool | None = None,
+) -> tuple[list[str], int]:
+    """A seeded (or noise-free) release of ``data`` by :func:`run_release`; ``chance``
+    overrides the config's ``zero_suppression_chance`` (``None``: key removed). Returns
+    the release's files and the number of suppressed T1 rows (from ``release.json``)."""
+    if chance != "config":
+        raw = json.loads(config.read_text())
+        raw.pop("zero_suppression_chance", None)
+        if chance is not None:
+            raw["zero_suppression_chance"] = chance
+        config.write_text(json.dumps(raw))
+    opts = RunOptions(
+        source=SeededSource(seed if seed is not None else 0),
+        allow_insecure=True,
+        noise=seed is not None,
+        report=False,
+        formats=formats,
+        nonnegative=nonnegative,
+        use_ledger=False,
+        run_record=out.parent / f"{out.name}-record.json",
+    )
+    res = run_release(config, data, out, opts)
+    post = res.release["postprocessing"]["zero_suppression"]
+    return sorted(res.release["outputs"]["files"]), int(post["suppressed_rows"])

@@ -26,7 +26,6 @@ from privtab.data import (
     toy_dataset_dir,
 )
 from privtab.release.marking import PRIVATE_KEY
-from privtab.tabulate.tables import T1_SCHEMA, T2_SCHEMA
 from privtab.tabulate.output import (
     CENSUS_COLUMNS,
     CensusWriter,
@@ -39,6 +38,7 @@ from privtab.tabulate.output_validation import (
     validate_output,
     validate_paths,
 )
+from privtab.tabulate.tables import T1_SCHEMA, T2_SCHEMA
 from tests.tabulate._census import write_census_release
 from tests.tabulate.conftest import demo_params, reference_tabulation
 

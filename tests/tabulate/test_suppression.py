@@ -28,7 +28,7 @@ from privtab.tabulate.suppression import (
     suppression_rule,
     suppression_threshold,
 )
-from tests.tabulate._census import engine_levels
+from tests.tabulate._census import engine_levels, write_census_release
 
 
 @cache
@@ -163,33 +163,61 @@ def plain_production_rule(config_json: dict, rows: list[dict], sigma2: dict) -> 
     return kept
 
 
-def test_drops_exactly_the_production_rows(synth_small) -> None:
-    """A seeded release of 20,000 synthetic persons: per level, the kept T1 rows are those
-    the plain-Python rule keeps, and some rows are dropped, some kept near the threshold."""
+def _published_t1(out) -> dict[tuple, int]:
+    from privtab.tabulate.output import read_census_table
+
+    t1 = read_census_table(out, "t1")
+    assert t1 is not None
+    return {(a, b, c): n for a, b, c, n in t1.iter_rows()}
+
+
+@pytest.mark.parametrize(("chance", "clamp"), [("config", None), (0.3, True)])
+def test_release_drops_exactly_the_production_rows(synth_small, tmp_path, chance, clamp) -> None:
+    """A seeded release (the real run) of 20,000 synthetic persons: its published T1 rows
+    are exactly those the plain-Python rule keeps on the raw draws of the same seed, with
+    the raw count (clamped at 0 when asked: production clamps after suppressing). Chance
+    0.3 with clamping gives negative thresholds: rows are dropped that clamping alone would
+    have shown as 0."""
+    import shutil
+
     config, data = synth_small
+    params = tmp_path / "params"
+    shutil.copytree(config.parent, params)
+    config = params / "config.json"
+    out = tmp_path / "release"
+    _, removed = write_census_release(config, data, out, seed=17, chance=chance, nonnegative=clamp)
     raw = json.loads(config.read_text())
+    assert raw["allow_negative_counts"] is True  # the production config: clamp only if asked
     inputs = load_inputs(config, data)
+    want: dict[tuple, int] = {}
     dropped = kept_small = 0
     for lv in engine_levels(inputs, seed=17):
-        rule = suppression_rule(lv.plan, inputs.config.zero_suppression_chance)
-        got = suppress(lv.t1, rule)
         sigma2 = {
             "stage2": Fraction(1) / (2 * lv.plan.stage2.parameter),
             "total": Fraction(1) / (2 * lv.plan.total.parameter),
         }
-        want = plain_production_rule(raw, lv.t1.to_dicts(), sigma2)
-        have = set(got.t1.select("REGION_ID", "REGION_TYPE", "ITERATION_CODE").iter_rows())
-        assert have == want, lv.plan.key
-        assert got.removed == lv.t1.height - len(want)
-        dropped += got.removed
-        if rule.stage2_total is not None:
-            near = got.t1.filter(
-                (pl.col("STAT_LEVEL") == 0) & (pl.col("COUNT") > rule.stage2_total)
-                & (pl.col("COUNT") <= rule.stage2_total + 10)
-            )  # fmt: skip
-            kept_small += near.height
+        rows = lv.t1.to_dicts()
+        kept = plain_production_rule(raw, rows, sigma2)
+        dropped += len(rows) - len(kept)
+        for r in rows:
+            key = (r["REGION_ID"], r["REGION_TYPE"], r["ITERATION_CODE"])
+            if key in kept:
+                want[key] = max(r["COUNT"], 0) if clamp else r["COUNT"]
+                kept_small += r["STAT_LEVEL"] == 0 and 0 < r["COUNT"] <= 40
+    got = _published_t1(out)
+    assert got.keys() == want.keys()
+    assert got == want
+    assert removed == dropped
     assert dropped > 1000
     assert kept_small > 0
+    doc = json.loads((out / "release.json").read_text())
+    levels = [lv for run in doc["runs"].values() for lv in run["levels"] if "t1_rows" in lv]
+    assert sum(lv["zero_suppression"]["suppressed_rows"] for lv in levels) == removed
+    if chance == 0.3:
+        negative = [
+            lv for lv in levels if (lv["zero_suppression"]["threshold_stage2_total"] or 0) < 0
+        ]
+        assert negative and all(n >= 0 for n in got.values())
 
 
 def test_disabled_by_zero_chance_or_absent_key(synth_small) -> None:
