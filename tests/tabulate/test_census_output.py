@@ -17,14 +17,14 @@ from typer.testing import CliRunner
 
 from privtab.cli import app
 from privtab.data import (
-    STAT_LEVEL_BINS,
     GeoLevel,
-    Granularity,
     Scope,
     load_inputs,
     read_reference,
     toy_dataset_dir,
 )
+from privtab.data.ages import STAT_LEVEL_BINS
+from privtab.data.levels import Granularity
 from privtab.release.marking import PRIVATE_KEY
 from privtab.tabulate.output import (
     CENSUS_COLUMNS,
