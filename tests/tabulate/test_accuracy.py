@@ -29,6 +29,9 @@ from privtab.tabulate.accuracy import (
     size_bucket,
 )
 from privtab.tabulate.accuracy_report import build_accuracy, write_accuracy
+
+# private on purpose: the accumulator of the simulation (its streaming 95th percentile) is
+# tested directly; it has no public use of its own
 from privtab.tabulate.accuracy_sim import _Accumulator
 from privtab.tabulate.plan import LevelPlan
 
