@@ -498,3 +498,32 @@ def test_census_tables_match_the_inputs_domain(seeded: Path, synth_small) -> Non
                         inputs.reference.select(lv, geo.granularity)
                     )
     assert state.height == n
+
+
+def test_a_release_failing_validation_is_not_published(
+    synth_small, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The run validates its staged tables before the rename: a defect that writes a
+    duplicate T1 row fails the run (RunFailedError, exit 4) and publishes nothing."""
+    import privtab.tabulate.runs as runs
+    from privtab.errors import RunFailedError
+    from privtab.random import SeededSource
+    from privtab.tabulate.run import RunOptions, run_release
+
+    real = runs.publish_chunk
+
+    def duplicating(*args: object, **kw: object):  # a defective publication step
+        out = real(*args, **kw)  # type: ignore[arg-type]
+        return type(out)(pl.concat([out.t1, out.t1.head(1)]), out.t2, out.suppressed)
+
+    monkeypatch.setattr(runs, "publish_chunk", duplicating)
+    config, data = synth_small
+    opts = RunOptions(source=SeededSource(3), allow_insecure=True, report=False, use_ledger=False)
+    with pytest.raises(
+        RunFailedError, match=r"(?s)failed output validation.*\[duplicate\]"
+    ) as info:
+        run_release(config, data, tmp_path / "rel", opts, progress=None)
+    assert ".tmp-" not in str(info.value)  # named as the release, not the staging folder
+    assert len(str(info.value).splitlines()) <= 8
+    assert not (tmp_path / "rel").exists()
+    assert list(tmp_path.iterdir()) == []  # no staging folder, no run record

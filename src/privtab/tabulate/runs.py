@@ -242,8 +242,12 @@ def validate_staged(ctx: RunContext, inputs: SafeTabInputs, tmp: Path) -> None:
     try:
         validate_output(tmp, rules=rules, geography=inputs.geography, reference=inputs.reference)
     except OutputValidationError as exc:
+        lines = str(exc).replace(str(tmp), str(ctx.out)).splitlines()
+        shown = "\n".join(
+            lines[:6] + ([f"  ... ({len(lines) - 6} more lines)"] if len(lines) > 6 else [])
+        )
         raise RunFailedError(
-            f"the written release failed output validation, so it was not published: {exc}",
+            f"the written release failed output validation, so it was not published: {shown}",
             hint="this is a defect of privtab: please report it with the message",
         ) from exc
     ctx.seconds["validate_output"] = time.monotonic() - t0
