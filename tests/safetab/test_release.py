@@ -56,6 +56,15 @@ def seeded(nation: Path) -> Release:
         return release(persons, grfc, seed=1, progress=False)
 
 
+@pytest.fixture(autouse=True)
+def _private_scratch(
+    monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """The scratch-folder checks look at this test's own temporary directory only (the
+    shared /tmp also holds other processes' privtab-release-* folders)."""
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path_factory.mktemp("scratch")))
+
+
 def _scratch_folders() -> set[str]:
     return {p for p in os.listdir(tempfile.gettempdir()) if p.startswith("privtab-release-")}
 

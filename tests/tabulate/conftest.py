@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import polars as pl
 import pytest
 
 from privtab.data import GeoLevel, ReferenceData, Scope, production_config_dir, read_reference
@@ -167,3 +168,34 @@ class CoveragePool:
                 assert abs(got / n - p) <= 6 * se, (name, got / n, p, n)
                 checked += 1
         assert checked >= min_checked
+
+
+# --------------------------------------------------------------------------------------
+# reading a release (the Census layout joined with its companion error tables)
+
+
+def release_tables(out: Path) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """A release's T1 and T2 *cells* with every companion column (``load_release``); the
+    sex marginals (``AGESTART = AGEEND = *``) are left out of T2 (see
+    :func:`release_marginals`)."""
+    from privtab.analysis import load_release
+
+    rel = load_release(out)
+    return rel.t1, rel.t2.filter(pl.col("AGESTART") != "*")
+
+
+def release_marginals(out: Path) -> pl.DataFrame:
+    from privtab.analysis import load_release
+
+    return load_release(out).t2.filter(pl.col("AGESTART") == "*")
+
+
+def without_suppression(config: Path, directory: Path) -> Path:
+    """A copy of ``config``'s parameters folder whose config has no
+    ``zero_suppression_chance`` (every group of the public domain is published)."""
+    shutil.copytree(config.parent, directory)
+    path = directory / config.name
+    raw = json.loads(path.read_text())
+    raw.pop("zero_suppression_chance", None)
+    path.write_text(json.dumps(raw))
+    return path

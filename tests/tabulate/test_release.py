@@ -23,6 +23,9 @@ from tests.tabulate.conftest import (
     Truth,
     demo_params,
     reference_tabulation,
+    release_marginals,
+    release_tables,
+    without_suppression,
 )
 
 pytestmark = pytest.mark.filterwarnings("ignore::privtab.mechanisms.InsecureReleaseWarning")
@@ -31,14 +34,13 @@ EXACT = RunOptions(noise=False, allow_insecure=True, report=False, pld_grid=1e-2
 
 
 def _check_exact(out: Path, truth: Truth, config: Path) -> None:
-    """Every T1/T2 row equals the reference count; the domain is the full public product;
-    statistic levels are the ones the thresholds imply for the true totals."""
+    """Every T1/T2 row equals the reference count; the domain is the full public product
+    but for the sub-state totals production's zero suppression drops (noise off: threshold
+    0, so exactly the empty groups); statistic levels are the ones the thresholds imply for
+    the true totals; sex marginals are the sums of the cells."""
     cfg = read_config(config)
-    t1 = pl.read_parquet(out / "t1.parquet")
-    t2 = pl.read_parquet(out / "t2.parquet")
-    # the text files hold the same rows
-    assert pl.read_csv(out / "t1.txt", separator="|", infer_schema=False).height == t1.height
-    assert pl.read_csv(out / "t2.txt", separator="|", infer_schema=False).height == t2.height
+    t1, t2 = release_tables(out)
+    suppressing = bool(cfg.zero_suppression_chance)
     for geo, region, _it in truth.t1:
         assert region in truth.domains[geo]
     got = {
@@ -65,7 +67,11 @@ def _check_exact(out: Path, truth: Truth, config: Path) -> None:
             rows = t1.filter(
                 (pl.col("REGION_TYPE") == geo) & pl.col("ITERATION_CODE").is_in(list(codes))
             )
-            assert rows.height == len(truth.domains.get(geo, ())) * len(codes)
+            domain = [(r, c) for r in truth.domains.get(geo, ()) for c in codes]
+            empty = sum(truth.t1.get((geo, r, c), 0) == 0 for r, c in domain)
+            dropped = empty if suppressing and g.value not in ("USA", "STATE", "PR-STATE") else 0
+            assert th[0] > 0  # an empty group is a stage-2 total: suppressed when dropped
+            assert rows.height == len(domain) - dropped
             adaptive = rows.filter(pl.col("STAT_LEVEL") >= 0)
             expect = np.digitize(adaptive["COUNT"].to_numpy(), th)
             assert (adaptive["STAT_LEVEL"].to_numpy() == expect).all()
@@ -81,6 +87,11 @@ def _check_exact(out: Path, truth: Truth, config: Path) -> None:
     with_cells = t1.filter(pl.col("STAT_LEVEL") >= 1)
     n_cells = {k: 2 * b.n_bins for k, b in STAT_LEVEL_BINS.items() if b is not None}
     assert t2.height == sum(n_cells[int(k)] for k in with_cells["STAT_LEVEL"].to_list())
+    marg = release_marginals(out)
+    assert marg.height == 2 * with_cells.height
+    keys = ["REGION_TYPE", "REGION_ID", "ITERATION_CODE", "SEX"]
+    sums = t2.group_by(keys).agg(pl.col("COUNT").sum().alias("S"))
+    assert marg.join(sums, on=keys).filter(pl.col("COUNT") != pl.col("S")).height == 0
 
 
 def test_exact_counts_synthetic(synth_small, ref, tmp_path: Path) -> None:
@@ -91,7 +102,7 @@ def test_exact_counts_synthetic(synth_small, ref, tmp_path: Path) -> None:
     truth = reference_tabulation(data, ref, SYNTH_STATES, [Scope.US, Scope.PR])
     _check_exact(out, truth, config)
     # some groups reach every statistic level, so all branches were exercised
-    t1 = pl.read_parquet(out / "t1.parquet")
+    t1, _ = release_tables(out)
     assert set(t1["STAT_LEVEL"].unique().to_list()) >= {-1, 0, 1, 2, 3}
 
 
@@ -163,10 +174,10 @@ def test_release_files_and_guarantee(synth_small, tmp_path: Path) -> None:
         "NOT_PRIVATE",
         "release.json",
         "report.html",
-        "t1.parquet",
-        "t1.txt",
-        "t2.parquet",
-        "t2.txt",
+        "t1",
+        "t1-error.parquet",
+        "t2",
+        "t2-error.parquet",
     ]
     doc = json.loads((out / "release.json").read_text())
     assert doc["private"] is False
@@ -188,13 +199,13 @@ def test_release_files_and_guarantee(synth_small, tmp_path: Path) -> None:
     assert len(doc["public_inputs"]) == 6
     assert "person-records.txt" not in doc["public_inputs"]
     assert all(len(v["sha256"]) == 64 for v in doc["public_inputs"].values())
-    assert doc["outputs"]["t1_rows"] == pl.read_parquet(out / "t1.parquet").height
+    t1, _ = release_tables(out)
+    assert doc["outputs"]["t1_rows"] == t1.height
     html = (out / "report.html").read_text()
     for ident in ("fig-moe", "fig-stat-levels", "fig-privacy-curve"):
         assert f'id="{ident}"' in html
     assert "NOT PRIVATE" in html
     # the MOE column is the exact MOE of each row's noise
-    t1 = pl.read_parquet(out / "t1.parquet")
     plan = {lv["level"]: lv for lv in us["plan"]["levels"]}
     st = t1.filter((pl.col("REGION_TYPE") == "STATE") & (pl.col("COUNT_SOURCE") == "stage2_total"))
     state2 = plan["(STATE, 2)"]["stage2"]
@@ -239,21 +250,28 @@ def test_nonnegative_and_zero_suppression(synth_small, tmp_path: Path) -> None:
         source=SeededSource(4),
         allow_insecure=True,
         nonnegative=True,
-        zero_suppression=True,
         report=False,
         pld_grid=1e-2,
     )
     res = run_release(config, data, tmp_path / "o", opts)
-    t1 = pl.read_parquet(tmp_path / "o" / "t1.parquet")
-    t2 = pl.read_parquet(tmp_path / "o" / "t2.parquet")
+    t1, t2 = release_tables(tmp_path / "o")
+    marg = release_marginals(tmp_path / "o")
     assert t1["COUNT"].min() >= 0
     assert t2["COUNT"].min() >= 0
+    assert marg["COUNT"].min() >= 0
     post = res.release["postprocessing"]
     assert post["nonnegative"]
-    assert post["zero_suppressed_rows"] > 0
-    # zero suppression only drops groups without T2 cells whose count is 0
+    removed = post["zero_suppression"]["suppressed_rows"]
+    assert post["zero_suppression"]["applied"]
+    assert removed > 0
+    # zero suppression only drops sub-state totals of groups without T2 cells
     full = sum(lv.get("groups", 0) for run in res.release["runs"].values() for lv in run["levels"])
-    assert t1.height == full - post["zero_suppressed_rows"]
+    assert t1.height == full - removed
+    levels = [lv for run in res.release["runs"].values() for lv in run["levels"]]
+    assert sum(lv.get("t1_rows_published", 0) for lv in levels) == t1.height
+    assert removed == sum(
+        lv["zero_suppression"]["suppressed_rows"] for lv in levels if "zero_suppression" in lv
+    )
     # groups with cells: T1 = sum of the (clamped) cells
     sums = t2.group_by("REGION_TYPE", "REGION_ID", "ITERATION_CODE").agg(pl.col("COUNT").sum())
     joined = t1.join(sums, on=["REGION_TYPE", "REGION_ID", "ITERATION_CODE"], suffix="_T2")
@@ -277,9 +295,9 @@ def test_state_chunks_give_the_same_release(synth_small, tmp_path: Path) -> None
             noise=False, allow_insecure=True, report=False, pld_grid=1e-2, engine=small
         )
         chunked = run_release(config, data, tmp_path / name, opts)
-        for stem in ("t1", "t2"):
-            a = pl.read_parquet(tmp_path / "whole" / f"{stem}.parquet")
-            b = pl.read_parquet(tmp_path / name / f"{stem}.parquet")
+        for a, b in zip(
+            release_tables(tmp_path / "whole"), release_tables(tmp_path / name), strict=True
+        ):
             assert a.height == b.height
             assert a.sort(a.columns).equals(b.sort(b.columns))
         assert whole.release["runs"] == chunked.release["runs"]
@@ -304,11 +322,11 @@ def test_combined_totals_on_a_real_release(synth_small, tmp_path: Path) -> None:
     from privtab.analysis import combine_totals
 
     config, data = synth_small
+    # every group published: zero suppression would select small totals on their noise
+    config = without_suppression(config, tmp_path / "params")
     run_release(config, data, tmp_path / "truth", EXACT)
     keys = ["REGION_TYPE", "REGION_ID", "ITERATION_CODE"]
-    truth = pl.read_parquet(tmp_path / "truth" / "t1.parquet").select(
-        *keys, pl.col("COUNT").alias("TRUE")
-    )
+    truth = release_tables(tmp_path / "truth")[0].select(*keys, pl.col("COUNT").alias("TRUE"))
     errs_c, errs_s, var_c = [], [], []
     for seed in (21, 22):
         out = tmp_path / f"noisy{seed}"
@@ -316,7 +334,7 @@ def test_combined_totals_on_a_real_release(synth_small, tmp_path: Path) -> None:
             source=SeededSource(seed), allow_insecure=True, report=False, pld_grid=1e-2
         )
         run_release(config, data, out, opts)
-        t1 = combine_totals(pl.read_parquet(out / "t1.parquet")).join(truth, on=keys)
+        t1 = combine_totals(release_tables(out)[0]).join(truth, on=keys)
         far = t1.filter((pl.col("COUNT_SOURCE") == "stage2_total") & (pl.col("TRUE") < 100))
         errs_c.append((far["COMBINED_COUNT"] - far["TRUE"]).to_numpy())
         errs_s.append((far["COUNT"] - far["TRUE"]).to_numpy())

@@ -143,7 +143,7 @@ def test_a_signal_after_publication_reports_the_release(
     assert "release written to" in text
     assert "signal arrived after the release was published" in text
     assert (tmp_path / "release" / "release.json").exists()
-    assert (tmp_path / "release" / "t1.txt").exists()
+    assert (tmp_path / "release" / "t1" / "headers.csv").exists()
     assert _leftovers(tmp_path) == []
     assert took < 10.0  # deferred: the run finishes its clean-up, then exits 0
 

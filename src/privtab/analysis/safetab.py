@@ -1,11 +1,16 @@
 """Analysing a SafeTab release: exact intervals, combined totals, consistent tables.
 
-A release directory holds ``t1.parquet`` / ``t2.parquet`` (or pipe-delimited ``t1.txt`` /
-``t2.txt`` with the same columns) and ``release.json``. Every noisy count carries its
-noise law: ``NOISE`` (``discrete_gaussian`` or ``geometric``), ``NOISE_SCALE`` (σ² of one
-discrete Gaussian draw, or ``b = 1/ε`` of one geometric draw) and ``VARIANCE`` (the
-variance of the count's noise — a T1 ``sum_of_t2`` total carries the noise of
-``n = VARIANCE / Var(one draw)`` independent cells). All noises are independent.
+A release directory holds T1 and T2 in the Census layout (folders ``t1/`` and ``t2/`` of
+pipe-delimited part files, or the Parquet copies ``t1.parquet`` / ``t2.parquet``), the
+companion tables ``t1-error.parquet`` / ``t2-error.parquet`` and ``release.json``
+(:mod:`privtab.tabulate.output`); :func:`load_release` joins each table with its companion,
+so every row carries its noise law. Releases of the earlier single-file layout
+(``t1.parquet`` / ``t1.txt`` with every column) are read too. Every noisy count carries
+``NOISE`` (``discrete_gaussian`` or ``geometric``), ``NOISE_SCALE`` (σ² of one discrete
+Gaussian draw, or ``b = 1/ε`` of one geometric draw) and ``VARIANCE`` (the variance of the
+count's noise — a T1 ``sum_of_t2`` total and a T2 sex marginal (``AGESTART = AGEEND = *``)
+carry the noise of ``n = VARIANCE / Var(one draw)`` independent cells). All noises are
+independent. Groups suppressed at publication (zero suppression) have no row at all.
 
 * :func:`add_intervals` adds exact interval columns at any level: the law of one draw for
   a single measurement, the ``n``-fold convolution for a sum of T2 cells, so the bounds are
@@ -105,24 +110,73 @@ class SafeTabRelease:
         return bool(isinstance(post, dict) and post.get("nonnegative"))
 
 
-def _read_table(directory: Path, stem: str, schema: dict[str, Any]) -> pl.DataFrame:
+def _read_old_table(directory: Path, stem: str, schema: dict[str, Any]) -> pl.DataFrame | None:
+    """A table of the earlier single-file layout (every column in ``t1.parquet``/``t1.txt``),
+    or ``None`` when the release is in the Census layout."""
     import polars as pl
 
     pq, txt = directory / f"{stem}.parquet", directory / f"{stem}.txt"
+    if (directory / stem).is_dir():
+        return None
     if pq.exists():
+        if "NOISE" not in pl.read_parquet_schema(pq):
+            return None  # a Census-layout Parquet copy: joined with its companion
         df = pl.read_parquet(pq)
     elif txt.exists():
         df = pl.read_csv(txt, separator="|", schema_overrides=schema, null_values=[""])
     else:
-        raise FileNotFoundError(f"{directory} has neither {stem}.parquet nor {stem}.txt")
+        return None
     missing = [c for c in schema if c not in df.columns]
     if missing:
         raise ValueError(f"{stem} in {directory} lacks columns {missing}")
     return df.with_columns([pl.col(c).cast(t) for c, t in schema.items()])
 
 
+def _read_table(directory: Path, stem: str, schema: dict[str, Any]) -> pl.DataFrame:
+    """One table with its error columns: the Census table joined with its companion."""
+    import polars as pl
+
+    from privtab.tabulate.output import CENSUS_COLUMNS, ERROR_FILES, read_census_table
+
+    old = _read_old_table(directory, stem, schema)
+    if old is not None:
+        return old
+    census = read_census_table(directory, stem)
+    if census is None:
+        raise FileNotFoundError(
+            f"{directory} has no {stem}/ folder, {stem}.parquet or {stem}.txt: not a release"
+        )
+    companion = directory / ERROR_FILES[stem]
+    if not companion.exists():
+        raise FileNotFoundError(
+            f"{companion} not found: the release has no error table for {stem} (noise laws "
+            "and MOEs of its rows), which the analyses need"
+        )
+    keys = [c for c in CENSUS_COLUMNS[stem] if c != "COUNT"]
+    errors = pl.read_parquet(companion)
+    missing = [c for c in schema if c != "COUNT" and c not in errors.columns]
+    if missing:
+        raise ValueError(f"{companion} lacks columns {missing}")
+    errors = errors.with_columns([pl.col(c).cast(schema[c]) for c in schema if c != "COUNT"])
+    joined = census.join(errors, on=keys, how="left", maintain_order="left", coalesce=True)
+    if joined.height != census.height:
+        raise ValueError(f"{companion} has more than one row for some {stem} rows")
+    unmatched = joined.filter(pl.col("NOISE").is_null())
+    if unmatched.height or errors.height != census.height:
+        example = unmatched.row(0, named=True) if unmatched.height else {}
+        raise ValueError(
+            f"{companion} does not match the published {stem} rows one to one "
+            f"({census.height} published, {errors.height} in the error table"
+            + (f"; e.g. no error row for { {k: example[k] for k in keys} }" if example else "")
+            + ")"
+        )
+    return joined.select(list(schema)).cast(schema)  # type: ignore[arg-type]
+
+
 def load_release(path: str | Path) -> SafeTabRelease:
-    """Read a release directory (Parquet preferred, pipe-delimited text otherwise)."""
+    """Read a release directory: each Census table joined with its companion error table
+    (either layout; Parquet preferred to text in the earlier one). T2 includes the sex
+    marginals (``AGESTART = AGEEND = "*"``) when the release has them."""
     d = Path(path)
     if not d.is_dir():
         raise FileNotFoundError(f"release directory {d} not found")
@@ -323,13 +377,18 @@ def consistent_t2(t1: pl.DataFrame, t2: pl.DataFrame, *, nonnegative: bool = Tru
     levels, each cell's variance reduced, and ``Σx̂`` equals the inverse-variance combined
     total. Groups whose unconstrained fit has a negative cell are refitted with
     non-negative least squares (scipy) when ``nonnegative``. Post-processing: no privacy
-    cost. (The same selection caveat as :func:`combine_totals` applies to ``t``.)
+    cost. (The same selection caveat as :func:`combine_totals` applies to ``t``.) Sex
+    marginal rows (``AGESTART = "*"``) are sums of cells, not measurements: they are not
+    fitted but get the sum of their fitted cells.
     """
     import numpy as np
     import polars as pl
 
     from privtab.analysis.postprocess import consistent_total
 
+    marginal = pl.col("AGESTART") == "*"
+    margins = t2.filter(marginal)
+    t2 = t2.filter(~marginal)
     s1 = t1.select([*GROUP_KEYS, "STAGE1_COUNT", "STAGE1_VARIANCE"])
     df = t2.join(s1, on=GROUP_KEYS, how="left", maintain_order="left")
     g = df.with_columns(
@@ -361,4 +420,11 @@ def consistent_t2(t1: pl.DataFrame, t2: pl.DataFrame, *, nonnegative: bool = Tru
             )
             fitted[rows] = res.parts
         g = g.with_columns(pl.Series("FITTED_COUNT", fitted)).drop("_row")
-    return g.drop("_sp", "_sv", "STAGE1_COUNT", "STAGE1_VARIANCE")
+    cells = g.drop("_sp", "_sv", "STAGE1_COUNT", "STAGE1_VARIANCE")
+    if margins.height == 0:
+        return cells
+    sums = cells.group_by([*GROUP_KEYS, "SEX"]).agg(pl.col("FITTED_COUNT").sum())
+    fitted_margins = margins.join(
+        sums, on=[*GROUP_KEYS, "SEX"], how="left", maintain_order="left"
+    ).select(cells.columns)
+    return pl.concat([cells, fitted_margins])

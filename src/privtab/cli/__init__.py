@@ -25,6 +25,7 @@ from privtab.cli import (
     semantics,
     synth,
     validate,
+    validate_output,
 )
 from privtab.cli._errors import DEBUG, ErrorHandlingGroup
 
@@ -73,6 +74,7 @@ safetab.register(app)
 semantics.register(app)
 synth.register(app)
 validate.register(app)
+validate_output.register(app)
 
 
 def main() -> None:

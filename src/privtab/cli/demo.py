@@ -117,8 +117,8 @@ def demo(
     summary["synthetic_persons"] = synth.persons
     summary["states"] = list(chosen)
     summary["outputs"] = {
-        "t1": str(root / "release" / "t1.txt"),
-        "t2": str(root / "release" / "t2.txt"),
+        "t1": str(root / "release" / "t1"),
+        "t2": str(root / "release" / "t2"),
         "release_json": str(root / "release" / "release.json"),
         "report": str(root / "release" / "report.html"),
     }
@@ -127,7 +127,8 @@ def demo(
     else:
         print_release_summary(summary)
         typer.echo(
-            f"\nT1/T2 (pipe-delimited and Parquet), release.json and report.html are in "
+            f"\nT1/T2 (the Census folders t1/ and t2/, with their error tables), release.json "
+            f"and report.html are in "
             f"{root / 'release'}; the synthetic input is in {root / 'input'}."
         )
     report_after_publication(res)

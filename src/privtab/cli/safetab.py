@@ -17,6 +17,9 @@ safetab_app = typer.Typer(
 
 
 def register(app: typer.Typer) -> None:
+    from privtab.cli import accuracy
+
+    accuracy.register(safetab_app)
     app.add_typer(safetab_app, name="safetab")
 
 
@@ -201,15 +204,11 @@ def run_cmd(
         help="Clamp published counts at 0 (post-processing). Default: the config's "
         "allow_negative_counts.",
     ),
-    zero_suppression: bool = typer.Option(
-        False,
-        "--zero-suppression",
-        help="Drop T1 total-only rows whose noisy count is <= 0 with the config's "
-        "zero_suppression_chance (post-processing).",
-    ),
     report: bool = typer.Option(True, "--report/--no-report", help="Write report.html."),
     formats: str = typer.Option(
-        "txt,parquet", "--format", help="T1/T2 formats: txt, parquet or txt,parquet."
+        "txt",
+        "--format",
+        help="T1/T2 formats: txt (the Census folders t1/, t2/), parquet or txt,parquet.",
     ),
     engine: str = typer.Option("polars", "--engine", help="polars (default) or spark."),
     spark_master: str | None = typer.Option(
@@ -298,7 +297,6 @@ def run_cmd(
         delta=delta,
         pld_grid=pld_grid,
         nonnegative=nonnegative,
-        zero_suppression=zero_suppression,
         evaluate=evaluate,
         report=report,
         overwrite=overwrite,

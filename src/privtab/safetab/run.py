@@ -30,8 +30,8 @@ from privtab.safetab.result import Release
 __all__ = ["DEFAULT_FORMATS", "DEFAULT_REPORT", "release"]
 
 DEFAULT_FORMATS = ("parquet",)
-"""Formats of T1/T2 in the release folder of a Python call (the command line writes both;
-pass ``formats=("txt", "parquet")`` for the pipe-delimited Census text files too)."""
+"""Formats of T1/T2 in the release folder of a Python call (the command line writes the
+Census folders ``t1/``, ``t2/``; pass ``formats=("txt", "parquet")`` for both)."""
 DEFAULT_REPORT = False
 """A Python call writes no ``report.html`` unless ``report=True`` (drawing it takes
 seconds; the command line writes it)."""
@@ -89,7 +89,7 @@ def release(
     is NOT private. ``out``: publish the release folder there (default: a temporary folder
     owned by the returned object, see :mod:`privtab.safetab.result`). ``progress``: a rich
     progress display on stderr in terminals and notebooks. ``options``: any field of
-    :class:`privtab.tabulate.RunOptions` (``delta``, ``nonnegative``, ``zero_suppression``,
+    :class:`privtab.tabulate.RunOptions` (``delta``, ``nonnegative``,
     ``report`` — default off —, ``formats`` — default Parquet only —, ``run_record``,
     ``ledger``, …).
 

@@ -38,9 +38,9 @@ class RunOptions:
     unless ``allow_insecure`` (tests only: every output is then marked not private).
     ``noise=False`` releases exact counts (tests only; needs ``allow_insecure``).
     ``nonnegative``: clamp published counts at 0 (post-processing; default: the config's
-    ``allow_negative_counts`` negated). ``zero_suppression``: drop T1 rows of groups with no
-    T2 cells whose published count is ≤ 0, each with the config's
-    ``zero_suppression_chance`` (post-processing of noisy output only). ``evaluate``:
+    ``allow_negative_counts`` negated). Zero suppression is not an option: it is applied as
+    production applies it whenever the config has ``zero_suppression_chance``
+    (:mod:`privtab.tabulate.suppression`). ``evaluate``:
     compare with the exact counts — a non-private diagnostic, kept in the confidential run
     record, never in the release. ``allow_empty``: release a person file with no persons.
     ``run_record``: where the confidential run record goes (default: beside the release,
@@ -52,13 +52,13 @@ class RunOptions:
     noise: bool = True
     delta: float = 1e-10
     nonnegative: bool | None = None
-    zero_suppression: bool = False
     evaluate: bool = False
     report: bool = True
     pld_grid: float = 1e-3
     overwrite: bool = False
-    formats: tuple[str, ...] = ("txt", "parquet")
-    """Output formats of T1/T2 (pipe-delimited text and/or Parquet)."""
+    formats: tuple[str, ...] = ("txt",)
+    """Output formats of T1/T2: ``txt`` (the Census folders ``t1/``, ``t2/``) and/or
+    ``parquet`` (``t1.parquet``, ``t2.parquet``); the companion error tables always."""
     engine: str | Engine = "polars"
     """``polars`` (default), ``spark``, or an :class:`~privtab.tabulate.engines.Engine`."""
     allow_empty: bool = False

@@ -20,6 +20,7 @@ from privtab.data.inputs import sha256_file
 from privtab.release.document import LevelEntry, ReleaseDocument, RunEntry
 from privtab.release.record import RunRecord
 from privtab.tabulate.context import RunContext
+from privtab.tabulate.output import outputs_manifest
 from privtab.tabulate.plan import LevelPlan, ReleasePlan
 from privtab.tabulate.results import LevelSummary
 
@@ -30,14 +31,24 @@ __all__ = ["empty_entry", "level_entry", "release_document", "run_record"]
 
 
 def level_entry(
-    res: LevelSummary, charged: ExactGuarantee, inputs: SafeTabInputs, scope: Scope
+    res: LevelSummary,
+    charged: ExactGuarantee,
+    inputs: SafeTabInputs,
+    scope: Scope,
+    published: dict[str, Any],
 ) -> LevelEntry:
+    """A tabulated level for ``release.json``: its public tallies, the rows published
+    (after zero suppression, with the sex marginals) and its suppression rule with the
+    number of T1 rows it removed (``published``: noisy output and the plan only)."""
     from privtab.data import GeoLevel
 
     stab = inputs.stabilities(scope)[(GeoLevel(res.plan.geo), res.plan.iteration_level)]
     fields = {
         "status": "tabulated",
         **res.public(),
+        "t1_rows_published": published["t1_rows"],
+        "t2_rows_published": published["t2_rows"],
+        "zero_suppression": published["suppression"],
         "budget": float(res.plan.budget),
         "budget_exact": str(res.plan.budget),
         "charged": charged.to_json(),
@@ -76,11 +87,7 @@ def release_document(
 ) -> ReleaseDocument:
     guarantee = ExactGuarantee.parallel(r.guarantee for r in runs.values())
     worst = max(runs, key=lambda s: runs[s].guarantee.as_zcdp().value)
-    outputs: dict[str, Any] = {"files": {}}
-    for w in (tables.t1, tables.t2):
-        for f in w.paths:
-            outputs["files"][f.name] = {"sha256": sha256_file(f), "rows": w.rows}
-    outputs["t1_rows"], outputs["t2_rows"] = tables.t1.rows, tables.t2.rows
+    outputs = outputs_manifest(tables.directory, tables.writer.files)
     public = [p for p in inputs.input_files() if p != inputs.persons_path]
     extra = {
         "algorithm": "SafeTab-P two-stage adaptive algorithm (SafeTab seed Alg. 1-3)",
@@ -112,10 +119,19 @@ def postprocessing(ctx: RunContext, inputs: SafeTabInputs, tables: ReleaseTables
     chance = inputs.config.zero_suppression_chance or Fraction(0)
     return {
         "nonnegative": ctx.nonnegative,
-        "zero_suppression": ctx.opts.zero_suppression,
-        "zero_suppression_chance": float(chance),
-        "zero_suppressed_rows": tables.suppressed,
-        "t1_count_of_groups_with_t2": "sum of the group's noisy T2 cells",
+        "zero_suppression": {
+            "applied": chance > 0,
+            "chance": float(chance),
+            "chance_exact": str(chance),
+            "rule": "production (safetab_p_analytics.py): a T1 stage-2 or TotalOnly total "
+            "at a geography other than USA, STATE and PR-STATE is not published when its "
+            "noisy count, before clamping, is at most the smallest t with P(noise <= t) >= "
+            "chance for that row's noise law (per level: runs.*.levels[*].zero_suppression)",
+            "suppressed_rows": tables.suppressed,
+        },
+        "t1_count_of_groups_with_t2": "sum of the group's published T2 cells",
+        "t2_sex_marginals": "per group with cells and sex: the sum of that sex's published "
+        "cells (AGESTART = AGEEND = *)",
         "note": "post-processing of noisy output only: no privacy cost",
     }
 

@@ -50,12 +50,26 @@ def iteration_names(release: Mapping[str, Any]) -> dict[str, str] | None:
 
 
 def _table(folder: Path, release: Mapping[str, Any], name: str) -> pl.LazyFrame | None:
+    """A published table joined with its companion error table (lazily), or ``None``."""
+    from privtab.tabulate.output import CENSUS_COLUMNS, ERROR_FILES, part_files
+
     files = (release.get("outputs") or {}).get("files") or {}
-    if f"{name}.parquet" in files and (folder / f"{name}.parquet").is_file():
-        return pl.scan_parquet(folder / f"{name}.parquet")
-    if f"{name}.txt" in files and (folder / f"{name}.txt").is_file():
-        return pl.scan_csv(folder / f"{name}.txt", separator="|", infer_schema=False)
-    return None
+    companion = folder / ERROR_FILES[name]
+    if ERROR_FILES[name] not in files or not companion.is_file():
+        return None
+    if (folder / name).is_dir():
+        parts = part_files(folder, name)
+        if not parts:
+            return None
+        census = pl.concat(
+            [pl.scan_csv(p, separator="|", infer_schema=False) for p in parts]
+        ).with_columns(pl.col("COUNT").cast(pl.Int64))
+    elif (folder / f"{name}.parquet").is_file():
+        census = pl.scan_parquet(folder / f"{name}.parquet")
+    else:
+        return None
+    keys = [c for c in CENSUS_COLUMNS[name] if c != "COUNT"]
+    return census.join(pl.scan_parquet(companion), on=keys, how="left")
 
 
 def _examples(folder: Path, release: Mapping[str, Any]) -> tuple[pl.DataFrame, pl.DataFrame] | None:
@@ -145,27 +159,62 @@ def _t2_table(cells: pl.DataFrame) -> str:
     return table_html(head, rows)
 
 
+def _suppression_text(release: Mapping[str, Any]) -> str:
+    """What zero suppression did to this release (from ``release.json``)."""
+    post = ((release.get("postprocessing") or {}).get("zero_suppression")) or {}
+    if not post.get("applied"):
+        return (
+            "<p>Every population group of the public domain is published, empty ones too: "
+            "the list of groups is public, so a zero or small count says nothing by its "
+            "presence (no zero suppression: the config has no "
+            "<code>zero_suppression_chance</code>).</p>"
+        )
+    thresholds = sorted(
+        {
+            (lv["level"], lv["zero_suppression"]["threshold_stage2_total"])
+            for run in (release.get("runs") or {}).values()
+            for lv in run.get("levels", [])
+            if (lv.get("zero_suppression") or {}).get("threshold_stage2_total") is not None
+        }
+    )
+    listed = ", ".join(f"{html.escape(k)}: {t}" for k, t in thresholds) or "none"
+    return (
+        f"<p><strong>Zero suppression</strong> (as in the 2020 production code, chance "
+        f"{post.get('chance')}): a T1 total of a group without T2 cells, at a geography "
+        "below the state, is not published when its noisy count is at most the level's "
+        f"threshold ({listed}); {post.get('suppressed_rows', 0):,} rows were left out. It "
+        "is post-processing of the noisy counts: it costs no privacy and adds none. A "
+        "missing row means the group's noisy count was small — a small group and an empty "
+        "one look alike.</p>"
+    )
+
+
 def data_users_section(folder: Path, release: Mapping[str, Any]) -> str:
     """The whole "For data users" section (HTML)."""
     names = iteration_names(release)
     nonneg = (release.get("postprocessing") or {}).get("nonnegative")
     intro = (
         "<h2 id='data-users'>For data users</h2>"
-        "<p><strong>T1</strong> (<code>t1.txt</code>, <code>t1.parquet</code>) has one row per "
-        "population group: a geography (<code>REGION_TYPE</code> and <code>REGION_ID</code>, "
-        "e.g. <code>STATE 10</code> is the state with FIPS code 10, <code>COUNTY</code> ids "
-        "are 5-digit state + county codes, <code>USA 1</code> the nation) crossed with a race "
-        "or ethnicity group, a <em>characteristic iteration</em> (<code>ITERATION_CODE</code>; "
-        "names in the reference files <code>race-characteristic-iterations.txt</code> and "
+        "<p><strong>T1</strong> (folder <code>t1/</code>: pipe-delimited part files with "
+        "the Census columns <code>REGION_ID|REGION_TYPE|ITERATION_CODE|COUNT</code>) has one "
+        "row per published population group: a geography (<code>REGION_TYPE</code> and "
+        "<code>REGION_ID</code>, e.g. <code>STATE 10</code> is the state with FIPS code 10, "
+        "<code>COUNTY</code> ids are 5-digit state + county codes, <code>USA 1</code> the "
+        "nation) crossed with a race or ethnicity group, a <em>characteristic iteration</em> "
+        "(<code>ITERATION_CODE</code>; names in the reference files "
+        "<code>race-characteristic-iterations.txt</code> and "
         "<code>ethnicity-characteristic-iterations.txt</code>). <code>COUNT</code> is the "
-        "number of persons in the group with noise added. <strong>T2</strong> "
-        "(<code>t2.txt</code>, <code>t2.parquet</code>) splits the groups whose first noisy "
-        "count passed the level's thresholds into sex (<code>SEX</code> 1 male, 2 female) × "
-        "age (<code>AGESTART</code>–<code>AGEEND</code>, in years) cells; "
-        "<code>STAT_LEVEL</code> in T1 says which split a group received, and a group's T1 "
-        "count is then the sum of its T2 cells. Empty groups are published too: the list of "
-        "groups is public, so a zero or small count says nothing by its presence.</p>"
-        "<p><strong>MOE95</strong> is the exact 95% margin of error of the noise: the "
+        "number of persons in the group with noise added. <strong>T2</strong> (folder "
+        "<code>t2/</code>) splits the groups whose first noisy count passed the level's "
+        "thresholds into sex (<code>SEX</code> 1 male, 2 female) × age "
+        "(<code>AGESTART</code>–<code>AGEEND</code>, in years) cells, plus one row per sex "
+        "with <code>AGESTART = AGEEND = *</code> holding the sum of that sex's cells; a "
+        "group's T1 count is then the sum of its T2 cells. The error of every row (noise "
+        "law, <code>VARIANCE</code>, <code>MOE95</code>, <code>STAT_LEVEL</code>: which "
+        "split a group received) is in <code>t1-error.parquet</code> and "
+        "<code>t2-error.parquet</code>, keyed by the same columns.</p>"
+        + _suppression_text(release)
+        + "<p><strong>MOE95</strong> is the exact 95% margin of error of the noise: the "
         "published <code>COUNT</code> is within <code>MOE95</code> of the count before noise "
         "with probability at least 95%, so <code>COUNT ± MOE95</code> is a 95% confidence "
         "interval for it. It covers the privacy noise only (not, for example, errors in the "

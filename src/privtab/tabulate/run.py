@@ -11,7 +11,9 @@
    with no public population group is skipped and listed as ``"empty domain"``), charging
    each level's exact guarantee to the run's :class:`~privtab.tabulate.charges.RunLedger`
    as its noise is drawn;
-4. writes ``release.json`` (:class:`privtab.release.ReleaseDocument`: the guarantee is the
+4. checks the written T1/T2 against the Census output rules
+   (:func:`~privtab.tabulate.runs.validate_staged`; a failure publishes nothing), writes
+   ``release.json`` (:class:`privtab.release.ReleaseDocument`: the guarantee is the
    ledgers' exact total), ``report.html`` and — for seeded or noise-off test runs — the
    ``NOT_PRIVATE`` marker, inside a staging folder that is renamed onto the target only
    when everything succeeded;
@@ -62,6 +64,7 @@ from privtab.tabulate.runs import (
     check_free_space,
     effective_plans,
     tabulate_runs,
+    validate_staged,
 )
 from privtab.tabulate.worker import background, in_worker
 
@@ -261,6 +264,7 @@ def _tabulate_and_describe(
         runs, levels = tabulate_runs(ctx, inputs, plans, full, tables, analyses)
     ctx.seconds["tabulate_and_write"] = time.monotonic() - t0
     ctx.phase("write")
+    validate_staged(ctx, inputs, tmp)
     document = release_document(ctx, inputs, plans, runs, tables)
     document.write(tmp)
     if not document.private:

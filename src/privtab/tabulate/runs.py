@@ -16,24 +16,20 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-import polars as pl
-
 from privtab.data import SafeTabInputs, Scope
-from privtab.errors import InputError, UsageError
-from privtab.random import RandomSource
-from privtab.random.uniform import bernoulli
+from privtab.errors import InputError, RunFailedError, UsageError
 from privtab.release.document import RunEntry
 from privtab.release.marking import parquet_metadata
 from privtab.tabulate.charges import RunLedger
 from privtab.tabulate.context import RunContext, RunOptions
 from privtab.tabulate.describe import empty_entry, level_entry
 from privtab.tabulate.domain import level_domain
-from privtab.tabulate.output import TableWriter
+from privtab.tabulate.output import CensusWriter
 from privtab.tabulate.plan import LevelPlan, ReleasePlan
 from privtab.tabulate.privacy import analyse
+from privtab.tabulate.publish import publish_chunk
 from privtab.tabulate.results import ChunkResult, LevelSummary, summarize
-from privtab.tabulate.tables import T1_SCHEMA, T2_SCHEMA
+from privtab.tabulate.suppression import SuppressionRule, suppression_rule
 
 __all__ = [
     "ReleaseTables",
@@ -44,9 +40,9 @@ __all__ = [
     "tabulate_runs",
 ]
 
-T1_BYTES_PER_ROW = 24
-"""A lower bound on the bytes of one T1 row in the smallest output format (for the
-free-space check before the expensive part)."""
+T1_BYTES_PER_ROW = 12
+"""A lower bound on the bytes of one T1 row in the smallest output format (``1|USA|1000|0``
+and its newline; for the free-space check before the expensive part)."""
 
 
 def effective_plans(
@@ -73,13 +69,22 @@ def domain_size(lv: LevelPlan, inputs: SafeTabInputs) -> int:
 def check_free_space(
     tmp: Path, plans: dict[Scope, ReleasePlan], inputs: SafeTabInputs, ctx: RunContext
 ) -> None:
-    """Refuse before the expensive part when the disk cannot hold even T1."""
-    rows = sum(domain_size(lv, inputs) for p in plans.values() for lv in p.levels)
+    """Refuse before the expensive part when the disk cannot hold even the T1 rows that are
+    certainly published: every group of a level zero suppression does not touch (all of
+    them when the config has no ``zero_suppression_chance``; otherwise USA, STATE and
+    PR-STATE — how many sub-state rows survive depends on the noise)."""
+    chance = inputs.config.zero_suppression_chance or Fraction(0)
+    rows = sum(
+        domain_size(lv, inputs)
+        for p in plans.values()
+        for lv in p.levels
+        if not suppression_rule(lv, chance, noise_on=ctx.opts.noise).active
+    )
     need = rows * T1_BYTES_PER_ROW
     free = shutil.disk_usage(tmp).free
     ctx.progress(
-        f"the release will need at least {need / 1e6:,.1f} MB ({rows:,} T1 rows); "
-        f"{free / 1e6:,.0f} MB free"
+        f"the release will need at least {need / 1e6:,.1f} MB ({rows:,} T1 rows certainly "
+        f"published); {free / 1e6:,.0f} MB free"
     )
     if free < need:
         raise UsageError(
@@ -112,32 +117,48 @@ def analyse_plan(plan: ReleasePlan, opts: RunOptions) -> dict[str, Any]:
 
 
 class ReleaseTables:
-    """The T1 and T2 writers of a release, with its zero suppression."""
+    """The T1 and T2 of a release in the Census layout (:class:`~privtab.tabulate.output.
+    CensusWriter`), each chunk published as production publishes it
+    (:func:`~privtab.tabulate.publish.publish_chunk`: zero suppression, clamping, sex
+    marginals) and its published rows and suppressions tallied per level."""
 
     def __init__(self, ctx: RunContext, tmp: Path) -> None:
-        meta = parquet_metadata(ctx.private)
-        fmts = ctx.opts.formats
-        self.t1 = TableWriter(tmp, "t1", T1_SCHEMA, fmts, metadata=meta)
-        self.t2 = TableWriter(tmp, "t2", T2_SCHEMA, fmts, metadata=meta)
+        self.writer = CensusWriter(
+            tmp, formats=ctx.opts.formats, metadata=parquet_metadata(ctx.private)
+        )
+        self.directory = tmp
+        self.nonnegative = ctx.nonnegative
+        self.noise = ctx.opts.noise
         self.chance = Fraction(0)
-        self.enabled = ctx.opts.zero_suppression
-        self.source = ctx.source
         self.suppressed = 0
+        self.levels: dict[tuple[str, str], dict[str, Any]] = {}
+        self._level: dict[str, Any] = {}
+        self._rule: SuppressionRule | None = None
+
+    def start_run(self, scope: Scope) -> None:
+        self.writer.start_run(scope.value)
+
+    def start_level(self, scope: Scope, lp: LevelPlan) -> None:
+        """The next chunks belong to level ``lp`` of run ``scope``."""
+        self._rule = suppression_rule(lp, self.chance, noise_on=self.noise)
+        self._level = {"suppression": self._rule.to_json(), "t1_rows": 0, "t2_rows": 0}
+        self._level["suppression"]["suppressed_rows"] = 0
+        self.levels[(scope.value, lp.key)] = self._level
 
     def write(self, part: ChunkResult) -> None:
-        t1 = part.t1
-        if self.enabled and self.chance > 0:
-            t1, dropped = suppress_zeros(t1, self.chance, self.source)
-            self.suppressed += dropped
-        self.t1.write(t1)
-        self.t2.write(part.t2)
+        assert self._rule is not None, "start_level before write"
+        out = publish_chunk(part.t1, part.t2, part.plan, self._rule, nonnegative=self.nonnegative)
+        self.writer.write(out.t1, out.t2)
+        self.suppressed += out.suppressed
+        self._level["suppression"]["suppressed_rows"] += out.suppressed
+        self._level["t1_rows"] += out.t1.height
+        self._level["t2_rows"] += out.t2.height
 
     def __enter__(self) -> ReleaseTables:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self.t1.close()
-        self.t2.close()
+        self.writer.close()
 
 
 def tabulate_runs(
@@ -155,6 +176,8 @@ def tabulate_runs(
     results: list[LevelSummary] = []
     for scope, whole in full.items():
         plan = plans.get(scope)
+        if plan is not None:
+            tables.start_run(scope)
         kept = {lv.key for lv in plan.levels} if plan else set()
         for lv in whole.levels:
             if lv.key not in kept:
@@ -165,8 +188,11 @@ def tabulate_runs(
             if lv.key not in kept:
                 entries.append(empty_entry(lv))
                 continue
+            tables.start_level(scope, lv)
             res = tabulate_level(ctx, lv, tables, f"{scope.value} {lv.key}", done, n_levels)
-            entries.append(level_entry(res, ledger.charge(lv, res.stages_used), inputs, scope))
+            charged = ledger.charge(lv, res.stages_used)
+            published = tables.levels[(scope.value, lv.key)]
+            entries.append(level_entry(res, charged, inputs, scope, published))
             results.append(res)
         runs[scope] = RunEntry(
             scope=scope.value,
@@ -188,7 +214,7 @@ def tabulate_level(
         source=ctx.source,
         noise=ctx.opts.noise,
         evaluate=ctx.opts.evaluate,
-        nonnegative=ctx.nonnegative,
+        nonnegative=False,  # clamped when published, after zero suppression (publish.py)
     ):
         ctx.check()
         tables.write(part)
@@ -205,14 +231,32 @@ def tabulate_level(
     return res
 
 
-def suppress_zeros(
-    t1: pl.DataFrame, chance: Fraction, source: RandomSource | None
-) -> tuple[pl.DataFrame, int]:
-    eligible = (pl.col("COUNT") <= 0) & (pl.col("STAT_LEVEL") <= 0)
-    n = int(t1.select(eligible.sum()).item())
-    if n == 0 or chance == 0:
-        return t1, 0
-    drop = np.zeros(t1.height, dtype=np.bool_)
-    idx = np.flatnonzero(t1.select(eligible).to_series().to_numpy())
-    drop[idx] = bernoulli(chance, idx.size, source=source)
-    return t1.filter(pl.Series(~drop)), int(drop.sum())
+def validate_staged(ctx: RunContext, inputs: SafeTabInputs, tmp: Path) -> None:
+    """Check the staged T1/T2 against the Census output rules before anything is published
+    (:func:`privtab.tabulate.output_validation.validate_output`: schemas, state filter,
+    non-negativity when clamped, duplicates, T1 = Σ cells, marginals, companion tables,
+    the public domain). A failure is a defect of the run: :class:`RunFailedError`, and the
+    staging folder is discarded (no release)."""
+    from privtab.tabulate.output_validation import (
+        OutputRules,
+        OutputValidationError,
+        validate_output,
+    )
+
+    ctx.progress("validating the written tables (Census output rules)")
+    t0 = time.monotonic()
+    rules = replace(
+        OutputRules.from_config(inputs.config), allow_negative_counts=not ctx.nonnegative
+    )
+    try:
+        validate_output(tmp, rules=rules, geography=inputs.geography, reference=inputs.reference)
+    except OutputValidationError as exc:
+        lines = str(exc).replace(str(tmp), str(ctx.out)).splitlines()
+        shown = "\n".join(
+            lines[:6] + ([f"  ... ({len(lines) - 6} more lines)"] if len(lines) > 6 else [])
+        )
+        raise RunFailedError(
+            f"the written release failed output validation, so it was not published: {shown}",
+            hint="this is a defect of privtab: please report it with the message",
+        ) from exc
+    ctx.seconds["validate_output"] = time.monotonic() - t0

@@ -1,0 +1,761 @@
+"""Output validation: the written T1/T2 checked against the Census output schemas and rules.
+
+The 2020 production code validated its private output (``--validate-private-output``:
+``validate_output`` in ``safetab_utils``) for the columns (no unexpected column), each
+column's pattern or allowed values (the output schemas ``t1.json``/``t2.json``), the state
+filter (every ``REGION_ID`` outside USA and AIANNH starts with a state of the run) and
+non-negativity when ``allow_negative_counts`` is false. :func:`validate_output` checks the
+same, on the files as written, and more:
+
+==================  ========================================================================
+rule (``kind``)     what is checked
+==================  ========================================================================
+``layout``          ``t1/`` and ``t2/`` (or the Parquet copies) exist; ``headers.csv`` holds
+                    exactly the Census header
+``header``          every part file starts with exactly the Census header (no extra column)
+``field_count``     every line has exactly the Census number of fields
+``pattern``         every value matches its column's pattern / allowed values (schemas)
+``negative_count``  no ``COUNT < 0`` when the config disallows negative counts
+``state_filter``    ``REGION_ID`` starts with a state of the run (except USA, AIANNH)
+``duplicate``       no key appears twice (T1: region, type, iteration; T2: + ages, sex)
+``cell_table``      a group's T2 cells form one whole Sex × Age4/Age9/Age23 table
+``t1_sum``          a group with cells has a T1 row equal to the sum of its cells
+``marginal_sum``    each sex marginal (``AGESTART = AGEEND = *``) exists and equals the sum
+                    of that sex's cells; no marginal without cells
+``domain``          every row is a population group of the public domain (GRF-C regions ×
+                    iterations of the reference files at levels with a budget; T2 rows not
+                    of TotalOnly iterations) — needs the GRF-C
+``companion``       the error tables have exactly one row per published row
+``parquet_copy``    ``t1.parquet``/``t2.parquet`` hold the same rows as the text folders
+==================  ========================================================================
+
+Every failure is a :class:`privtab.data.Problem` naming the file, the line (header = line
+1; Parquet: the 1-based row), the column and value where they exist, and the rule; all are
+raised together as one :class:`OutputValidationError` (a
+:class:`privtab.errors.InputError`). A release run calls :func:`validate_output` on its
+staging folder before publishing it: a failing check means no release.
+
+Reads every table into memory (strings): fine for state-sized releases; a national release
+needs memory for its largest table.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import polars as pl
+
+from privtab.data.errors import InputValidationError, Problem, ProblemLog
+from privtab.tabulate.output import (
+    CENSUS_COLUMNS,
+    ERROR_FILES,
+    HEADERS_FILE,
+    SEPARATOR,
+    census_header,
+    part_files,
+)
+
+if TYPE_CHECKING:
+    from privtab.data import Geography, ReferenceData, SafeTabConfig
+
+__all__ = [
+    "OutputRules",
+    "OutputValidationError",
+    "ValidationSummary",
+    "column_patterns",
+    "validate_output",
+    "validate_paths",
+]
+
+_FILE, _LINE = "_FILE", "_LINE"
+ALWAYS_IN_FILTER = frozenset({"USA", "AIANNH"})
+"""REGION_TYPEs whose ids do not start with a state code (production's exception)."""
+PR_STATE = "72"
+MARGINAL = "*"
+ALWAYS_CHECKED = (
+    "layout",
+    "header",
+    "field_count",
+    "pattern",
+    "duplicate",
+    "cell_table",
+    "t1_sum",
+    "marginal_sum",
+    "companion",
+    "parquet_copy",
+)
+"""Rules checked on every release (the others need the config or the GRF-C)."""
+
+
+class OutputValidationError(InputValidationError):
+    """The written release breaks an output rule: every problem, located (file, line,
+    column, value, rule)."""
+
+    def _render(self) -> str:
+        return super()._render().replace("invalid input:", "invalid release output:", 1)
+
+
+@dataclass(frozen=True)
+class OutputRules:
+    """What the config says about the output: the states of the runs, whether negative
+    counts are allowed, and the levels with a budget (``(REGION_TYPE, iteration level)``)."""
+
+    states: tuple[str, ...]
+    allow_negative_counts: bool
+    levels: frozenset[tuple[str, int]]
+    source: str = ""
+
+    @classmethod
+    def from_config(cls, config: SafeTabConfig) -> OutputRules:
+        states = (
+            *(config.state_filter_us if config.run_us else ()),
+            *((PR_STATE,) if config.run_pr else ()),
+        )
+        scopes = {s.value for s in config.scopes}
+        levels = frozenset(
+            (g.value, int(i))
+            for (g, i), b in config.budgets.items()
+            if b > 0 and g.scope.value in scopes
+        )
+        return cls(tuple(states), config.allow_negative_counts, levels, config.source)
+
+    @classmethod
+    def from_release_json(cls, doc: Mapping[str, Any]) -> OutputRules | None:
+        """The rules of the config recorded in a ``release.json`` (``None`` if absent)."""
+        cfg = doc.get("config")
+        if not isinstance(cfg, dict):
+            return None
+        try:
+            states = (
+                *(cfg["state_filter_us"] if cfg["run_us"] else ()),
+                *((PR_STATE,) if cfg["run_pr"] else ()),
+            )
+            pr = bool(cfg["run_pr"])
+            us = bool(cfg["run_us"])
+            levels = set()
+            for key, b in cfg["budgets"].items():
+                geo, lv = key.split(",")
+                on = pr if geo.startswith("PR-") else us
+                if on and float(b["value"]) > 0:
+                    levels.add((geo, int(lv)))
+            return cls(
+                tuple(states),
+                bool(cfg["allow_negative_counts"]),
+                frozenset(levels),
+                f"release.json ({cfg.get('source', '')})",
+            )
+        except (KeyError, TypeError, ValueError, AttributeError):
+            return None
+
+
+@dataclass
+class ValidationSummary:
+    """What :func:`validate_output` checked (when it did not raise)."""
+
+    directory: str
+    files: dict[str, int] = field(default_factory=dict)
+    """Every table file read and its data rows."""
+    checks: list[str] = field(default_factory=list)
+    skipped: dict[str, str] = field(default_factory=dict)
+    """Rules not checked, and why."""
+    rules_source: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "valid": True,
+            "directory": self.directory,
+            "files": self.files,
+            "checks": self.checks,
+            "skipped": self.skipped,
+            "rules_source": self.rules_source,
+        }
+
+
+# ----------------------------------------------------------------------------- schemas
+def column_patterns(table: str, schemas: Path | None = None) -> dict[str, str]:
+    """Each column's full-match regex from the Census output schema ``<table>.json``
+    (``CategoricalStr`` values become an alternation; ``\\d`` becomes ``[0-9]``: ASCII
+    digits only)."""
+    import re
+
+    from privtab.data.resources import schemas_dir
+
+    path = (schemas or schemas_dir()) / f"{table}.json"
+    raw = json.loads(path.read_text(encoding="utf-8"))
+    out: dict[str, str] = {}
+    for attr in raw["init_params"]["attributes"]:
+        params = attr["init_params"]
+        col = params["column"]
+        if "values" in params:
+            body = "|".join(re.escape(v) for v in params["values"])
+        else:
+            body = params["pattern"].replace("\\d", "[0-9]")
+        out[col] = f"^(?:{body})$"
+    missing = [c for c in CENSUS_COLUMNS[table] if c not in out]
+    if missing:  # pragma: no cover - the packaged schemas describe every column
+        raise ValueError(f"{path} does not describe the columns {missing}")
+    return out
+
+
+# ----------------------------------------------------------------------------- reading
+def _read_text_table(
+    directory: Path, table: str, log: ProblemLog, rows: dict[str, int]
+) -> pl.DataFrame | None:
+    """All part files of ``table/`` as strings with their file and line, or ``None``;
+    each part file's data lines go to ``rows``."""
+    folder = directory / table
+    cols = list(CENSUS_COLUMNS[table])
+    header = census_header(table)
+    headers = folder / HEADERS_FILE
+    if not headers.is_file():
+        log.add(Problem(str(headers), "layout", f"{table}/{HEADERS_FILE} is missing"))
+    elif headers.read_text(encoding="utf-8", errors="replace") != header:
+        got = headers.read_text(encoding="utf-8", errors="replace")
+        log.add(
+            Problem(str(headers), "layout", f"must hold exactly {header!r}", row=1, value=got[:200])
+        )
+    parts = part_files(directory, table)
+    if not parts:
+        log.add(Problem(str(folder), "layout", f"{table}/ holds no part file"))
+        return None
+    frames = []
+    for part in parts:
+        lines = pl.read_csv(
+            part,
+            has_header=False,
+            separator="\x1f",
+            quote_char=None,
+            schema={"_L": pl.String},
+            encoding="utf8-lossy",
+        ).with_row_index(_LINE, offset=1)
+        if lines.height == 0 or lines["_L"][0] != header:
+            log.add(
+                Problem(
+                    str(part),
+                    "header",
+                    f"the first line must be exactly the Census header {header!r}",
+                    row=1,
+                    value=None if lines.height == 0 else str(lines["_L"][0])[:200],
+                )
+            )
+            continue
+        body = lines.slice(1).with_columns(pl.col("_L").fill_null(""))
+        rows[str(part.relative_to(directory))] = body.height
+        fields = pl.col("_L").str.split(SEPARATOR)
+        body = body.with_columns(fields.list.len().alias("_NF"), fields.alias("_F"))
+        bad = body.filter(pl.col("_NF") != len(cols))
+        _report(
+            log,
+            bad,
+            str(part),
+            "field_count",
+            f"a line must have exactly {len(cols)} fields ({header})",
+            value="_L",
+        )
+        good = body.filter(pl.col("_NF") == len(cols)).select(
+            pl.lit(str(part)).alias(_FILE),
+            pl.col(_LINE).cast(pl.Int64),
+            *[pl.col("_F").list.get(i).alias(c) for i, c in enumerate(cols)],
+        )
+        frames.append(good)
+    if not frames:
+        return None
+    return pl.concat(frames)
+
+
+def _read_parquet_table(path: Path, table: str, log: ProblemLog) -> pl.DataFrame | None:
+    cols = list(CENSUS_COLUMNS[table])
+    df = pl.read_parquet(path)
+    if df.columns != cols:
+        log.add(
+            Problem(
+                str(path),
+                "header",
+                f"the columns must be exactly {cols}",
+                value=",".join(df.columns)[:200],
+            )
+        )
+        return None
+    return df.select(
+        pl.lit(str(path)).alias(_FILE),
+        pl.int_range(1, pl.len() + 1, dtype=pl.Int64).alias(_LINE),
+        *[pl.col(c).cast(pl.String) for c in cols],
+    )
+
+
+def _report(
+    log: ProblemLog,
+    rows: pl.DataFrame,
+    file: str | None,
+    kind: str,
+    message: str,
+    *,
+    column: str | None = None,
+    value: str | None = None,
+) -> None:
+    """Record every row of ``rows`` (columns ``_FILE``/``_LINE``) as one problem kind."""
+    if rows.height == 0:
+        return
+    take = rows.head(max(log.room(file or str(rows[_FILE][0]), kind), 1))
+    examples = []
+    for r in take.iter_rows(named=True):
+        f = file or r[_FILE]
+        v = r.get(value) if value else (r.get(column) if column else None)
+        examples.append(
+            Problem(
+                f,
+                kind,
+                message,
+                row=r.get(_LINE),
+                column=column,
+                value=None if v is None else str(v)[:200],
+            )
+        )
+    log.add_many(rows.height, examples)
+
+
+def _report_each_file(
+    log: ProblemLog,
+    rows: pl.DataFrame,
+    kind: str,
+    message: str,
+    *,
+    column: str | None = None,
+    value: str | None = None,
+) -> None:
+    for (f,), part in rows.group_by(_FILE, maintain_order=True):
+        _report(log, part, str(f), kind, message, column=column, value=value)
+
+
+# ----------------------------------------------------------------------------- checks
+def _check_values(
+    df: pl.DataFrame, table: str, rules: OutputRules | None, log: ProblemLog
+) -> pl.DataFrame:
+    """Patterns, negativity and the state filter; returns the rows whose values are all
+    valid, with ``COUNT`` as Int64."""
+    ok = pl.lit(True)
+    for col, regex in column_patterns(table).items():
+        good = pl.col(col).str.contains(regex)
+        _report_each_file(
+            log,
+            df.filter(~good),
+            "pattern",
+            f"{col} does not match the Census output schema ({regex})",
+            column=col,
+        )
+        ok = ok & good
+    valid = df.filter(ok).with_columns(pl.col("COUNT").cast(pl.Int64, strict=False))
+    overflow = valid.filter(pl.col("COUNT").is_null())
+    _report_each_file(log, overflow, "pattern", "COUNT is not a 64-bit integer", column="COUNT")
+    valid = valid.filter(pl.col("COUNT").is_not_null())
+    if rules is not None and not rules.allow_negative_counts:
+        _report_each_file(
+            log,
+            valid.filter(pl.col("COUNT") < 0),
+            "negative_count",
+            "negative count, but the config has allow_negative_counts = false",
+            column="COUNT",
+        )
+    if rules is not None and rules.states:
+        starts = pl.col("REGION_ID").str.slice(0, 2).is_in(list(rules.states))
+        outside = valid.filter(~pl.col("REGION_TYPE").is_in(list(ALWAYS_IN_FILTER)) & ~starts)
+        _report_each_file(
+            log,
+            outside,
+            "state_filter",
+            f"REGION_ID is not in a state of the run ({', '.join(rules.states)})",
+            column="REGION_ID",
+        )
+    return valid
+
+
+def _check_duplicates(df: pl.DataFrame, table: str, log: ProblemLog) -> None:
+    keys = [c for c in CENSUS_COLUMNS[table] if c != "COUNT"]
+    dup = df.filter(pl.struct(keys).is_duplicated()).sort(_FILE, _LINE)
+    later = dup.filter(~pl.struct(keys).is_first_distinct())
+    firsts = dup.filter(pl.struct(keys).is_first_distinct()).select(
+        *keys, pl.format("{} line {}", pl.col(_FILE), pl.col(_LINE)).alias("_FIRST")
+    )
+    later = later.join(firsts, on=keys, how="left")
+    _report_each_file(
+        log,
+        later.with_columns(pl.concat_str([pl.lit("also at "), pl.col("_FIRST")]).alias("_V")),
+        "duplicate",
+        f"the same {', '.join(keys)} appears more than once",
+        value="_V",
+    )
+
+
+def _bin_table() -> pl.DataFrame:
+    """Valid (cells per group, AGESTART, AGEEND) of the three Sex × Age tables."""
+    from privtab.data.ages import STAT_LEVEL_BINS
+
+    rows = []
+    for k in (1, 2, 3):
+        bins = STAT_LEVEL_BINS[k]
+        assert bins is not None
+        for a, b in bins.bounds():
+            rows.append((2 * bins.n_bins, str(a), str(b)))
+    return pl.DataFrame(
+        rows, schema={"_N": pl.Int64, "AGESTART": pl.String, "AGEEND": pl.String}, orient="row"
+    )
+
+
+GROUP = ["REGION_ID", "REGION_TYPE", "ITERATION_CODE"]
+
+
+def _check_consistency(t1: pl.DataFrame, t2: pl.DataFrame, log: ProblemLog) -> None:
+    """Whole cell tables, T1 = Σ cells, marginals = Σ cells of that sex."""
+    group = GROUP
+    is_marg = (pl.col("AGESTART") == MARGINAL) & (pl.col("AGEEND") == MARGINAL)
+    cells = t2.filter(~is_marg)
+    margs = t2.filter(is_marg)
+    half = t2.filter((pl.col("AGESTART") == MARGINAL) ^ (pl.col("AGEEND") == MARGINAL))
+    _report_each_file(
+        log, half, "cell_table", "AGESTART and AGEEND must both be '*' (a marginal) or neither"
+    )
+    cells = cells.filter(~((pl.col("AGESTART") == MARGINAL) | (pl.col("AGEEND") == MARGINAL)))
+    with_n = cells.with_columns(pl.len().over(group).cast(pl.Int64).alias("_N"))
+    bad_size = with_n.filter(~pl.col("_N").is_in([8, 18, 46]))
+    _report_each_file(
+        log,
+        bad_size.filter(pl.struct(group).is_first_distinct()),
+        "cell_table",
+        "the group's T2 cells are not one whole Sex × Age4/Age9/Age23 table (8, 18 or 46 cells)",
+        value="_N",
+    )
+    sized = with_n.filter(pl.col("_N").is_in([8, 18, 46]))
+    stray = sized.join(_bin_table(), on=["_N", "AGESTART", "AGEEND"], how="anti")
+    _report_each_file(
+        log,
+        stray.with_columns(pl.format("{}-{}", "AGESTART", "AGEEND").alias("_V")),
+        "cell_table",
+        "age bin not of the group's Sex × Age table (mixed or unknown bins)",
+        value="_V",
+    )
+    _check_t1_sums(t1, cells, log)
+    _check_marginals(cells, margs, log)
+
+
+def _check_t1_sums(t1: pl.DataFrame, cells: pl.DataFrame, log: ProblemLog) -> None:
+    """A group with cells has a T1 row equal to the sum of its cells."""
+    group = GROUP
+    sums = cells.group_by(group).agg(
+        pl.col("COUNT").sum().alias("_S"),
+        pl.col(_FILE).first(),
+        pl.col(_LINE).min(),
+    )
+    joined = sums.join(
+        t1.select(
+            *group,
+            pl.col("COUNT").alias("_T1"),
+            pl.col(_FILE).alias("_F1"),
+            pl.col(_LINE).alias("_L1"),
+        ),
+        on=group,
+        how="left",
+    )
+    missing = joined.filter(pl.col("_T1").is_null())
+    _report_each_file(
+        log,
+        missing,
+        "t1_sum",
+        "the group has T2 cells but no T1 row (T1 must be the sum of the cells)",
+        value="ITERATION_CODE",
+    )
+    wrong = joined.filter(pl.col("_T1").is_not_null() & (pl.col("_T1") != pl.col("_S")))
+    _report_each_file(
+        log,
+        wrong.select(
+            pl.col("_F1").alias(_FILE),
+            pl.col("_L1").alias(_LINE),
+            pl.format("T1 {} ≠ Σ cells {}", "_T1", "_S").alias("_V"),
+        ),
+        "t1_sum",
+        "T1 COUNT is not the sum of the group's T2 cells",
+        value="_V",
+    )
+
+
+def _check_marginals(cells: pl.DataFrame, margs: pl.DataFrame, log: ProblemLog) -> None:
+    """Each sex of a group with cells has one marginal, the sum of that sex's cells."""
+    group = GROUP
+    by_sex = cells.group_by([*group, "SEX"]).agg(
+        pl.col("COUNT").sum().alias("_S"), pl.col(_FILE).first(), pl.col(_LINE).min()
+    )
+    m = margs.select(
+        *group,
+        "SEX",
+        pl.col("COUNT").alias("_M"),
+        pl.col(_FILE).alias("_FM"),
+        pl.col(_LINE).alias("_LM"),
+    )
+    both = by_sex.join(m, on=[*group, "SEX"], how="full", coalesce=True)
+    _report_each_file(
+        log,
+        both.filter(pl.col("_M").is_null()).with_columns(pl.format("SEX {}", "SEX").alias("_V")),
+        "marginal_sum",
+        "the group has T2 cells but no sex marginal row (AGESTART = AGEEND = *) for this sex",
+        value="_V",
+    )
+    _report_each_file(
+        log,
+        both.filter(pl.col("_S").is_null()).select(
+            pl.col("_FM").alias(_FILE), pl.col("_LM").alias(_LINE)
+        ),
+        "marginal_sum",
+        "a sex marginal row without T2 cells for that sex",
+    )
+    _report_each_file(
+        log,
+        both.filter(
+            pl.col("_S").is_not_null() & pl.col("_M").is_not_null() & (pl.col("_S") != pl.col("_M"))
+        ).select(
+            pl.col("_FM").alias(_FILE),
+            pl.col("_LM").alias(_LINE),
+            pl.format("marginal {} ≠ Σ cells {}", "_M", "_S").alias("_V"),
+        ),
+        "marginal_sum",
+        "the sex marginal is not the sum of that sex's cells",
+        value="_V",
+    )
+
+
+@dataclass(frozen=True)
+class _Domain:
+    regions: pl.DataFrame
+    """(REGION_TYPE, REGION_ID) of the public domain."""
+    t1_codes: pl.DataFrame
+    """(REGION_TYPE, ITERATION_CODE) tabulated at levels with a budget."""
+    t2_codes: pl.DataFrame
+    """The same without TotalOnly iterations (no cells)."""
+
+
+def _public_domain(geography: Geography, reference: ReferenceData, rules: OutputRules) -> _Domain:
+    from privtab.data import GeoLevel
+    from privtab.data.levels import Granularity
+
+    regions: list[tuple[str, str]] = []
+    t1: list[tuple[str, str]] = []
+    t2: list[tuple[str, str]] = []
+    geos = sorted({g for g, _ in rules.levels})
+    for g in geos:
+        geo = GeoLevel(g)
+        regions.extend((g, r) for r in geography.domain(geo))
+        for lv in sorted(lv for gg, lv in rules.levels if gg == g):
+            for it in reference.select(lv, geo.granularity):
+                t1.append((g, it.code))
+                total_only = geo.granularity is Granularity.DETAILED and bool(it.detailed_only)
+                if not total_only:
+                    t2.append((g, it.code))
+    schema = {"REGION_TYPE": pl.String, "REGION_ID": pl.String}
+    cschema = {"REGION_TYPE": pl.String, "ITERATION_CODE": pl.String}
+    return _Domain(
+        pl.DataFrame(regions, schema=schema, orient="row"),
+        pl.DataFrame(t1, schema=cschema, orient="row"),
+        pl.DataFrame(t2, schema=cschema, orient="row"),
+    )
+
+
+def _check_domain(df: pl.DataFrame, codes: pl.DataFrame, dom: _Domain, log: ProblemLog) -> None:
+    out_region = df.join(dom.regions, on=["REGION_TYPE", "REGION_ID"], how="anti")
+    _report_each_file(
+        log,
+        out_region,
+        "domain",
+        "REGION_ID is not a region of the GRF-C at this REGION_TYPE (or the level has no budget)",
+        column="REGION_ID",
+    )
+    out_code = df.join(codes, on=["REGION_TYPE", "ITERATION_CODE"], how="anti")
+    _report_each_file(
+        log,
+        out_code,
+        "domain",
+        "ITERATION_CODE is not tabulated at this REGION_TYPE (reference files and budgets; "
+        "TotalOnly iterations have no T2 rows)",
+        column="ITERATION_CODE",
+    )
+
+
+def _check_companion(directory: Path, table: str, df: pl.DataFrame, log: ProblemLog) -> int | None:
+    path = directory / ERROR_FILES[table]
+    if not path.exists():
+        log.add(Problem(str(path), "companion", f"the error table of {table} is missing"))
+        return None
+    keys = [c for c in CENSUS_COLUMNS[table] if c != "COUNT"]
+    comp = pl.read_parquet(path)
+    missing = [c for c in keys if c not in comp.columns]
+    if missing:
+        log.add(Problem(str(path), "companion", f"lacks the key columns {missing}"))
+        return comp.height
+    comp = comp.select([pl.col(c).cast(pl.String) for c in keys]).with_row_index(_LINE, 1)
+    comp = comp.with_columns(pl.lit(str(path)).alias(_FILE), pl.col(_LINE).cast(pl.Int64))
+    extra = comp.join(df.select(keys), on=keys, how="anti")
+    _report(log, extra, str(path), "companion", f"an error row with no published {table} row")
+    lacking = df.join(comp.select(keys), on=keys, how="anti")
+    _report_each_file(log, lacking, "companion", f"a published row with no row in {path.name}")
+    dup = comp.filter(pl.struct(keys).is_duplicated() & ~pl.struct(keys).is_first_distinct())
+    _report(log, dup, str(path), "companion", "more than one error row for the same key")
+    return comp.height
+
+
+def _check_copy(directory: Path, table: str, text: pl.DataFrame, log: ProblemLog) -> None:
+    path = directory / f"{table}.parquet"
+    cols = list(CENSUS_COLUMNS[table])
+    copy = _read_parquet_table(path, table, ProblemLog())
+    if copy is None:
+        log.add(Problem(str(path), "parquet_copy", f"the columns must be exactly {cols}"))
+        return
+    a = text.select(cols).with_columns(pl.col("COUNT").cast(pl.String)).sort(cols)
+    b = copy.select(cols).sort(cols)
+    if not a.equals(b):
+        log.add(
+            Problem(
+                str(path),
+                "parquet_copy",
+                f"holds other rows than {table}/ ({b.height} vs {a.height} rows)",
+            )
+        )
+
+
+# ----------------------------------------------------------------------------- entry point
+def validate_output(
+    directory: str | Path,
+    *,
+    rules: OutputRules | None = None,
+    geography: Geography | None = None,
+    reference: ReferenceData | None = None,
+) -> ValidationSummary:
+    """Check the T1/T2 files of the release folder ``directory`` (see the module docstring).
+
+    ``rules`` (the config's state filter, negativity and levels; default: the config
+    recorded in the folder's ``release.json``, else those checks are skipped);
+    ``geography`` and ``reference`` enable the domain check. Raises
+    :class:`OutputValidationError` listing every problem; returns what was checked.
+    """
+    d = Path(directory)
+    summary = ValidationSummary(str(d), checks=list(ALWAYS_CHECKED))
+    if rules is None and (d / "release.json").is_file():
+        try:
+            rules = OutputRules.from_release_json(
+                json.loads((d / "release.json").read_text(encoding="utf-8"))
+            )
+        except (OSError, ValueError):
+            rules = None
+    summary.rules_source = rules.source if rules is not None else ""
+    log = ProblemLog()
+    tables: dict[str, pl.DataFrame] = {}
+    for table in ("t1", "t2"):
+        if (d / table).is_dir():
+            df = _read_text_table(d, table, log, summary.files)
+        elif (d / f"{table}.parquet").is_file():
+            df = _read_parquet_table(d / f"{table}.parquet", table, log)
+            if df is not None:
+                summary.files[f"{table}.parquet"] = df.height
+        else:
+            log.add(
+                Problem(
+                    str(d / table),
+                    "layout",
+                    f"the release has no {table}/ folder (nor {table}.parquet)",
+                )
+            )
+            df = None
+        if df is None:
+            continue
+        valid = _check_values(df, table, rules, log)
+        _check_duplicates(valid, table, log)
+        tables[table] = valid
+        n = _check_companion(d, table, valid, log)
+        if n is not None:
+            summary.files[ERROR_FILES[table]] = n
+        if (d / table).is_dir() and (d / f"{table}.parquet").is_file():
+            _check_copy(d, table, valid, log)
+    if "t1" in tables and "t2" in tables:
+        _check_consistency(tables["t1"], tables["t2"], log)
+    if rules is not None and geography is not None and reference is not None:
+        dom = _public_domain(geography, reference, rules)
+        for table, codes in (("t1", dom.t1_codes), ("t2", dom.t2_codes)):
+            if table in tables:
+                _check_domain(tables[table], codes, dom, log)
+        summary.checks.append("domain")
+    else:
+        summary.skipped["domain"] = (
+            "needs the GRF-C (--data DIR) and the config's levels"
+            if rules is not None
+            else "needs the config (--config or the release's release.json) and the GRF-C"
+        )
+    if rules is None:
+        why = "no config given and no config recorded in release.json"
+        summary.skipped["negative_count"] = why
+        summary.skipped["state_filter"] = why
+    else:
+        summary.checks.append("state_filter")
+        if not rules.allow_negative_counts:
+            summary.checks.append("negative_count")
+        else:
+            summary.skipped["negative_count"] = "the config allows negative counts"
+    if log:
+        raise OutputValidationError(log.problems, log.counts)
+    return summary
+
+
+def validate_paths(
+    directory: str | Path,
+    *,
+    config: str | Path | None = None,
+    data: str | Path | None = None,
+) -> ValidationSummary:
+    """:func:`validate_output` from paths (``privtab validate-output``): the config file or
+    parameters directory (its reference files are read from the same directory; default:
+    the config recorded in ``release.json`` and the packaged 2020 parameters), and a data
+    directory holding the GRF-C for the domain check."""
+    from privtab.data import production_config_dir, read_config, read_geography, read_reference
+    from privtab.data.geography import GRFC_STEM
+    from privtab.data.inputs import resolve_config_path
+
+    rules: OutputRules | None = None
+    params = production_config_dir()
+    d = Path(directory)
+    if not d.is_dir():
+        from privtab.errors import UsageError
+
+        raise UsageError(f"release folder {d} not found")
+    if config is not None:
+        path = resolve_config_path(config)
+        rules = OutputRules.from_config(read_config(path))
+        params = path.parent
+    elif (d / "release.json").is_file():
+        rules = OutputRules.from_release_json(
+            json.loads((d / "release.json").read_text(encoding="utf-8"))
+        )
+    geography = reference = None
+    if data is not None and rules is not None:
+        grfc = _grfc_path(Path(data), GRFC_STEM)
+        us = tuple(s for s in rules.states if s != PR_STATE)
+        geography = read_geography(grfc, us) if us else read_geography(grfc, ())
+        reference = read_reference(params)
+    return validate_output(d, rules=rules, geography=geography, reference=reference)
+
+
+def _grfc_path(data: Path, stem: str) -> Path:
+    """``data/GRF-C.txt`` or ``data/GRF-C.parquet`` (exactly one), else an input error."""
+    found = [
+        data / f"{stem}{ext}" for ext in (".txt", ".parquet") if (data / f"{stem}{ext}").exists()
+    ]
+    if len(found) != 1:
+        log = ProblemLog()
+        what = "both" if found else "neither"
+        log.add(
+            Problem(
+                str(data),
+                "missing_file" if not found else "ambiguous_input",
+                f"{what} of {stem}.txt and {stem}.parquet in {data}: need exactly one",
+            )
+        )
+        log.raise_if_any()
+    return found[0]

@@ -1,0 +1,108 @@
+"""From a chunk's noisy tables to its published rows, as the 2020 production code published.
+
+The engine's chunk (:class:`~privtab.tabulate.results.ChunkResult`, drawn with
+``nonnegative=False``) holds the raw noisy counts. :func:`publish_chunk` turns it into the
+rows written, in production's order (``safetab_p_analytics.py``):
+
+1. **zero suppression** (:mod:`privtab.tabulate.suppression`): T1 rows of stage-2 totals
+   (and TotalOnly totals) at sub-state geographies whose *raw* noisy count is ≤ the
+   level's exact threshold are dropped — before any clamping, so the rule is production's
+   for every ``zero_suppression_chance`` (also one whose threshold is negative);
+2. **clamping at zero** when negative counts are not allowed: every T2 cell, every other
+   T1 count and the stage-1 count are clamped; a group with Sex × Age cells gets as T1 the
+   **sum of its clamped cells** (production's T1 for those groups);
+3. **sex marginals**: for every group with cells, two T2 rows (``SEX`` 1 and 2,
+   ``AGESTART = AGEEND = "*"``) holding the sum of that sex's (published) cells, with the
+   noise law of that sum in the companion columns.
+
+Privacy: every step reads noisy counts and the public plan only — post-processing, no
+privacy cost (SafeTab seed §4; semantics seed §4.2). The number of rows dropped is a
+function of the noisy output, so it is published (``release.json``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import polars as pl
+
+from privtab.tabulate.errors import count_error
+from privtab.tabulate.plan import LevelPlan
+from privtab.tabulate.suppression import SuppressionRule, suppress
+
+__all__ = ["GROUP", "MARGINAL_AGE", "PublishedChunk", "clamp", "publish_chunk", "sex_marginals"]
+
+GROUP = ["REGION_ID", "REGION_TYPE", "ITERATION_CODE"]
+"""The key of a population group (T1's key; T2's without the cell columns)."""
+MARGINAL_AGE = "*"
+"""``AGESTART`` and ``AGEEND`` of a sex marginal."""
+
+
+@dataclass(frozen=True)
+class PublishedChunk:
+    """A chunk's rows as written (T1 and T2 with their companion columns) and how many T1
+    rows zero suppression removed."""
+
+    t1: pl.DataFrame
+    t2: pl.DataFrame
+    suppressed: int
+
+
+def clamp(t1: pl.DataFrame, t2: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Counts clamped at 0: T2 cells, then each group's T1 = Σ its clamped cells (groups
+    without cells: their total clamped), the stage-1 count clamped."""
+    t2 = t2.with_columns(pl.col("COUNT").clip(lower_bound=0))
+    sums = t2.group_by(GROUP).agg(pl.col("COUNT").sum().alias("_S"))
+    t1 = (
+        t1.join(sums, on=GROUP, how="left", maintain_order="left")
+        .with_columns(
+            pl.coalesce("_S", pl.col("COUNT").clip(lower_bound=0)).alias("COUNT"),
+            pl.col("STAGE1_COUNT").clip(lower_bound=0),
+        )
+        .drop("_S")
+    )
+    return t1, t2
+
+
+def sex_marginals(t2: pl.DataFrame, plan: LevelPlan) -> pl.DataFrame:
+    """Production's sex marginals of a chunk's cells: per group and sex, the sum of its
+    cells, ``AGESTART = AGEEND = "*"``, with the noise of that sum (``k/2`` independent
+    draws of the stage-2 mechanism for a group of ``k`` cells)."""
+    if t2.height == 0:
+        return t2
+    sums = (
+        t2.with_columns((pl.len().over(GROUP) // 2).alias("_H"))
+        .group_by([*GROUP, "SEX"], maintain_order=True)
+        .agg(
+            pl.col("COUNT").sum(),
+            pl.col("NOISE").first(),
+            pl.col("NOISE_SCALE").first(),
+            pl.col("VARIANCE").sum(),
+            pl.col("_H").first(),
+        )
+    )
+    halves = sums["_H"].unique().to_list()
+    moe = {h: count_error(plan.stage2.mechanism, h).moe95 for h in halves}
+    return sums.select(
+        *GROUP,
+        pl.lit(MARGINAL_AGE).alias("AGESTART"),
+        pl.lit(MARGINAL_AGE).alias("AGEEND"),
+        "SEX",
+        "COUNT",
+        "NOISE",
+        "NOISE_SCALE",
+        "VARIANCE",
+        pl.col("_H").replace_strict(moe, return_dtype=pl.Int64).alias("MOE95"),
+    ).select(t2.columns)
+
+
+def publish_chunk(
+    t1: pl.DataFrame, t2: pl.DataFrame, plan: LevelPlan, rule: SuppressionRule, *, nonnegative: bool
+) -> PublishedChunk:
+    """One chunk's published rows from its raw (unclamped) noisy T1/T2 (module docstring)."""
+    kept = suppress(t1, rule)
+    t1 = kept.t1
+    if nonnegative:
+        t1, t2 = clamp(t1, t2)
+    t2 = pl.concat([t2, sex_marginals(t2, plan)])
+    return PublishedChunk(t1, t2, kept.removed)
