@@ -74,7 +74,7 @@ def _report(exc: BaseException, code: int, as_json: bool, debug: bool, **extra: 
     if debug:
         traceback.print_exception(exc, file=sys.stderr)
     if as_json:
-        from privtab.cli._common import print_json
+        from privtab.cli._render import print_json
 
         print_json(error_document(exc, code, **extra))
 

@@ -13,7 +13,7 @@ from typing import Any
 
 import typer
 
-from privtab.cli._common import fail, print_json, warn
+from privtab.cli._render import fail, print_json, warn
 
 JSON = typer.Option(False, "--json", help="Print the record as one JSON object.")
 KEEP = typer.Option(

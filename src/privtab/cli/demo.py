@@ -16,7 +16,7 @@ from pathlib import Path
 
 import typer
 
-from privtab.cli._common import fail, print_json, warn
+from privtab.cli._render import fail, print_json, warn
 
 DEFAULT_STATES = "DE,RI,VT,PR"
 

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
-from privtab.cli._common import fail, print_json
+from privtab.cli._render import fail, print_json
 
 if TYPE_CHECKING:
     from privtab.accounting.odometer import ReleaseLedger

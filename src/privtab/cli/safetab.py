@@ -8,7 +8,7 @@ from typing import Any
 
 import typer
 
-from privtab.cli._common import fail, print_json, warn
+from privtab.cli._render import fail, print_json, warn
 
 safetab_app = typer.Typer(
     help="SafeTab-P: release plans (budgets, noise, MOE, guarantees) and releases.",

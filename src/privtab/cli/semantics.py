@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
-from privtab.cli._common import fail, print_json, warn
+from privtab.cli._render import fail, print_json, warn
 
 if TYPE_CHECKING:
     from privtab.accounting.guarantees import Guarantee
