@@ -250,9 +250,9 @@ def combine_totals(
     ``STAGE1_THRESHOLD_SD`` = distance of ``STAGE1_COUNT`` to the nearest threshold in
     stage-1 standard deviations (a frame of per-group thresholds ``TH0, TH1, …`` keyed by
     any T1 columns it shares, e.g. ``REGION_TYPE, ITERATION_CODE``, gives each group its
-    level's θ's: :func:`privtab.analysis.derived.combine_release`); with ``min_threshold_sd`` groups closer than that keep
-    ``COUNT`` alone (guarding against the selection bias described in the module
-    docstring). ``level`` adds ``COMBINED_LOWER{L}``/``COMBINED_UPPER{L}`` from the exact
+    level's θ's: :func:`privtab.analysis.derived.combine_release`); with
+    ``min_threshold_sd`` groups closer than that keep ``COUNT`` alone (guarding against the
+    selection bias described in the module docstring). ``level`` adds ``COMBINED_LOWER{L}``/``COMBINED_UPPER{L}`` from the exact
     law of the combined noise (valid for fixed weights, i.e. given the level when the
     stage-1 noise is not selected on).
     """

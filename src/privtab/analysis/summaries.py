@@ -14,7 +14,7 @@ if TYPE_CHECKING:
     from privtab.mechanisms import NoiseMechanism
     from privtab.random import RandomSource
 
-__all__ = ["combine_values", "interval_summary", "postprocess_values", "test_summary"]
+__all__ = ["combine_values", "interval_summary", "postprocess_values", "proportion_test_summary"]
 
 
 def _num(x: float, integer: bool) -> float | int:
@@ -30,8 +30,9 @@ def interval_summary(
     simultaneous: str | None = None,
 ) -> dict[str, Any]:
     """Exact noise intervals (course seed §4.2): one value (``simultaneous`` None); several
-    values as a joint box (``simultaneous`` ``exact`` or ``bonferroni``); or their ``sum``, ``difference`` (first
-    minus second) or ``ratio`` (``combination``). Raises ``ValueError`` on bad arguments."""
+    values as a joint box (``simultaneous`` ``exact`` or ``bonferroni``); or their ``sum``,
+    ``difference`` (first minus second) or ``ratio`` (``combination``). Raises
+    ``ValueError`` on bad arguments."""
     from privtab.analysis import intervals as iv
     from privtab.mechanisms.linear import is_discrete
 
@@ -90,7 +91,7 @@ def combine_values(
     return out
 
 
-def test_summary(
+def proportion_test_summary(
     observed: float,
     n: int,
     p0: float,

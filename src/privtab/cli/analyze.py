@@ -234,7 +234,7 @@ def dp_test(
     Example: privtab analyze test --observed 34.21 --n 100 --p0 0.255 --mechanism laplace
     --epsilon 0.5
     """
-    from privtab.analysis.summaries import test_summary
+    from privtab.analysis.summaries import proportion_test_summary
 
     mech = _mechanism(mechanism, epsilon, rho, sensitivity)
     m = method.replace("-", "_")
@@ -249,7 +249,7 @@ def dp_test(
         warn("Monte Carlo simulation uses a seeded (insecure) source: fine for a p-value")
     kind: Any = (m, alternative)
     try:
-        payload = test_summary(
+        payload = proportion_test_summary(
             observed, n, p0, mech, method=kind[0], alternative=kind[1], reps=reps,
             source=source, seed=seed, alpha=alpha,
         )  # fmt: skip

@@ -150,7 +150,7 @@ def summary_tables(summary: dict[str, Any]) -> tuple[str, list[Table]]:
                 )
                 for lv in run["levels"]
             ],
-        )  # fmt: skip
+        )
         for scope, run in s["runs"].items()
     ]
     return head, tables

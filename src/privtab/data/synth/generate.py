@@ -79,12 +79,12 @@ class SynthResult:
         """The human summary (``privtab synth``): sizes, files and speed."""
         from privtab.report.text import table
 
-        rows = [("persons", f"{self.persons:,}"), ("seed", str(self.seed)),
-                ("states", f"{len(self.states)}")]  # fmt: skip
+        rows = [("persons", f"{self.persons:,}"), ("seed", str(self.seed))]
+        rows.append(("states", f"{len(self.states)}"))
         rows += [(k, f"{v:,}") for k, v in self.to_dict()["geography"].items()]
         rows.append(("Hispanic", f"{self.hispanic:,}"))
-        rows += [(f"persons with {k} race code(s)", f"{v:,}")
-                 for k, v in sorted(self.multiplicity.items())]  # fmt: skip
+        multi = sorted(self.multiplicity.items())
+        rows += [(f"persons with {k} race code(s)", f"{v:,}") for k, v in multi]
         rows += [(name, f"{size / 1e6:,.1f} MB") for name, size in self.files.items()]
         rows.append(("seconds", f"{self.seconds:.2f}"))
         if self.seconds > 0:
