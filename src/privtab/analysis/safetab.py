@@ -252,8 +252,8 @@ def combine_totals(
     any T1 columns it shares, e.g. ``REGION_TYPE, ITERATION_CODE``, gives each group its
     level's θ's: :func:`privtab.analysis.derived.combine_release`); with
     ``min_threshold_sd`` groups closer than that keep ``COUNT`` alone (guarding against the
-    selection bias described in the module docstring). ``level`` adds ``COMBINED_LOWER{L}``/``COMBINED_UPPER{L}`` from the exact
-    law of the combined noise (valid for fixed weights, i.e. given the level when the
+    selection bias described in the module docstring). ``level`` adds
+    ``COMBINED_LOWER{L}``/``COMBINED_UPPER{L}`` from the exact law of the combined noise (valid for fixed weights, i.e. given the level when the
     stage-1 noise is not selected on).
     """
     import polars as pl
