@@ -253,8 +253,9 @@ def combine_totals(
     level's θ's: :func:`privtab.analysis.derived.combine_release`); with
     ``min_threshold_sd`` groups closer than that keep ``COUNT`` alone (guarding against the
     selection bias described in the module docstring). ``level`` adds
-    ``COMBINED_LOWER{L}``/``COMBINED_UPPER{L}`` from the exact law of the combined noise (valid for fixed weights, i.e. given the level when the
-    stage-1 noise is not selected on).
+    ``COMBINED_LOWER{L}``/``COMBINED_UPPER{L}`` from the exact law of the combined noise
+    (valid for fixed weights, i.e. given the level when the stage-1 noise is not selected
+    on).
     """
     import polars as pl
 
