@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import sys
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -69,6 +70,26 @@ def print_json(obj: Mapping[str, Any]) -> None:
 def fail(message: str, code: int = EXIT_USAGE, hint: str | None = None) -> NoReturn:
     """End the command with a user error: bad usage (exit 2) or bad input (exit 1)."""
     raise (InputError if code == EXIT_INPUT else UsageError)(message, hint=hint)
+
+
+def floats(
+    text: str, option: str, *, lo: float = -math.inf, hi: float = math.inf, open_lo: bool = False
+) -> list[float]:
+    """Comma-separated numbers (``;`` also separates) within ``[lo, hi]`` (``(lo, hi]``)."""
+    out: list[float] = []
+    for p in (x.strip() for x in text.replace(";", ",").split(",")):
+        if not p:
+            continue
+        try:
+            v = float(p)
+        except ValueError:
+            fail(f"{option} must be comma-separated numbers: {p!r} is not a number")
+        if math.isnan(v) or v < lo or v > hi or (open_lo and v == lo):
+            fail(f"{option}: {p!r} must lie in {'(' if open_lo else '['}{lo:g}, {hi:g}]")
+        out.append(v)
+    if not out:
+        fail(f"{option}: give at least one value")
+    return out
 
 
 def check_open_unit(option: str, value: float) -> None:

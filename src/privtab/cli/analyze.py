@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from privtab.cli._render import JsonOption, check_open_unit, emit, fail, warn
+from privtab.cli._render import JsonOption, check_open_unit, emit, fail, floats, warn
 from privtab.report.text import fields_table
 
 if TYPE_CHECKING:
@@ -45,13 +45,6 @@ def register(app: typer.Typer) -> None:
     sub.command("test")(dp_test)
     sub.command("postprocess")(postprocess)
     app.add_typer(sub, name="analyze")
-
-
-def _floats(text: str, name: str) -> list[float]:
-    try:
-        return [float(x) for x in text.replace(";", ",").split(",") if x.strip()]
-    except ValueError:
-        fail(f"{name} must be comma-separated numbers, got {text!r}")
 
 
 def _mechanism(
@@ -156,7 +149,7 @@ def ci(
     if (value is None) == (values is None):
         fail("give exactly one of --value, --values or --release")
     mech = _mechanism(mechanism, epsilon, rho, sensitivity)
-    vs = [value] if value is not None else _floats(str(values), "--values")
+    vs = [value] if value is not None else floats(str(values), "--values")
     box = None if value is not None or combination else simultaneous or "exact"
     try:
         payload = interval_summary(mech, level, vs, combination=combination, simultaneous=box)
@@ -195,17 +188,17 @@ def combine(
     from privtab.analysis.summaries import combine_values
 
     if release is not None:
-        th = _floats(thresholds, "--thresholds") if thresholds else None
+        th = floats(thresholds, "--thresholds") if thresholds else None
         return _on_release(
             "combine", release, out, overwrite, as_json,
             level=level, thresholds=th, min_threshold_sd=min_threshold_sd,
         )  # fmt: skip
     if values is None or variances is None:
         fail("give --values and --variances (or --release)")
-    rows = None if design is None else [_floats(r, "--design") for r in design.split(";")]
-    c = None if contrast is None else _floats(contrast, "--contrast")
+    rows = None if design is None else [floats(r, "--design") for r in design.split(";")]
+    c = None if contrast is None else floats(contrast, "--contrast")
     try:
-        payload = combine_values(_floats(values, "--values"), _floats(variances, "--variances"),
+        payload = combine_values(floats(values, "--values"), floats(variances, "--variances"),
                                  rows, c)  # fmt: skip
     except ValueError as exc:
         fail(str(exc))
@@ -289,7 +282,7 @@ def postprocess(
         fail("give --values (or --release)")
     try:
         payload = postprocess_values(
-            _floats(values, "--values"), total=total, variance=variance,
+            floats(values, "--values"), total=total, variance=variance,
             total_variance=total_variance, nonnegative=nonnegative, round_=round_,
         )  # fmt: skip
     except ValueError as exc:

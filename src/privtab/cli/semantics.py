@@ -9,7 +9,6 @@ fine-grained accounting of a per-query allocation (the 2020 TopDown one by defau
 
 from __future__ import annotations
 
-import math
 from typing import TYPE_CHECKING, Any
 
 import typer
@@ -19,6 +18,7 @@ from privtab.cli._render import (
     check_open_unit,
     emit,
     fail,
+    floats,
     info,
     print_json,
     show,
@@ -45,25 +45,6 @@ def register(app: typer.Typer) -> None:
     app.add_typer(sub, name="semantics")
 
 
-def _floats(text: str, option: str, *, lo: float, hi: float, open_lo: bool = False) -> list[float]:
-    out: list[float] = []
-    for part in text.split(","):
-        p = part.strip()
-        if not p:
-            continue
-        try:
-            v = float(p)
-        except ValueError:
-            fail(f"{option}: {p!r} is not a number")
-        if math.isnan(v) or v < lo or v > hi or (open_lo and v == lo):
-            side = "(" if open_lo else "["
-            fail(f"{option}: {p!r} must lie in {side}{lo:g}, {hi:g}]")
-        out.append(v)
-    if not out:
-        fail(f"{option}: give at least one value")
-    return out
-
-
 def _guarantee(
     pure: float | None,
     approx: str | None,
@@ -72,17 +53,10 @@ def _guarantee(
     rdp_file: str | None,
     release: str | None,
 ) -> Guarantee:
-    from privtab.accounting import GDP, ZCDP, ApproxDP, PureDP
-    from privtab.semantics.release import ReleaseError, load_rdp_file, load_release_guarantee
+    from privtab.semantics.overview import parse_guarantee
 
-    given = {
-        "--pure": pure,
-        "--approx": approx,
-        "--zcdp": zcdp,
-        "--gdp": gdp,
-        "--rdp-file": rdp_file,
-        "--release": release,
-    }
+    given = {"--pure": pure, "--approx": approx, "--zcdp": zcdp, "--gdp": gdp,
+             "--rdp-file": rdp_file, "--release": release}  # fmt: skip
     chosen = [k for k, v in given.items() if v is not None]
     if len(chosen) != 1:
         fail(
@@ -91,29 +65,9 @@ def _guarantee(
             "or use 'privtab semantics topdown'"
         )
     try:
-        if pure is not None:
-            return PureDP(pure)
-        if zcdp is not None:
-            return ZCDP(zcdp)
-        if gdp is not None:
-            return GDP(gdp)
-        if approx is not None:
-            parts = [p.strip() for p in approx.split(",")]
-            if len(parts) != 2:
-                fail(f"--approx expects 'EPSILON,DELTA', got {approx!r}")
-            try:
-                e, d = float(parts[0]), float(parts[1])
-            except ValueError:
-                fail(f"--approx expects two numbers 'EPSILON,DELTA', got {approx!r}")
-            return ApproxDP(e, d)
-        if rdp_file is not None:
-            return load_rdp_file(rdp_file)
-        assert release is not None
-        return load_release_guarantee(release)
-    except ReleaseError as exc:
-        fail(str(exc))
+        return parse_guarantee(chosen[0][2:], given[chosen[0]])
     except ValueError as exc:
-        fail(f"{chosen[0]}: {exc}")
+        fail(str(exc))
 
 
 def _release_runs(path: str | None) -> tuple[dict[str, Any], list[Any], bool]:
@@ -191,9 +145,9 @@ def semantics(
     from privtab.semantics.overview import guarantee_overview, overview_tables
 
     g = _guarantee(pure, approx, zcdp, gdp, rdp_file, release)
-    lv = _floats(levels, "--levels", lo=0.0, hi=1.0)
-    rt = _floats(ratios, "--ratios", lo=1.0, hi=1e300, open_lo=True)
-    pr = _floats(priors, "--priors", lo=0.0, hi=1.0)
+    lv = floats(levels, "--levels", lo=0.0, hi=1.0)
+    rt = floats(ratios, "--ratios", lo=1.0, hi=1e300, open_lo=True)
+    pr = floats(priors, "--priors", lo=0.0, hi=1.0)
     if posterior_bound not in POSTERIOR_BOUNDS:
         known = ", ".join(POSTERIOR_BOUNDS)
         fail(f"--posterior-bound must be one of {known}, got {posterior_bound!r}")
@@ -257,8 +211,8 @@ def topdown(
     from privtab.semantics.allocation import AllocationError, builtin_allocation, load_allocation
     from privtab.semantics.overview import select_concerns, topdown_overview, topdown_tables
 
-    lv = _floats(levels, "--levels", lo=0.0, hi=1.0)
-    rt = _floats(ratios, "--ratios", lo=1.0, hi=1e300, open_lo=True)
+    lv = floats(levels, "--levels", lo=0.0, hi=1.0)
+    rt = floats(ratios, "--ratios", lo=1.0, hi=1e300, open_lo=True)
     try:
         alloc = load_allocation(allocation) if allocation else builtin_allocation()
         chosen = select_concerns(alloc, scenario, concern, within)

@@ -27,6 +27,7 @@ __all__ = [
     "NOT_PRIVATE_WARNING",
     "guarantee_overview",
     "overview_tables",
+    "parse_guarantee",
     "select_concerns",
     "topdown_overview",
     "topdown_tables",
@@ -36,6 +37,35 @@ NOT_PRIVATE_WARNING = (
     "this release is not private (seeded or noise-off test run): its counts carry no "
     "protection; the bounds below describe its plan only"
 )
+
+
+def parse_guarantee(kind: str, value: Any) -> Guarantee:
+    """The guarantee an option names: ``pure`` ε, ``approx`` "ε,δ", ``zcdp`` ρ, ``gdp`` μ,
+    ``rdp-file`` (a Rényi curve file) or ``release`` (a release folder or its
+    ``release.json``). Raises ``ValueError`` naming the option."""
+    from privtab.accounting import GDP, ZCDP, ApproxDP, PureDP
+    from privtab.semantics.release import ReleaseError, load_rdp_file, load_release_guarantee
+
+    try:
+        if kind == "rdp-file":
+            return load_rdp_file(value)
+        if kind == "release":
+            return load_release_guarantee(value)
+    except ReleaseError as exc:
+        raise ValueError(str(exc)) from None
+    try:
+        if kind == "approx":
+            parts = [p.strip() for p in str(value).split(",")]
+            if len(parts) != 2:
+                raise ValueError(f"expects 'EPSILON,DELTA', got {value!r}")
+            try:
+                e, d = float(parts[0]), float(parts[1])
+            except ValueError:
+                raise ValueError(f"expects two numbers 'EPSILON,DELTA', got {value!r}") from None
+            return ApproxDP(e, d)
+        return {"pure": PureDP, "zcdp": ZCDP, "gdp": GDP}[kind](value)
+    except ValueError as exc:
+        raise ValueError(f"--{kind}: {exc}") from None
 
 
 def _lists(d: dict[str, Any]) -> dict[str, Any]:
