@@ -68,8 +68,12 @@ def print_json(obj: Mapping[str, Any]) -> None:
 
 
 def fail(message: str, code: int = EXIT_USAGE, hint: str | None = None) -> NoReturn:
-    """End the command with a user error: bad usage (exit 2) or bad input (exit 1)."""
-    raise (InputError if code == EXIT_INPUT else UsageError)(message, hint=hint)
+    """End the command with a user error — bad usage (exit 2), bad input (exit 1) — or
+    with ``privtab: error: MESSAGE`` and another exit ``code`` (3: a benchmark failed)."""
+    if code in (EXIT_INPUT, EXIT_USAGE):
+        raise (InputError if code == EXIT_INPUT else UsageError)(message, hint=hint)
+    typer.echo(f"privtab: error: {message}", err=True)
+    raise typer.Exit(code)
 
 
 def floats(
