@@ -22,7 +22,7 @@ import logging
 import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from privtab.errors import UsageError
 
@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from privtab.analysis.safetab import SafeTabRelease
 
 __all__ = [
+    "analyze_release",
     "combine_release",
     "intervals_release",
     "postprocess_release",
@@ -174,3 +175,62 @@ def write_derived(
             extra = {**rel.document.extra, "derived_from": derived, "outputs": {"files": files}}
             replace(rel.document, extra=extra).write(tmp)
     return [str(target / f"{name}.parquet") for name in tables]
+
+
+def load_checked(path: str | Path) -> SafeTabRelease:
+    """:func:`~privtab.analysis.safetab.load_release`, logging a warning for a release that
+    is not private or clamped counts at zero."""
+    from privtab.analysis.safetab import load_release
+
+    rel = load_release(path)
+    if rel.private is False:
+        LOG.warning(
+            "THIS RELEASE IS NOT PRIVATE (seeded or noise-off test run): its counts carry no "
+            "protection; every output derived from it is marked not private"
+        )
+    if rel.clamped:
+        LOG.warning(
+            "this release clamped counts at zero: intervals stay valid (true counts are "
+            "≥ 0, so clamping only widens coverage) but variances and combinations are biased "
+            "near zero"
+        )
+    return rel
+
+
+def analyze_release(
+    command: str,
+    path: str | Path,
+    *,
+    out: str | Path | None = None,
+    overwrite: bool = False,
+    **options: Any,
+) -> dict[str, Any]:
+    """``privtab analyze ci|combine|postprocess --release PATH``: the analysed tables
+    (written to ``out`` by :func:`write_derived`) and a JSON-ready summary of them."""
+    rel = load_checked(path)
+    if command == "ci":
+        tables = intervals_release(rel, options["level"])
+    elif command == "combine":
+        tables = {"t1": combine_release(rel, **options)}
+    else:
+        tables = {"t2": postprocess_release(rel, **options)}
+    source = {"t1": rel.t1, "t2": rel.t2}
+    summary: dict[str, Any] = {"release": str(path)}
+    for name, df in tables.items():
+        summary[f"{name}_rows"] = df.height
+        summary[f"{name}_columns_added"] = [c for c in df.columns if c not in source[name]]
+    if command == "combine":
+        t1 = tables["t1"].filter(tables["t1"]["STAGE1_WEIGHT"] > 0)
+        summary["groups_combined"] = t1.height
+        summary["mean_variance_ratio"] = (t1["COMBINED_VARIANCE"] / t1["VARIANCE"]).mean()
+        summary["thresholds"] = {k: list(v) for k, v in release_thresholds(rel).items()}
+    if command == "postprocess":
+        summary["negative_before"] = int((rel.t2["COUNT"] < 0).sum())
+        summary["negative_after"] = int((tables["t2"]["FITTED_COUNT"] < 0).sum())
+        summary["privacy_cost"] = 0
+    summary["written"] = (
+        []
+        if out is None
+        else write_derived(out, tables, rel, f"analyze {command}", overwrite=overwrite)
+    )
+    return summary

@@ -17,7 +17,6 @@ from privtab.cli._render import JsonOption, check_open_unit, emit, fail, floats,
 from privtab.report.text import fields_table
 
 if TYPE_CHECKING:
-    from privtab.analysis.safetab import SafeTabRelease
     from privtab.mechanisms import NoiseMechanism
 
 MECHANISMS = "laplace, geometric, gaussian, discrete_gaussian"
@@ -60,59 +59,17 @@ def _mechanism(
         fail(str(exc))
 
 
-def _load(release: Path) -> SafeTabRelease:
-    from privtab.analysis.safetab import load_release
-
-    try:
-        rel = load_release(release)
-    except (FileNotFoundError, ValueError) as exc:
-        fail(str(exc))
-    if rel.private is False:
-        warn(
-            "THIS RELEASE IS NOT PRIVATE (seeded or noise-off test run): its counts carry no "
-            "protection; every output derived from it is marked not private"
-        )
-    if rel.clamped:
-        warn(
-            "this release clamped counts at zero: intervals stay valid (true counts are "
-            "≥ 0, so clamping only widens coverage) but variances and combinations are biased "
-            "near zero"
-        )
-    return rel
-
-
 def _on_release(
     command: str, release: Path, out: Path | None, overwrite: bool, as_json: bool, **opts: Any
 ) -> None:
-    """Run ``analyze COMMAND --release``: the analysed tables, a summary, ``--out``."""
-    from privtab.analysis import derived
+    """``analyze COMMAND --release``: :func:`privtab.analysis.derived.analyze_release`."""
+    from privtab.analysis.derived import analyze_release
 
-    rel = _load(release)
     try:
-        if command == "ci":
-            tables = derived.intervals_release(rel, opts["level"])
-        elif command == "combine":
-            tables = {"t1": derived.combine_release(rel, **opts)}
-        else:
-            tables = {"t2": derived.postprocess_release(rel, **opts)}
-    except ValueError as exc:
+        payload = analyze_release(command, release, out=out, overwrite=overwrite, **opts)
+    except (FileNotFoundError, ValueError) as exc:
         fail(str(exc))
-    source = {"t1": rel.t1, "t2": rel.t2}
-    payload: dict[str, Any] = {"release": str(release)}
-    for name, df in tables.items():
-        payload[f"{name}_rows"] = df.height
-        payload[f"{name}_columns_added"] = [c for c in df.columns if c not in source[name]]
-    if command == "combine":
-        t1 = tables["t1"].filter(tables["t1"]["STAGE1_WEIGHT"] > 0)
-        payload["groups_combined"] = t1.height
-        payload["mean_variance_ratio"] = (t1["COMBINED_VARIANCE"] / t1["VARIANCE"]).mean()
-        payload["thresholds"] = {k: list(v) for k, v in derived.release_thresholds(rel).items()}
-    if command == "postprocess":
-        payload["negative_before"] = int((rel.t2["COUNT"] < 0).sum())
-        payload["negative_after"] = int((tables["t2"]["FITTED_COUNT"] < 0).sum())
-        payload["privacy_cost"] = 0
-    written = [] if out is None else derived.write_derived(out, tables, rel, f"analyze {command}")
-    emit({**payload, "written": written}, as_json, title=f"analyze {command} of {release}")
+    emit(payload, as_json, title=f"analyze {command} of {release}")
 
 
 def ci(
