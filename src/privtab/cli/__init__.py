@@ -32,6 +32,7 @@ from privtab.cli._errors import DEBUG, ErrorHandlingGroup
 from privtab.cli._render import set_verbosity
 
 app = typer.Typer(
+    rich_markup_mode=None,
     name="privtab",
     help="Differentially private population tables with end-to-end privacy accounting.",
     no_args_is_help=True,

@@ -19,6 +19,7 @@ byte-order mark) are printed as ``privtab: warning: ...``.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import tempfile
@@ -120,6 +121,10 @@ class ErrorHandlingGroup(TyperGroup):
             _echo(f"privtab: error: {exc}")
             _report(exc, exc.exit_code, as_json, debug)
             raise typer.Exit(exc.exit_code) from None
+        except BrokenPipeError:  # the reader of stdout went away (``| head``): not an error
+            with contextlib.suppress(OSError, ValueError):
+                os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            raise typer.Exit(0) from None
         except KeyboardInterrupt as exc:
             debug = bool(ctx.meta.get(DEBUG)) or _env_debug()
             _echo("privtab: interrupted: nothing was published")

@@ -35,6 +35,7 @@ Overwrite = Annotated[
 
 def register(app: typer.Typer) -> None:
     sub = typer.Typer(
+        rich_markup_mode=None,
         name="analyze",
         help="Intervals, combined estimates, DP-aware tests and post-processing of noisy releases.",
         no_args_is_help=True,

@@ -72,6 +72,7 @@ def _run(
 def register(app: typer.Typer) -> None:
     """Add the ``bench`` group to the top-level app."""
     bench_app = typer.Typer(
+        rich_markup_mode=None,
         help="Benchmarks against peer libraries (figures recorded in docs/benchmarks.md).",
         no_args_is_help=True,
     )

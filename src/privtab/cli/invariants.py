@@ -23,6 +23,7 @@ Seed = Annotated[int | None, typer.Option("--seed", help="TEST ONLY: reproducibl
 
 def register(app: typer.Typer) -> None:
     sub = typer.Typer(
+        rich_markup_mode=None,
         name="invariants",
         help="Semi-DP: privacy guarantees and mechanisms when some counts are published exactly.",
         no_args_is_help=True,
@@ -149,7 +150,9 @@ def odds_ratio_test(
     power_at: Annotated[
         list[float] | None,
         typer.Option(
-            "--power-at", help="Also report the exact power at this odds ratio (repeatable)."
+            "--power-at",
+            metavar="THETA",
+            help="Also report the exact power at this odds ratio (repeatable).",
         ),
     ] = None,
     seed: Seed = None,

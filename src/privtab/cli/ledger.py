@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from privtab.accounting.odometer import ReleaseLedger
 
 ledger_app = typer.Typer(
+    rich_markup_mode=None,
     help="The confidential ledger of releases: composed guarantees and lifetime budgets.",
     no_args_is_help=True,
 )

@@ -19,6 +19,7 @@ from privtab.cli._render import (
 )
 
 safetab_app = typer.Typer(
+    rich_markup_mode=None,
     help="SafeTab-P: release plans (budgets, noise, MOE, guarantees) and releases.",
     no_args_is_help=True,
 )
@@ -120,7 +121,10 @@ def run_cmd(
         None, "--spark-master", help="With --engine spark: the Spark master (default local[2])."
     ),
     spark_conf: list[str] = typer.Option(  # noqa: B008
-        [], "--spark-conf", help="With --engine spark: a Spark setting KEY=VALUE (repeatable)."
+        [],
+        "--spark-conf",
+        metavar="KEY=VALUE",
+        help="With --engine spark: a Spark setting (repeatable).",
     ),
     evaluate: bool = typer.Option(
         False, "--evaluate", help="Print error against the true counts (NON-PRIVATE diagnostic)."

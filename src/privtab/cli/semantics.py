@@ -35,6 +35,7 @@ DEFAULT_PRIORS = "0.05,0.4,0.75"
 
 def register(app: typer.Typer) -> None:
     sub = typer.Typer(
+        rich_markup_mode=None,
         help="What a privacy guarantee or budget allocation protects against.",
         invoke_without_command=True,
         no_args_is_help=False,

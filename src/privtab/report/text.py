@@ -71,4 +71,4 @@ def fmt(value: Any) -> str:
 def fields_table(title: str, payload: Mapping[str, Any], notes: Sequence[str] = ()) -> Table:
     """A two-column table of a result's fields (names with underscores read as words)."""
     rows = [(str(k).replace("_", " "), fmt(v)) for k, v in payload.items()]
-    return table(title, ("", "value"), rows, notes)
+    return table(title, ("", "value"), rows, notes, left=2)
