@@ -90,7 +90,8 @@ def test_analyze_folders_carry_the_source_release_json(release: Path, tmp_path: 
     assert res.exit_code == 0, res.output
     derived = read_release_document(out)
     source = read_release_document(release)
-    assert derived.private is False and source.private is False  # a test release stays so
+    assert derived.private is False
+    assert source.private is False
     assert derived.guarantee == source.guarantee
     assert derived.thresholds() == source.thresholds()
     assert derived.extra["derived_from"] == {
