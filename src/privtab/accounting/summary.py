@@ -68,7 +68,8 @@ def account(
         # K records change every count by up to K: the exact divergence at shift K.
         g = geometric_rdp(value * group, sensitivity=group)
     else:
-        base: Guarantee = {"zcdp": ZCDP, "pure": PureDP, "gdp": GDP}[kind](value)
+        kinds: dict[str, type[ZCDP | PureDP | GDP]] = {"zcdp": ZCDP, "pure": PureDP, "gdp": GDP}
+        base: Guarantee = kinds[kind](value)
         g = group_privacy(base, group) if group > 1 else base
     if compose > 1:
         g = compose_by_degree(g, compose)

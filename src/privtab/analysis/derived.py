@@ -48,12 +48,18 @@ def intervals_release(rel: SafeTabRelease, level: float) -> dict[str, pl.DataFra
     """T1 (with its stage-1 totals) and T2 with exact interval columns at ``level``."""
     from privtab.analysis.safetab import add_intervals
 
-    LOG.info("exact intervals of T1 (%s rows) and T2 (%s rows)", rel.t1.height, rel.t2.height)
+    LOG.info("exact intervals of T1's %s counts ...", f"{rel.t1.height:,}")
     t1 = add_intervals(rel.t1, level)
+    LOG.info("exact intervals of T1's stage-1 totals ...")
     t1 = add_intervals(
-        t1, level, count_col="STAGE1_COUNT", scale_col="STAGE1_NOISE_SCALE",
-        variance_col="STAGE1_VARIANCE", prefix="STAGE1_",
-    )  # fmt: skip
+        t1,
+        level,
+        count_col="STAGE1_COUNT",
+        scale_col="STAGE1_NOISE_SCALE",
+        variance_col="STAGE1_VARIANCE",
+        prefix="STAGE1_",
+    )
+    LOG.info("exact intervals of T2's %s cells ...", f"{rel.t2.height:,}")
     return {"t1": t1, "t2": add_intervals(rel.t2, level)}
 
 

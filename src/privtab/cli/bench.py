@@ -169,7 +169,9 @@ def register(app: typer.Typer) -> None:
             from privtab.bench import record_from_files
 
             try:
-                rec = record_from_files(Path(from_log), release_json and Path(release_json))
+                rec = record_from_files(
+                    Path(from_log), None if release_json is None else Path(release_json)
+                )
             except ValueError as exc:
                 fail(str(exc))
             return _show(rec, json_out, record)

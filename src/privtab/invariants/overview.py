@@ -258,7 +258,7 @@ def odds_ratio_overview(
     res = _release_quietly(tst.run, x, alpha, source=_source(seed), allow_insecure=seed is not None)
     margins = Margins2x2.of(x)
     naive = naive_test(cnd, 3, theta0=theta0, alternative=alternative)  # type: ignore[arg-type]
-    out = res.to_dict()
+    out: dict[str, Any] = res.to_dict()
     power = [
         {
             "theta": th,

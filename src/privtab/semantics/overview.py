@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from privtab.accounting.guarantees import Guarantee
     from privtab.report.text import Table
     from privtab.semantics.allocation import Allocation, Concern
+    from privtab.semantics.bayes import PosteriorBound
     from privtab.semantics.release import ReleaseRun
 
 __all__ = [
@@ -63,7 +64,8 @@ def parse_guarantee(kind: str, value: Any) -> Guarantee:
             except ValueError:
                 raise ValueError(f"expects two numbers 'EPSILON,DELTA', got {value!r}") from None
             return ApproxDP(e, d)
-        return {"pure": PureDP, "zcdp": ZCDP, "gdp": GDP}[kind](value)
+        kinds: dict[str, type[PureDP | ZCDP | GDP]] = {"pure": PureDP, "zcdp": ZCDP, "gdp": GDP}
+        return kinds[kind](value)
     except ValueError as exc:
         raise ValueError(f"--{kind}: {exc}") from None
 
@@ -91,7 +93,7 @@ def guarantee_overview(
     dg_queries: int = 1,
     priors: Sequence[float] = (0.05, 0.4, 0.75),
     distance: int = 1,
-    bound: str = "coherent",
+    bound: PosteriorBound = "coherent",
     confidence: float = 0.95,
     private: bool = True,
 ) -> dict[str, Any]:

@@ -67,6 +67,8 @@ def _epsilon_table(epsilon: dict[str, Any], delta: float) -> Table:
 
 def plan_tables(res: dict[str, Any], paper: bool = False) -> list[Table]:
     """The human form of :func:`plan_summary` (or of the paper model, ``paper``)."""
+    cols: tuple[str, ...]
+    rows: list[tuple[str, ...]]
     if paper:
         cols = ("MOE", "geo ε step 2", "geo ε total", "exact MOE", "DG ρ step 2", "DG ρ total",
                 "exact MOE")  # fmt: skip
