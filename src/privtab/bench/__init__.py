@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import logging
 import re
 import shutil
 import subprocess
@@ -105,6 +106,21 @@ def _commit() -> str | None:
     return out.stdout.strip() or None if out.returncode == 0 else None
 
 
+#: benchmark → (the result field that is null without the peer, what to do about it)
+MISSING_PEER = {
+    "samplers": ("opendp_n", "opendp is not installed: peer figures are null (make bench-peers)"),
+    "accounting": (
+        "dp_accounting_epsilon",
+        "dp_accounting is not installed: peer figures are null (make bench-peers)",
+    ),
+    "safetab": (
+        "tumult",
+        "tmlt.analytics not found: peer figures are null (make bench-peers, or "
+        "--tumult-python / $PRIVTAB_TUMULT_PYTHON)",
+    ),
+}
+
+
 def execute(
     name: str, options: Mapping[str, Any], *, work: Path | None = None, keep: bool = False
 ) -> dict[str, Any]:
@@ -124,6 +140,9 @@ def execute(
     try:
         started, before = now(), load_average()
         result = mod.run(**options, work=where)
+        field, missing = MISSING_PEER.get(name, ("", ""))
+        if field and result.get(field) is None and not options.get("tumult_result"):
+            logging.getLogger("privtab.bench").warning(missing)
         record = {
             "benchmark": name,
             "command": command_line(name, options),
