@@ -14,7 +14,6 @@ from privtab.cli._render import (
     emit,
     fail,
     floats,
-    info,
     warn,
 )
 
@@ -256,7 +255,7 @@ def run_release_cli(config: str | Path | None, data: Path, out: Path, opts: Any)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", InsecureReleaseWarning)  # warned by the caller
         try:
-            return run_release(config, data, out, opts, progress=info)
+            return run_release(config, data, out, opts)
         except KeyboardInterrupt as exc:  # user errors are reported by the root group
             typer.echo(f"privtab: error: {exc or 'interrupted'}: no release was written", err=True)
             raise typer.Exit(EXIT_INTERRUPTED) from None

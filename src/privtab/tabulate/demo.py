@@ -80,6 +80,6 @@ def run_demo(out: str | Path, persons: int, states: str, seed: int | None = None
         LOG.info("demo: synthesising %s persons in states %s", f"{persons:,}", ", ".join(chosen))
         synth = synthesize(tmp / "input", persons, states=chosen, seed=2020)
         params = demo_parameters(tmp / "parameters", chosen, "72" in chosen)
-        res = run_release(params, tmp / "input", tmp / "release", opts, progress=LOG.info)
+        res = run_release(params, tmp / "input", tmp / "release", opts)
     res.out = root / "release"
     return Demo(root, res, synth, chosen)
