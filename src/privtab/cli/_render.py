@@ -33,7 +33,14 @@ class _StderrHandler(logging.Handler):
 
     def emit(self, record: logging.LogRecord) -> None:
         tag = "warning: " if record.levelno >= logging.WARNING else ""
-        sys.stderr.write(f"privtab: {tag}{record.getMessage()}\n")
+        text = f"privtab: {tag}{record.getMessage()}"
+        if sys.stderr.isatty():  # a terminal: wrapped to its width (logs keep one line)
+            import shutil
+            import textwrap
+
+            width = shutil.get_terminal_size().columns
+            text = textwrap.fill(text, width, subsequent_indent="  ", break_long_words=False)
+        sys.stderr.write(text + "\n")
         sys.stderr.flush()
 
 
