@@ -44,6 +44,19 @@ class _StderrHandler(logging.Handler):
         sys.stderr.flush()
 
 
+def group(help: str, **kw: Any) -> typer.Typer:
+    """A command group with plain help that wraps to the terminal (no truncated options)."""
+    return typer.Typer(rich_markup_mode=None, help=help, no_args_is_help=True, **kw)
+
+
+def add_group(app: typer.Typer, name: str, help: str, commands: dict[str, Any]) -> None:
+    """Add the group ``name`` of ``commands`` (name → function) to ``app``."""
+    sub = group(help)
+    for command, function in commands.items():
+        sub.command(command)(function)
+    app.add_typer(sub, name=name)
+
+
 def set_verbosity(quiet: bool = False, verbose: bool = False) -> None:
     """Route the library's log records to stderr: INFO (default), WARNING (quiet), DEBUG."""
     if not any(isinstance(h, _StderrHandler) for h in LOG.handlers):

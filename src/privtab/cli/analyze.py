@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from privtab.cli._render import JsonOption, check_open_unit, emit, fail, floats, warn
+from privtab.cli._render import JsonOption, add_group, check_open_unit, emit, fail, floats, warn
 from privtab.report.text import fields_table
 
 if TYPE_CHECKING:
@@ -34,17 +34,9 @@ Overwrite = Annotated[
 
 
 def register(app: typer.Typer) -> None:
-    sub = typer.Typer(
-        rich_markup_mode=None,
-        name="analyze",
-        help="Intervals, combined estimates, DP-aware tests and post-processing of noisy releases.",
-        no_args_is_help=True,
-    )
-    sub.command("ci")(ci)
-    sub.command("combine")(combine)
-    sub.command("test")(dp_test)
-    sub.command("postprocess")(postprocess)
-    app.add_typer(sub, name="analyze")
+    help = "Intervals, combined estimates, DP-aware tests and post-processing of noisy releases."
+    commands = {"ci": ci, "combine": combine, "test": dp_test, "postprocess": postprocess}
+    add_group(app, "analyze", help, commands)
 
 
 def _mechanism(

@@ -13,7 +13,7 @@ from typing import Annotated, Any
 
 import typer
 
-from privtab.cli._render import emit, fail, floats, info, print_json, show
+from privtab.cli._render import emit, fail, floats, group, info, print_json, show
 from privtab.report.text import table
 
 JSON = Annotated[bool, typer.Option("--json", help="Print the record as one JSON object.")]
@@ -71,11 +71,7 @@ def _run(
 
 def register(app: typer.Typer) -> None:
     """Add the ``bench`` group to the top-level app."""
-    bench_app = typer.Typer(
-        rich_markup_mode=None,
-        help="Benchmarks against peer libraries (figures recorded in docs/benchmarks.md).",
-        no_args_is_help=True,
-    )
+    bench_app = group("Benchmarks against peer libraries (figures recorded in docs/benchmarks.md).")
 
     @bench_app.command("list")
     def list_(json_out: JSON = False) -> None:

@@ -14,7 +14,7 @@ from typing import Annotated
 
 import typer
 
-from privtab.cli._render import JsonOption, check_open_unit, emit, fail, warn
+from privtab.cli._render import JsonOption, add_group, check_open_unit, emit, fail, warn
 
 Counts = Annotated[Path | None, typer.Option("--input", help="CSV of counts (an optional "
                    "header row and label column are skipped).")]  # fmt: skip
@@ -22,16 +22,9 @@ Seed = Annotated[int | None, typer.Option("--seed", help="TEST ONLY: reproducibl
 
 
 def register(app: typer.Typer) -> None:
-    sub = typer.Typer(
-        rich_markup_mode=None,
-        name="invariants",
-        help="Semi-DP: privacy guarantees and mechanisms when some counts are published exactly.",
-        no_args_is_help=True,
-    )
-    sub.command("census")(census)
-    sub.command("table")(table)
-    sub.command("test")(odds_ratio_test)
-    app.add_typer(sub, name="invariants")
+    help = "Semi-DP: privacy guarantees and mechanisms when some counts are published exactly."
+    commands = {"census": census, "table": table, "test": odds_ratio_test}
+    add_group(app, "invariants", help, commands)
 
 
 def _seeded(seed: int | None) -> None:

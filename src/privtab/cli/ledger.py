@@ -12,16 +12,12 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
-from privtab.cli._render import JsonOption, check_open_unit, emit, fail, print_json
+from privtab.cli._render import JsonOption, check_open_unit, emit, fail, group, print_json
 
 if TYPE_CHECKING:
     from privtab.accounting.odometer import ReleaseLedger
 
-ledger_app = typer.Typer(
-    rich_markup_mode=None,
-    help="The confidential ledger of releases: composed guarantees and lifetime budgets.",
-    no_args_is_help=True,
-)
+ledger_app = group("The confidential ledger of releases: composed guarantees and lifetime budgets.")
 
 _LEDGER_HELP = "Ledger file (default: $PRIVTAB_LEDGER, else ~/.local/state/privtab/ledger.json)."
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import typer
 
@@ -14,14 +14,22 @@ from privtab.cli._render import (
     emit,
     fail,
     floats,
+    group,
     warn,
 )
 
-safetab_app = typer.Typer(
-    rich_markup_mode=None,
-    help="SafeTab-P: release plans (budgets, noise, MOE, guarantees) and releases.",
-    no_args_is_help=True,
-)
+safetab_app = group("SafeTab-P: release plans (budgets, noise, MOE, guarantees) and releases.")
+
+
+Config = Annotated[
+    str | None,
+    typer.Option("--config", "-c", help="config.json or its directory (default: 2020 production)."),
+]
+PldGrid = Annotated[
+    float,
+    typer.Option("--pld-grid", min=1e-5, max=0.1, help="Loss grid of the PLD analysis (finer: "
+                 "tighter, slower)."),
+]  # fmt: skip
 
 
 def register(app: typer.Typer) -> None:
@@ -41,9 +49,7 @@ def _paper(
 
 @safetab_app.command("plan")
 def plan_cmd(
-    config: str | None = typer.Option(
-        None, "--config", "-c", help="config.json or its directory (default: 2020 production)."
-    ),
+    config: Config = None,
     scope: str = typer.Option("US", "--scope", help="US or PR run of the config."),
     moe: str | None = typer.Option(
         None,
@@ -56,13 +62,7 @@ def plan_cmd(
         "exact", "--calibration", help="exact (default) or paper closed forms (with --moe)."
     ),
     delta: float = typer.Option(1e-10, "--delta", help="δ of the (ε, δ) conversions."),
-    pld_grid: float = typer.Option(
-        1e-3,
-        "--pld-grid",
-        min=1e-5,
-        max=0.1,
-        help="Loss grid of the PLD analysis (finer: tighter, slower).",
-    ),
+    pld_grid: PldGrid = 1e-3,
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
 ) -> None:
     """Each level's budget, noise scale and exact MOE, and the end-to-end guarantee.
@@ -87,18 +87,10 @@ def plan_cmd(
 def run_cmd(
     data: str = typer.Option(..., "--data", "-d", help="Directory with person-records and GRF-C."),
     out: str = typer.Option(..., "--out", "-o", help="Release directory to create."),
-    config: str | None = typer.Option(
-        None, "--config", "-c", help="config.json or its directory (default: 2020 production)."
-    ),
+    config: Config = None,
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace an existing --out."),
     delta: float = typer.Option(1e-10, "--delta", help="δ of the reported (ε, δ) guarantees."),
-    pld_grid: float = typer.Option(
-        1e-3,
-        "--pld-grid",
-        min=1e-5,
-        max=0.1,
-        help="Loss grid of the PLD analysis (finer: tighter, slower).",
-    ),
+    pld_grid: PldGrid = 1e-3,
     nonnegative: bool | None = typer.Option(
         None,
         "--nonnegative/--allow-negative",

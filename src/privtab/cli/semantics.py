@@ -19,6 +19,7 @@ from privtab.cli._render import (
     emit,
     fail,
     floats,
+    group,
     info,
     print_json,
     show,
@@ -34,12 +35,10 @@ DEFAULT_PRIORS = "0.05,0.4,0.75"
 
 
 def register(app: typer.Typer) -> None:
-    sub = typer.Typer(
-        rich_markup_mode=None,
-        help="What a privacy guarantee or budget allocation protects against.",
+    sub = group(
+        "What a privacy guarantee or budget allocation protects against.",
         invoke_without_command=True,
         no_args_is_help=False,
-        add_completion=False,
     )
     sub.callback(invoke_without_command=True)(semantics)
     sub.command("topdown")(topdown)
