@@ -30,7 +30,7 @@ from privtab.cli import app
 
 WIDTH = 80
 runner = CliRunner(env={"COLUMNS": str(WIDTH), "PRIVTAB_DEBUG": "0"})
-REPR = re.compile(r"\{'|'\s*:\s|\bNone\b|\bnan\b|array\(|Fraction\(")
+REPR = re.compile(r"\{'|'\w+'\s*:\s|\bNone\b|\bnan\b|array\(|Fraction\(")
 
 
 def problems(text: str) -> list[str]:

@@ -46,7 +46,7 @@ class _StderrHandler(logging.Handler):
 
 def group(help: str, **kw: Any) -> typer.Typer:
     """A command group with plain help that wraps to the terminal (no truncated options)."""
-    return typer.Typer(rich_markup_mode=None, help=help, no_args_is_help=True, **kw)
+    return typer.Typer(rich_markup_mode=None, help=help, **{"no_args_is_help": True, **kw})
 
 
 def add_group(app: typer.Typer, name: str, help: str, commands: dict[str, Any]) -> None:
