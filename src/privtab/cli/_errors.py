@@ -33,6 +33,7 @@ import typer
 from typer.core import TyperGroup
 from typer.exceptions import TyperException
 
+from privtab.cli._render import log_to_stderr
 from privtab.errors import EXIT_BUG, EXIT_INTERRUPTED, UserError
 
 __all__ = ["ErrorHandlingGroup", "error_document"]
@@ -112,7 +113,7 @@ class ErrorHandlingGroup(TyperGroup):
         argv = ctx.meta.get(_ARGV, [])
         as_json = "--json" in argv
         try:
-            with _input_warnings():
+            with _input_warnings(), log_to_stderr():
                 return super().invoke(ctx)
         except (typer.Exit, typer.Abort, TyperException):
             raise

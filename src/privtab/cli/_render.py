@@ -58,11 +58,24 @@ def add_group(app: typer.Typer, name: str, help: str, commands: dict[str, Any]) 
 
 
 def set_verbosity(quiet: bool = False, verbose: bool = False) -> None:
-    """Route the library's log records to stderr: INFO (default), WARNING (quiet), DEBUG."""
-    if not any(isinstance(h, _StderrHandler) for h in LOG.handlers):
-        LOG.addHandler(_StderrHandler())
-        LOG.propagate = False
+    """The level of the records printed: INFO (default), WARNING (quiet), DEBUG (verbose)."""
     LOG.setLevel(logging.WARNING if quiet else logging.DEBUG if verbose else logging.INFO)
+
+
+@contextmanager
+def log_to_stderr() -> Iterator[None]:
+    """While a command runs, print the library's log records on stderr (and only then:
+    a notebook or a test that called the command keeps its own logging afterwards)."""
+    handler, before = _StderrHandler(), (LOG.level, LOG.propagate)
+    LOG.addHandler(handler)
+    LOG.propagate = False
+    set_verbosity()
+    try:
+        yield
+    finally:
+        LOG.removeHandler(handler)
+        LOG.setLevel(before[0])
+        LOG.propagate = before[1]
 
 
 def _quiet(value: bool) -> bool:
