@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from privtab.accounting._args import guarantee_arg
 from privtab.accounting.conversions import (
     gdp_epsilon,
@@ -12,7 +14,10 @@ from privtab.accounting.conversions import (
 from privtab.accounting.exact import ExactGuarantee
 from privtab.accounting.guarantees import GDP, RDP, ZCDP, ApproxDP, Guarantee, PureDP
 
-__all__ = ["epsilon_by_method"]
+if TYPE_CHECKING:
+    from privtab.report.text import Table
+
+__all__ = ["account", "account_table", "epsilon_by_method"]
 
 
 def epsilon_by_method(g: Guarantee | ExactGuarantee, delta: float) -> dict[str, dict[str, float]]:
@@ -43,3 +48,51 @@ def epsilon_by_method(g: Guarantee | ExactGuarantee, delta: float) -> dict[str, 
         eps, alpha = rdp_epsilon_order(g, delta, m)  # type: ignore[arg-type]
         res[m] = {"epsilon": eps, "alpha": alpha}
     return res
+
+
+def account(
+    kind: str, value: float, delta: float, *, compose: int = 1, group: int = 1
+) -> dict[str, Any]:
+    """What ``privtab account`` reports: the guarantee ``kind`` (``zcdp``, ``pure``, ``gdp``
+    or ``rdp_geometric`` — the two-sided geometric mechanism with pure-DP parameter
+    ``value``, whose exact RDP curve is used) for ``group`` records, composed ``compose``
+    times, as ε at ``delta`` by every applicable conversion (:func:`epsilon_by_method`).
+    Raises ``ValueError`` on a parameter out of range."""
+    from privtab.accounting.composition import compose_by_degree, group_privacy
+    from privtab.accounting.curves import geometric_rdp
+
+    if not 0 < delta < 1:
+        raise ValueError(f"delta must lie strictly between 0 and 1, got {delta}")
+    g: Guarantee
+    if kind == "rdp_geometric":
+        # K records change every count by up to K: the exact divergence at shift K.
+        g = geometric_rdp(value * group, sensitivity=group)
+    else:
+        kinds: dict[str, type[ZCDP | PureDP | GDP]] = {"zcdp": ZCDP, "pure": PureDP, "gdp": GDP}
+        base: Guarantee = kinds[kind](value)
+        g = group_privacy(base, group) if group > 1 else base
+    if compose > 1:
+        g = compose_by_degree(g, compose)
+    table = epsilon_by_method(g, delta)
+    out: dict[str, Any] = {
+        "input": {kind: value, "compose": compose, "group": group},
+        "guarantee": str(g),
+        "delta": delta,
+        "epsilon": {m: r["epsilon"] for m, r in table.items()},
+        "alpha": {m: r["alpha"] for m, r in table.items()},
+    }
+    if kind == "rdp_geometric":
+        out["epsilon"]["pure"] = value * group * compose
+    return out
+
+
+def account_table(result: dict[str, Any]) -> Table:
+    """The human form of :func:`account`: ε (and the optimal order) by method."""
+    from privtab.report.text import table
+
+    rows = []
+    for m, eps in result["epsilon"].items():
+        a = result["alpha"].get(m, float("nan"))
+        rows.append((m, f"{eps:.6f}", "" if a != a else f"{a:.4f}"))
+    title = f"{result['guarantee']}  at δ = {result['delta']:g}"
+    return table(title, ("method", "ε", "order α*"), rows)

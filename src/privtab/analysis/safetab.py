@@ -293,7 +293,7 @@ def combine_totals(
     t1: pl.DataFrame,
     *,
     level: RationalLike | None = None,
-    thresholds: list[float] | None = None,
+    thresholds: list[float] | pl.DataFrame | None = None,
     min_threshold_sd: float | None = None,
 ) -> pl.DataFrame:
     """Add ``COMBINED_COUNT``, ``COMBINED_VARIANCE`` and ``STAGE1_WEIGHT`` to T1.
@@ -302,11 +302,14 @@ def combine_totals(
     ``V₁V₂/(V₁ + V₂)`` (inverse variance; course seed §4.1). Groups without a stage 1
     (TotalOnly) keep ``COUNT``. With ``thresholds`` (the release plan's θ's) the column
     ``STAGE1_THRESHOLD_SD`` = distance of ``STAGE1_COUNT`` to the nearest threshold in
-    stage-1 standard deviations; with ``min_threshold_sd`` groups closer than that keep
-    ``COUNT`` alone (guarding against the selection bias described in the module
-    docstring). ``level`` adds ``COMBINED_LOWER{L}``/``COMBINED_UPPER{L}`` from the exact
-    law of the combined noise (valid for fixed weights, i.e. given the level when the
-    stage-1 noise is not selected on).
+    stage-1 standard deviations (a frame of per-group thresholds ``TH0, TH1, …`` keyed by
+    any T1 columns it shares, e.g. ``REGION_TYPE, ITERATION_CODE``, gives each group its
+    level's θ's: :func:`privtab.analysis.derived.combine_release`); with
+    ``min_threshold_sd`` groups closer than that keep ``COUNT`` alone (guarding against the
+    selection bias described in the module docstring). ``level`` adds
+    ``COMBINED_LOWER{L}``/``COMBINED_UPPER{L}`` from the exact law of the combined noise
+    (valid for fixed weights, i.e. given the level when the stage-1 noise is not selected
+    on).
     """
     import polars as pl
 
@@ -314,14 +317,24 @@ def combine_totals(
     has1 = pl.col("STAGE1_COUNT").is_not_null() & v1.is_not_null()
     out = t1
     use = has1
-    if thresholds:
+    if isinstance(thresholds, pl.DataFrame) or thresholds:
+        ths: list[Any] = list(thresholds) if isinstance(thresholds, list) else []
+        if isinstance(thresholds, pl.DataFrame):
+            ths = [pl.col(c) for c in thresholds.columns if c.startswith("TH")]
+            keys = [c for c in thresholds.columns if c in t1.columns]
+            out = (
+                out.join(thresholds, on=keys, how="left", maintain_order="left")
+                if keys
+                else out.join(thresholds, how="cross")
+            )
         sd = v1.sqrt()
-        dist = pl.min_horizontal(
-            [(pl.col("STAGE1_COUNT").cast(pl.Float64) - th).abs() / sd for th in thresholds]
-        )
+        count = pl.col("STAGE1_COUNT").cast(pl.Float64)
+        dist = pl.min_horizontal([(count - th).abs() / sd for th in ths])
         out = out.with_columns(
             pl.when(has1).then(dist).otherwise(None).alias("STAGE1_THRESHOLD_SD")
         )
+        if isinstance(thresholds, pl.DataFrame):
+            out = out.drop([c for c in thresholds.columns if c.startswith("TH")])
         if min_threshold_sd is not None:
             use = has1 & (pl.col("STAGE1_THRESHOLD_SD") >= min_threshold_sd)
     w = pl.when(use).then(v2 / (v1 + v2)).otherwise(0.0)

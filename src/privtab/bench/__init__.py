@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import logging
 import re
 import shutil
 import subprocess
@@ -32,6 +33,7 @@ from types import ModuleType
 from typing import Any
 
 from privtab._json import jsonable
+from privtab.atomic import atomic_write
 from privtab.bench._common import Table, load_average, machine, now
 
 __all__ = ["BENCHMARKS", "Benchmark", "execute"]
@@ -104,6 +106,21 @@ def _commit() -> str | None:
     return out.stdout.strip() or None if out.returncode == 0 else None
 
 
+#: benchmark → (the result field that is null without the peer, what to do about it)
+MISSING_PEER = {
+    "samplers": ("opendp_n", "opendp is not installed: peer figures are null (make bench-peers)"),
+    "accounting": (
+        "dp_accounting_epsilon",
+        "dp_accounting is not installed: peer figures are null (make bench-peers)",
+    ),
+    "safetab": (
+        "tumult",
+        "tmlt.analytics not found: peer figures are null (make bench-peers, or "
+        "--tumult-python / $PRIVTAB_TUMULT_PYTHON)",
+    ),
+}
+
+
 def execute(
     name: str, options: Mapping[str, Any], *, work: Path | None = None, keep: bool = False
 ) -> dict[str, Any]:
@@ -123,6 +140,9 @@ def execute(
     try:
         started, before = now(), load_average()
         result = mod.run(**options, work=where)
+        field, missing = MISSING_PEER.get(name, ("", ""))
+        if field and result.get(field) is None and not options.get("tumult_result"):
+            logging.getLogger("privtab.bench").warning(missing)
         record = {
             "benchmark": name,
             "command": command_line(name, options),
@@ -150,13 +170,42 @@ def tables(record: Mapping[str, Any]) -> list[Table]:
     return tabs
 
 
+def provenance(record: Mapping[str, Any]) -> list[str]:
+    """The lines printed under a record's tables: machine, load, command, kept folder."""
+    m = record["machine"]
+    out = [
+        f"machine: {m['cpu']}, {m['cores']} cores; load {record['load_average_before']} → "
+        f"{record['load_average_after']}; {record['command']}"
+    ]
+    return out + ([f"kept: {record['work']}"] if record.get("work") else [])
+
+
+def record_from_files(log: Path, release_json: Path | None = None) -> dict[str, Any]:
+    """A ``scale`` record of a release run by hand, from its saved stderr ``log`` (and its
+    ``--json`` output). Raises ``ValueError`` naming an unreadable file."""
+    from privtab.bench.scale import from_log
+
+    def read(path: Path) -> str:
+        try:
+            return path.read_text()
+        except OSError as exc:
+            raise ValueError(f"cannot read {path}: {exc.strerror}") from None
+
+    rel = None
+    if release_json is not None:
+        try:
+            rel = json.loads(read(release_json))
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"{release_json} is not JSON: {exc}") from None
+    return record_from_log(from_log(read(log), rel), log)
+
+
 def write_record(record: Mapping[str, Any], directory: Path) -> Path:
     """Save a record as ``DIR/<benchmark>-<started_at>.json`` (the form ``render`` reads)."""
     directory.mkdir(parents=True, exist_ok=True)
     stamp = re.sub(r"[^0-9T]", "", str(record["started_at"]))
     path = directory / f"{record['benchmark']}-{stamp}.json"
-    path.write_text(json.dumps(jsonable(dict(record)), indent=2) + "\n")
-    return path
+    return atomic_write(path, json.dumps(jsonable(dict(record)), indent=2) + "\n")
 
 
 def record_from_log(result: dict[str, Any], log: Path) -> dict[str, Any]:

@@ -14,37 +14,11 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-
-@dataclass(frozen=True)
-class Table:
-    """A titled table of already formatted cells; ``notes`` are lines printed under it."""
-
-    title: str
-    columns: tuple[str, ...]
-    rows: tuple[tuple[str, ...], ...]
-    notes: tuple[str, ...] = field(default=())
-
-    def markdown(self) -> str:
-        """The table in GitHub Markdown, its title in bold above it, notes below."""
-        out = [f"**{self.title}**", ""] if self.title else []
-        out.append("| " + " | ".join(self.columns) + " |")
-        out.append("|" + "|".join("---" for _ in self.columns) + "|")
-        out += ["| " + " | ".join(r) + " |" for r in self.rows]
-        if self.notes:
-            out += ["", *self.notes]
-        return "\n".join(out)
-
-
-def table(
-    title: str, columns: Sequence[str], rows: Sequence[Sequence[str]], notes: Sequence[str] = ()
-) -> Table:
-    """Build a :class:`Table` from any sequences."""
-    return Table(title, tuple(columns), tuple(tuple(r) for r in rows), tuple(notes))
+from privtab.report.text import Table as Table
+from privtab.report.text import table as table
 
 
 def load_average() -> list[float]:

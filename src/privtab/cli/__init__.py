@@ -6,7 +6,9 @@ the commands so that ``privtab --help`` stays fast. Errors end as documented in
 ``docs/cli.md`` (:mod:`privtab.cli._errors`): one located message, exit code 1 (bad input),
 2 (bad usage), 3 (a bug: the traceback is written to a file), 4 (the run failed in its
 environment, e.g. a Spark worker died), 130 (interrupted); the
-global ``--debug`` flag prints tracebacks.
+global ``--debug`` flag prints tracebacks. The library logs through :mod:`logging`
+(loggers ``privtab.*``); :mod:`privtab.cli._render` prints the records on stderr and every
+result on stdout (``--quiet``: warnings and errors only; ``--verbose``: debug records too).
 """
 
 from __future__ import annotations
@@ -28,8 +30,10 @@ from privtab.cli import (
     validate_output,
 )
 from privtab.cli._errors import DEBUG, ErrorHandlingGroup
+from privtab.cli._render import set_verbosity
 
 app = typer.Typer(
+    rich_markup_mode=None,
     name="privtab",
     help="Differentially private population tables with end-to-end privacy accounting.",
     no_args_is_help=True,
@@ -54,6 +58,8 @@ def _root(
     debug: bool = typer.Option(
         False, "--debug", help="On an error, also print the Python traceback (for bug reports)."
     ),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="Only warnings and errors on stderr."),
+    verbose: bool = typer.Option(False, "--verbose", "-v", help="Also debug records on stderr."),
 ) -> None:
     """privtab: differentially private statistics for national statistical offices.
 
@@ -62,6 +68,7 @@ def _root(
     line, column and value (docs/cli.md).
     """
     ctx.meta[DEBUG] = debug
+    set_verbosity(quiet, verbose)
 
 
 account.register(app)

@@ -19,6 +19,7 @@ byte-order mark) are printed as ``privtab: warning: ...``.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import tempfile
@@ -32,6 +33,7 @@ import typer
 from typer.core import TyperGroup
 from typer.exceptions import TyperException
 
+from privtab.cli._render import log_to_stderr
 from privtab.errors import EXIT_BUG, EXIT_INTERRUPTED, UserError
 
 __all__ = ["ErrorHandlingGroup", "error_document"]
@@ -74,7 +76,7 @@ def _report(exc: BaseException, code: int, as_json: bool, debug: bool, **extra: 
     if debug:
         traceback.print_exception(exc, file=sys.stderr)
     if as_json:
-        from privtab.cli._common import print_json
+        from privtab.cli._render import print_json
 
         print_json(error_document(exc, code, **extra))
 
@@ -111,7 +113,7 @@ class ErrorHandlingGroup(TyperGroup):
         argv = ctx.meta.get(_ARGV, [])
         as_json = "--json" in argv
         try:
-            with _input_warnings():
+            with _input_warnings(), log_to_stderr():
                 return super().invoke(ctx)
         except (typer.Exit, typer.Abort, TyperException):
             raise
@@ -120,6 +122,10 @@ class ErrorHandlingGroup(TyperGroup):
             _echo(f"privtab: error: {exc}")
             _report(exc, exc.exit_code, as_json, debug)
             raise typer.Exit(exc.exit_code) from None
+        except BrokenPipeError:  # the reader of stdout went away (``| head``): not an error
+            with contextlib.suppress(OSError, ValueError):
+                os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            raise typer.Exit(0) from None
         except KeyboardInterrupt as exc:
             debug = bool(ctx.meta.get(DEBUG)) or _env_debug()
             _echo("privtab: interrupted: nothing was published")

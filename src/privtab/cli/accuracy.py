@@ -15,7 +15,7 @@ from typing import Any
 
 import typer
 
-from privtab.cli._common import fail, print_json, warn
+from privtab.cli._render import fail, print_json, warn
 
 
 def register(app: typer.Typer) -> None:

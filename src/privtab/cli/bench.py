@@ -9,60 +9,48 @@ record — rich tables, or exactly one JSON object with ``--json``. Every comman
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import typer
 
-from privtab.cli._common import fail, print_json, warn
+from privtab.cli._render import emit, fail, floats, group, info, print_json, show
+from privtab.report.text import table
 
-JSON = typer.Option(False, "--json", help="Print the record as one JSON object.")
-KEEP = typer.Option(
-    False, "--keep", help="Keep the work directory (inputs, outputs, logs, record.json)."
-)
-WORK = typer.Option(
-    None, "--work", help="Work directory (default: a temporary one, removed unless --keep)."
-)
-RECORD = typer.Option(
-    None, "--record", help="Also save the record in this directory (e.g. bench/records)."
-)
-# (--work and --record are strings turned into paths in _run: typer.Option(Path) defaults
-# trip ruff's B008)
+JSON = Annotated[bool, typer.Option("--json", help="Print the record as one JSON object.")]
+KEEP = Annotated[bool, typer.Option("--keep", help="Keep the work directory (inputs, outputs, "
+                 "logs, record.json).")]  # fmt: skip
+WORK = Annotated[str | None, typer.Option("--work", help="Work directory (default: a temporary "
+                 "one, removed unless --keep).")]  # fmt: skip
+RECORD = Annotated[str | None, typer.Option("--record", help="Also save the record in this "
+                   "directory (e.g. bench/records).")]  # fmt: skip
+Format = Annotated[str, typer.Option("--format", help="txt or parquet.")]
 
 
 def _sizes(text: str, name: str) -> list[int]:
+    return [int(x) for x in floats(text, name, lo=1)]
+
+
+def _format(fmt: str) -> str:
+    if fmt not in ("txt", "parquet"):
+        fail(f"--format must be txt or parquet, got {fmt!r}")
+    return fmt
+
+
+def _show(record: dict[str, Any], json_out: bool, saved_in: str | None = None) -> None:
+    from privtab.bench import provenance, tables, write_record
+
+    if saved_in is not None:
+        info(f"bench {record['benchmark']}: saved {write_record(record, Path(saved_in))}")
+    emit(record, json_out, tables(record), lines=provenance(record))
+
+
+def _execute(name: str, options: dict[str, Any], **kw: Any) -> dict[str, Any]:
+    from privtab.bench import execute
+
     try:
-        sizes = [int(float(x)) for x in text.split(",") if x.strip()]
-    except ValueError:
-        fail(f"{name} must be comma-separated numbers such as 1e6,1e7, got {text!r}")
-    if not sizes or min(sizes) < 1:
-        fail(f"{name} needs positive sizes, got {text!r}")
-    return sizes
-
-
-def _print_tables(record: dict[str, Any]) -> None:
-    from rich.console import Console
-    from rich.table import Table as RichTable
-
-    from privtab.bench import tables
-
-    console = Console()
-    for tab in tables(record):
-        rt = RichTable(title=tab.title, title_justify="left")
-        for i, col in enumerate(tab.columns):
-            rt.add_column(col, justify="left" if i == 0 else "right", overflow="fold")
-        for row in tab.rows:
-            rt.add_row(*row)
-        console.print(rt)
-        for note in tab.notes:
-            console.print(note, highlight=False)
-    m = record["machine"]
-    console.print(
-        f"machine: {m['cpu']}, {m['cores']} cores; load {record['load_average_before']} → "
-        f"{record['load_average_after']}; {record['command']}",
-        highlight=False,
-    )
-    if record.get("work"):
-        console.print(f"kept: {record['work']}", highlight=False)
+        return execute(name, options, **kw)
+    except (RuntimeError, ValueError, OSError) as exc:
+        fail(f"bench {name}: {str(exc).splitlines()[0] if str(exc) else exc!r}", 3)
 
 
 def _run(
@@ -73,40 +61,26 @@ def _run(
     work: str | None,
     record: str | None,
 ) -> dict[str, Any]:
-    from privtab.bench import BENCHMARKS, execute, write_record
+    from privtab.bench import BENCHMARKS
 
-    typer.echo(f"privtab bench {name}: {BENCHMARKS[name].summary}…", err=True)
-    try:
-        rec = execute(name, options, work=None if work is None else Path(work), keep=keep)
-    except (RuntimeError, ValueError, OSError) as exc:
-        fail(f"bench {name}: {str(exc).splitlines()[0] if str(exc) else exc!r}", 3)
-    if record is not None:
-        typer.echo(f"privtab bench {name}: saved {write_record(rec, Path(record))}", err=True)
-    if json_out:
-        print_json(rec)
-    else:
-        _print_tables(rec)
+    info(f"bench {name}: {BENCHMARKS[name].summary}…")
+    rec = _execute(name, options, work=None if work is None else Path(work), keep=keep)
+    _show(rec, json_out, record)
     return rec
 
 
 def register(app: typer.Typer) -> None:
     """Add the ``bench`` group to the top-level app."""
-    bench_app = typer.Typer(
-        help="Benchmarks against peer libraries (figures recorded in docs/benchmarks.md).",
-        no_args_is_help=True,
-    )
+    bench_app = group("Benchmarks against peer libraries (figures recorded in docs/benchmarks.md).")
 
     @bench_app.command("list")
-    def list_(json_out: bool = JSON) -> None:
+    def list_(json_out: JSON = False) -> None:
         """The registered benchmarks."""
         from privtab.bench import BENCHMARKS
 
         rows = {n: {"summary": b.summary, "heavy": b.heavy} for n, b in BENCHMARKS.items()}
-        if json_out:
-            print_json(rows)
-            return
-        for n, b in BENCHMARKS.items():
-            typer.echo(f"{n:12s} {'(heavy) ' if b.heavy else ''}{b.summary}")
+        view = [(n, "yes" if b.heavy else "", b.summary) for n, b in BENCHMARKS.items()]
+        emit(rows, json_out, [table("benchmarks", ("name", "heavy", "what"), view, left=3)])
 
     @bench_app.command("samplers")
     def samplers(
@@ -115,39 +89,35 @@ def register(app: typer.Typer) -> None:
         opendp_n: int | None = typer.Option(
             None, "--opendp-n", min=1, help="Samples per OpenDP run (default n/20, ≤ 50,000)."
         ),
-        json_out: bool = JSON,
-        keep: bool = KEEP,
-        work: str | None = WORK,
-        record: str | None = RECORD,
+        json_out: JSON = False,
+        keep: KEEP = False,
+        work: WORK = None,
+        record: RECORD = None,
     ) -> None:
         """Throughput of the exact discrete Gaussian and Laplace samplers vs OpenDP."""
         opts = {"n": n, "repeat": repeat, "opendp_n": opendp_n}
-        rec = _run("samplers", opts, json_out, keep, work, record)
-        if rec["result"]["opendp_n"] is None:
-            warn("opendp is not installed: peer figures are null (make bench-peers)")
+        _run("samplers", opts, json_out, keep, work, record)
 
     @bench_app.command("accounting")
     def accounting(
         n: int = typer.Option(2000, "--n", min=1, help="Timed scalar calls."),
-        json_out: bool = JSON,
-        keep: bool = KEEP,
-        work: str | None = WORK,
-        record: str | None = RECORD,
+        json_out: JSON = False,
+        keep: KEEP = False,
+        work: WORK = None,
+        record: RECORD = None,
     ) -> None:
         """zCDP → (ε, δ): privtab's conversion vs dp_accounting's RdpAccountant."""
-        rec = _run("accounting", {"n": n}, json_out, keep, work, record)
-        if rec["result"]["dp_accounting_epsilon"] is None:
-            warn("dp_accounting is not installed: peer figures are null (make bench-peers)")
+        _run("accounting", {"n": n}, json_out, keep, work, record)
 
     @bench_app.command("invariants")
     def invariants(
         replicates: int = typer.Option(30, "--replicates", min=2, help="Tables per setting."),
         n: int = typer.Option(1000, "--n", min=1, help="Records per table (Multinomial)."),
         big: bool = typer.Option(False, "--big", help="Add the 4 × 4 K-norm (≈ 3 min hull)."),
-        json_out: bool = JSON,
-        keep: bool = KEEP,
-        work: str | None = WORK,
-        record: str | None = RECORD,
+        json_out: JSON = False,
+        keep: KEEP = False,
+        work: WORK = None,
+        record: RECORD = None,
     ) -> None:
         """ℓ₂ cost of the Semi-DP table mechanisms vs the naive ones (seed Figures 2–3)."""
         opts = {"replicates": replicates, "n": n, "big": big}
@@ -156,24 +126,22 @@ def register(app: typer.Typer) -> None:
     @bench_app.command("synth")
     def synth(
         persons: str = typer.Option("1e6", "--persons", help="Sizes, e.g. 1e6,1e7."),
-        fmt: str = typer.Option("txt", "--format", help="txt or parquet."),
+        fmt: Format = "txt",
         seed: int = typer.Option(1, "--seed", min=0, help="Seed of privtab synth."),
         validate: bool = typer.Option(False, "--validate", help="Also time privtab validate."),
-        json_out: bool = JSON,
-        keep: bool = KEEP,
-        work: str | None = WORK,
-        record: str | None = RECORD,
+        json_out: JSON = False,
+        keep: KEEP = False,
+        work: WORK = None,
+        record: RECORD = None,
     ) -> None:
         """privtab synth (and validate): wall time, persons per second, peak memory."""
-        if fmt not in ("txt", "parquet"):
-            fail(f"--format must be txt or parquet, got {fmt!r}")
-        opts = {"persons": _sizes(persons, "--persons"), "fmt": fmt, "seed": seed}
+        opts = {"persons": _sizes(persons, "--persons"), "fmt": _format(fmt), "seed": seed}
         _run("synth", {**opts, "validate": validate}, json_out, keep, work, record)
 
     @bench_app.command("scale")
     def scale(
         persons: str = typer.Option("1e6", "--persons", help="Sizes, e.g. 1e6,1e7,1e8."),
-        fmt: str = typer.Option("parquet", "--format", help="Input and output: txt or parquet."),
+        fmt: Format = "parquet",
         data: str | None = typer.Option(
             None, "--data", help="Where the synthetic inputs are kept/reused (DATA/synth-N)."
         ),
@@ -183,29 +151,24 @@ def register(app: typer.Typer) -> None:
         release_json: str | None = typer.Option(
             None, "--release-json", help="With --from-log: the run's --json output."
         ),
-        json_out: bool = JSON,
-        keep: bool = KEEP,
-        work: str | None = WORK,
-        record: str | None = RECORD,
+        json_out: JSON = False,
+        keep: KEEP = False,
+        work: WORK = None,
+        record: RECORD = None,
     ) -> None:
         """SafeTab-P release at each size: wall time, peak memory, seconds per level."""
-        if fmt not in ("txt", "parquet"):
-            fail(f"--format must be txt or parquet, got {fmt!r}")
         if from_log is not None:
-            from privtab.bench import record_from_log
-            from privtab.bench.scale import from_log as parse
+            from privtab.bench import record_from_files
 
-            rel = None if release_json is None else _read_json(Path(release_json))
-            rec = record_from_log(parse(_read_text(Path(from_log)), rel), Path(from_log))
-            if record is not None:
-                from privtab.bench import write_record
-
-                saved = write_record(rec, Path(record))
-                typer.echo(f"privtab bench scale: saved {saved}", err=True)
-            print_json(rec) if json_out else _print_tables(rec)
-            return
+            try:
+                rec = record_from_files(
+                    Path(from_log), None if release_json is None else Path(release_json)
+                )
+            except ValueError as exc:
+                fail(str(exc))
+            return _show(rec, json_out, record)
         where = None if data is None else Path(data)
-        opts = {"persons": _sizes(persons, "--persons"), "fmt": fmt, "data": where}
+        opts = {"persons": _sizes(persons, "--persons"), "fmt": _format(fmt), "data": where}
         _run("scale", opts, json_out, keep, work, record)
 
     @bench_app.command("safetab")
@@ -262,10 +225,10 @@ def register(app: typer.Typer) -> None:
         lock: str | None = typer.Option(
             None, "--lock", help="flock file for heavy steps ('' = none; default in $TMPDIR)."
         ),
-        json_out: bool = JSON,
-        keep: bool = KEEP,
-        work: str | None = WORK,
-        record: str | None = RECORD,
+        json_out: JSON = False,
+        keep: KEEP = False,
+        work: WORK = None,
+        record: RECORD = None,
     ) -> None:
         """privtab safetab run vs Tumult Analytics on the same synthetic nation."""
         from privtab.bench.safetab import DEFAULT_LOCK
@@ -289,38 +252,29 @@ def register(app: typer.Typer) -> None:
             "tumult_result": tumult_result,
             "tumult_max_seconds": tumult_max_seconds,
         }
-        rec = _run("safetab", opts, json_out, keep, work, record)
-        if rec["result"]["tumult"] is None and tumult_result is None:
-            warn(
-                "tmlt.analytics not found: peer figures are null (make bench-peers, or "
-                "--tumult-python / $PRIVTAB_TUMULT_PYTHON)"
-            )
+        _run("safetab", opts, json_out, keep, work, record)
 
     @bench_app.command("all")
     def all_(
-        json_out: bool = JSON,
-        record: str | None = RECORD,
+        json_out: JSON = False,
+        record: RECORD = None,
     ) -> None:
         """Every light benchmark with its defaults (``list`` marks the heavy ones)."""
-        from privtab.bench import BENCHMARKS, execute, write_record
+        from privtab.bench import BENCHMARKS, provenance, tables, write_record
 
         out: dict[str, Any] = {}
         for name, bench in BENCHMARKS.items():
             if bench.heavy:
-                typer.echo(f"privtab bench all: skipping {name} (heavy: run it by name)", err=True)
+                info(f"bench all: skipping {name} (heavy: run it by name)")
                 continue
-            typer.echo(f"privtab bench all: {name}…", err=True)
-            try:
-                out[name] = execute(name, {})
-            except (RuntimeError, ValueError, OSError) as exc:
-                fail(f"bench {name}: {str(exc).splitlines()[0] if str(exc) else exc!r}", 3)
+            info(f"bench all: {name}…")
+            out[name] = _execute(name, {})
             if record is not None:
-                write_record(out[name], Path(record))
+                info(f"bench all: saved {write_record(out[name], Path(record))}")
         if json_out:
-            print_json(out)
-            return
+            return print_json(out)
         for rec in out.values():
-            _print_tables(rec)
+            show(tables(rec), provenance(rec))
 
     @bench_app.command("render")
     def render(
@@ -342,22 +296,6 @@ def register(app: typer.Typer) -> None:
                 f"--out: {bad} is not a directory"
             )
         page = write(src, page, page.parent / "img" / "scale.png")
-        typer.echo(f"privtab bench render: wrote {page}", err=True)
+        info(f"bench render: wrote {page}")
 
     app.add_typer(bench_app, name="bench")
-
-
-def _read_text(path: Path) -> str:
-    try:
-        return path.read_text()
-    except OSError as exc:
-        fail(f"cannot read {path}: {exc.strerror}")
-
-
-def _read_json(path: Path) -> Any:
-    import json
-
-    try:
-        return json.loads(_read_text(path))
-    except json.JSONDecodeError as exc:
-        fail(f"{path} is not JSON: {exc}")

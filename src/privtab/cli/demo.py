@@ -1,46 +1,21 @@
 """``privtab demo``: the main job on built-in data (README command one).
 
-Builds a synthetic population (a few states and Puerto Rico, every geography level),
-runs the 2020 production SafeTab-P configuration (zCDP, discrete Gaussian noise, ρ = 4.944
-for the US run) over it with secure noise, and prints levels, budgets, the guarantee by
+Runs :func:`privtab.tabulate.demo.run_demo` and prints levels, budgets, the guarantee by
 every analysis, cells released, MOE per level and — marked as a non-private evaluation
 that a real release never has — the error against the synthetic truth.
 """
 
 from __future__ import annotations
 
-import json
-import shutil
-import sys
-from pathlib import Path
-
 import typer
 
-from privtab.cli._common import fail, print_json, warn
+from privtab.cli._render import JsonOption, QuietOption, emit, fail, interruptible, warn
 
 DEFAULT_STATES = "DE,RI,VT,PR"
 
 
 def register(app: typer.Typer) -> None:
     app.command("demo")(demo)
-
-
-def _demo_params(directory: Path, states: list[str], run_pr: bool) -> Path:
-    """The production parameters with ``state_filter_us`` set to the demo's states."""
-    from privtab.data import production_config_dir
-
-    directory.mkdir(parents=True, exist_ok=True)
-    src = production_config_dir()
-    for f in src.iterdir():
-        if f.is_file():
-            shutil.copy2(f, directory / f.name)
-    cfg = json.loads((src / "config.json").read_text())
-    us = [s for s in states if s != "72"]
-    cfg["state_filter_us"] = us or cfg["state_filter_us"][:1]
-    cfg["run_us"] = bool(us)
-    cfg["run_pr"] = run_pr
-    (directory / "config.json").write_text(json.dumps(cfg, indent=2) + "\n")
-    return directory / "config.json"
 
 
 def demo(
@@ -54,81 +29,41 @@ def demo(
     seed: int | None = typer.Option(
         None, "--seed", help="Seeded noise for a reproducible demo (then NOT private)."
     ),
-    as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
-    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress on stderr."),
+    as_json: JsonOption = False,
+    quiet: QuietOption = False,
 ) -> None:
     """Synthetic population → the 2020 production SafeTab-P config → a release, summarised."""
-    from privtab.atomic import InterruptGuard, OutputRefusedError, atomic_directory
-    from privtab.cli.safetab import (
-        print_release_summary,
-        release_summary,
-        report_after_publication,
-        run_release_cli,
-    )
-    from privtab.data.synth import synthesize
-    from privtab.data.synth.states import resolve_states
-    from privtab.errors import EXIT_INTERRUPTED
-    from privtab.random import SeededSource
-    from privtab.tabulate.run import RunOptions
+    import warnings
 
-    try:
-        chosen = [st.fips for st in resolve_states(states)]
-    except ValueError as exc:
-        fail(str(exc))
-
-    def say(msg: str) -> None:
-        if not quiet:
-            print(f"demo: {msg}", file=sys.stderr, flush=True)
+    from privtab.atomic import OutputRefusedError
+    from privtab.cli.safetab import report_after_publication
+    from privtab.mechanisms import InsecureReleaseWarning
+    from privtab.tabulate.demo import run_demo
+    from privtab.tabulate.summary import release_summary, release_tables
 
     if seed is not None:
         warn("--seed: seeded noise, the demo release is NOT private")
-    opts = RunOptions(
-        source=SeededSource(seed) if seed is not None else None,
-        allow_insecure=seed is not None,
-        evaluate=True,
-        use_ledger=False,  # synthetic data: not a confidential data set to account for
-    )
-    root = Path(out)
-    try:
-        # the whole working folder is written atomically; a previous demo folder is replaced
-        with (
-            InterruptGuard() as guard,
-            atomic_directory(root, kind="demo", overwrite=True, guard=guard) as tmp,
-        ):
-            say(f"synthesising {persons:,} persons in states {', '.join(chosen)}")
-            synth = synthesize(tmp / "input", persons, states=chosen, seed=2020)
-            params = _demo_params(tmp / "parameters", chosen, "72" in chosen)
-            res = run_release_cli(
-                params,
-                tmp / "input",
-                tmp / "release",
-                opts,
-                quiet=quiet,
-                as_json=as_json,
-                prefix="demo",
-            )
-    except OutputRefusedError as exc:
-        fail(f"{exc}; choose another --out")
-    except KeyboardInterrupt:
-        fail("interrupted: nothing was written", code=EXIT_INTERRUPTED)
-    res.out = root / "release"
-    summary = release_summary(res)
-    summary["run_record"] = str(root / "release.CONFIDENTIAL-run-record.json")
-    summary["synthetic_persons"] = synth.persons
-    summary["states"] = list(chosen)
-    summary["outputs"] = {
-        "t1": str(root / "release" / "t1"),
-        "t2": str(root / "release" / "t2"),
-        "release_json": str(root / "release" / "release.json"),
-        "report": str(root / "release" / "report.html"),
-    }
-    if as_json:
-        print_json(summary)
-    else:
-        print_release_summary(summary)
-        typer.echo(
-            f"\nT1/T2 (the Census folders t1/ and t2/, with their error tables), release.json "
-            f"and report.html are in "
-            f"{root / 'release'}; the synthetic input is in {root / 'input'}."
-        )
-    report_after_publication(res)
+    with interruptible("nothing was written"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", InsecureReleaseWarning)  # warned above
+        try:
+            done = run_demo(out, persons, states, seed)
+        except ValueError as exc:
+            fail(str(exc))
+        except OutputRefusedError as exc:
+            fail(f"{exc}; choose another --out")
+    root, release = done.root, done.root / "release"
+    summary = release_summary(done.run)
+    summary.update(
+        run_record=str(root / "release.CONFIDENTIAL-run-record.json"),
+        synthetic_persons=done.synth.persons,
+        states=done.states,
+        outputs={"t1": str(release / "t1"), "t2": str(release / "t2"),
+                 "release_json": str(release / "release.json"),
+                 "report": str(release / "report.html")},
+    )  # fmt: skip
+    head, tables = release_tables(summary)
+    note = (f"T1/T2 (the Census folders t1/ and t2/, with their error tables), "
+            f"release.json and report.html are in {release}; "
+            f"the synthetic input is in {root / 'input'}.")  # fmt: skip
+    emit(summary, as_json, tables, head=head, lines=[note])
+    report_after_publication(done.run)

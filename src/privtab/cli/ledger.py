@@ -12,15 +12,12 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
-from privtab.cli._common import fail, print_json
+from privtab.cli._render import JsonOption, check_open_unit, emit, fail, group, print_json
 
 if TYPE_CHECKING:
     from privtab.accounting.odometer import ReleaseLedger
 
-ledger_app = typer.Typer(
-    help="The confidential ledger of releases: composed guarantees and lifetime budgets.",
-    no_args_is_help=True,
-)
+ledger_app = group("The confidential ledger of releases: composed guarantees and lifetime budgets.")
 
 _LEDGER_HELP = "Ledger file (default: $PRIVTAB_LEDGER, else ~/.local/state/privtab/ledger.json)."
 
@@ -39,20 +36,6 @@ def _open(path: str | None) -> ReleaseLedger:
         fail(str(err), err.exit_code)
 
 
-def _dataset_key(ledger: ReleaseLedger, given: str | None) -> str | None:
-    """``given`` itself, or the one recorded key it is a prefix of (e.g. the short form
-    ``sha256:1a2b3c4d5e6f`` that ``show`` prints)."""
-    if given is None:
-        return None
-    keys = ledger.datasets()
-    if given in keys:
-        return given
-    matches = [k for k in keys if k.startswith(given)]
-    if len(matches) > 1:
-        fail(f"--dataset {given!r} matches {len(matches)} data sets; give more of the key")
-    return matches[0] if matches else given
-
-
 @ledger_app.command("show")
 def show_cmd(
     ledger_path: str | None = typer.Option(None, "--ledger", help=_LEDGER_HELP),
@@ -60,102 +43,20 @@ def show_cmd(
         None, "--dataset", help="Only this data set (its key, or a prefix of it)."
     ),
     delta: float = typer.Option(1e-10, "--delta", help="δ of the (ε, δ) conversions."),
-    as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
+    as_json: JsonOption = False,
 ) -> None:
     """Every recorded release and, per data set, the composed guarantee: ρ (exact), ε
     (pure DP) and ε at δ by each zCDP conversion, with the lifetime budget and what is left.
 
     Example: privtab ledger show --json
     """
-    if not 0 < delta < 1:
-        fail(f"--delta must lie strictly between 0 and 1, got {delta}")
+    from privtab.accounting.ledger_view import ledger_tables, resolve_dataset
+
+    check_open_unit("--delta", delta)
     ledger = _open(ledger_path)
-    summary = ledger.summary(delta, _dataset_key(ledger, dataset))
-    if as_json:
-        print_json(summary)
-        return
-    _print_summary(summary)
-
-
-def _print_summary(s: dict[str, Any]) -> None:
-    from rich.console import Console
-    from rich.table import Table
-
-    from privtab.accounting.odometer import short_key
-
-    console = Console()
-    if not s["exists"]:
-        console.print(f"no ledger at {s['ledger']} yet: no release has been recorded")
-        return
-    console.print(f"ledger {s['ledger']}", overflow="fold")
-    default = s["lifetime"]["default"]
-    if default is not None:
-        console.print(f"default lifetime budget: {_g(default)}")
-    if not s["datasets"]:
-        console.print("no release has been recorded")
-    for d in s["datasets"]:
-        key = d["dataset"]
-        mine = [e for e in s["releases"] if e["dataset"] == key]
-        caption = (
-            "* recorded past the lifetime budget (--allow-more-releases)"
-            if any(e["over_lifetime"] for e in mine)
-            else None
-        )
-        t = Table(
-            title=f"data set {short_key(key)}",
-            title_justify="left",
-            caption=caption,
-            caption_justify="left",
-        )
-        t.add_column("id", no_wrap=True)
-        t.add_column("when (UTC)", no_wrap=True)
-        t.add_column("guarantee", no_wrap=True)
-        t.add_column("status", no_wrap=True)
-        t.add_column("release", overflow="fold", min_width=12)
-        for e in mine:
-            if e["dataset"] == key:
-                t.add_row(
-                    e["id"], e["when"][:16].replace("T", " "), _g(e["guarantee"]), _status(e),
-                    e["release"],
-                )  # fmt: skip
-        console.print(t)
-        c = Table(title=f"composed ({d['releases']} published, {d['pending']} pending)",
-                  title_justify="left")  # fmt: skip
-        c.add_column("definition")
-        c.add_column("value", justify="right")
-        c.add_row("ρ-zCDP", _num(d["rho"]["value_float"], d["rho"]["value"]))
-        eps = d["epsilon"]
-        if "pure" in eps:
-            c.add_row("ε-DP (pure)", _num(eps["pure"], d["composed"]["value"]))
-        for method in ("optimal", "analytic", "grid"):
-            c.add_row(f"ε at δ = {s['delta']:g} (zCDP, {method})", f"{eps[f'zcdp_{method}']:.4f}")
-        if d["lifetime"] is not None:
-            c.add_row("lifetime budget", _g(d["lifetime"]))
-            rem = d["remaining"]
-            c.add_row(
-                "remaining",
-                "none: zCDP cannot be bounded by pure DP"
-                if rem is None
-                else f"{'ε' if rem['definition'] == 'pure' else 'ρ'} = {rem['value_float']:.6g}",
-            )
-        console.print(c)
-
-
-def _num(value: float, exact: str) -> str:
-    return f"{value:.6g}" if "/" not in exact else f"{value:.6g} ({exact})"
-
-
-def _g(g: dict[str, Any]) -> str:
-    sym = "ε" if g["definition"] == "pure" else "ρ"
-    return f"{sym} = {g['value_float']:.6g}"
-
-
-def _status(e: dict[str, Any]) -> str:
-    if e["status"] == "pending":
-        label = "running" if e.get("process_alive") else "UNCONFIRMED"
-    else:
-        label = "published"
-    return label + ("*" if e["over_lifetime"] else "")
+    summary = ledger.summary(delta, resolve_dataset(ledger, dataset))
+    head, tables = ledger_tables(summary)
+    emit(summary, as_json, tables, head=head)
 
 
 @ledger_app.command("set-lifetime")
@@ -167,7 +68,7 @@ def set_lifetime_cmd(
         None, "--dataset", help="For this data set only (default: every data set without one)."
     ),
     ledger_path: str | None = typer.Option(None, "--ledger", help=_LEDGER_HELP),
-    as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
+    as_json: JsonOption = False,
 ) -> None:
     """Set the lifetime budget that ``safetab run`` checks every release against.
 
@@ -189,8 +90,10 @@ def set_lifetime_cmd(
         fail(f"{'--rho' if rho is not None else '--epsilon'}: {exc}")
     if g is not None and g.value == 0:
         fail("a lifetime budget must be positive (use --clear to remove one)")
+    from privtab.accounting.ledger_view import resolve_dataset
+
     ledger = _open(ledger_path)
-    key = _dataset_key(ledger, dataset)
+    key = resolve_dataset(ledger, dataset)
     try:
         ledger.set_lifetime(g, key)
     except UserError as err:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import typer
 
-from privtab.cli._common import print_json
+from privtab.cli._render import JsonOption, Progress, QuietOption, emit
 
 
 def register(app: typer.Typer) -> None:
@@ -37,8 +37,8 @@ def validate(
         "--allow-empty",
         help="Accept a person file with a header and no rows (refused by default).",
     ),
-    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress on stderr."),
-    as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
+    quiet: QuietOption = False,
+    as_json: JsonOption = False,
 ) -> None:
     """Validate config, reference files, GRF-C and person records (nothing is written).
 
@@ -46,53 +46,16 @@ def validate(
     Parquet: the row number), column and value. Exit code 0: valid; 1: invalid input.
     Example: privtab validate --data synth-1m --json
     """
-    from privtab.cli._progress import ProgressLine
-    from privtab.data.inputs import load_inputs
+    from privtab.data.inputs import load_inputs, summary_tables
 
-    bar = ProgressLine("validate", unit="persons", quiet=quiet)
-    try:
-        inputs = load_inputs(
-            None if config is None else Path(config),
-            Path(data),
-            batch_rows=batch_rows,
-            progress=lambda n, s: bar(n, None, s),
-            allow_empty=allow_empty,
-        )
-    finally:
-        bar.close()
-    summary = inputs.summary()
-    if as_json:
-        print_json({"valid": True, **summary})
-        return
-    from rich.console import Console
-    from rich.table import Table
-
-    console = Console()
-    console.print(
-        f"[green]valid[/green]: {summary['person_rows']:,} persons, "
-        f"{summary['grfc_blocks']:,} blocks, {summary['codes']:,} codes, "
-        f"{summary['race_iterations']:,} race + {summary['ethnicity_iterations']} ethnicity "
-        f"iterations; privacy_defn {summary['privacy_defn']}, "
-        f"max_race_codes {summary['max_race_codes']}"
+    bar = Progress("validate", unit="persons")
+    inputs = load_inputs(
+        None if config is None else Path(config),
+        Path(data),
+        batch_rows=batch_rows,
+        progress=lambda n, s: bar(n, None, s),
+        allow_empty=allow_empty,
     )
-    for scope, run in summary["runs"].items():
-        t = Table(title=f"{scope} run: total budget {run['total_budget']:g}")
-        for col in ("geography", "level", "regions", "iterations", "budget", "stability"):
-            t.add_column(col, justify="left" if col == "geography" else "right")
-        for lv in run["levels"]:
-            t.add_row(
-                lv["geography"],
-                str(lv["iteration_level"]),
-                f"{lv['regions']:,}",
-                f"{lv['iterations']:,}",
-                f"{lv['budget']:g}",
-                str(lv["stability"]),
-            )
-        console.print(t)
-
-
-def _report_invalid(err: object, as_json: bool) -> None:
-    """Re-raise ``err`` for the root group to print (kept for callers that still catch
-    :class:`~privtab.data.InputValidationError` themselves; they need not)."""
-    assert isinstance(err, BaseException)
-    raise err
+    summary = inputs.summary()
+    head, tables = summary_tables(summary)
+    emit({"valid": True, **summary}, as_json, tables, head=[head])

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import typer
 
-from privtab.cli._common import print_json
+from privtab.cli._render import print_json
 
 
 def register(app: typer.Typer) -> None:

@@ -19,7 +19,7 @@ import hashlib
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from privtab.data._scan import find_input, has_rows, open_table
 from privtab.data.config import SafeTabConfig, load_config
@@ -36,6 +36,9 @@ from privtab.data.persons import (
 )
 from privtab.data.resources import production_config_path
 from privtab.data.stability import Stability, stabilities
+
+if TYPE_CHECKING:
+    from privtab.report.text import Table
 
 
 @dataclass(frozen=True)
@@ -118,6 +121,39 @@ class SafeTabInputs:
                 ],
             }
         return out
+
+
+def summary_tables(summary: dict[str, Any]) -> tuple[str, list[Table]]:
+    """The human form of :meth:`Inputs.summary` (``privtab validate``): a headline and one
+    table of levels per run."""
+    from privtab.report.text import table
+
+    s = summary
+    head = (
+        f"valid: {s['person_rows']:,} persons, {s['grfc_blocks']:,} blocks, {s['codes']:,} "
+        f"codes, {s['race_iterations']:,} race + {s['ethnicity_iterations']} ethnicity "
+        f"iterations; privacy_defn {s['privacy_defn']}, max_race_codes {s['max_race_codes']}"
+    )
+    cols = ("geography", "level", "regions", "iterations", "budget", "stability")
+    tables = [
+        table(
+            f"{scope} run: total budget {run['total_budget']:g}",
+            cols,
+            [
+                (
+                    lv["geography"],
+                    str(lv["iteration_level"]),
+                    f"{lv['regions']:,}",
+                    f"{lv['iterations']:,}",
+                    f"{lv['budget']:g}",
+                    str(lv["stability"]),
+                )
+                for lv in run["levels"]
+            ],
+        )
+        for scope, run in s["runs"].items()
+    ]
+    return head, tables
 
 
 def sha256_file(path: Path, block: int = 1 << 22) -> str:

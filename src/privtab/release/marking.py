@@ -37,6 +37,6 @@ def parquet_metadata(private: bool) -> dict[str, str]:
 
 def write_not_private(folder: Path, reason: str) -> Path:
     """Write the ``NOT_PRIVATE`` marker file into ``folder``."""
-    path = folder / NOT_PRIVATE_FILE
-    path.write_text(f"{_NOTE}\nReason: {reason}\n", encoding="utf-8")
-    return path
+    from privtab.atomic import atomic_write
+
+    return atomic_write(folder / NOT_PRIVATE_FILE, f"{_NOTE}\nReason: {reason}\n")

@@ -12,14 +12,17 @@ from __future__ import annotations
 import html
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
 from privtab.report import table_html
 from privtab.tabulate.report_text import GEOGRAPHIES, STAT_LEVELS
 
-__all__ = ["data_users_section", "iteration_names"]
+if TYPE_CHECKING:
+    from privtab.data import ReferenceData
+
+__all__ = ["data_users_section", "iteration_names", "release_reference"]
 
 EXAMPLE_T1_ROWS = 4
 SEX = {"1": "male", "2": "female"}
@@ -28,6 +31,14 @@ SEX = {"1": "male", "2": "female"}
 def iteration_names(release: Mapping[str, Any]) -> dict[str, str] | None:
     """Iteration code → name from the reference files this release used (None if they
     cannot be found with the SHA-256 that ``release.json`` lists)."""
+    ref = release_reference(release)
+    return None if ref is None else {code: it.name for code, it in ref.iterations.items()}
+
+
+def release_reference(release: Mapping[str, Any]) -> ReferenceData | None:
+    """The public reference files (iterations) this release used: next to its config, or
+    the packaged production ones, when their SHA-256 match ``release.json``'s
+    ``public_inputs`` (None otherwise)."""
     from privtab.data import production_config_dir, read_reference
     from privtab.data.inputs import sha256_file
     from privtab.data.iterations import REFERENCE_FILES
@@ -42,10 +53,9 @@ def iteration_names(release: Mapping[str, Any]) -> dict[str, str] | None:
             continue
         if all(sha256_file(f) == (listed.get(f.name) or {}).get("sha256") for f in files):
             try:
-                ref = read_reference(folder)
+                return read_reference(folder)
             except Exception:  # any reading problem: show codes only
                 continue
-            return {code: it.name for code, it in ref.iterations.items()}
     return None
 
 

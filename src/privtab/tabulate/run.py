@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import datetime as dt
 import errno
+import logging
 import threading
 import time
 from dataclasses import dataclass, field
@@ -116,6 +117,8 @@ def run_release(
     progress: Progress | None = None,
 ) -> RunResult:
     """Run SafeTab-P and publish a release in folder ``out`` (see the module docstring).
+    Each step is reported to ``progress`` (default: INFO records of logger
+    ``privtab.tabulate``).
 
     Raises a :class:`privtab.errors.UserError` for anything the user can fix (nothing is
     written), :class:`KeyboardInterrupt` (:class:`privtab.atomic.Terminated` for
@@ -138,7 +141,7 @@ def run_release(
         opts=opts,
         source=source,
         engine=engine,
-        say=progress or (lambda _msg: None),
+        say=progress or logging.getLogger("privtab.tabulate").info,
         cancel=threading.Event(),
         started_utc=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
     )

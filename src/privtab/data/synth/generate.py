@@ -23,7 +23,7 @@ from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 import numpy.typing as npt
@@ -48,6 +48,9 @@ from privtab.data.synth.states import StateModel, resolve_states
 UNIT_PERSONS = 1 << 16
 DEFAULT_CHUNK_ROWS = 1 << 19
 OutputFormat = Literal["txt", "parquet"]
+if TYPE_CHECKING:
+    from privtab.report.text import Table
+
 Progress = Callable[[int, int, float], None]
 I64 = npt.NDArray[np.int64]
 
@@ -71,6 +74,23 @@ class SynthResult:
     persons_by_state: dict[str, int] = field(default_factory=dict)
     multiplicity: dict[int, int] = field(default_factory=dict)
     hispanic: int = 0
+
+    def table(self) -> Table:
+        """The human summary (``privtab synth``): sizes, files and speed."""
+        from privtab.report.text import table
+
+        rows = [("persons", f"{self.persons:,}"), ("seed", str(self.seed))]
+        rows.append(("states", f"{len(self.states)}"))
+        rows += [(k, f"{v:,}") for k, v in self.to_dict()["geography"].items()]
+        rows.append(("Hispanic", f"{self.hispanic:,}"))
+        multi = sorted(self.multiplicity.items())
+        rows += [(f"persons with {k} race code(s)", f"{v:,}") for k, v in multi]
+        rows += [(name, f"{size / 1e6:,.1f} MB") for name, size in self.files.items()]
+        rows.append(("seconds", f"{self.seconds:.2f}"))
+        if self.seconds > 0:
+            rows.append(("persons / s", f"{self.persons / self.seconds:,.0f}"))
+        title = f"synthetic nation written to {self.out} (synthetic data, not private)"
+        return table(title, ("item", "value"), rows)
 
     def to_dict(self) -> dict[str, Any]:
         return {

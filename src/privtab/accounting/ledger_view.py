@@ -1,0 +1,104 @@
+"""What ``privtab ledger show`` prints: the ledger summary as headline lines and tables.
+
+:meth:`privtab.accounting.odometer.ReleaseLedger.summary` is the JSON-ready form; here
+each data set's releases and composed guarantee become tables (spent privacy rounded up,
+as in the summary). :func:`resolve_dataset` reads the short keys ``show`` prints.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from privtab.errors import UsageError
+
+if TYPE_CHECKING:
+    from privtab.accounting.odometer import ReleaseLedger
+    from privtab.report.text import Table
+
+__all__ = ["ledger_tables", "resolve_dataset"]
+
+
+def resolve_dataset(ledger: ReleaseLedger, given: str | None) -> str | None:
+    """``given`` itself, or the one recorded key it is a prefix of (e.g. the short form
+    ``sha256:1a2b3c4d5e6f`` that ``show`` prints)."""
+    if given is None:
+        return None
+    keys = ledger.datasets()
+    if given in keys:
+        return given
+    matches = [k for k in keys if k.startswith(given)]
+    if len(matches) > 1:
+        raise UsageError(
+            f"--dataset {given!r} matches {len(matches)} data sets; give more of the key"
+        )
+    return matches[0] if matches else given
+
+
+def _num(value: float, exact: str) -> str:
+    return f"{value:.6g}" if "/" not in exact else f"{value:.6g} ({exact})"
+
+
+def guarantee_text(g: dict[str, Any]) -> str:
+    """``ρ = 4.944`` / ``ε = 1`` from a guarantee's JSON form."""
+    sym = "ε" if g["definition"] == "pure" else "ρ"
+    return f"{sym} = {g['value_float']:.6g}"
+
+
+def _status(e: dict[str, Any]) -> str:
+    if e["status"] == "pending":
+        label = "running" if e.get("process_alive") else "UNCONFIRMED"
+    else:
+        label = "published"
+    return label + ("*" if e["over_lifetime"] else "")
+
+
+def _releases(s: dict[str, Any], key: str) -> Table:
+    from privtab.accounting.odometer import short_key
+    from privtab.report.text import table
+
+    mine = [e for e in s["releases"] if e["dataset"] == key]
+    rows = [(e["id"], e["when"][:16].replace("T", " "), guarantee_text(e["guarantee"]),
+             _status(e), e["release"]) for e in mine]  # fmt: skip
+    over = any(e["over_lifetime"] for e in mine)
+    notes = ["* recorded past the lifetime budget (--allow-more-releases)"] if over else []
+    cols = ("id", "when (UTC)", "guarantee", "status", "release")
+    return table(f"data set {short_key(key)}", cols, rows, notes, left=5)
+
+
+def _composed(s: dict[str, Any], d: dict[str, Any]) -> Table:
+    from privtab.report.text import table
+
+    rows = [("ρ-zCDP", _num(d["rho"]["value_float"], d["rho"]["value"]))]
+    eps = d["epsilon"]
+    if "pure" in eps:
+        rows.append(("ε-DP (pure)", _num(eps["pure"], d["composed"]["value"])))
+    for method in ("optimal", "analytic", "grid"):
+        rows.append((f"ε at δ = {s['delta']:g} (zCDP, {method})", f"{eps[f'zcdp_{method}']:.4f}"))
+    if d["lifetime"] is not None:
+        rows.append(("lifetime budget", guarantee_text(d["lifetime"])))
+        rem = d["remaining"]
+        rows.append((
+            "remaining",
+            "none: zCDP cannot be bounded by pure DP"
+            if rem is None
+            else f"{'ε' if rem['definition'] == 'pure' else 'ρ'} = {rem['value_float']:.6g}",
+        ))  # fmt: skip
+    title = f"composed ({d['releases']} published, {d['pending']} pending)"
+    return table(title, ("definition", "value"), rows)
+
+
+def ledger_tables(s: dict[str, Any]) -> tuple[list[str], list[Table]]:
+    """The human form of a ledger summary: headline lines, then per data set its
+    releases and composed guarantee."""
+    if not s["exists"]:
+        return [f"no ledger at {s['ledger']} yet: no release has been recorded"], []
+    head = [f"ledger {s['ledger']}"]
+    default = s["lifetime"]["default"]
+    if default is not None:
+        head.append(f"default lifetime budget: {guarantee_text(default)}")
+    if not s["datasets"]:
+        head.append("no release has been recorded")
+    tables = []
+    for d in s["datasets"]:
+        tables += [_releases(s, d["dataset"]), _composed(s, d)]
+    return head, tables

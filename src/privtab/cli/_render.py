@@ -1,0 +1,213 @@
+"""How every command shows what it did: the one place that prints.
+
+- results: rich tables on stdout that fit the terminal — every cell wraps or folds, no
+  value is ever cut to "…" — or, with ``--json``, exactly one JSON object;
+- log records of the library (loggers ``privtab.*``) and warnings: one plain line each on
+  stderr (``privtab: ...``, ``privtab: warning: ...``); the root options ``--quiet`` (warnings
+  and errors only) and ``--verbose`` (debug records too) set the level;
+- user errors (:func:`fail`) end the command through :class:`privtab.errors.UserError`.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import sys
+import time
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from typing import Annotated, Any, NoReturn
+
+import typer
+
+from privtab._json import jsonable
+from privtab.errors import EXIT_INPUT, EXIT_INTERRUPTED, EXIT_USAGE, InputError, UsageError
+from privtab.report.text import Table, fields_table
+
+LOG = logging.getLogger("privtab")
+
+
+class _StderrHandler(logging.Handler):
+    """One plain line per record on the *current* ``sys.stderr`` (tests swap it)."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        tag = "warning: " if record.levelno >= logging.WARNING else ""
+        text = f"privtab: {tag}{record.getMessage()}"
+        if sys.stderr.isatty():  # a terminal: wrapped to its width (logs keep one line)
+            import shutil
+            import textwrap
+
+            width = shutil.get_terminal_size().columns
+            text = textwrap.fill(text, width, subsequent_indent="  ", break_long_words=False)
+        sys.stderr.write(text + "\n")
+        sys.stderr.flush()
+
+
+def group(help: str, **kw: Any) -> typer.Typer:
+    """A command group with plain help that wraps to the terminal (no truncated options)."""
+    return typer.Typer(rich_markup_mode=None, help=help, **{"no_args_is_help": True, **kw})
+
+
+def add_group(app: typer.Typer, name: str, help: str, commands: dict[str, Any]) -> None:
+    """Add the group ``name`` of ``commands`` (name → function) to ``app``."""
+    sub = group(help)
+    for command, function in commands.items():
+        sub.command(command)(function)
+    app.add_typer(sub, name=name)
+
+
+def set_verbosity(quiet: bool = False, verbose: bool = False) -> None:
+    """The level of the records printed: INFO (default), WARNING (quiet), DEBUG (verbose)."""
+    LOG.setLevel(logging.WARNING if quiet else logging.DEBUG if verbose else logging.INFO)
+
+
+@contextmanager
+def log_to_stderr() -> Iterator[None]:
+    """While a command runs, print the library's log records on stderr (and only then:
+    a notebook or a test that called the command keeps its own logging afterwards)."""
+    handler, before = _StderrHandler(), (LOG.level, LOG.propagate)
+    LOG.addHandler(handler)
+    LOG.propagate = False
+    set_verbosity()
+    try:
+        yield
+    finally:
+        LOG.removeHandler(handler)
+        LOG.setLevel(before[0])
+        LOG.propagate = before[1]
+
+
+def _quiet(value: bool) -> bool:
+    if value:
+        set_verbosity(quiet=True)
+    return value
+
+
+QuietOption = Annotated[
+    bool,
+    typer.Option("--quiet", "-q", callback=_quiet, help="No progress on stderr (as privtab -q)."),
+]
+JsonOption = Annotated[bool, typer.Option("--json", help="Print one JSON object.")]
+OverwriteOption = Annotated[
+    bool, typer.Option("--overwrite", help="Replace an output that privtab wrote.")
+]
+
+
+def print_json(obj: Mapping[str, Any]) -> None:
+    """Print exactly one JSON object on stdout (NaN → null, ±inf → strings)."""
+    sys.stdout.write(json.dumps(jsonable(dict(obj)), indent=2) + "\n")
+    sys.stdout.flush()
+
+
+def fail(message: str, code: int = EXIT_USAGE, hint: str | None = None) -> NoReturn:
+    """End the command with a user error — bad usage (exit 2), bad input (exit 1) — or
+    with ``privtab: error: MESSAGE`` and another exit ``code`` (3: a benchmark failed)."""
+    if code in (EXIT_INPUT, EXIT_USAGE):
+        raise (InputError if code == EXIT_INPUT else UsageError)(message, hint=hint)
+    typer.echo(f"privtab: error: {message}", err=True)
+    raise typer.Exit(code)
+
+
+def floats(
+    text: str, option: str, *, lo: float = -math.inf, hi: float = math.inf, open_lo: bool = False
+) -> list[float]:
+    """Comma-separated numbers (``;`` also separates) within ``[lo, hi]`` (``(lo, hi]``)."""
+    out: list[float] = []
+    for p in (x.strip() for x in text.replace(";", ",").split(",")):
+        if not p:
+            continue
+        try:
+            v = float(p)
+        except ValueError:
+            fail(f"{option} must be comma-separated numbers: {p!r} is not a number")
+        if math.isnan(v) or v < lo or v > hi or (open_lo and v == lo):
+            fail(f"{option}: {p!r} must lie in {'(' if open_lo else '['}{lo:g}, {hi:g}]")
+        out.append(v)
+    if not out:
+        fail(f"{option}: give at least one value")
+    return out
+
+
+def check_open_unit(option: str, value: float) -> None:
+    """Refuse a probability-like option outside (0, 1)."""
+    if not 0 < value < 1:
+        fail(f"{option} must lie strictly between 0 and 1, got {value}")
+
+
+def warn(message: str) -> None:
+    """A warning on stderr (shown even with ``--quiet``)."""
+    LOG.warning(message)
+
+
+def info(message: str) -> None:
+    """A progress line on stderr (hidden by ``--quiet``)."""
+    LOG.info(message)
+
+
+def show(tables: Iterable[Table], lines: Sequence[str] = (), head: Sequence[str] = ()) -> None:
+    """Print ``head`` lines, tables, then ``lines`` on stdout, folded to the terminal width."""
+    from rich.console import Console
+    from rich.table import Table as RichTable
+
+    console = Console(highlight=False)
+    for line in head:
+        console.print(line, overflow="fold")
+    for tab in tables:
+        rt = RichTable(title=tab.title or None, title_justify="left")
+        for i, col in enumerate(tab.columns):
+            rt.add_column(col, justify="left" if i < tab.left else "right", overflow="fold")
+        for row in tab.rows:
+            rt.add_row(*row)
+        console.print(rt)
+        for note in tab.notes:
+            console.print(note, overflow="fold")
+    for line in lines:
+        console.print(line, overflow="fold")
+
+
+def emit(
+    payload: Mapping[str, Any],
+    as_json: bool,
+    tables: Iterable[Table] | None = None,
+    lines: Sequence[str] = (),
+    title: str = "",
+    head: Sequence[str] = (),
+) -> None:
+    """``--json``: the payload as one object; else ``tables`` (default: its fields)."""
+    if as_json:
+        print_json(payload)
+    else:
+        show([fields_table(title, payload)] if tables is None else tables, lines, head)
+
+
+@contextmanager
+def interruptible(what: str) -> Iterator[None]:
+    """Map SIGTERM/SIGHUP to an interrupt; an interrupt ends as ``interrupted: WHAT``, 130."""
+    from privtab.atomic import InterruptGuard
+
+    try:
+        with InterruptGuard():
+            yield
+    except KeyboardInterrupt:
+        typer.echo(f"privtab: interrupted: {what}", err=True)
+        raise typer.Exit(EXIT_INTERRUPTED) from None
+
+
+class Progress:
+    """``label: done/total unit (pct), rate, ETA`` through the log, at most every ``every`` s
+    (a callback ``(done, total, seconds)`` for long library loops)."""
+
+    def __init__(self, label: str, unit: str = "rows", every: float = 2.0) -> None:
+        self.label, self.unit, self.every, self._last = label, unit, every, 0.0
+
+    def __call__(self, done: int, total: int | None, seconds: float) -> None:
+        now = time.monotonic()
+        if not (total is not None and done >= total) and now - self._last < self.every:
+            return
+        self._last = now
+        rate = f"{done / seconds / 1e6:.2f} M {self.unit}/s" if seconds > 0 else ""
+        if total:
+            info(f"{self.label}: {done:,}/{total:,} {self.unit} ({100 * done / total:.1f}%) {rate}")
+        else:
+            info(f"{self.label}: {done:,} {self.unit} {rate}")

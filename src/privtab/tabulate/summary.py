@@ -1,0 +1,191 @@
+"""What ``privtab safetab plan|run`` and ``privtab demo`` report, as JSON and as tables.
+
+:func:`plan_summary` describes a release plan (each level's budget, noise, exact MOE and
+the end-to-end guarantee by every analysis) — public facts about the plan, no data;
+:func:`release_summary` a finished run: what ``release.json`` says, plus the run's
+timings, and — only when the operator asked for ``evaluate`` — the NON-PRIVATE error
+against the true counts (never written into the release). ``*_tables`` give their
+human form.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from privtab.report.text import Table, table
+
+if TYPE_CHECKING:
+    from privtab.tabulate.run import RunResult
+
+__all__ = ["plan_summary", "plan_tables", "release_summary", "release_tables"]
+
+LOG = logging.getLogger("privtab.tabulate")
+
+
+def plan_summary(
+    config: str | Path | None, scope: str = "US", delta: float = 1e-10, pld_grid: float = 1e-3
+) -> dict[str, Any]:
+    """The plan of one run (``US``/``PR``) of a config (default: 2020 production) with its
+    guarantee at ``delta`` by every analysis. Raises a ``UsageError`` for a run the config
+    does not make, an input error for a bad config."""
+    from privtab.data import Scope, read_config, read_reference
+    from privtab.data.inputs import resolve_config_path
+    from privtab.errors import UsageError
+    from privtab.tabulate.plan import ReleasePlan
+    from privtab.tabulate.privacy import analyse
+
+    path = resolve_config_path(config)
+    cfg = read_config(path)
+    ref = read_reference(path.parent)
+    try:
+        sc = Scope(scope.upper())
+    except ValueError:
+        raise UsageError(f"--scope must be US or PR, got {scope!r}") from None
+    if sc not in cfg.scopes:
+        raise UsageError(f"the config does not run {sc.value} (run_us/run_pr)")
+    plan = ReleasePlan.from_config(cfg, ref, sc)
+    LOG.info("analysing the %s plan's privacy loss (every analysis; the PLD takes longest)", sc)
+    analyses = analyse(plan, delta, pld_grid=pld_grid)
+    return {
+        "source": plan.source,
+        "scope": sc.value,
+        "privacy_defn": plan.privacy_defn,
+        "total_budget": float(plan.total_budget),
+        "levels": [lv.to_dict() for lv in plan.levels],
+        "epsilon": {k: v["epsilon"] for k, v in analyses.items()},
+        "analyses": analyses,
+        "delta": delta,
+    }
+
+
+def _epsilon_table(epsilon: dict[str, Any], delta: float) -> Table:
+    rows = [(k, f"{v:.4f}") for k, v in epsilon.items()]
+    return table(f"end-to-end ε at δ = {delta:g}", ("analysis", "ε"), rows)
+
+
+def plan_tables(res: dict[str, Any], paper: bool = False) -> list[Table]:
+    """The human form of :func:`plan_summary` (or of the paper model, ``paper``)."""
+    cols: tuple[str, ...]
+    rows: list[tuple[str, ...]]
+    if paper:
+        cols = ("MOE", "geo ε step 2", "geo ε total", "exact MOE", "DG ρ step 2", "DG ρ total",
+                "exact MOE")  # fmt: skip
+        rows = [
+            (f"{lv['moe']:g}", f"{lv['geometric_eps_step2']:.4f}",
+             f"{lv['geometric_eps_total']:.4f}", str(lv["geometric_moe_exact"]),
+             f"{lv['dgauss_rho_step2']:.5f}", f"{lv['dgauss_rho_total']:.5f}",
+             str(lv["dgauss_moe_exact"]))
+            for lv in res["levels"]
+        ]  # fmt: skip
+        title = f"SafeTab paper model ({res['calibration']} calibration)"
+        first = table(title, cols, rows, left=0)
+    else:
+        cols = ("level", "budget", "stability", "thresholds", "stage-1 MOE", "stage-2 MOE",
+                "TotalOnly MOE", "σ² / scale (stage 2)")  # fmt: skip
+        rows = [
+            (lv["level"], f"{lv['budget']:g}", str(lv["stability"]),
+             ",".join(str(x) for x in lv["thresholds"]), str(lv["stage1"]["moe95"]),
+             str(lv["stage2"]["moe95"]), str(lv["total"]["moe95"]),
+             f"{lv['stage2']['noise_scale']:.4g}")
+            for lv in res["levels"]
+        ]  # fmt: skip
+        title = f"{res['source']}: total {res['privacy_defn']} budget {res['total_budget']:.4g}"
+        first = table(title, cols, rows)
+    return [first, _epsilon_table(res["epsilon"], res["delta"])]
+
+
+def _scoped(res: RunResult) -> list[tuple[str, Any]]:
+    pairs = []
+    it = iter(res.levels)
+    for scope, run in res.release["runs"].items():
+        for d in run["levels"]:
+            if d["status"] == "tabulated":
+                pairs.append((scope, next(it)))
+    return pairs
+
+
+def release_summary(res: RunResult) -> dict[str, Any]:
+    """The JSON summary of a run: outputs, guarantee, levels (and the evaluation if any)."""
+    rel = res.release
+    levels = [{"scope": s, **d} for s, run in rel["runs"].items() for d in run["levels"]]
+    out: dict[str, Any] = {
+        "out": str(res.out),
+        "private": rel["private"],
+        "run_record": str(res.record_path) if res.record_path else None,
+        "t1_rows": rel["outputs"]["t1_rows"],
+        "t2_rows": rel["outputs"]["t2_rows"],
+        "guarantee": rel["guarantee"],
+        "epsilon": {
+            scope: {k: v["epsilon"] for k, v in run["privacy"].items()}
+            for scope, run in rel["runs"].items()
+            if run["privacy"]
+        },
+        "delta": next(r["privacy"]["pld"]["delta"] for r in rel["runs"].values() if r["privacy"]),
+        "levels": levels,
+        "seconds": res.seconds,
+    }
+    if any(lv.evaluation for lv in res.levels):
+        out["evaluation_nonprivate"] = {
+            f"{scope} {lv.plan.key}": lv.evaluation for scope, lv in _scoped(res)
+        }
+    return out
+
+
+def _level_row(lv: dict[str, Any]) -> tuple[str, ...]:
+    if lv["status"] != "tabulated":
+        return (lv["scope"], lv["level"], f"{lv['budget']:g}", lv["status"], "", "", "", "")
+    st = lv["stat_levels"]
+    return (
+        lv["scope"], lv["level"], f"{lv['budget']:g}",
+        f"{lv['regions']:,} × {lv['iterations']:,}", f"{lv['noise_draws']:,}",
+        str(lv["moe95"]["stage2_cell"]), str(lv["moe95"]["total_only"]),
+        "/".join(str(st.get(k, 0)) for k in ("-1", "0", "1", "2", "3")),
+    )  # fmt: skip
+
+
+def _pooled(ev: dict[str, Any], kinds: tuple[str, ...]) -> str:
+    n = sum(ev.get(k, {}).get("count", 0) for k in kinds)
+    if n == 0:
+        return "—"
+    had = [k for k in kinds if ev.get(k, {}).get("count")]
+    got = sum(ev[k]["within_moe95"] * ev[k]["count"] for k in had)
+    exp = sum(ev[k]["expected_within_moe95"] * ev[k]["count"] for k in had)
+    return f"{got / n:.3f} ({exp / n:.3f}) of {n:,}"
+
+
+T1_KINDS = ("total_only", "stage2_total", "sum_of_t2_level1", "sum_of_t2_level2",
+            "sum_of_t2_level3")  # fmt: skip
+
+
+def _evaluation_table(evaluation: dict[str, Any]) -> Table:
+    rows = []
+    for name, ev in evaluation.items():
+        st1 = ev.get("stage1", {})
+        rmse = f"{st1['rmse']:.2f} ({st1['expected_rmse']:.2f})" if st1.get("count") else "—"
+        rows.append((name, rmse, _pooled(ev, T1_KINDS), _pooled(ev, ("t2_cells",))))
+    return table(
+        "NON-PRIVATE evaluation against the true counts (diagnostic only)",
+        ("level", "stage-1 RMSE (model)", "T1 within MOE95 (model)",
+         "T2 cells within MOE95 (model)"),
+        rows,
+    )  # fmt: skip
+
+
+def release_tables(s: dict[str, Any]) -> tuple[list[str], list[Table]]:
+    """The human form of :func:`release_summary`: headline lines, then tables."""
+    tag = "private" if s["private"] else "NOT PRIVATE (test mode)"
+    head = [f"release written to {s['out']} ({tag}): {s['t1_rows']:,} T1 rows, "
+            f"{s['t2_rows']:,} T2 rows"]  # fmt: skip
+    if s.get("run_record"):
+        head.append(f"confidential run record (do not publish): {s['run_record']}")
+    cols = ("run", "level", "budget", "regions × iterations", "noisy counts", "MOE stage 2",
+            "MOE TotalOnly", "stat levels -1/0/1/2/3")  # fmt: skip
+    tables = [table("levels", cols, [_level_row(lv) for lv in s["levels"]], left=2)]
+    rows = [(scope, k, f"{v:.4f}") for scope, eps in s["epsilon"].items() for k, v in eps.items()]
+    tables.append(table(f"guarantee: ε at δ = {s['delta']:g}", ("run", "analysis", "ε"), rows,
+                        left=2))  # fmt: skip
+    if "evaluation_nonprivate" in s:
+        tables.append(_evaluation_table(s["evaluation_nonprivate"]))
+    return head, tables
