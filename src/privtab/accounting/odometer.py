@@ -62,6 +62,7 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any, Literal
 
+from privtab._json import fields_dict
 from privtab.accounting.exact import ExactGuarantee, compose_exact, float_down, float_up
 from privtab.errors import InputError, UsageError
 
@@ -196,18 +197,7 @@ class LedgerEntry:
         return True
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "id": self.id,
-            "when": self.when,
-            "dataset": self.dataset,
-            "release": self.release,
-            "plan": self.plan,
-            "guarantee": self.guarantee.to_dict(),
-            "over_lifetime": self.over_lifetime,
-            "note": self.note,
-            "status": self.status,
-            "process": self.process,
-        }
+        return fields_dict(self)
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> LedgerEntry:

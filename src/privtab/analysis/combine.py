@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from privtab._json import fields_dict
 from privtab.random import RationalLike
 
 if TYPE_CHECKING:
@@ -42,11 +43,7 @@ class CombinedEstimate:
     weights: NDArray[np.float64]
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "estimate": self.estimate,
-            "variance": self.variance,
-            "weights": self.weights.tolist(),
-        }
+        return fields_dict(self)
 
 
 def inverse_variance(values: ArrayLike, variances: ArrayLike) -> CombinedEstimate:

@@ -25,11 +25,13 @@ Both are post-processing of the release: no privacy cost.
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
+
+from privtab._json import fields_dict
 
 if TYPE_CHECKING:
     from privtab.mechanisms import NoiseMechanism
@@ -62,7 +64,7 @@ class TestResult:
     reps: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        return fields_dict(self)
 
 
 def proportion_z(noisy_count: ArrayLike, n: int, p0: float) -> NDArray[np.float64]:

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from privtab._json import fields_dict
 from privtab.random import RationalLike
 
 if TYPE_CHECKING:
@@ -47,17 +48,7 @@ class ErrorEstimate:
     private: bool
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "published": self.published.tolist(),
-            "error_estimate": self.error_estimate.tolist(),
-            "estimate": self.estimate.tolist(),
-            "lower": self.lower.tolist(),
-            "upper": self.upper.tolist(),
-            "level": self.level,
-            "moe": self.moe,
-            "guarantee": self.guarantee,
-            "private": self.private,
-        }
+        return fields_dict(self)
 
 
 def release_error_estimate(

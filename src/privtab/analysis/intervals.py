@@ -25,13 +25,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from privtab._json import fields_dict
 from privtab.mechanisms.linear import LinearNoise, mechanism_moe
 from privtab.random import RationalLike
 
@@ -66,7 +67,7 @@ class Interval:
     coverage: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        return fields_dict(self)
 
 
 @dataclass(frozen=True)
@@ -82,15 +83,7 @@ class SimultaneousIntervals:
     coverage: float
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "lower": self.lower.tolist(),
-            "upper": self.upper.tolist(),
-            "moe": self.moe.tolist(),
-            "level": self.level,
-            "coordinate_level": self.coordinate_level,
-            "method": self.method,
-            "coverage": self.coverage,
-        }
+        return fields_dict(self)
 
 
 def _level(level: RationalLike) -> Fraction:

@@ -28,6 +28,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from privtab._json import fields_dict
+
 if TYPE_CHECKING:
     from privtab.mechanisms import NoiseMechanism
 
@@ -88,7 +90,7 @@ class ConsistentTable:
     method: str
 
     def to_dict(self) -> dict[str, Any]:
-        return {"parts": self.parts.tolist(), "total": self.total, "method": self.method}
+        return fields_dict(self)
 
 
 def consistent_total(

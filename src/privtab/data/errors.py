@@ -17,6 +17,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from privtab._json import fields_dict
 from privtab.errors import InputError
 
 DEFAULT_EXAMPLES = 10
@@ -75,14 +76,7 @@ class Problem:
         return f"{', '.join(where)}: {self.message} [{self.kind}]"
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "file": self.file,
-            "kind": self.kind,
-            "row": self.row,
-            "column": self.column,
-            "value": self.value,
-            "message": self.message,
-        }
+        return fields_dict(self, "file", "kind", "row", "column", "value", "message")
 
 
 @dataclass

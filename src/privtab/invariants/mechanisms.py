@@ -37,6 +37,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from privtab._json import fields_dict
 from privtab.accounting import GDP, ZCDP, Guarantee, PureDP
 from privtab.invariants import _noise
 from privtab.invariants.knorm import SubspacePolytope, gamma_radius, lp_ball_uniform
@@ -127,15 +128,8 @@ class TableRelease:
         return float(max(rows, cols))
 
     def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {
-            "mechanism": self.mechanism,
-            "private": self.private,
-            "guarantee": self.guarantee.to_dict(),
-            "table": self.table.tolist(),
-            "row_margins": self.row_margins.tolist(),
-            "col_margins": self.col_margins.tolist(),
-            "margin_error": self.margin_error,
-        }
+        names = ["mechanism", "private", "guarantee", "table", "row_margins", "col_margins"]
+        out = fields_dict(self, *names, margin_error=self.margin_error)
         if self.integer_table is not None:
             out["integer_table"] = self.integer_table.tolist()
         return out

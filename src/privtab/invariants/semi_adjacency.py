@@ -54,6 +54,7 @@ from typing import Any
 
 import numpy as np
 
+from privtab._json import fields_dict
 from privtab.invariants.schema import CountInvariant, IntArray
 
 __all__ = [
@@ -90,15 +91,7 @@ class SemiAdjacency:
     witness: dict[str, Any] | None = field(default=None)
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "value": self.value,
-            "exact": self.exact,
-            "lower": self.lower,
-            "upper": self.upper,
-            "method": self.method,
-            "n_datasets": self.n_datasets,
-            "witness": self.witness,
-        }
+        return fields_dict(self)
 
 
 def theorem16_bound(k: int) -> int:

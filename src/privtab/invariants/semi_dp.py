@@ -30,6 +30,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from privtab._json import fields_dict
 from privtab.accounting import GDP, RDP, ZCDP, ApproxDP, Guarantee, PureDP, compose, zcdp_epsilon
 from privtab.accounting.conversions import epsilon_at
 from privtab.invariants.tradeoff import TradeOff
@@ -116,16 +117,7 @@ class CensusSemiDP:
     delta: float
 
     def to_dict(self) -> dict[str, float | int]:
-        return {
-            "rho": self.rho,
-            "semi_adjacent": self.semi_adjacent,
-            "rho_semi": self.rho_semi,
-            "epsilon_advertised": self.epsilon_advertised,
-            "epsilon_semi": self.epsilon_semi,
-            "epsilon_advertised_optimal": self.epsilon_advertised_optimal,
-            "epsilon_semi_optimal": self.epsilon_semi_optimal,
-            "delta": self.delta,
-        }
+        return fields_dict(self)
 
 
 def census_semi_dp(rho: float = 2.56, semi_adjacent: int = 2, delta: float = 1e-10) -> CensusSemiDP:
