@@ -12,7 +12,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 # private on purpose: fields_dict is the shared helper behind every result's to_dict
-from privtab._json import fields_dict
+from privtab._json import Record, fields_dict
 
 
 @dataclass(frozen=True)
@@ -76,3 +76,12 @@ def test_zero_dimensional_array_kept() -> None:
 
     z = np.float64(2.5)
     assert fields_dict(_Z(z))["x"] is z
+
+
+def test_record_to_dict_is_fields_dict() -> None:
+    @dataclass(frozen=True)
+    class _R(Record):
+        lower: NDArray[np.float64]
+        level: float
+
+    assert _R(np.array([0.5]), 0.9).to_dict() == {"lower": [0.5], "level": 0.9}

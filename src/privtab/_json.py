@@ -8,7 +8,7 @@ import math
 from fractions import Fraction
 from typing import Any
 
-__all__ = ["fields_dict", "jsonable"]
+__all__ = ["Record", "fields_dict", "jsonable"]
 
 
 def jsonable(obj: Any) -> Any:
@@ -55,3 +55,12 @@ def _plain(value: Any) -> Any:
     if hasattr(value, "tolist") and hasattr(value, "ndim") and value.ndim > 0:
         return value.tolist()
     return value
+
+
+class Record:
+    """Base of the dataclass result types whose JSON form is their fields: :meth:`to_dict`
+    is :func:`fields_dict` of the object."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """The fields as a plain dict (arrays as lists; see :func:`fields_dict`)."""
+        return fields_dict(self)

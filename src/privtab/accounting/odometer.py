@@ -62,7 +62,7 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any, Literal
 
-from privtab._json import fields_dict
+from privtab._json import Record
 from privtab.accounting.exact import ExactGuarantee, compose_exact, float_down, float_up
 from privtab.errors import InputError, UsageError
 
@@ -155,7 +155,7 @@ def short_key(dataset: str) -> str:
 
 
 @dataclass(frozen=True)
-class LedgerEntry:
+class LedgerEntry(Record):
     """One release of a data set.
 
     ``when`` is UTC ISO 8601; ``dataset`` the data-set key; ``release`` the output path as
@@ -195,9 +195,6 @@ class LedgerEntry:
         except PermissionError:
             return True
         return True
-
-    def to_dict(self) -> dict[str, Any]:
-        return fields_dict(self)
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> LedgerEntry:

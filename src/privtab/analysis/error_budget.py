@@ -17,12 +17,12 @@ mechanism's noise only, and ``± moe(level)`` an exact interval for it (Q16:
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from privtab._json import fields_dict
+from privtab._json import Record
 from privtab.random import RationalLike
 
 if TYPE_CHECKING:
@@ -34,7 +34,7 @@ __all__ = ["ErrorEstimate", "release_error_estimate"]
 
 
 @dataclass(frozen=True)
-class ErrorEstimate:
+class ErrorEstimate(Record):
     """A released error estimate, the implied estimate of the truth and its interval."""
 
     published: NDArray[np.float64]
@@ -46,9 +46,6 @@ class ErrorEstimate:
     moe: float
     guarantee: str
     private: bool
-
-    def to_dict(self) -> dict[str, Any]:
-        return fields_dict(self)
 
 
 def release_error_estimate(

@@ -219,8 +219,19 @@ class _TableMechanism:
         return np.asarray(x[None, :, :] + noise, dtype=np.float64)
 
 
+class _SubspaceMechanism(_TableMechanism):
+    """A mechanism whose noise lives in :attr:`space`, the tables with zero margins (the
+    seed's Prop. 32 list of neighbour differences when ``paper_space``)."""
+
+    paper_space: bool  # a field of each subclass (after its own parameter)
+
+    @cached_property
+    def space(self) -> TableSpace:
+        return TableSpace(self.r, self.c, self.a, self.paper_space)
+
+
 @dataclass(frozen=True)
-class ProjectedGaussian(_TableMechanism):
+class ProjectedGaussian(_SubspaceMechanism):
     """Algorithm 1: Gaussian noise projected onto the span of the Semi-DP sensitivity space."""
 
     mu: float = 1.0
@@ -229,10 +240,6 @@ class ProjectedGaussian(_TableMechanism):
 
     def __post_init__(self) -> None:
         _positive("mu", self.mu)
-
-    @cached_property
-    def space(self) -> TableSpace:
-        return TableSpace(self.r, self.c, self.a, self.paper_space)
 
     @property
     def sensitivity(self) -> float:
@@ -283,7 +290,7 @@ def _double_center(z: FloatArray) -> FloatArray:
 
 
 @dataclass(frozen=True)
-class OptimalKNorm(_TableMechanism):
+class OptimalKNorm(_SubspaceMechanism):
     """Algorithms 2–3: the optimal K-norm mechanism for the rank-deficient Semi-DP space."""
 
     epsilon: float = 1.0
@@ -293,10 +300,6 @@ class OptimalKNorm(_TableMechanism):
 
     def __post_init__(self) -> None:
         _positive("epsilon", self.epsilon)
-
-    @cached_property
-    def space(self) -> TableSpace:
-        return TableSpace(self.r, self.c, self.a, self.paper_space)
 
     @cached_property
     def polytope(self) -> SubspacePolytope:

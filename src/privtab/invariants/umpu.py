@@ -36,17 +36,15 @@ from functools import lru_cache
 from typing import Any, Literal, Protocol
 
 import numpy as np
-from numpy.typing import ArrayLike, NDArray
+from numpy.typing import ArrayLike
 
 from privtab._json import fields_dict
 from privtab.accounting import GDP, Guarantee, PureDP
 from privtab.invariants import _noise
+from privtab.invariants._noise import FloatArray, IntArray
 from privtab.invariants.tradeoff import TradeOff
 from privtab.mechanisms.base import release_source
 from privtab.random import RandomSource
-
-FloatArray = NDArray[np.float64]
-IntArray = NDArray[np.int64]
 
 __all__ = [
     "CND",

@@ -36,20 +36,10 @@ from privtab.accounting.guarantees import FloatArray
 from privtab.mechanisms.base import NoiseMechanism, PureDPMechanism, ZCDPMechanism, float_up
 from privtab.mechanisms.laws import DiscreteGaussianLaw, DiscreteLaplaceLaw
 from privtab.random import RationalLike
-from privtab.random.lattice import default_granularity
+from privtab.random.lattice import check_granularity, from_lattice
 from privtab.random.rational import as_rational
 
 __all__ = ["Gaussian", "Laplace", "snap_to_lattice"]
-
-
-def _check_granularity(granularity: RationalLike | None, scale: Fraction) -> Fraction:
-    if granularity is None:
-        return default_granularity(scale)
-    g = as_rational(granularity, "granularity", positive=True)
-    num, den = g.numerator, g.denominator
-    if (num != 1 and den != 1) or (num & (num - 1)) or (den & (den - 1)):
-        raise ValueError(f"granularity must be a power of two, got {granularity!r}")
-    return g
 
 
 def snap_to_lattice(
@@ -71,13 +61,6 @@ def snap_to_lattice(
     return k.astype(np.int64), bool((k == z).all())
 
 
-def _from_lattice(k: NDArray[np.int64], granularity: Fraction) -> NDArray[np.float64]:
-    if k.size and int(np.abs(k).max()) >= 1 << 53:
-        raise OverflowError("noisy value does not fit a float64 exactly")
-    exponent = granularity.numerator.bit_length() - granularity.denominator.bit_length()
-    return np.ldexp(k.astype(np.float64), exponent)
-
-
 class _LatticeMechanism(NoiseMechanism):
     """A mechanism on the lattice ``γℤ``: values are snapped to it and taken off it."""
 
@@ -87,7 +70,7 @@ class _LatticeMechanism(NoiseMechanism):
         return snap_to_lattice(values, self.granularity, self.name)
 
     def _from_lattice(self, k: NDArray[np.int64]) -> NDArray[np.float64]:
-        return _from_lattice(k, self.granularity)
+        return from_lattice(k, self.granularity, "noisy value")
 
 
 class Laplace(_LatticeMechanism, PureDPMechanism):
@@ -114,7 +97,7 @@ class Laplace(_LatticeMechanism, PureDPMechanism):
         self.epsilon_exact = as_rational(epsilon, "epsilon", positive=True)
         self.sensitivity_exact = as_rational(sensitivity, "sensitivity", positive=True)
         self.scale_exact = self.sensitivity_exact / self.epsilon_exact
-        self.granularity = _check_granularity(granularity, self.scale_exact)
+        self.granularity = check_granularity(granularity, self.scale_exact)
         self.law: DiscreteLaplaceLaw = DiscreteLaplaceLaw(
             self.scale_exact / self.granularity, self.granularity
         )
@@ -179,7 +162,7 @@ class Gaussian(_LatticeMechanism, ZCDPMechanism):
         self.sensitivity_exact = as_rational(sensitivity, "sensitivity", positive=True)
         self.sigma2_exact = self.sensitivity_exact**2 / (2 * self.rho_exact)
         sigma_approx = Fraction(math.sqrt(float(self.sigma2_exact)))
-        self.granularity = _check_granularity(granularity, sigma_approx)
+        self.granularity = check_granularity(granularity, sigma_approx)
         self.law: DiscreteGaussianLaw = DiscreteGaussianLaw(
             self.sigma2_exact / self.granularity**2, self.granularity
         )
