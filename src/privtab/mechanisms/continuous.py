@@ -24,6 +24,7 @@ differ from the continuous ones by about 2⁻⁴⁰ relative.
 from __future__ import annotations
 
 import math
+from abc import abstractmethod
 from fractions import Fraction
 from typing import Any
 
@@ -71,6 +72,19 @@ class _LatticeMechanism(NoiseMechanism):
 
     def _from_lattice(self, k: NDArray[np.int64]) -> NDArray[np.float64]:
         return from_lattice(k, self.granularity, "noisy value")
+
+    def _release_guarantee(self, n: int, on_lattice: bool) -> tuple[Guarantee, dict[str, Any]]:
+        """The mechanism's guarantee for values on the lattice; off it, the one at the
+        sensitivity snapping can reach (:meth:`_snapped_guarantee`, module docstring)."""
+        extra: dict[str, Any] = {"snapped": not on_lattice}
+        if on_lattice:
+            return self.guarantee, extra
+        extra["sensitivity_effective"], guarantee = self._snapped_guarantee(n)
+        return guarantee, extra
+
+    @abstractmethod
+    def _snapped_guarantee(self, n: int) -> tuple[float, Guarantee]:
+        """The effective sensitivity of a release of ``n`` snapped values and its guarantee."""
 
 
 class Laplace(_LatticeMechanism, PureDPMechanism):
@@ -131,14 +145,10 @@ class Laplace(_LatticeMechanism, PureDPMechanism):
             "granularity": float(self.granularity),
         }
 
-    def _release_guarantee(self, n: int, on_lattice: bool) -> tuple[Guarantee, dict[str, Any]]:
-        """ε-DP on the lattice; off it, sensitivity ``Δ + 2γn`` (module docstring)."""
-        extra: dict[str, Any] = {"snapped": not on_lattice}
-        if on_lattice:
-            return self.guarantee, extra
+    def _snapped_guarantee(self, n: int) -> tuple[float, Guarantee]:
+        """Sensitivity ``Δ + 2γn`` (module docstring), rounded up, and its ε-DP."""
         eff = self.sensitivity_exact + 2 * self.granularity * max(n, 1)
-        extra["sensitivity_effective"] = float_up(eff)
-        return PureDP(float_up(eff / self.scale_exact)), extra
+        return float_up(eff), PureDP(float_up(eff / self.scale_exact))
 
 
 class Gaussian(_LatticeMechanism, ZCDPMechanism):
@@ -182,12 +192,8 @@ class Gaussian(_LatticeMechanism, ZCDPMechanism):
             "granularity": float(self.granularity),
         }
 
-    def _release_guarantee(self, n: int, on_lattice: bool) -> tuple[Guarantee, dict[str, Any]]:
-        """ρ-zCDP on the lattice; off it, sensitivity ``Δ + 2γ√n`` (module docstring)."""
-        extra: dict[str, Any] = {"snapped": not on_lattice}
-        if on_lattice:
-            return self.guarantee, extra
+    def _snapped_guarantee(self, n: int) -> tuple[float, Guarantee]:
+        """Sensitivity ``Δ + 2γ√n`` (module docstring), rounded up, and its ρ-zCDP."""
         eff = float(self.sensitivity_exact) + 2 * float(self.granularity) * math.sqrt(max(n, 1))
         eff = math.nextafter(eff * (1 + 2.0**-50), math.inf)
-        extra["sensitivity_effective"] = eff
-        return ZCDP(float_up(Fraction(eff) ** 2 / (2 * self.sigma2_exact))), extra
+        return eff, ZCDP(float_up(Fraction(eff) ** 2 / (2 * self.sigma2_exact)))
