@@ -16,7 +16,7 @@ An :class:`~privtab.accounting.exact.ExactGuarantee` is read as its float guaran
 from __future__ import annotations
 
 from numbers import Real
-from typing import Any
+from typing import Any, TypeVar
 
 from privtab.accounting.exact import ExactGuarantee
 from privtab.accounting.guarantees import GDP, RDP, ZCDP, ApproxDP, Guarantee, PureDP
@@ -50,31 +50,32 @@ def exact_or_guarantee_arg(value: Any, fn: str) -> Guarantee | ExactGuarantee:
 
 def pure_arg(value: Any, fn: str) -> PureDP:
     """ε-DP from a :class:`PureDP`, an exact pure guarantee, or ε itself."""
-    if isinstance(value, Real) and not isinstance(value, bool):
-        return PureDP(float(value))
-    g = _object(value, fn, "PureDP", "epsilon")
-    if not isinstance(g, PureDP):
-        raise _mismatch(fn, "PureDP", "epsilon", value)
-    return g
+    return _one_parameter_arg(value, fn, PureDP, "epsilon")
 
 
 def zcdp_arg(value: Any, fn: str) -> ZCDP:
     """ρ-zCDP from a :class:`ZCDP`, an exact zCDP guarantee, or ρ itself."""
-    if isinstance(value, Real) and not isinstance(value, bool):
-        return ZCDP(float(value))
-    g = _object(value, fn, "ZCDP", "rho")
-    if not isinstance(g, ZCDP):
-        raise _mismatch(fn, "ZCDP", "rho", value)
-    return g
+    return _one_parameter_arg(value, fn, ZCDP, "rho")
 
 
 def gdp_arg(value: Any, fn: str) -> GDP:
     """μ-GDP from a :class:`GDP` or μ itself."""
+    return _one_parameter_arg(value, fn, GDP, "mu")
+
+
+_OneParameter = TypeVar("_OneParameter", PureDP, ZCDP, GDP)
+
+
+def _one_parameter_arg(
+    value: Any, fn: str, kind: type[_OneParameter], number: str
+) -> _OneParameter:
+    """A guarantee of type ``kind`` from such an object (an exact one rounded up) or from
+    its one parameter ``number`` given as a number."""
     if isinstance(value, Real) and not isinstance(value, bool):
-        return GDP(float(value))
-    g = _object(value, fn, "GDP", "mu")
-    if not isinstance(g, GDP):
-        raise _mismatch(fn, "GDP", "mu", value)
+        return kind(float(value))
+    g = _object(value, fn, kind.__name__, number)
+    if not isinstance(g, kind):
+        raise _mismatch(fn, kind.__name__, number, value)
     return g
 
 

@@ -20,8 +20,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from typing import TypeAlias
+from dataclasses import Field, dataclass, fields
+from typing import Any, ClassVar, TypeAlias
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -63,58 +63,63 @@ def check_parameter(
     return v
 
 
+_PARAMETER_NAMES: dict[type, tuple[str, ...]] = {}
+
+
+def _parameter_names(cls: type[_Parameters]) -> tuple[str, ...]:
+    names = _PARAMETER_NAMES.get(cls)
+    if names is None:
+        names = _PARAMETER_NAMES[cls] = tuple(f.name for f in fields(cls))
+    return names
+
+
+class _Parameters:
+    """Base of the parameter guarantees: every field is checked by :func:`check_parameter`
+    (``delta`` at most 1) and the guarantee prints as its :attr:`_FORMAT`."""
+
+    __dataclass_fields__: ClassVar[dict[str, Field[Any]]]
+    _FORMAT: ClassVar[str]
+
+    def __post_init__(self) -> None:
+        for name in _parameter_names(type(self)):
+            upper = 1.0 if name == "delta" else None
+            object.__setattr__(self, name, check_parameter(name, getattr(self, name), upper=upper))
+
+    def __str__(self) -> str:
+        return self._FORMAT.format(self)
+
+
 @dataclass(frozen=True)
-class PureDP:
+class PureDP(_Parameters):
     """ε-differential privacy (pure DP). Dwork, McSherry, Nissim & Smith (2006)."""
 
     epsilon: float
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "epsilon", check_parameter("epsilon", self.epsilon))
-
-    def __str__(self) -> str:
-        return f"{self.epsilon:.6g}-DP"
+    _FORMAT: ClassVar[str] = "{0.epsilon:.6g}-DP"
 
 
 @dataclass(frozen=True)
-class ApproxDP:
+class ApproxDP(_Parameters):
     """(ε, δ)-differential privacy (approximate DP). Dwork et al. (2006)."""
 
     epsilon: float
     delta: float
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "epsilon", check_parameter("epsilon", self.epsilon))
-        object.__setattr__(self, "delta", check_parameter("delta", self.delta, upper=1.0))
-
-    def __str__(self) -> str:
-        return f"({self.epsilon:.6g}, {self.delta:.3g})-DP"
+    _FORMAT: ClassVar[str] = "({0.epsilon:.6g}, {0.delta:.3g})-DP"
 
 
 @dataclass(frozen=True)
-class ZCDP:
+class ZCDP(_Parameters):
     """ρ-zero-concentrated DP: ``D_α ≤ ρα`` for every order ``α > 1`` (Bun & Steinke 2016)."""
 
     rho: float
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "rho", check_parameter("rho", self.rho))
-
-    def __str__(self) -> str:
-        return f"{self.rho:.6g}-zCDP"
+    _FORMAT: ClassVar[str] = "{0.rho:.6g}-zCDP"
 
 
 @dataclass(frozen=True)
-class GDP:
+class GDP(_Parameters):
     """μ-Gaussian DP (Dong, Roth & Su 2019): trade-off at least ``G_μ(a) = Φ(Φ⁻¹(1−a) − μ)``."""
 
     mu: float
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "mu", check_parameter("mu", self.mu))
-
-    def __str__(self) -> str:
-        return f"{self.mu:.6g}-GDP"
+    _FORMAT: ClassVar[str] = "{0.mu:.6g}-GDP"
 
 
 def _tabulated_curve(alphas: FloatArray, taus: FloatArray) -> CurveFn:

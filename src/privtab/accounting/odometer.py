@@ -62,6 +62,7 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any, Literal
 
+from privtab._json import Record
 from privtab.accounting.exact import ExactGuarantee, compose_exact, float_down, float_up
 from privtab.errors import InputError, UsageError
 
@@ -154,7 +155,7 @@ def short_key(dataset: str) -> str:
 
 
 @dataclass(frozen=True)
-class LedgerEntry:
+class LedgerEntry(Record):
     """One release of a data set.
 
     ``when`` is UTC ISO 8601; ``dataset`` the data-set key; ``release`` the output path as
@@ -194,20 +195,6 @@ class LedgerEntry:
         except PermissionError:
             return True
         return True
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "id": self.id,
-            "when": self.when,
-            "dataset": self.dataset,
-            "release": self.release,
-            "plan": self.plan,
-            "guarantee": self.guarantee.to_dict(),
-            "over_lifetime": self.over_lifetime,
-            "note": self.note,
-            "status": self.status,
-            "process": self.process,
-        }
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> LedgerEntry:

@@ -19,11 +19,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from privtab._json import Record
 from privtab.random import RationalLike
 
 if TYPE_CHECKING:
@@ -34,19 +35,12 @@ __all__ = ["CombinedEstimate", "GLSEstimate", "combined_interval", "gls", "inver
 
 
 @dataclass(frozen=True)
-class CombinedEstimate:
+class CombinedEstimate(Record):
     """An inverse-variance combination: estimate, its variance and the weights used."""
 
     estimate: float
     variance: float
     weights: NDArray[np.float64]
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "estimate": self.estimate,
-            "variance": self.variance,
-            "weights": self.weights.tolist(),
-        }
 
 
 def inverse_variance(values: ArrayLike, variances: ArrayLike) -> CombinedEstimate:

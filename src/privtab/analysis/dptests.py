@@ -25,11 +25,13 @@ Both are post-processing of the release: no privacy cost.
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
+
+from privtab._json import Record
 
 if TYPE_CHECKING:
     from privtab.mechanisms import NoiseMechanism
@@ -49,7 +51,7 @@ Alternative = Literal["two-sided", "greater", "less"]
 
 
 @dataclass(frozen=True)
-class TestResult:
+class TestResult(Record):
     """A DP-aware test: observed ``z``, its p-value, and the naive p-value for contrast."""
 
     __test__ = False  # not a pytest class
@@ -60,9 +62,6 @@ class TestResult:
     method: str
     alternative: str
     reps: int | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 def proportion_z(noisy_count: ArrayLike, n: int, p0: float) -> NDArray[np.float64]:

@@ -17,11 +17,12 @@ mechanism's noise only, and ``± moe(level)`` an exact interval for it (Q16:
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from privtab._json import Record
 from privtab.random import RationalLike
 
 if TYPE_CHECKING:
@@ -33,7 +34,7 @@ __all__ = ["ErrorEstimate", "release_error_estimate"]
 
 
 @dataclass(frozen=True)
-class ErrorEstimate:
+class ErrorEstimate(Record):
     """A released error estimate, the implied estimate of the truth and its interval."""
 
     published: NDArray[np.float64]
@@ -45,19 +46,6 @@ class ErrorEstimate:
     moe: float
     guarantee: str
     private: bool
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "published": self.published.tolist(),
-            "error_estimate": self.error_estimate.tolist(),
-            "estimate": self.estimate.tolist(),
-            "lower": self.lower.tolist(),
-            "upper": self.upper.tolist(),
-            "level": self.level,
-            "moe": self.moe,
-            "guarantee": self.guarantee,
-            "private": self.private,
-        }
 
 
 def release_error_estimate(

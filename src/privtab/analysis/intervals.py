@@ -25,13 +25,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from fractions import Fraction
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from privtab._json import Record
 from privtab.mechanisms.linear import LinearNoise, mechanism_moe
 from privtab.random import RationalLike
 
@@ -53,7 +54,7 @@ __all__ = [
 
 
 @dataclass(frozen=True)
-class Interval:
+class Interval(Record):
     """An interval for one (derived) quantity: ``lower ≤ truth ≤ upper`` with probability
     at least ``level`` over the noise; ``coverage`` is the exact coverage when known."""
 
@@ -65,12 +66,9 @@ class Interval:
     method: str
     coverage: float | None = None
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
 
 @dataclass(frozen=True)
-class SimultaneousIntervals:
+class SimultaneousIntervals(Record):
     """A box covering every coordinate at once with probability ≥ ``level``."""
 
     lower: NDArray[np.float64]
@@ -80,17 +78,6 @@ class SimultaneousIntervals:
     coordinate_level: float
     method: str
     coverage: float
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "lower": self.lower.tolist(),
-            "upper": self.upper.tolist(),
-            "moe": self.moe.tolist(),
-            "level": self.level,
-            "coordinate_level": self.coordinate_level,
-            "method": self.method,
-            "coverage": self.coverage,
-        }
 
 
 def _level(level: RationalLike) -> Fraction:

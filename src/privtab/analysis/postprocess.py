@@ -23,10 +23,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
+
+from privtab._json import Record
 
 if TYPE_CHECKING:
     from privtab.mechanisms import NoiseMechanism
@@ -80,15 +82,12 @@ def clip_bias(mechanism: NoiseMechanism, true_count: float) -> float:
 
 
 @dataclass(frozen=True)
-class ConsistentTable:
+class ConsistentTable(Record):
     """Parts and total that agree exactly, from a weighted least-squares fit."""
 
     parts: NDArray[np.float64]
     total: float
     method: str
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"parts": self.parts.tolist(), "total": self.total, "method": self.method}
 
 
 def consistent_total(

@@ -25,6 +25,7 @@ from __future__ import annotations
 import math
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -226,65 +227,51 @@ def _group(res: list[dict[str, Any]], key: tuple[str, str, str, str]) -> dict[st
     }
 
 
-def _gaussian_rows(res: list[dict[str, Any]], keys: list[tuple[str, str, str, str]]) -> Table:
-    cols = [
-        "model",
-        "table",
-        "μ",
-        "ours: projected Gaussian",
-        "ours, integer",
-        "naive (privtab)",
-        "naive (OpenDP)",
-        "naive/ours",
-        "seed's Δ₂ = 2 (not private)",
-    ]
+def _family_rows(
+    res: list[dict[str, Any]],
+    keys: list[tuple[str, str, str, str]],
+    family: tuple[str, str, str],
+    naive_cols: list[str],
+    naive_cells: Callable[[dict[str, dict[str, Any]]], list[str]],
+) -> Table:
+    """One mechanism family's table: model, table, parameter, ours (real and integer), then
+    the naive baselines' cells; ``family`` is (title, parameter symbol, our column)."""
+    title, symbol, ours_col = family
+    cols = ["model", "table", symbol, ours_col, "ours, integer", *naive_cols]
     rows = []
     for key in keys:
         g = _group(res, key)
+        ours = next(v for k, v in g.items() if k.endswith("(ours)"))
+        head = [key[1], key[2], key[3].split("=")[1], _cell(ours)]
+        rows.append([*head, f"{ours['mean_l2_integer']:.2f}", *naive_cells(g)])
+    return table(title, cols, rows)
+
+
+def _gaussian_rows(res: list[dict[str, Any]], keys: list[tuple[str, str, str, str]]) -> Table:
+    def cells(g: dict[str, dict[str, Any]]) -> list[str]:
         ours, naive = g["projected-gaussian (ours)"], g["naive-gaussian"]
         paper = next((v for k, v in g.items() if "NOT private" in k), None)
-        rows.append(
-            [
-                key[1],
-                key[2],
-                key[3].split("=")[1],
-                _cell(ours),
-                f"{ours['mean_l2_integer']:.2f}",
-                _cell(naive),
-                _cell(g.get("naive, OpenDP discrete Gaussian")),
-                f"{naive['mean_l2'] / ours['mean_l2']:.2f}",
-                _cell(paper) if paper else "(same as ours)",
-            ]
-        )
+        return [
+            _cell(naive),
+            _cell(g.get("naive, OpenDP discrete Gaussian")),
+            f"{naive['mean_l2'] / ours['mean_l2']:.2f}",
+            _cell(paper) if paper else "(same as ours)",
+        ]
+
+    naive_cols = ["naive (privtab)", "naive (OpenDP)", "naive/ours", "seed's Δ₂ = 2 (not private)"]
     title = "Gaussian mechanisms, Semi-DP μ-GDP: mean ℓ₂ cost ± se (exact RMS)"
-    return table(title, cols, rows)
+    return _family_rows(res, keys, (title, "μ", "ours: projected Gaussian"), naive_cols, cells)
 
 
 def _knorm_rows(res: list[dict[str, Any]], keys: list[tuple[str, str, str, str]]) -> Table:
-    cols = [
-        "model",
-        "table",
-        "ε",
-        "ours: optimal K-norm",
-        "ours, integer",
-        "naive ℓ₁ (Laplace)",
-        "naive ℓ₂",
-        "naive ℓ∞",
-        "best naive/ours",
-    ]
-    rows = []
-    for key in keys:
-        g = _group(res, key)
-        ours = g["optimal K-norm (ours)"]
+    def cells(g: dict[str, dict[str, Any]]) -> list[str]:
         naives = [g[f"naive {n}"] for n in ("l1", "l2", "linf")]
         best = min(n["mean_l2"] for n in naives)
-        rows.append(
-            [key[1], key[2], key[3].split("=")[1], _cell(ours), f"{ours['mean_l2_integer']:.2f}"]
-            + [_cell(n) for n in naives]
-            + [f"{best / ours['mean_l2']:.2f}"]
-        )
+        return [*(_cell(n) for n in naives), f"{best / g['optimal K-norm (ours)']['mean_l2']:.2f}"]
+
+    naive_cols = ["naive ℓ₁ (Laplace)", "naive ℓ₂", "naive ℓ∞", "best naive/ours"]
     title = "K-norm mechanisms, Semi-DP ε-DP: mean ℓ₂ cost ± se (exact RMS)"
-    return table(title, cols, rows)
+    return _family_rows(res, keys, (title, "ε", "ours: optimal K-norm"), naive_cols, cells)
 
 
 def _timing_rows(res: list[dict[str, Any]]) -> Table:

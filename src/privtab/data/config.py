@@ -49,7 +49,7 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any, Literal
 
-from privtab.data.errors import Problem, ProblemLog
+from privtab.data.errors import Problem, ProblemLog, checked
 from privtab.data.levels import (
     ITERATION_LEVELS,
     PR_LEVELS,
@@ -175,11 +175,7 @@ class SafeTabConfig:
 
 def read_config(path: str | Path) -> SafeTabConfig:
     """Read and validate ``config.json``; raise :class:`InputValidationError` on any problem."""
-    log = ProblemLog()
-    cfg = load_config(path, log)
-    log.raise_if_any()
-    assert cfg is not None
-    return cfg
+    return checked(lambda log: load_config(path, log))
 
 
 def load_config(path: str | Path, log: ProblemLog) -> SafeTabConfig | None:

@@ -16,7 +16,7 @@ import polars as pl
 from privtab.atomic import atomic_file
 from privtab.data._scan import format_of, open_table
 from privtab.data._tables import NULL, ROW, SEPARATOR
-from privtab.data.errors import ProblemLog
+from privtab.data.errors import checked
 from privtab.data.geography import GRFC_COLUMNS
 from privtab.data.persons import PERSON_COLUMNS, RACE_COLUMNS
 from privtab.data.spec import FIELDS
@@ -31,11 +31,12 @@ def convert_file(src: str | Path, dst: str | Path, *, overwrite: bool = False) -
     out_fmt = format_of(dst)
     if dst.exists() and not overwrite:
         raise FileExistsError(f"{dst} exists (pass overwrite=True to replace it)")
-    log = ProblemLog()
-    columns = _columns_of(src, log)
-    table = open_table(src, columns, log, extra_ok=columns is GRFC_COLUMNS, optional_null=())
-    log.raise_if_any()
-    assert table is not None
+    columns = _columns_of(src)
+    table = checked(
+        lambda log: open_table(
+            src, columns, log, extra_ok=columns is GRFC_COLUMNS, optional_null=()
+        )
+    )
     lf = table.frame.drop(ROW, FIELDS)
     race = [c for c in RACE_COLUMNS if c in columns]
     with atomic_file(dst) as tmp:
@@ -50,7 +51,7 @@ def convert_file(src: str | Path, dst: str | Path, *, overwrite: bool = False) -
     return dst
 
 
-def _columns_of(src: Path, log: ProblemLog) -> tuple[str, ...]:
+def _columns_of(src: Path) -> tuple[str, ...]:
     if format_of(src) == "txt":
         with src.open("rb") as fh:
             names = fh.readline().decode("utf-8", "replace").rstrip("\r\n").split(SEPARATOR)

@@ -13,13 +13,15 @@ kept (the total number of offending rows of that kind is counted exactly), so va
 from __future__ import annotations
 
 import warnings
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
+from privtab._json import fields_dict
 from privtab.errors import InputError
 
 DEFAULT_EXAMPLES = 10
+_T = TypeVar("_T")
 """How many example rows of each (file, kind) are kept by a :class:`ProblemLog`."""
 
 
@@ -75,14 +77,7 @@ class Problem:
         return f"{', '.join(where)}: {self.message} [{self.kind}]"
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "file": self.file,
-            "kind": self.kind,
-            "row": self.row,
-            "column": self.column,
-            "value": self.value,
-            "message": self.message,
-        }
+        return fields_dict(self, "file", "kind", "row", "column", "value", "message")
 
 
 @dataclass
@@ -151,6 +146,17 @@ class ProblemLog:
         """Raise :class:`InputValidationError` if any problem was recorded."""
         if self._counts:
             raise InputValidationError(self.problems, self.counts)
+
+
+def checked(load: Callable[[ProblemLog], _T | None]) -> _T:
+    """Run ``load`` with a fresh :class:`ProblemLog` and return what it loaded, or raise
+    :class:`InputValidationError` with every problem it found: the one way a ``read_*``
+    function turns its ``load_*`` (which collects problems) into a value or an error."""
+    log = ProblemLog()
+    value = load(log)
+    log.raise_if_any()
+    assert value is not None
+    return value
 
 
 class InputValidationError(InputError, ValueError):

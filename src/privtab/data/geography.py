@@ -37,7 +37,7 @@ import polars as pl
 
 from privtab.data._scan import OpenTable, diagnose_unreadable, is_blank_row, open_table
 from privtab.data._tables import ROW, report_rows
-from privtab.data.errors import Problem, ProblemLog
+from privtab.data.errors import Problem, ProblemLog, checked
 from privtab.data.levels import (
     NO_AIANNH,
     NO_PLACE,
@@ -98,11 +98,7 @@ class Geography:
 
 def read_geography(path: str | Path, state_filter_us: Sequence[str] = US_STATE_FIPS) -> Geography:
     """Read and validate a GRF-C file; raise :class:`InputValidationError` on any problem."""
-    log = ProblemLog()
-    geo = load_geography(path, log, state_filter_us)
-    log.raise_if_any()
-    assert geo is not None
-    return geo
+    return checked(lambda log: load_geography(path, log, state_filter_us))
 
 
 def load_geography(

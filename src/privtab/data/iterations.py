@@ -44,7 +44,7 @@ from privtab.data._tables import (
     read_small_table,
     report_rows,
 )
-from privtab.data.errors import Problem, ProblemLog
+from privtab.data.errors import Problem, ProblemLog, checked
 from privtab.data.levels import ITERATION_LEVELS, Granularity
 
 CODES_FILE = "race-and-ethnicity-codes.txt"
@@ -170,11 +170,7 @@ class ReferenceData:
 
 def read_reference(directory: str | Path) -> ReferenceData:
     """Read and validate the four reference files in ``directory``; raise on any problem."""
-    log = ProblemLog()
-    ref = load_reference(directory, log)
-    log.raise_if_any()
-    assert ref is not None
-    return ref
+    return checked(lambda log: load_reference(directory, log))
 
 
 def load_reference(directory: str | Path, log: ProblemLog) -> ReferenceData | None:
@@ -219,30 +215,28 @@ def load_reference(directory: str | Path, log: ProblemLog) -> ReferenceData | No
     return ref
 
 
-def _check_iteration_code_format(file: str, df: pl.DataFrame, log: ProblemLog) -> None:
-    report_rows(
-        log,
-        file,
+_CODE_FORMATS = {
+    "ITERATION_CODE": (
         "invalid_iteration_code",
         "an iteration code is four digits",
-        df.filter(~pattern_ok("ITERATION_CODE", ITERATION_CODE_PATTERN)),
-        "ITERATION_CODE",
-    )
-
-
-def _check_code_format(file: str, df: pl.DataFrame, log: ProblemLog) -> None:
-    report_rows(
-        log,
-        file,
+        ITERATION_CODE_PATTERN,
+    ),
+    "RACE_ETH_CODE": (
         "invalid_code",
         "a race/ethnicity code is four digits, not starting with 0",
-        df.filter(~pattern_ok("RACE_ETH_CODE", FOUR_DIGIT_CODE)),
-        "RACE_ETH_CODE",
-    )
+        FOUR_DIGIT_CODE,
+    ),
+}
+"""Per code column: the problem kind and message of a value that does not match its pattern."""
+
+
+def _check_format(file: str, df: pl.DataFrame, log: ProblemLog, column: str) -> None:
+    kind, message, pattern = _CODE_FORMATS[column]
+    report_rows(log, file, kind, message, df.filter(~pattern_ok(column, pattern)), column)
 
 
 def _check_codes(file: str, df: pl.DataFrame, log: ProblemLog) -> None:
-    _check_code_format(file, df, log)
+    _check_format(file, df, log, "RACE_ETH_CODE")
     report_rows(
         log,
         file,
@@ -260,7 +254,7 @@ _BOOL_OR_NULL = ("True", "False", NULL)
 
 
 def _check_iteration_rows(file: str, df: pl.DataFrame, log: ProblemLog, *, race: bool) -> None:
-    _check_iteration_code_format(file, df, log)
+    _check_format(file, df, log, "ITERATION_CODE")
     report_rows(
         log,
         file,
@@ -327,8 +321,8 @@ def _check_mapping(
     eth_df: pl.DataFrame | None,
     log: ProblemLog,
 ) -> None:
-    _check_iteration_code_format(file, df, log)
-    _check_code_format(file, df, log)
+    _check_format(file, df, log, "ITERATION_CODE")
+    _check_format(file, df, log, "RACE_ETH_CODE")
     pair = pl.struct("ITERATION_CODE", "RACE_ETH_CODE")
     report_rows(
         log,

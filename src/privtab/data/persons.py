@@ -45,7 +45,7 @@ import polars as pl
 
 from privtab.data._scan import diagnose_unreadable, is_blank_row, open_table
 from privtab.data._tables import NULL, ROW
-from privtab.data.errors import Problem, ProblemLog
+from privtab.data.errors import Problem, ProblemLog, checked
 from privtab.data.geography import BLOCK, UNIT, Geography, block_key_expr
 from privtab.data.iterations import ReferenceData
 from privtab.data.membership import RACE_KEYS, pack_race_codes, race_keys_expr
@@ -86,10 +86,9 @@ def scan_persons(path: str | Path) -> pl.LazyFrame:
     (raises :class:`InputValidationError` when it is wrong). Values are not validated: use
     :class:`PersonReader` for that.
     """
-    log = ProblemLog()
-    table = open_table(Path(path), PERSON_COLUMNS, log, optional_null=RACE_COLUMNS)
-    log.raise_if_any()
-    assert table is not None
+    table = checked(
+        lambda log: open_table(Path(path), PERSON_COLUMNS, log, optional_null=RACE_COLUMNS)
+    )
     return table.frame
 
 
@@ -128,10 +127,9 @@ def scan_canonical(
     :class:`PersonReader`) to name every problem, then raise. ``_BAD`` is exactly the set of
     rows the naming checks reject (tested). Typed values of bad rows are meaningless.
     """
-    log = ProblemLog()
-    table = open_table(Path(path), PERSON_COLUMNS, log, optional_null=RACE_COLUMNS)
-    log.raise_if_any()
-    assert table is not None
+    table = checked(
+        lambda log: open_table(Path(path), PERSON_COLUMNS, log, optional_null=RACE_COLUMNS)
+    )
     fast = _FastPath(reference, geography, max_race_codes)
     return (
         fast.lazy(table.frame.filter(~is_blank_row(PERSON_COLUMNS)))

@@ -30,6 +30,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from privtab._json import fields_dict
 from privtab.data.iterations import Iteration, IterationKind, ReferenceData
 from privtab.data.levels import (
     ITERATION_LEVELS,
@@ -67,17 +68,7 @@ class Stability:
         return self.census_rule >= self.exact
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "iteration_level": self.iteration_level,
-            "granularity": self.granularity.value,
-            "max_race_codes": self.max_race_codes,
-            "h_race": self.h_race,
-            "h_race_combination": self.h_race_combination,
-            "h_ethnicity": self.h_ethnicity,
-            "census_rule": self.census_rule,
-            "exact": self.exact,
-            "value": self.value,
-        }
+        return fields_dict(self, granularity=self.granularity.value, value=self.value)
 
 
 def _height(its: list[Iteration]) -> int:

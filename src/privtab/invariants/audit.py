@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from privtab._json import fields_dict
 from privtab.invariants.tradeoff import gaussian_tradeoff
 from privtab.random import RandomSource
 
@@ -60,18 +61,7 @@ class GDPAudit:
         return ok_mu and ok_tr
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "mu_claimed": self.mu_claimed,
-            "mu_pair": self.mu_pair,
-            "mu_hat": self.mu_hat,
-            "mu_se": self.mu_se,
-            "alphas": list(self.alphas),
-            "type2_empirical": list(self.type2_empirical),
-            "type2_claimed": list(self.type2_claimed),
-            "type2_se": list(self.type2_se),
-            "n": self.n,
-            "passed": self.passed,
-        }
+        return fields_dict(self, passed=self.passed)
 
 
 def audit_gdp(

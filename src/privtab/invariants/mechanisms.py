@@ -37,6 +37,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from privtab._json import fields_dict
 from privtab.accounting import GDP, ZCDP, Guarantee, PureDP
 from privtab.invariants import _noise
 from privtab.invariants.knorm import SubspacePolytope, gamma_radius, lp_ball_uniform
@@ -127,15 +128,8 @@ class TableRelease:
         return float(max(rows, cols))
 
     def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {
-            "mechanism": self.mechanism,
-            "private": self.private,
-            "guarantee": self.guarantee.to_dict(),
-            "table": self.table.tolist(),
-            "row_margins": self.row_margins.tolist(),
-            "col_margins": self.col_margins.tolist(),
-            "margin_error": self.margin_error,
-        }
+        names = ["mechanism", "private", "guarantee", "table", "row_margins", "col_margins"]
+        out = fields_dict(self, *names, margin_error=self.margin_error)
         if self.integer_table is not None:
             out["integer_table"] = self.integer_table.tolist()
         return out
@@ -225,8 +219,19 @@ class _TableMechanism:
         return np.asarray(x[None, :, :] + noise, dtype=np.float64)
 
 
+class _SubspaceMechanism(_TableMechanism):
+    """A mechanism whose noise lives in :attr:`space`, the tables with zero margins (the
+    seed's Prop. 32 list of neighbour differences when ``paper_space``)."""
+
+    paper_space: bool  # a field of each subclass (after its own parameter)
+
+    @cached_property
+    def space(self) -> TableSpace:
+        return TableSpace(self.r, self.c, self.a, self.paper_space)
+
+
 @dataclass(frozen=True)
-class ProjectedGaussian(_TableMechanism):
+class ProjectedGaussian(_SubspaceMechanism):
     """Algorithm 1: Gaussian noise projected onto the span of the Semi-DP sensitivity space."""
 
     mu: float = 1.0
@@ -235,10 +240,6 @@ class ProjectedGaussian(_TableMechanism):
 
     def __post_init__(self) -> None:
         _positive("mu", self.mu)
-
-    @cached_property
-    def space(self) -> TableSpace:
-        return TableSpace(self.r, self.c, self.a, self.paper_space)
 
     @property
     def sensitivity(self) -> float:
@@ -289,7 +290,7 @@ def _double_center(z: FloatArray) -> FloatArray:
 
 
 @dataclass(frozen=True)
-class OptimalKNorm(_TableMechanism):
+class OptimalKNorm(_SubspaceMechanism):
     """Algorithms 2–3: the optimal K-norm mechanism for the rank-deficient Semi-DP space."""
 
     epsilon: float = 1.0
@@ -299,10 +300,6 @@ class OptimalKNorm(_TableMechanism):
 
     def __post_init__(self) -> None:
         _positive("epsilon", self.epsilon)
-
-    @cached_property
-    def space(self) -> TableSpace:
-        return TableSpace(self.r, self.c, self.a, self.paper_space)
 
     @cached_property
     def polytope(self) -> SubspacePolytope:

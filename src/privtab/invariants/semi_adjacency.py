@@ -54,6 +54,7 @@ from typing import Any
 
 import numpy as np
 
+from privtab._json import Record
 from privtab.invariants.schema import CountInvariant, IntArray
 
 __all__ = [
@@ -72,7 +73,7 @@ class TooManyDatasetsError(RuntimeError):
 
 
 @dataclass(frozen=True)
-class SemiAdjacency:
+class SemiAdjacency(Record):
     """The semi-adjacent parameter of an invariant and how it was obtained.
 
     ``value`` is the parameter to use for accounting: the exact value when ``exact``, else
@@ -88,17 +89,6 @@ class SemiAdjacency:
     method: str
     n_datasets: int | None = None
     witness: dict[str, Any] | None = field(default=None)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "value": self.value,
-            "exact": self.exact,
-            "lower": self.lower,
-            "upper": self.upper,
-            "method": self.method,
-            "n_datasets": self.n_datasets,
-            "witness": self.witness,
-        }
 
 
 def theorem16_bound(k: int) -> int:

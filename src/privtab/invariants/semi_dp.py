@@ -30,6 +30,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from privtab._json import Record
 from privtab.accounting import GDP, RDP, ZCDP, ApproxDP, Guarantee, PureDP, compose, zcdp_epsilon
 from privtab.accounting.conversions import epsilon_at
 from privtab.invariants.tradeoff import TradeOff
@@ -98,7 +99,7 @@ def semi_dp_summary(g: Guarantee, a: int, delta: float) -> dict[str, Any]:
 
 
 @dataclass(frozen=True)
-class CensusSemiDP:
+class CensusSemiDP(Record):
     """Seed §6.1: the 2020 Census's advertised ρ-zCDP and its Semi-DP counterpart.
 
     The ``epsilon_*`` fields use the Bun–Steinke conversion ``ε = ρ + 2√(ρ ln(1/δ))``
@@ -114,18 +115,6 @@ class CensusSemiDP:
     epsilon_advertised_optimal: float
     epsilon_semi_optimal: float
     delta: float
-
-    def to_dict(self) -> dict[str, float | int]:
-        return {
-            "rho": self.rho,
-            "semi_adjacent": self.semi_adjacent,
-            "rho_semi": self.rho_semi,
-            "epsilon_advertised": self.epsilon_advertised,
-            "epsilon_semi": self.epsilon_semi,
-            "epsilon_advertised_optimal": self.epsilon_advertised_optimal,
-            "epsilon_semi_optimal": self.epsilon_semi_optimal,
-            "delta": self.delta,
-        }
 
 
 def census_semi_dp(rho: float = 2.56, semi_adjacent: int = 2, delta: float = 1e-10) -> CensusSemiDP:

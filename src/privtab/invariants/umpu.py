@@ -36,16 +36,15 @@ from functools import lru_cache
 from typing import Any, Literal, Protocol
 
 import numpy as np
-from numpy.typing import ArrayLike, NDArray
+from numpy.typing import ArrayLike
 
+from privtab._json import fields_dict
 from privtab.accounting import GDP, Guarantee, PureDP
 from privtab.invariants import _noise
+from privtab.invariants._noise import FloatArray, IntArray
 from privtab.invariants.tradeoff import TradeOff
 from privtab.mechanisms.base import release_source
 from privtab.random import RandomSource
-
-FloatArray = NDArray[np.float64]
-IntArray = NDArray[np.int64]
 
 __all__ = [
     "CND",
@@ -303,23 +302,7 @@ class TestResult:
     private: bool
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "statistic": self.statistic,
-            "p_value": self.p_value,
-            "reject": self.reject,
-            "alpha": self.alpha,
-            "critical_value": self.critical_value,
-            "theta0": self.theta0,
-            "alternative": self.alternative,
-            "margins": {
-                "r1": self.margins.r1,
-                "r2": self.margins.r2,
-                "c1": self.margins.c1,
-                "n": self.margins.n,
-            },
-            "guarantee": self.guarantee,
-            "private": self.private,
-        }
+        return fields_dict(self, margins=fields_dict(self.margins, "r1", "r2", "c1", "n"))
 
 
 @dataclass(frozen=True)

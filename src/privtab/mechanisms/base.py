@@ -30,6 +30,7 @@ from numpy.typing import ArrayLike, NDArray
 
 from privtab.accounting import RDP, ZCDP, Guarantee, PureDP
 from privtab.accounting.conversions import zcdp_to_rdp
+from privtab.accounting.exact import float_down, float_up
 from privtab.mechanisms.laws import NoiseLaw
 from privtab.random import RandomSource, RationalLike
 from privtab.random.sources import resolve_source
@@ -54,22 +55,6 @@ class InsecureSourceError(RuntimeError):
 
 class InsecureReleaseWarning(UserWarning):
     """A release was made with an insecure (seeded) source: it is marked ``private: false``."""
-
-
-def float_up(value: Fraction) -> float:
-    """The smallest float ≥ ``value`` (for stating privacy costs conservatively)."""
-    f = float(value)
-    if Fraction(f) < value:
-        f = math.nextafter(f, math.inf)
-    return f
-
-
-def float_down(value: Fraction) -> float:
-    """The largest float ≤ ``value``."""
-    f = float(value)
-    if Fraction(f) > value:
-        f = math.nextafter(f, -math.inf)
-    return f
 
 
 @dataclass(frozen=True)

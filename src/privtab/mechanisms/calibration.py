@@ -75,6 +75,18 @@ def paper_discrete_gaussian_rho(moe: float, sensitivity: float = 1.0) -> float:
     return float(sensitivity) ** 2 * 1.92 / (m * m)
 
 
+def _paper_method(method: Method, level: Fraction) -> bool:
+    """Whether ``method`` asks for the SafeTab paper's closed form (``ValueError`` off the
+    95% level, or for a method that is neither ``"paper"`` nor ``"exact"``)."""
+    if method == "paper":
+        if level != Fraction(19, 20):
+            raise ValueError("the paper's closed form is for the 95% level only")
+        return True
+    if method != "exact":
+        raise ValueError(f"method must be 'exact' or 'paper', got {method!r}")
+    return False
+
+
 def _smallest_float(ok: Callable[[float], bool], start: float) -> float:
     """The smallest float ``x`` near ``start`` with ``ok(x)`` (``ok`` monotone increasing)."""
     x = start
@@ -107,12 +119,8 @@ def geometric_epsilon_for_moe(
     if delta < 1:
         raise ValueError(f"sensitivity must be a positive integer, got {sensitivity!r}")
     lv = as_level(level)
-    if method == "paper":
-        if lv != Fraction(19, 20):
-            raise ValueError("the paper's closed form is for the 95% level only")
+    if _paper_method(method, lv):
         return paper_geometric_epsilon(m, delta)
-    if method != "exact":
-        raise ValueError(f"method must be 'exact' or 'paper', got {method!r}")
     alpha = 1 - lv
     with mp.workprec(200):
         a = mpf(alpha.numerator) / alpha.denominator
@@ -151,12 +159,8 @@ def discrete_gaussian_rho_for_moe(
     m = _target(moe)
     d = as_rational(sensitivity, "sensitivity", positive=True)
     lv = as_level(level)
-    if method == "paper":
-        if lv != Fraction(19, 20):
-            raise ValueError("the paper's closed form is for the 95% level only")
+    if _paper_method(method, lv):
         return paper_discrete_gaussian_rho(m, float(d))
-    if method != "exact":
-        raise ValueError(f"method must be 'exact' or 'paper', got {method!r}")
 
     def covers(sigma2: float) -> bool:
         return DiscreteGaussianLaw(Fraction(sigma2))._covers(m, lv)

@@ -24,6 +24,7 @@ differ from the continuous ones by about 2⁻⁴⁰ relative.
 from __future__ import annotations
 
 import math
+from abc import abstractmethod
 from fractions import Fraction
 from typing import Any
 
@@ -36,20 +37,10 @@ from privtab.accounting.guarantees import FloatArray
 from privtab.mechanisms.base import NoiseMechanism, PureDPMechanism, ZCDPMechanism, float_up
 from privtab.mechanisms.laws import DiscreteGaussianLaw, DiscreteLaplaceLaw
 from privtab.random import RationalLike
-from privtab.random.lattice import default_granularity
+from privtab.random.lattice import check_granularity, from_lattice
 from privtab.random.rational import as_rational
 
 __all__ = ["Gaussian", "Laplace", "snap_to_lattice"]
-
-
-def _check_granularity(granularity: RationalLike | None, scale: Fraction) -> Fraction:
-    if granularity is None:
-        return default_granularity(scale)
-    g = as_rational(granularity, "granularity", positive=True)
-    num, den = g.numerator, g.denominator
-    if (num != 1 and den != 1) or (num & (num - 1)) or (den & (den - 1)):
-        raise ValueError(f"granularity must be a power of two, got {granularity!r}")
-    return g
 
 
 def snap_to_lattice(
@@ -71,13 +62,6 @@ def snap_to_lattice(
     return k.astype(np.int64), bool((k == z).all())
 
 
-def _from_lattice(k: NDArray[np.int64], granularity: Fraction) -> NDArray[np.float64]:
-    if k.size and int(np.abs(k).max()) >= 1 << 53:
-        raise OverflowError("noisy value does not fit a float64 exactly")
-    exponent = granularity.numerator.bit_length() - granularity.denominator.bit_length()
-    return np.ldexp(k.astype(np.float64), exponent)
-
-
 class _LatticeMechanism(NoiseMechanism):
     """A mechanism on the lattice ``γℤ``: values are snapped to it and taken off it."""
 
@@ -87,7 +71,20 @@ class _LatticeMechanism(NoiseMechanism):
         return snap_to_lattice(values, self.granularity, self.name)
 
     def _from_lattice(self, k: NDArray[np.int64]) -> NDArray[np.float64]:
-        return _from_lattice(k, self.granularity)
+        return from_lattice(k, self.granularity, "noisy value")
+
+    def _release_guarantee(self, n: int, on_lattice: bool) -> tuple[Guarantee, dict[str, Any]]:
+        """The mechanism's guarantee for values on the lattice; off it, the one at the
+        sensitivity snapping can reach (:meth:`_snapped_guarantee`, module docstring)."""
+        extra: dict[str, Any] = {"snapped": not on_lattice}
+        if on_lattice:
+            return self.guarantee, extra
+        extra["sensitivity_effective"], guarantee = self._snapped_guarantee(n)
+        return guarantee, extra
+
+    @abstractmethod
+    def _snapped_guarantee(self, n: int) -> tuple[float, Guarantee]:
+        """The effective sensitivity of a release of ``n`` snapped values and its guarantee."""
 
 
 class Laplace(_LatticeMechanism, PureDPMechanism):
@@ -114,7 +111,7 @@ class Laplace(_LatticeMechanism, PureDPMechanism):
         self.epsilon_exact = as_rational(epsilon, "epsilon", positive=True)
         self.sensitivity_exact = as_rational(sensitivity, "sensitivity", positive=True)
         self.scale_exact = self.sensitivity_exact / self.epsilon_exact
-        self.granularity = _check_granularity(granularity, self.scale_exact)
+        self.granularity = check_granularity(granularity, self.scale_exact)
         self.law: DiscreteLaplaceLaw = DiscreteLaplaceLaw(
             self.scale_exact / self.granularity, self.granularity
         )
@@ -148,14 +145,10 @@ class Laplace(_LatticeMechanism, PureDPMechanism):
             "granularity": float(self.granularity),
         }
 
-    def _release_guarantee(self, n: int, on_lattice: bool) -> tuple[Guarantee, dict[str, Any]]:
-        """ε-DP on the lattice; off it, sensitivity ``Δ + 2γn`` (module docstring)."""
-        extra: dict[str, Any] = {"snapped": not on_lattice}
-        if on_lattice:
-            return self.guarantee, extra
+    def _snapped_guarantee(self, n: int) -> tuple[float, Guarantee]:
+        """Sensitivity ``Δ + 2γn`` (module docstring), rounded up, and its ε-DP."""
         eff = self.sensitivity_exact + 2 * self.granularity * max(n, 1)
-        extra["sensitivity_effective"] = float_up(eff)
-        return PureDP(float_up(eff / self.scale_exact)), extra
+        return float_up(eff), PureDP(float_up(eff / self.scale_exact))
 
 
 class Gaussian(_LatticeMechanism, ZCDPMechanism):
@@ -179,7 +172,7 @@ class Gaussian(_LatticeMechanism, ZCDPMechanism):
         self.sensitivity_exact = as_rational(sensitivity, "sensitivity", positive=True)
         self.sigma2_exact = self.sensitivity_exact**2 / (2 * self.rho_exact)
         sigma_approx = Fraction(math.sqrt(float(self.sigma2_exact)))
-        self.granularity = _check_granularity(granularity, sigma_approx)
+        self.granularity = check_granularity(granularity, sigma_approx)
         self.law: DiscreteGaussianLaw = DiscreteGaussianLaw(
             self.sigma2_exact / self.granularity**2, self.granularity
         )
@@ -199,12 +192,8 @@ class Gaussian(_LatticeMechanism, ZCDPMechanism):
             "granularity": float(self.granularity),
         }
 
-    def _release_guarantee(self, n: int, on_lattice: bool) -> tuple[Guarantee, dict[str, Any]]:
-        """ρ-zCDP on the lattice; off it, sensitivity ``Δ + 2γ√n`` (module docstring)."""
-        extra: dict[str, Any] = {"snapped": not on_lattice}
-        if on_lattice:
-            return self.guarantee, extra
+    def _snapped_guarantee(self, n: int) -> tuple[float, Guarantee]:
+        """Sensitivity ``Δ + 2γ√n`` (module docstring), rounded up, and its ρ-zCDP."""
         eff = float(self.sensitivity_exact) + 2 * float(self.granularity) * math.sqrt(max(n, 1))
         eff = math.nextafter(eff * (1 + 2.0**-50), math.inf)
-        extra["sensitivity_effective"] = eff
-        return ZCDP(float_up(Fraction(eff) ** 2 / (2 * self.sigma2_exact))), extra
+        return eff, ZCDP(float_up(Fraction(eff) ** 2 / (2 * self.sigma2_exact)))

@@ -20,8 +20,9 @@ Further samplers (``geometric``, the lattice ``laplace``/``gaussian``, ``bernoul
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from privtab._lazy import lazy_exports
 
 if TYPE_CHECKING:
     from privtab.random.gaussian_sampler import discrete_gaussian
@@ -48,15 +49,4 @@ _WHERE = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    # names load on first use, so that ``privtab.random.rational`` (used by
-    # privtab.accounting) does not pull in the samplers and mpmath
-    if name in _WHERE:
-        value = getattr(importlib.import_module(f"privtab.random.{_WHERE[name]}"), name)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module 'privtab.random' has no attribute {name!r}")
-
-
-def __dir__() -> list[str]:
-    return sorted(__all__)
+__getattr__, __dir__ = lazy_exports(__name__, _WHERE)

@@ -35,12 +35,12 @@ from functools import lru_cache
 import numpy as np
 from numpy.typing import NDArray
 
-from privtab.random._kernels import accept_exp_neg, check_float_log, prefixes63
-from privtab.random._util import Size, fill_chunks, shape_of
+from privtab.random._kernels import accept_exp_neg, prefixes63
+from privtab.random._util import Size, exact_int64
 from privtab.random.exact import LazyUniform, exp_neg_enclosure, resolve_less
 from privtab.random.laplace_sampler import MAX_SCALE, MIN_SCALE, _fill_discrete_laplace
 from privtab.random.rational import RationalLike, as_rational
-from privtab.random.sources import RandomSource, resolve_source
+from privtab.random.sources import RandomSource
 
 __all__ = ["discrete_gaussian"]
 
@@ -125,11 +125,4 @@ def discrete_gaussian(
     exactness argument.
     """
     spec = _dg_spec(_sigma2(sigma2))
-    shape, count = shape_of(size)
-    src = resolve_source(source)
-    check_float_log()
-
-    def fill(block: NDArray[np.generic]) -> None:
-        _fill_discrete_gaussian(block, spec, src)  # type: ignore[arg-type]
-
-    return fill_chunks(count, np.int64, fill).reshape(shape)  # type: ignore[return-value]
+    return exact_int64(size, source, lambda block, src: _fill_discrete_gaussian(block, spec, src))

@@ -49,11 +49,10 @@ from numpy.typing import NDArray
 
 from privtab.random._kernels import (
     accept_exp_neg,
-    check_float_log,
     floor_scaled_neglog,
     prefixes63,
 )
-from privtab.random._util import Size, fill_chunks, shape_of
+from privtab.random._util import Size, exact_int64
 from privtab.random.exact import (
     Interval,
     LazyUniform,
@@ -69,7 +68,7 @@ from privtab.random.exact import (
     resolve_less,
 )
 from privtab.random.rational import RationalLike, as_rational
-from privtab.random.sources import RandomSource, resolve_source
+from privtab.random.sources import RandomSource
 
 __all__ = ["MAX_LAPLACE_SCALE", "MAX_SCALE", "MIN_SCALE", "discrete_laplace", "geometric"]
 
@@ -252,14 +251,7 @@ def discrete_laplace(
     ``source`` (the secure default when ``None``).
     """
     t = _scale(scale)
-    shape, count = shape_of(size)
-    src = resolve_source(source)
-    check_float_log()
-
-    def fill(block: NDArray[np.generic]) -> None:
-        _fill_discrete_laplace(block, t, src)  # type: ignore[arg-type]
-
-    return fill_chunks(count, np.int64, fill).reshape(shape)  # type: ignore[return-value]
+    return exact_int64(size, source, lambda block, src: _fill_discrete_laplace(block, t, src))
 
 
 def geometric(
@@ -271,11 +263,4 @@ def geometric(
     guarantees as :func:`discrete_laplace`.
     """
     t = _scale(scale)
-    shape, count = shape_of(size)
-    src = resolve_source(source)
-    check_float_log()
-
-    def fill(block: NDArray[np.generic]) -> None:
-        _fill_geometric(block, t, src)  # type: ignore[arg-type]
-
-    return fill_chunks(count, np.int64, fill).reshape(shape)  # type: ignore[return-value]
+    return exact_int64(size, source, lambda block, src: _fill_geometric(block, t, src))

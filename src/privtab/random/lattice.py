@@ -30,7 +30,14 @@ from privtab.random.laplace_sampler import MAX_SCALE, discrete_laplace
 from privtab.random.rational import RationalLike, as_rational
 from privtab.random.sources import RandomSource
 
-__all__ = ["LATTICE_BITS", "default_granularity", "gaussian", "laplace"]
+__all__ = [
+    "LATTICE_BITS",
+    "check_granularity",
+    "default_granularity",
+    "from_lattice",
+    "gaussian",
+    "laplace",
+]
 
 #: Default lattice: the spacing is the largest power of two ≤ scale · 2⁻⁴⁰.
 LATTICE_BITS = 40
@@ -51,13 +58,20 @@ def default_granularity(scale: RationalLike) -> Fraction:
     return gamma
 
 
-def _granularity(granularity: RationalLike | None, scale: Fraction) -> Fraction:
+def check_granularity(granularity: RationalLike | None, scale: Fraction) -> Fraction:
+    """The lattice spacing: ``granularity`` (a power of two) or, when ``None``, the default
+    for ``scale`` (:func:`default_granularity`)."""
     if granularity is None:
         return default_granularity(scale)
     g = as_rational(granularity, "granularity", positive=True)
     num, den = g.numerator, g.denominator
     if (num != 1 and den != 1) or (num & (num - 1)) or (den & (den - 1)):
         raise ValueError(f"granularity must be a power of two (e.g. 2**-30), got {granularity!r}")
+    return g
+
+
+def _granularity(granularity: RationalLike | None, scale: Fraction) -> Fraction:
+    g = check_granularity(granularity, scale)
     if scale / g > MAX_SCALE:
         raise ValueError(
             f"granularity {granularity!r} is too fine for scale {float(scale):.6g}: "
@@ -66,9 +80,13 @@ def _granularity(granularity: RationalLike | None, scale: Fraction) -> Fraction:
     return g
 
 
-def _to_lattice(z: NDArray[np.int64], gamma: Fraction) -> NDArray[np.float64]:
+def from_lattice(
+    z: NDArray[np.int64], gamma: Fraction, what: str = "lattice sample"
+) -> NDArray[np.float64]:
+    """The float64 values ``γ·z`` of lattice indices ``z`` (exact; ``OverflowError`` naming
+    ``what`` when ``|z| ≥ 2⁵³``)."""
     if z.size and int(np.abs(z).max()) >= 1 << 53:
-        raise OverflowError("lattice sample does not fit a float64 exactly")
+        raise OverflowError(f"{what} does not fit a float64 exactly")
     exponent = gamma.numerator.bit_length() - gamma.denominator.bit_length()
     return np.ldexp(z.astype(np.float64), exponent)
 
@@ -91,7 +109,7 @@ def gaussian(
     s = as_rational(sigma, "sigma", positive=True)
     gamma = _granularity(granularity, s)
     z = discrete_gaussian((s / gamma) ** 2, size, source=source)
-    return _to_lattice(z, gamma)
+    return from_lattice(z, gamma)
 
 
 def laplace(
@@ -109,4 +127,4 @@ def laplace(
     b = as_rational(scale, "scale", positive=True)
     gamma = _granularity(granularity, b)
     z = discrete_laplace(b / gamma, size, source=source)
-    return _to_lattice(z, gamma)
+    return from_lattice(z, gamma)

@@ -54,7 +54,7 @@ def uniform_int(n: int, size: Size, *, source: RandomSource | None = None) -> ND
     shift = np.uint64(64 - k)
     bound = np.uint64(nn)
 
-    def fill(out: NDArray[np.generic]) -> None:
+    def fill(out: NDArray[np.int64]) -> None:
         filled = 0
         m = out.size
         while filled < m:
@@ -65,7 +65,7 @@ def uniform_int(n: int, size: Size, *, source: RandomSource | None = None) -> ND
             out[filled : filled + take] = good[:take].view(np.int64)
             filled += take
 
-    return fill_chunks(count, np.int64, fill).reshape(shape)  # type: ignore[return-value]
+    return fill_chunks(count, np.int64, fill).reshape(shape)
 
 
 def _bernoulli_scalar(p: Fraction, src: RandomSource) -> bool:
@@ -102,13 +102,13 @@ def bernoulli(
     rest = pr * _TWO64 - threshold
     thr = np.uint64(threshold)
 
-    def fill(out: NDArray[np.generic]) -> None:
+    def fill(out: NDArray[np.bool_]) -> None:
         words = src.random_uint64(out.size)
         np.less(words, thr, out=out)
         for i in np.flatnonzero(words == thr):
             out[i] = _bernoulli_scalar(rest, src)
 
-    return fill_chunks(count, np.bool_, fill).reshape(shape)  # type: ignore[return-value]
+    return fill_chunks(count, np.bool_, fill).reshape(shape)
 
 
 def bernoulli_certified(
@@ -132,7 +132,7 @@ def bernoulli_certified(
     lo_w = np.uint64(min(lower, _TWO64 - 1))
     hi_w = np.uint64(upper) if upper < _TWO64 else None  # None: no prefix is surely ≥ p
 
-    def fill(out: NDArray[np.generic]) -> None:
+    def fill(out: NDArray[np.bool_]) -> None:
         words = src.random_uint64(out.size)
         np.less(words, lo_w, out=out)
         if lower >= _TWO64:
@@ -144,7 +144,7 @@ def bernoulli_certified(
         for i in np.flatnonzero(maybe):
             out[i] = resolve_less(LazyUniform(int(words[i]), 64), enclosure, src)
 
-    return fill_chunks(count, np.bool_, fill).reshape(shape)  # type: ignore[return-value]
+    return fill_chunks(count, np.bool_, fill).reshape(shape)
 
 
 def bernoulli_exp(

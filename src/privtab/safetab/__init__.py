@@ -21,8 +21,9 @@ package is cheap: names load on first use.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from privtab._lazy import lazy_exports
 
 if TYPE_CHECKING:
     from privtab.safetab.planning import Plan, plan
@@ -34,13 +35,4 @@ __all__ = ["Plan", "Release", "plan", "release"]
 _WHERE = {"Plan": "planning", "plan": "planning", "Release": "result", "release": "run"}
 
 
-def __getattr__(name: str) -> Any:
-    if name in _WHERE:
-        value = getattr(importlib.import_module(f"privtab.safetab.{_WHERE[name]}"), name)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module 'privtab.safetab' has no attribute {name!r}")
-
-
-def __dir__() -> list[str]:
-    return sorted(__all__)
+__getattr__, __dir__ = lazy_exports(__name__, _WHERE)

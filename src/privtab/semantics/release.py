@@ -105,6 +105,25 @@ def guarantee_from_release(doc: Any, origin: str = "release.json") -> Guarantee:
     return _rdp_from_lists(body.get("alphas"), body.get("taus"), where)
 
 
+def _read_text(p: Path) -> str:
+    try:
+        return p.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ReleaseError(f"cannot read {str(p)!r}: {exc.strerror}") from exc
+
+
+def _read_release_json(path: str | Path) -> tuple[Path, Any]:
+    """The file read (``release.json`` inside a folder) and its parsed JSON."""
+    p = Path(path)
+    if p.is_dir():
+        p = p / "release.json"
+    text = _read_text(p)
+    try:
+        return p, json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ReleaseError(f"{str(p)!r}: not valid JSON ({exc.msg} at line {exc.lineno})") from exc
+
+
 def load_release_guarantee(path: str | Path) -> Guarantee:
     """Read ``path`` (a ``release.json`` or a release folder) and return its guarantee."""
     return load_release_status(path)[0]
@@ -121,15 +140,7 @@ def load_release_status(path: str | Path) -> tuple[Guarantee, bool]:
     """
     from privtab.release.document import ReleaseDocumentError, parse_release_document
 
-    p = Path(path)
-    if p.is_dir():
-        p = p / "release.json"
-    try:
-        doc = json.loads(p.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise ReleaseError(f"cannot read {str(p)!r}: {exc.strerror}") from exc
-    except json.JSONDecodeError as exc:
-        raise ReleaseError(f"{str(p)!r}: not valid JSON ({exc.msg} at line {exc.lineno})") from exc
+    p, doc = _read_release_json(path)
     if isinstance(doc, dict) and "schema_version" in doc:
         try:
             rel = parse_release_document(doc, str(p))
@@ -166,15 +177,7 @@ def load_release_runs(path: str | Path) -> tuple[dict[str, Any], list[ReleaseRun
     from privtab.tabulate import ReleasePlan
     from privtab.tabulate.report_text import run_words
 
-    p = Path(path)
-    if p.is_dir():
-        p = p / "release.json"
-    try:
-        doc = json.loads(p.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise ReleaseError(f"cannot read {str(p)!r}: {exc.strerror}") from exc
-    except json.JSONDecodeError as exc:
-        raise ReleaseError(f"{str(p)!r}: not valid JSON ({exc.msg} at line {exc.lineno})") from exc
+    p, doc = _read_release_json(path)
     if not (isinstance(doc, dict) and "schema_version" in doc):
         return doc if isinstance(doc, dict) else {}, []
     try:
@@ -204,10 +207,7 @@ def load_release_runs(path: str | Path) -> tuple[dict[str, Any], list[ReleaseRun
 def load_rdp_file(path: str | Path) -> RDP:
     """A tabulated Rényi curve from JSON ``{"alphas", "taus"}`` or CSV ``alpha,tau``."""
     p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ReleaseError(f"cannot read {str(p)!r}: {exc.strerror}") from exc
+    text = _read_text(p)
     if p.suffix.lower() == ".json":
         try:
             doc = json.loads(text)

@@ -206,12 +206,41 @@ def _power_figure(
     return FigureBlock("fig-power", "Hypothesis-testing power", png(fig), text)
 
 
+def _epsilon_axis_end(
+    g: Guarantee, per_epsilon: float, default: float, zcdp: tuple[float, float, float]
+) -> float:
+    """The right end of an ε axis that shows ``g``'s curves: ``per_epsilon``·ε for an
+    (ε[, δ]) guarantee, ``max(floor, ρ + a√ρ + b)`` for ρ-zCDP with ``zcdp = (floor, a, b)``,
+    else ``default``."""
+    if isinstance(g, ZCDP):
+        floor, a, b = zcdp
+        return max(floor, g.rho + a * math.sqrt(g.rho) + b)
+    return (
+        per_epsilon * g.epsilon if isinstance(g, PureDP | ApproxDP) and g.epsilon > 0 else default
+    )
+
+
+def _plot_probability(
+    ax: Any, x: FloatArray, p: FloatArray, label: str, color: str, ls: str
+) -> None:
+    """One probability curve on a log axis (floored at 10⁻¹⁶)."""
+    ax.plot(x, np.maximum(p, 1e-16), color=color, ls=ls, lw=1.8, label=label)
+
+
+def _finish_log_axes(ax: Any, bottom: float, xlabel: str, ylabel: str, title: str) -> None:
+    """Log-scale probabilities from ``bottom`` to 1.5, labels, legend outside, title."""
+    ax.set_yscale("log")
+    ax.set_ylim(bottom, 1.5)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    legend_outside(ax)
+    ax.set_title(title, fontsize=10)
+
+
 def _epsilon_delta_figure(g: Guarantee, cite: Citations) -> FigureBlock:
     from privtab.semantics.summary import epsilon_delta_curves
 
-    top = 4.0 * g.epsilon if isinstance(g, PureDP | ApproxDP) and g.epsilon > 0 else 20.0
-    if isinstance(g, ZCDP):
-        top = max(10.0, g.rho + 8.0 * math.sqrt(g.rho) + 4.0)
+    top = _epsilon_axis_end(g, 4.0, 20.0, (10.0, 8.0, 4.0))
     eps = np.linspace(0.0, top, 121)
     curves = epsilon_delta_curves(g, eps)
     fig, ax = new_figure(9.0, 4.4)
@@ -222,13 +251,14 @@ def _epsilon_delta_figure(g: Guarantee, cite: Citations) -> FigureBlock:
     }
     for name, vals in curves.items():
         lab, color, ls = labels[name]
-        ax.plot(eps, np.maximum(vals, 1e-16), color=color, ls=ls, lw=1.8, label=lab)
-    ax.set_yscale("log")
-    ax.set_ylim(1e-12, 1.5)
-    ax.set_xlabel("ε (odds of a correct guess change by at most a factor e^ε)")
-    ax.set_ylabel("δ")
-    legend_outside(ax)
-    ax.set_title(f"Privacy-loss curves of {_short_words(g)}", fontsize=10)
+        _plot_probability(ax, eps, vals, lab, color, ls)
+    _finish_log_axes(
+        ax,
+        1e-12,
+        "ε (odds of a correct guess change by at most a factor e^ε)",
+        "δ",
+        f"Privacy-loss curves of {_short_words(g)}",
+    )
     probe = [e for e in (2.0, 5.0, 10.0) if e <= top] or [top / 2]
     vals = epsilon_delta_curves(g, probe)["pbdp"]
     parts = [
@@ -257,9 +287,7 @@ def _epsilon_delta_figure(g: Guarantee, cite: Citations) -> FigureBlock:
 def _bayes_figure(g: Guarantee, cite: Citations) -> FigureBlock:
     from privtab.semantics.summary import POSTERIOR_ROWS, posterior_bounds
 
-    top = 3.0 * g.epsilon if isinstance(g, PureDP | ApproxDP) and g.epsilon > 0 else 12.0
-    if isinstance(g, ZCDP):
-        top = max(6.0, g.rho + 6.0 * math.sqrt(g.rho) + 2.0)
+    top = _epsilon_axis_end(g, 3.0, 12.0, (6.0, 6.0, 2.0))
     eps = np.linspace(0.05, top, 90)
     rows = posterior_bounds(g, np.exp(eps))
     fig, ax = new_figure(9.0, 4.4)
@@ -274,20 +302,14 @@ def _bayes_figure(g: Guarantee, cite: Citations) -> FigureBlock:
         if name in ("ratios", "epsilons"):
             continue
         color, ls = style[name]
-        ax.plot(
-            eps,
-            np.maximum(vals, 1e-16),
-            color=color,
-            ls=ls,
-            lw=1.8,
-            label=POSTERIOR_ROWS[name].label,
-        )
-    ax.set_yscale("log")
-    ax.set_ylim(1e-8, 1.5)
-    ax.set_xlabel("ε (posterior ratio threshold e^ε)")
-    ax.set_ylabel("P[posterior ratio > e^ε]")
-    legend_outside(ax)
-    ax.set_title("Bayesian posterior-to-posterior semantics", fontsize=10)
+        _plot_probability(ax, eps, vals, POSTERIOR_ROWS[name].label, color, ls)
+    _finish_log_axes(
+        ax,
+        1e-8,
+        "ε (posterior ratio threshold e^ε)",
+        "P[posterior ratio > e^ε]",
+        "Bayesian posterior-to-posterior semantics",
+    )
     probe = posterior_bounds(g, [10.0])
     best = min(float(v[0]) for k, v in probe.items() if k not in ("ratios", "epsilons"))
     text = (
