@@ -10,8 +10,9 @@ Everything an engine needs to run SafeTab-P on the Census formats, read unchange
 - :func:`level_stability` / :func:`stabilities` — Δ per population-group level from the
   reference files and ``max_race_codes`` (Census rule h_r·max(2, r) + h_e, checked against
   the exact maximum);
-- :func:`expand_iterations` / :func:`iterations_of` — record → iterations (alone vs alone or
-  in combination), vectorised over distinct code combinations;
+- :func:`iteration_matrix` / :func:`expand_iterations` / :func:`iterations_of` — record →
+  iterations (alone vs alone or in combination), by sparse algebra over distinct code
+  combinations;
 - age bins :data:`AGE4`, :data:`AGE9`, :data:`AGE23`;
 - :mod:`privtab.data.synth` — a streaming synthetic nation (``privtab synth``).
 
@@ -51,6 +52,7 @@ from privtab.data.levels import (
 from privtab.data.membership import (
     RACE_KEYS,
     expand_iterations,
+    iteration_matrix,
     iteration_table,
     iterations_of,
     pack_race_codes,
@@ -106,6 +108,7 @@ __all__ = [
     "canonical_persons",
     "convert_file",
     "expand_iterations",
+    "iteration_matrix",
     "iteration_table",
     "iterations_of",
     "level_stability",
