@@ -81,7 +81,9 @@ def test_no_type_ignore_in_mechanisms_and_tabulate() -> None:
 
 
 def test_one_module_renames_files_into_place() -> None:
-    rename = re.compile(r"\bos\.replace\(|\bos\.rename\(|\.rename\((?!\{)|\.replace\((?:tmp|dst|path)")
+    rename = re.compile(
+        r"\bos\.replace\(|\bos\.rename\(|\.rename\((?!\{|mapping=)|\.replace\((?:tmp|dst|path)"
+    )
     movers = {
         str(p.relative_to(SRC))
         for p in _modules()

@@ -13,6 +13,8 @@ Exit codes (documented in ``docs/cli.md``):
 - :data:`EXIT_INPUT` (1): bad input — a person file, GRF-C, iteration file or config value;
 - :data:`EXIT_USAGE` (2): bad usage — flags, output location, missing optional dependency;
 - :data:`EXIT_BUG` (3): an unexpected internal error (a bug in privtab);
+- :data:`EXIT_FAULT` (4): the run failed in its environment — a Spark worker died, a
+  cluster job was lost — before anything was published (:class:`RunFailedError`);
 - :data:`EXIT_INTERRUPTED` (130): interrupted (SIGINT/SIGTERM/SIGHUP) before anything was
   published.
 
@@ -25,10 +27,12 @@ from typing import ClassVar
 
 __all__ = [
     "EXIT_BUG",
+    "EXIT_FAULT",
     "EXIT_INPUT",
     "EXIT_INTERRUPTED",
     "EXIT_USAGE",
     "InputError",
+    "RunFailedError",
     "UsageError",
     "UserError",
 ]
@@ -36,6 +40,7 @@ __all__ = [
 EXIT_INPUT = 1
 EXIT_USAGE = 2
 EXIT_BUG = 3
+EXIT_FAULT = 4
 EXIT_INTERRUPTED = 130
 
 
@@ -95,3 +100,10 @@ class UsageError(UserError):
     """Bad usage: a flag, an output location, a missing optional dependency (exit code 2)."""
 
     exit_code: ClassVar[int] = EXIT_USAGE
+
+
+class RunFailedError(UserError):
+    """The run failed in its environment (a worker process died, a cluster job was lost):
+    nothing was published; run again, with more resources if the message says so."""
+
+    exit_code: ClassVar[int] = EXIT_FAULT

@@ -16,14 +16,13 @@ from privtab.accounting import (
     ApproxDP,
     PureDP,
     compose,
-    compose_by_degree,
-    geometric_rdp,
     group_privacy,
     parallel,
-    poisson_subsample,
-    pure_to_rdp,
     zcdp_epsilon,
 )
+from privtab.accounting.composition import compose_by_degree, poisson_subsample
+from privtab.accounting.conversions import pure_to_rdp
+from privtab.accounting.curves import geometric_rdp
 
 params = st.floats(min_value=0.0, max_value=20.0, allow_nan=False)
 small_ints = st.integers(min_value=1, max_value=50)

@@ -11,10 +11,8 @@ import mpmath as mp
 import numpy as np
 import pytest
 
-from privtab.accounting import (
-    GDP,
-    ZCDP,
-    PureDP,
+from privtab.accounting import GDP, ZCDP, PureDP, to_approx, zcdp_delta, zcdp_epsilon
+from privtab.accounting.conversions import (
     gdp_delta,
     gdp_epsilon,
     gdp_to_zcdp,
@@ -24,9 +22,6 @@ from privtab.accounting import (
     rdp_delta,
     rdp_epsilon,
     rdp_epsilon_order,
-    to_approx,
-    zcdp_delta,
-    zcdp_epsilon,
     zcdp_optimal_order,
     zcdp_to_rdp,
 )

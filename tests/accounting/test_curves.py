@@ -8,19 +8,16 @@ import mpmath as mp
 import numpy as np
 import pytest
 
-from privtab.accounting import (
-    RDP,
-    ZCDP,
-    PureDP,
+from privtab.accounting import RDP, ZCDP, PureDP
+from privtab.accounting.conversions import randomized_response_rdp, rdp_epsilon_order
+from privtab.accounting.curves import (
     discrete_gaussian_zcdp,
     gaussian_zcdp,
     geometric_rdp,
     geometric_rdp_divergence,
     geometric_rdp_paper,
-    randomized_response_rdp,
-    rdp_epsilon_order,
+    geometric_rdp_paper_value,
 )
-from privtab.accounting.curves import geometric_rdp_paper_value
 
 
 def _direct_divergence(alpha: float, eps: float, shift: int) -> float:
@@ -192,7 +189,8 @@ def test_optimal_order_reaches_the_limit(eps: float) -> None:
 
 
 def test_rdp_limit_composes_and_gives_delta_zero() -> None:
-    from privtab.accounting import compose, parallel, pure_to_rdp, rdp_delta, zcdp_to_rdp
+    from privtab.accounting import compose, parallel
+    from privtab.accounting.conversions import pure_to_rdp, rdp_delta, zcdp_to_rdp
 
     a, b = geometric_rdp(0.3), randomized_response_rdp(0.2)
     assert compose(a, b).limit == pytest.approx(0.5)

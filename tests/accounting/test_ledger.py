@@ -18,11 +18,10 @@ from privtab.accounting import (
     PrivacyLedger,
     PureDP,
     compose,
-    geometric_rdp,
-    randomized_response_rdp,
-    rdp_epsilon,
     zcdp_epsilon,
 )
+from privtab.accounting.conversions import randomized_response_rdp, rdp_epsilon
+from privtab.accounting.curves import geometric_rdp
 from privtab.mechanisms import Geometric
 
 

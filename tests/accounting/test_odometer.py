@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from privtab.accounting import ExactGuarantee, compose_exact
+from privtab.accounting import ExactGuarantee
+from privtab.accounting.exact import compose_exact
 from privtab.accounting.odometer import (
     LEDGER_ENV,
     SCHEMA_VERSION,

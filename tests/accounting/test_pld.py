@@ -318,6 +318,7 @@ def test_window_matches_a_direct_convolution_far_into_the_tail() -> None:
 def test_round_off_bound_holds() -> None:
     import numpy as np
 
+    # private on purpose: the FFT round-off bound is internal to PLDProfile; checked here
     from privtab.accounting.pld import _fft_error
 
     factors = [(discrete_gaussian_loss(2.0), 3), (discrete_gaussian_loss(7.0), 2)]
@@ -343,7 +344,8 @@ def test_production_plan_against_the_previous_computation() -> None:
     from privtab.accounting import zcdp_epsilon
     from privtab.data import Scope, read_config, read_reference
     from privtab.data.inputs import resolve_config_path
-    from privtab.tabulate import ReleasePlan, plan_pld
+    from privtab.tabulate import ReleasePlan
+    from privtab.tabulate.privacy import plan_pld
 
     path = resolve_config_path(None)
     plan = ReleasePlan.from_config(read_config(path), read_reference(path.parent), Scope.US)

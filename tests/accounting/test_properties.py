@@ -17,22 +17,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from privtab.accounting import (
-    RDP,
-    ZCDP,
-    ApproxDP,
-    PureDP,
-    compose,
+from privtab.accounting import RDP, ZCDP, ApproxDP, PureDP, compose, parallel, zcdp_delta
+from privtab.accounting.composition import poisson_subsample
+from privtab.accounting.conversions import (
     gdp_delta,
     gdp_epsilon,
-    geometric_rdp,
-    parallel,
-    poisson_subsample,
     pure_to_rdp,
     pure_to_zcdp,
     rdp_epsilon,
-    zcdp_delta,
 )
+from privtab.accounting.curves import geometric_rdp
 
 mus = st.floats(min_value=0.01, max_value=10.0)
 epss = st.floats(min_value=0.0, max_value=30.0)

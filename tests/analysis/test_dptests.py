@@ -17,12 +17,8 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from privtab.analysis import (
-    monte_carlo_pvalue,
-    proportion_pvalues,
-    proportion_test,
-    type_one_error,
-)
+from privtab.analysis import proportion_test
+from privtab.analysis.dptests import monte_carlo_pvalue, proportion_pvalues, type_one_error
 from privtab.mechanisms import DiscreteGaussian, Gaussian, Geometric, Laplace, NoiseMechanism
 from privtab.random import SeededSource
 

@@ -15,15 +15,14 @@ import numpy as np
 import pytest
 
 from privtab.analysis import (
-    combination_interval,
     combined_interval,
-    coordinate_level,
     difference_interval,
     noise_interval,
     ratio_interval,
     simultaneous_intervals,
     sum_interval,
 )
+from privtab.analysis.intervals import combination_interval, coordinate_level
 from privtab.mechanisms import (
     DiscreteGaussian,
     Gaussian,

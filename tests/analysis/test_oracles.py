@@ -12,16 +12,12 @@ import math
 import numpy as np
 import pytest
 
-from privtab.accounting import PrivacyLedger, PureDP, poisson_subsample
-from privtab.analysis import (
-    gls,
-    inverse_variance,
-    laplace_max_error_bound,
-    noise_interval,
-    proportion_test,
-    release_error_estimate,
-    simultaneous_intervals,
-)
+from privtab.accounting import PrivacyLedger, PureDP
+from privtab.accounting.composition import poisson_subsample
+from privtab.analysis import noise_interval, proportion_test, simultaneous_intervals
+from privtab.analysis.combine import gls, inverse_variance
+from privtab.analysis.error_budget import release_error_estimate
+from privtab.analysis.intervals import laplace_max_error_bound
 from privtab.mechanisms import Geometric, Laplace
 from privtab.random import SeededSource
 

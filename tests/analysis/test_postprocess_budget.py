@@ -8,14 +8,9 @@ import numpy as np
 import pytest
 
 from privtab.accounting import ZCDP, BudgetExceededError, PrivacyLedger, PureDP
-from privtab.analysis import (
-    clip_bias,
-    clip_nonnegative,
-    consistent_total,
-    gls,
-    release_error_estimate,
-    round_counts,
-)
+from privtab.analysis.combine import gls
+from privtab.analysis.error_budget import release_error_estimate
+from privtab.analysis.postprocess import clip_bias, clip_nonnegative, consistent_total, round_counts
 from privtab.mechanisms import DiscreteGaussian, Gaussian, Geometric, InsecureSourceError, Laplace
 from privtab.random import SeededSource
 

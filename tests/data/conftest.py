@@ -10,12 +10,12 @@ import pytest
 
 from privtab.data import (
     InputValidationError,
-    Problem,
     ReferenceData,
     production_config_dir,
     read_reference,
     toy_dataset_dir,
 )
+from privtab.data.errors import Problem
 from privtab.data.persons import PERSON_COLUMNS
 
 HEADER = "|".join(PERSON_COLUMNS)

@@ -6,7 +6,7 @@ import numpy as np
 import polars as pl
 import pytest
 
-from privtab.data import AGE4, AGE9, AGE23, STAT_LEVEL_BINS, AgeBins
+from privtab.data.ages import AGE4, AGE9, AGE23, STAT_LEVEL_BINS, AgeBins
 
 
 def test_bounds() -> None:

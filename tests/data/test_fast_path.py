@@ -8,6 +8,9 @@ import polars as pl
 import pytest
 
 from privtab.data import ReferenceData, read_geography, toy_dataset_dir
+
+# private on purpose: the two compilations of the person checks (fast and naming) and
+# the row-number column they share are compared directly
 from privtab.data._tables import ROW
 from privtab.data.errors import ProblemLog
 from privtab.data.persons import PERSON_COLUMNS, _Checker, _FastPath  # the two compilations

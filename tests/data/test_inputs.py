@@ -10,13 +10,12 @@ import pytest
 
 from privtab.data import (
     InputValidationError,
-    Problem,
-    ProblemLog,
     Scope,
     load_inputs,
     production_config_dir,
     toy_dataset_dir,
 )
+from privtab.data.errors import Problem, ProblemLog
 from privtab.data.resources import schemas_dir
 
 from .conftest import person_line

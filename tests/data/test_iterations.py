@@ -6,13 +6,15 @@ from pathlib import Path
 
 import pytest
 
-from privtab.data import Granularity, IterationKind, ReferenceData
+from privtab.data import ReferenceData
 from privtab.data.iterations import (
     CODE_TO_ITERATION_FILE,
     CODES_FILE,
     ETHNICITY_ITERATIONS_FILE,
     RACE_ITERATIONS_FILE,
+    IterationKind,
 )
+from privtab.data.levels import Granularity
 
 from .conftest import RejectFn, assert_problem
 

@@ -9,10 +9,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from privtab.data import (
-    Granularity,
-    IterationKind,
-    ReferenceData,
+from privtab.data import ReferenceData
+from privtab.data.iterations import IterationKind
+from privtab.data.levels import Granularity
+from privtab.data.membership import (
     expand_iterations,
     iteration_table,
     iterations_of,

@@ -11,19 +11,22 @@ import pytest
 
 from privtab.data import (
     InputValidationError,
-    PersonReader,
     ReferenceData,
     load_inputs,
     read_geography,
     read_persons,
     read_reference,
-    scan_canonical,
-    scan_persons,
     toy_dataset_dir,
-    unpack_race_codes,
 )
 from privtab.data.errors import ProblemLog
-from privtab.data.persons import PERSON_COLUMNS, validate_persons
+from privtab.data.membership import unpack_race_codes
+from privtab.data.persons import (
+    PERSON_COLUMNS,
+    PersonReader,
+    scan_canonical,
+    scan_persons,
+    validate_persons,
+)
 
 from .conftest import HEADER, RejectFn, assert_problem, person_line, write_persons
 

@@ -11,18 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from privtab.data import (
-    GeoLevel,
-    Granularity,
-    Iteration,
-    IterationKind,
-    ReferenceData,
-    Scope,
-    iterations_of,
-    level_stability,
-    production_config_dir,
-    stabilities,
-)
+from privtab.data import GeoLevel, ReferenceData, Scope, production_config_dir
+from privtab.data.iterations import Iteration, IterationKind
+from privtab.data.levels import Granularity
+from privtab.data.membership import iterations_of
+from privtab.data.stability import level_stability, stabilities
 
 
 def _raw_heights(directory: Path, level: str, granularity: str) -> tuple[int, int]:

@@ -13,17 +13,11 @@ import polars as pl
 import pytest
 
 from privtab.atomic import OutputExistsError, OutputRefusedError
-from privtab.data import (
-    GeoLevel,
-    Granularity,
-    InputValidationError,
-    ReferenceData,
-    convert_file,
-    expand_iterations,
-    load_inputs,
-    read_persons,
-    scan_persons,
-)
+from privtab.data import GeoLevel, InputValidationError, ReferenceData, load_inputs, read_persons
+from privtab.data.convert import convert_file
+from privtab.data.levels import Granularity
+from privtab.data.membership import expand_iterations
+from privtab.data.persons import scan_persons
 from privtab.data.synth import STATES, FlatCategorical, cenrace_table, resolve_states, synthesize
 
 from .conftest import snapshot

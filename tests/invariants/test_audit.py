@@ -14,7 +14,9 @@ from collections.abc import Callable
 import numpy as np
 import pytest
 
-from privtab.invariants import NaiveGaussian, ProjectedGaussian, audit_gdp, table_sensitivity_space
+from privtab.invariants import NaiveGaussian, ProjectedGaussian
+from privtab.invariants.audit import audit_gdp
+from privtab.invariants.sensitivity import table_sensitivity_space
 from privtab.random import RandomSource
 
 Seeded = Callable[[int], RandomSource]

@@ -21,11 +21,11 @@ from privtab.invariants import (
     OptimalKNorm,
     ProjectedGaussian,
     Schema,
-    SubspacePolytope,
-    conforming_datasets,
-    nearest_integer_table,
-    projection_matrix,
 )
+from privtab.invariants.knorm import SubspacePolytope
+from privtab.invariants.postprocess import nearest_integer_table
+from privtab.invariants.semi_adjacency import conforming_datasets
+from privtab.invariants.sensitivity import projection_matrix
 from privtab.mechanisms import InsecureSourceError
 from privtab.random import RandomSource
 

@@ -12,16 +12,14 @@ import itertools
 import numpy as np
 import pytest
 
-from privtab.invariants import (
-    CountInvariant,
-    Schema,
+from privtab.invariants import CountInvariant, Schema, semi_adjacent_parameter
+from privtab.invariants.schema import histogram_from_records
+from privtab.invariants.semi_adjacency import (
+    TooManyDatasetsError,
     conforming_datasets,
-    histogram_from_records,
     semi_adjacent_exact,
-    semi_adjacent_parameter,
     theorem16_bound,
 )
-from privtab.invariants.semi_adjacency import TooManyDatasetsError
 
 
 def literal_definition_13(inv: CountInvariant) -> int:

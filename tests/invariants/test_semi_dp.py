@@ -14,15 +14,11 @@ import math
 import mpmath
 import pytest
 
-from privtab.accounting import GDP, ZCDP, ApproxDP, PureDP, geometric_rdp
-from privtab.invariants import (
-    TradeOff,
-    census_semi_dp,
-    compare_composition_order,
-    gaussian_tradeoff,
-    semi_dp,
-    semi_dp_summary,
-)
+from privtab.accounting import GDP, ZCDP, ApproxDP, PureDP
+from privtab.accounting.curves import geometric_rdp
+from privtab.invariants import TradeOff, census_semi_dp, semi_dp
+from privtab.invariants.semi_dp import compare_composition_order, semi_dp_summary
+from privtab.invariants.tradeoff import gaussian_tradeoff
 
 
 def test_census_section_6_1() -> None:

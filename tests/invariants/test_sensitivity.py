@@ -11,11 +11,9 @@ import math
 import numpy as np
 import pytest
 
-from privtab.invariants import (
-    CountInvariant,
-    Schema,
-    TableSpace,
-    conforming_datasets,
+from privtab.invariants import CountInvariant, Schema, TableSpace
+from privtab.invariants.semi_adjacency import conforming_datasets
+from privtab.invariants.sensitivity import (
     naive_sensitivities,
     orthonormal_basis,
     projection_matrix,

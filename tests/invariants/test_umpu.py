@@ -15,16 +15,15 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from privtab.invariants import (
+from privtab.invariants import OddsRatioTest, TradeOff
+from privtab.invariants.tradeoff import gaussian_tradeoff
+from privtab.invariants.umpu import (
     GaussianCND,
     Margins2x2,
-    OddsRatioTest,
-    TradeOff,
     TradeOffCND,
     TulapCND,
     fisher_exact_umpu_power,
     fisher_nch_pmf,
-    gaussian_tradeoff,
     naive_test,
 )
 from privtab.mechanisms import InsecureSourceError

@@ -28,18 +28,20 @@ import mpmath
 import numpy as np
 import pytest
 
-from privtab.accounting import pure_to_zcdp, rdp_epsilon_order, zcdp_epsilon
-from privtab.mechanisms import (
+from privtab.accounting import zcdp_epsilon
+from privtab.accounting.conversions import pure_to_zcdp, rdp_epsilon_order
+from privtab.mechanisms import DiscreteGaussian, Geometric
+
+# private on purpose: the asymptotic series behind the bounds are checked against mpmath
+from privtab.mechanisms._asymptotic import gaussian_lattice_sum, laplace_sum_tail
+from privtab.mechanisms.laws import DiscreteGaussianLaw, DiscreteLaplaceLaw
+from privtab.mechanisms.ranges import (
     MAX_EPSILON,
     MAX_RHO,
     MIN_EPSILON,
     MIN_RHO,
-    DiscreteGaussian,
-    Geometric,
     check_noise_parameter,
 )
-from privtab.mechanisms._asymptotic import gaussian_lattice_sum, laplace_sum_tail
-from privtab.mechanisms.laws import DiscreteGaussianLaw, DiscreteLaplaceLaw
 from privtab.tabulate.errors import count_error
 from privtab.tabulate.plan import LevelPlan, ReleasePlan
 from privtab.tabulate.privacy import plan_rdp

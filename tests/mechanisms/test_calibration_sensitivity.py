@@ -13,20 +13,17 @@ import numpy as np
 import pytest
 
 from privtab.accounting import ZCDP, PureDP
-from privtab.mechanisms import (
-    DiscreteGaussian,
-    DiscreteGaussianLaw,
-    DiscreteLaplaceLaw,
-    Geometric,
+from privtab.mechanisms import DiscreteGaussian, Geometric
+from privtab.mechanisms.calibration import (
     discrete_gaussian_rho_for_moe,
     gaussian_rho_for_moe,
     geometric_epsilon_for_moe,
     laplace_epsilon_for_moe,
     paper_discrete_gaussian_rho,
     paper_geometric_epsilon,
-    partition_guarantee,
-    sensitivity,
 )
+from privtab.mechanisms.laws import DiscreteGaussianLaw, DiscreteLaplaceLaw
+from privtab.mechanisms.sensitivity import partition_guarantee, sensitivity
 
 
 @pytest.mark.parametrize(

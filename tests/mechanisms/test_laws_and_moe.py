@@ -14,16 +14,9 @@ import mpmath
 import numpy as np
 import pytest
 
-from privtab.mechanisms import (
-    DiscreteGaussian,
-    DiscreteGaussianLaw,
-    DiscreteLaplaceLaw,
-    Gaussian,
-    Geometric,
-    Laplace,
-    paper_discrete_gaussian_moe,
-    paper_geometric_moe,
-)
+from privtab.mechanisms import DiscreteGaussian, Gaussian, Geometric, Laplace
+from privtab.mechanisms.calibration import paper_discrete_gaussian_moe, paper_geometric_moe
+from privtab.mechanisms.laws import DiscreteGaussianLaw, DiscreteLaplaceLaw
 
 LN20 = math.log(20.0)
 

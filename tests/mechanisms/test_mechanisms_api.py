@@ -8,14 +8,9 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from privtab.accounting import (
-    RDP,
-    ZCDP,
-    PureDP,
-    geometric_rdp,
-    randomized_response_rdp,
-    rdp_epsilon,
-)
+from privtab.accounting import RDP, ZCDP, PureDP
+from privtab.accounting.conversions import randomized_response_rdp, rdp_epsilon
+from privtab.accounting.curves import geometric_rdp
 from privtab.mechanisms import (
     DiscreteGaussian,
     Gaussian,
@@ -24,8 +19,8 @@ from privtab.mechanisms import (
     InsecureSourceError,
     Laplace,
     RandomizedResponse,
-    Release,
 )
+from privtab.mechanisms.base import Release
 from privtab.random import SeededSource
 
 ALPHAS = np.array([1.5, 2.0, 4.0, 16.0, 64.0])

@@ -17,16 +17,11 @@ import mpmath
 import numpy as np
 import pytest
 
+# private on purpose: the exact slow paths are taken ~1e-12 of the time; driven directly
 import privtab.random._kernels as kernels
-from privtab.random import (
-    RandomSource,
-    SeededSource,
-    bernoulli_exp,
-    discrete_gaussian,
-    discrete_laplace,
-    geometric,
-)
-from privtab.random._exact import (
+from privtab.random import RandomSource, SeededSource, discrete_gaussian, discrete_laplace
+from privtab.random._kernels import LN2_63, accept_exp_neg, floor_scaled_neglog, prefixes63
+from privtab.random.exact import (
     LazyUniform,
     exp_neg_enclosure,
     iv_log,
@@ -35,8 +30,8 @@ from privtab.random._exact import (
     resolve_floor,
     resolve_less,
 )
-from privtab.random._kernels import LN2_63, accept_exp_neg, floor_scaled_neglog, prefixes63
-from privtab.random.laplace_sampler import _floor_spec
+from privtab.random.laplace_sampler import _floor_spec, geometric
+from privtab.random.uniform import bernoulli_exp
 from tests._stats import discrete_gaussian_law, discrete_laplace_law, fits, geometric_law
 
 

@@ -11,7 +11,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from privtab.random import SeededSource, discrete_gaussian, discrete_laplace, geometric
+from privtab.random import SeededSource, discrete_gaussian, discrete_laplace
+from privtab.random.laplace_sampler import geometric
 from tests._stats import (
     ALPHA,
     discrete_gaussian_law,

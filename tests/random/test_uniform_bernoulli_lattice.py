@@ -10,18 +10,12 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from privtab.random import (
-    SeededSource,
-    as_rational,
-    bernoulli,
-    bernoulli_exp,
-    default_granularity,
-    gaussian,
-    laplace,
-    round_rational,
-    uniform_int,
-)
-from privtab.random.uniform import _bernoulli_scalar
+from privtab.random import SeededSource
+from privtab.random.lattice import default_granularity, gaussian, laplace
+from privtab.random.rational import as_rational, round_rational
+
+# private on purpose: the scalar Bernoulli path is driven with scripted bits
+from privtab.random.uniform import _bernoulli_scalar, bernoulli, bernoulli_exp, uniform_int
 from tests._stats import ALPHA
 
 

@@ -9,12 +9,12 @@ import numpy as np
 import pytest
 
 from privtab.accounting import RDP, ZCDP, PureDP
-from privtab.semantics import (
+from privtab.semantics import pbdp_curve
+from privtab.semantics.bayes import (
     alice_premium_bound,
     bob_max_epsilon,
     counterfactual_odds_bound,
     laplace_binary_sum_bounds,
-    pbdp_curve,
     posterior_interval,
     posterior_ratio_tail_arbitrary_prior,
     posterior_ratio_tail_rest_known,
@@ -295,7 +295,7 @@ def test_probable_posterior_interval_zcdp() -> None:
     1) and a random model on {0, 1}: at most 1 − confidence. Pure DP: probability 0 with
     t = εd (the same interval as posterior_interval); RDP beyond distance 1 is refused."""
     from privtab.accounting import PureDP
-    from privtab.semantics import probable_posterior_interval
+    from privtab.semantics.bayes import probable_posterior_interval
 
     rho = 0.2
     sigma2 = 1 / (2 * rho)

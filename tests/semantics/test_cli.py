@@ -95,5 +95,11 @@ def test_html_written_atomically(tmp_path: Path) -> None:
     assert res.exit_code == 0, res.output
     text = out.read_text()
     assert text.count('class="report-figure"') == 4
-    assert "http" not in text.split("<body>")[1]  # self-contained
+    body = text.split("<body>")[1]
+    # self-contained: nothing is loaded from elsewhere (links in the references are links)
+    assert 'src="http' not in body
+    assert "url(http" not in body
+    assert "<script" not in body
+    assert "Bailie &amp; Gong 2024, Theorem 6.4" in body  # a full reference for the seed
+    assert '<li id="ref-inferential">James Bailie, Ruobin Gong.' in body
     assert not list(out.parent.glob(".*tmp"))

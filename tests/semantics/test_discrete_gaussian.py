@@ -8,12 +8,12 @@ import mpmath as mp
 import numpy as np
 import pytest
 
-from privtab.semantics import (
+from privtab.semantics.discrete_gaussian import (
     discrete_gaussian_gap,
     discrete_gaussian_pmf,
     discrete_gaussian_tradeoff,
-    gaussian_power,
 )
+from privtab.semantics.power import gaussian_power
 
 
 @pytest.mark.parametrize("sigma", [0.5, 1.0, 3.7])

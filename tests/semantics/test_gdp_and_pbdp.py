@@ -8,19 +8,18 @@ import numpy as np
 import pytest
 from scipy.special import ndtri
 
-from privtab.accounting import GDP, ZCDP, PureDP, gdp_delta
-from privtab.semantics import (
+from privtab.accounting import GDP, ZCDP, PureDP
+from privtab.accounting.conversions import gdp_delta
+from privtab.semantics import pbdp_curve
+from privtab.semantics.pbdp import (
     gaussian_plrv_tail,
-    gdp_power,
-    pbdp_curve,
     pbdp_delta_from_power,
     pbdp_delta_from_power_table,
     pbdp_delta_gdp,
-    profile_power,
-    pure_power,
     rdp_tail_bound,
     zcdp_tail_bound,
 )
+from privtab.semantics.power import gdp_power, profile_power, pure_power
 
 MU = 2.293468988235943  # √(2 · 2.63), seed §5.2.1 footnote 15
 

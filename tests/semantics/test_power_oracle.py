@@ -10,14 +10,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from privtab.semantics import (
+from privtab.semantics.power import (
     approx_power,
     gaussian_power,
     pufferfish_power_bounds,
     pure_power,
     pure_power_bounds,
-    zcdp_power,
 )
+from privtab.semantics.renyi import zcdp_power
 
 # Table 1 (Thm 6.1 eq. (4)). The print has typos: (α=0.05, ε=0.5) reads 0.820 for 0.0824,
 # (0.01, 4) reads 0.550 for 0.546, (0.05, 2) reads 0.370 for 0.3695 (rounded twice).

@@ -10,6 +10,7 @@ fresh render with it by size and non-blankness (not pixel by pixel). Set
 from __future__ import annotations
 
 import io
+import json
 import os
 from pathlib import Path
 
@@ -17,7 +18,8 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from privtab.accounting import GDP, ZCDP, ApproxDP, Guarantee, PureDP, geometric_rdp
+from privtab.accounting import GDP, ZCDP, ApproxDP, Guarantee, PureDP
+from privtab.accounting.curves import geometric_rdp
 from privtab.semantics.allocation import builtin_allocation
 from privtab.semantics.report import guarantee_report_html, topdown_report_html, write_html
 
@@ -121,3 +123,27 @@ def test_console_errors_are_detected() -> None:
     """The harness itself: a page with a script error must not pass."""
     r = render("data:text/html,<script>console.error('x'); nope()</script>", "1")
     assert len(r.errors) >= 2
+
+
+HEADLINE_JS = (
+    "JSON.stringify([document.querySelector('.headline').getBoundingClientRect().bottom,"
+    " document.querySelector('.headline').innerText])"
+)
+
+
+@pytest.mark.parametrize("which", ["zcdp", "topdown"])
+def test_headline_with_epsilon_and_delta_on_first_screen(tmp_path: Path, which: str) -> None:
+    if which == "zcdp":
+        text = guarantee_report_html(ZCDP(2.63), [0.01, 0.05, 0.1], [2, 10])
+    else:
+        a = builtin_allocation()
+        text = topdown_report_html(a, list(a.scenarios.values()), [0.05], [2])
+    r = render(write_html(tmp_path / "h.html", text).as_uri(), HEADLINE_JS)
+    assert r.errors == []
+    bottom, head = json.loads(r.value)
+    assert 0 < bottom <= 900
+    assert "δ = 10⁻¹⁰" in head
+    assert "ε ≤" in head
+    if which == "zcdp":  # CKS optimal conversion of ρ = 2.63, rounded up
+        assert "ρ = 2.63 zero-concentrated differential privacy" in head
+        assert "ε ≤ 17.44" in head  # 17.4306 (Bun–Steinke's formula would give 17.92)

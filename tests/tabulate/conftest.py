@@ -13,15 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from privtab.data import (
-    GeoLevel,
-    Granularity,
-    IterationKind,
-    ReferenceData,
-    Scope,
-    production_config_dir,
-    read_reference,
-)
+from privtab.data import GeoLevel, ReferenceData, Scope, production_config_dir, read_reference
+from privtab.data.iterations import IterationKind
+from privtab.data.levels import Granularity
 
 SYNTH_STATES = ["10", "44", "72"]  # DE, RI, PR: every US and PR level, small domains
 

@@ -42,7 +42,7 @@ def test_per_state_merges_and_prefetch_give_the_same_exact_cells(synth_small) ->
 def test_a_reader_failure_surfaces_through_the_prefetch_thread(synth_small, monkeypatch) -> None:
     import pytest
 
-    from privtab.data import PersonReader
+    from privtab.data.persons import PersonReader
 
     config, data = synth_small
     inputs = load_inputs(config, data, validate_persons=False)

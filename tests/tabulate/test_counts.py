@@ -8,15 +8,9 @@ import numpy as np
 import polars as pl
 import pytest
 
-from privtab.data import (
-    AGE4,
-    AGE23,
-    GeoLevel,
-    Scope,
-    expand_iterations,
-    iteration_matrix,
-    load_inputs,
-)
+from privtab.data import GeoLevel, Scope, load_inputs
+from privtab.data.ages import AGE4, AGE23
+from privtab.data.membership import expand_iterations, iteration_matrix
 from privtab.tabulate import ReleasePlan
 from privtab.tabulate.aggregate import aggregate_persons
 from privtab.tabulate.algorithm import ExactCounts, sex_age

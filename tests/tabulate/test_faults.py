@@ -182,3 +182,70 @@ def test_nothing_to_release_is_a_located_input_error(vt: tuple[Path, Path], tmp_
     assert "no level of the config has any public population group" in text
     assert "config.json" in text
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.slow
+def test_a_dead_spark_worker_is_one_clear_message(vt: tuple[Path, Path], tmp_path: Path) -> None:
+    """Spark local mode whose Python workers die at start (their interpreter is a script
+    that exits at once): the run ends with one line, exit code 4, nothing written."""
+    import stat
+    import sys
+
+    pytest.importorskip("pyspark")
+    config, data = vt
+    fake = tmp_path / "dying-python"
+    fake.write_text(
+        "#!/bin/sh\n"
+        'case "$*" in *pyspark.daemon*|*pyspark.worker*) exit 1;; esac\n'
+        f'exec {sys.executable} "$@"\n'
+    )
+    fake.chmod(fake.stat().st_mode | stat.S_IEXEC)
+    env = {**os.environ, "PYSPARK_PYTHON": str(fake), "PRIVTAB_SPARK_MASTER": "local[1]"}
+    args = ["safetab", "run", "--config", str(config), "--data", str(data)]
+    args += ["--out", str(tmp_path / "out"), "--engine", "spark", "--seed", "1", "--no-report"]
+    proc = subprocess.run(
+        [sys.executable, "-m", "privtab.cli", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=900,
+        check=False,
+    )
+    errors = [x for x in proc.stderr.splitlines() if x.startswith("privtab: error:")]
+    assert proc.returncode == 4, proc.stderr[-3000:]
+    assert len(errors) == 1
+    assert "job failed" in errors[0]
+    assert "Traceback" not in proc.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["dying-python"]
+
+
+ENGINES = [
+    pytest.param("polars", id="polars"),
+    pytest.param("spark", id="spark", marks=pytest.mark.slow),
+]
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+@pytest.mark.parametrize("states", [["50"], ["10"], ["72"]], ids=["VT", "DE", "PR"])
+def test_one_state_inputs_release_under_the_production_config(
+    tmp_path: Path, states: list[str], engine: str
+) -> None:
+    """VT-only, DE-only and PR-only inputs under the production config (run_us and run_pr
+    both on): the levels without public groups are skipped and listed, the rest released."""
+    if engine == "spark":
+        pytest.importorskip("pyspark")
+    from privtab.data import production_config_dir
+    from privtab.data.synth import synthesize
+
+    synthesize(tmp_path / "data", 1_200, states=states, seed=6)
+    config = production_config_dir() / "config.json"
+    out = tmp_path / "out"
+    code, text = _run(config, tmp_path / "data", out, "-q", "--engine", engine)
+    assert code == 0, text
+    doc = json.loads((out / "release.json").read_text())
+    statuses = {s: {lv["status"] for lv in r["levels"]} for s, r in doc["runs"].items()}
+    if states == ["72"]:
+        assert statuses == {"US": {"empty domain"}, "PR": {"tabulated"}}
+    else:
+        assert statuses["PR"] == {"empty domain"}
+        assert "tabulated" in statuses["US"]

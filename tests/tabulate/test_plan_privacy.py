@@ -12,14 +12,10 @@ import numpy as np
 import pytest
 
 from privtab.accounting import ZCDP, PureDP, zcdp_epsilon
-from privtab.data import (
-    Scope,
-    production_config_dir,
-    production_config_path,
-    read_config,
-    read_reference,
-)
-from privtab.tabulate import LevelPlan, ReleasePlan, analyse, plan_rdp
+from privtab.data import Scope, production_config_dir, read_config, read_reference
+from privtab.data.resources import production_config_path
+from privtab.tabulate import LevelPlan, ReleasePlan, analyse
+from privtab.tabulate.privacy import plan_rdp
 
 MOES = [6, 6, 11, 11, 50, 50, 50]
 

@@ -14,7 +14,8 @@ from fractions import Fraction
 
 import pytest
 
-from privtab.data import Scope, production_config_path, read_config, read_reference
+from privtab.data import Scope, read_config, read_reference
+from privtab.data.resources import production_config_path
 from privtab.tabulate import LevelPlan, ReleasePlan
 
 

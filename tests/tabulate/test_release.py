@@ -11,7 +11,8 @@ import numpy as np
 import polars as pl
 import pytest
 
-from privtab.data import STAT_LEVEL_BINS, GeoLevel, Scope, read_config, toy_dataset_dir
+from privtab.data import GeoLevel, Scope, read_config, toy_dataset_dir
+from privtab.data.ages import STAT_LEVEL_BINS
 from privtab.errors import UsageError
 from privtab.mechanisms import InsecureSourceError
 from privtab.random import SeededSource

@@ -17,7 +17,8 @@ from typer.testing import CliRunner
 from privtab.accounting.exact import ExactGuarantee, float_up
 from privtab.cli import app
 from privtab.random import SeededSource
-from privtab.release import NOT_PRIVATE_FILE, read_release_document
+from privtab.release import read_release_document
+from privtab.release.marking import NOT_PRIVATE_FILE
 from privtab.tabulate.charges import RunLedger, level_charge
 from privtab.tabulate.plan import LevelPlan, ReleasePlan
 from privtab.tabulate.run import RunOptions, RunResult, run_release

@@ -20,15 +20,11 @@ import pytest
 
 pytest.importorskip("pyspark")
 
-from privtab.data import (
-    RACE_KEYS,
-    UNIT,
-    InputValidationError,
-    ProblemLog,
-    load_inputs,
-    toy_dataset_dir,
-    validate_persons,
-)
+from privtab.data import InputValidationError, load_inputs, toy_dataset_dir
+from privtab.data.errors import ProblemLog
+from privtab.data.geography import UNIT
+from privtab.data.membership import RACE_KEYS
+from privtab.data.persons import validate_persons
 from privtab.random import SeededSource
 from privtab.tabulate import RunOptions, run_release
 from privtab.tabulate.engines.polars import PolarsEngine

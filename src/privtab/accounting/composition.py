@@ -14,6 +14,10 @@
 * :func:`poisson_subsample` — amplification by Poisson subsampling at rate β for pure and
   approximate DP: ``ln(1 + β(e^ε − 1))`` and ``βδ`` (Li, Qardaji & Su 2012; Balle, Barthe
   & Gaboardi 2018, Thm. 8).
+
+Every function takes guarantee objects (an exact one is read as its float rounded up), never
+a bare number: ``compose(1.0, 2.0)`` would not say whether it means ε or ρ
+(:mod:`privtab.accounting._args`).
 """
 
 from __future__ import annotations
@@ -23,7 +27,9 @@ from collections.abc import Iterable
 
 import numpy as np
 
+from privtab.accounting._args import guarantee_arg
 from privtab.accounting.conversions import to_rdp
+from privtab.accounting.exact import ExactGuarantee
 from privtab.accounting.guarantees import (
     GDP,
     RDP,
@@ -64,7 +70,9 @@ def _sum_rdp(parts: list[RDP], weights: list[float] | None = None) -> RDP:
     return RDP(curve, f"sum of {len(parts)} curves [{names}]", limit=limit)
 
 
-def compose(*guarantees: Guarantee | Iterable[Guarantee]) -> Guarantee:
+def compose(
+    *guarantees: Guarantee | ExactGuarantee | Iterable[Guarantee | ExactGuarantee],
+) -> Guarantee:
     """Sequential composition of guarantees.
 
     Same-type inputs keep their type. Mixed inputs (other than (ε, δ)-DP) are composed as
@@ -75,10 +83,10 @@ def compose(*guarantees: Guarantee | Iterable[Guarantee]) -> Guarantee:
     """
     items: list[Guarantee] = []
     for g in guarantees:
-        if isinstance(g, PureDP | ApproxDP | ZCDP | RDP | GDP):
-            items.append(g)
+        if isinstance(g, Iterable) and not isinstance(g, str):
+            items.extend(guarantee_arg(x, "compose") for x in g)
         else:
-            items.extend(g)
+            items.append(guarantee_arg(g, "compose"))
     if not items:
         raise ValueError("compose needs at least one guarantee")
     kinds = {type(g) for g in items}
@@ -103,15 +111,16 @@ def compose(*guarantees: Guarantee | Iterable[Guarantee]) -> Guarantee:
     return _sum_rdp([to_rdp(g) for g in items])
 
 
-def parallel(*guarantees: Guarantee) -> Guarantee:
+def parallel(*args: Guarantee | ExactGuarantee) -> Guarantee:
     """Parallel composition over disjoint parts of the data: the pointwise maximum.
 
     Under add/remove-one neighbours a record lies in one part, so the whole satisfies the
     worst part's guarantee. (Under replace-one neighbours a record can leave one part and
     join another: use :func:`compose_by_degree` with ``z = 2``.)
     """
-    if not guarantees:
+    if not args:
         raise ValueError("parallel needs at least one guarantee")
+    guarantees = [guarantee_arg(g, "parallel") for g in args]
     kinds = {type(g) for g in guarantees}
     if kinds == {PureDP}:
         return PureDP(max(g.epsilon for g in guarantees))  # type: ignore[union-attr]
@@ -138,13 +147,14 @@ def parallel(*guarantees: Guarantee) -> Guarantee:
     return RDP(curve, f"max of {len(curves)} curves", limit=limit)
 
 
-def compose_by_degree(g: Guarantee, degree: int) -> Guarantee:
+def compose_by_degree(g: Guarantee | ExactGuarantee, degree: int) -> Guarantee:
     """Generalized parallel composition (SafeTab seed App. B.2, Lemmas 9, 10, 12).
 
     Mechanisms each satisfying ``g`` run on the parts of a (possibly overlapping) family of
     subsets; if every record lies in at most ``degree`` = z parts, the whole satisfies the
     z-fold composition of ``g``: zε, zρ, zτ(α), √z μ, (zε, zδ).
     """
+    g = guarantee_arg(g, "compose_by_degree")
     z = _positive_int("degree", degree)
     if isinstance(g, PureDP):
         return PureDP(z * g.epsilon)
@@ -157,7 +167,7 @@ def compose_by_degree(g: Guarantee, degree: int) -> Guarantee:
     return _sum_rdp([g], [float(z)])
 
 
-def group_privacy(g: Guarantee, k: int) -> Guarantee:
+def group_privacy(g: Guarantee | ExactGuarantee, k: int) -> Guarantee:
     """The guarantee for groups of ``k`` records changing together.
 
     Pure kε; approximate (kε, k e^{(k−1)ε} δ) (Dwork & Roth 2014, Thm. 2.2 generalised);
@@ -165,6 +175,7 @@ def group_privacy(g: Guarantee, k: int) -> Guarantee:
     RDP curves have no tight generic group rule: compute the mechanism's divergence at
     shift k instead (e.g. ``geometric_rdp(eps * k, sensitivity=k)``).
     """
+    g = guarantee_arg(g, "group_privacy")
     kk = _positive_int("k", k)
     if isinstance(g, PureDP):
         return PureDP(kk * g.epsilon)
@@ -176,16 +187,17 @@ def group_privacy(g: Guarantee, k: int) -> Guarantee:
         return GDP(kk * g.mu)
     raise TypeError(
         "group privacy for a general RDP curve has no tight rule; compute the mechanism's "
-        "divergence at shift k (e.g. privtab.accounting.geometric_rdp(k*eps, sensitivity=k))"
+        "divergence at shift k (e.g. privtab.accounting.curves.geometric_rdp(k*eps, sensitivity=k))"
     )
 
 
-def poisson_subsample(g: Guarantee, rate: float) -> Guarantee:
+def poisson_subsample(g: Guarantee | ExactGuarantee, rate: float) -> Guarantee:
     """Privacy amplification by Poisson subsampling with probability β = ``rate``.
 
     ε-DP ⇒ ln(1 + β(e^ε − 1))-DP; (ε, δ) ⇒ (ln(1 + β(e^ε − 1)), βδ)
     (Balle, Barthe & Gaboardi 2018, Thm. 8; course seed §5.2).
     """
+    g = guarantee_arg(g, "poisson_subsample")
     beta = check_parameter("rate", rate, upper=1.0)
     if isinstance(g, PureDP):
         return PureDP(math.log1p(beta * math.expm1(g.epsilon)))

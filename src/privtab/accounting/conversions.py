@@ -22,6 +22,13 @@ Mironov's (2017, Prop. 3) ε = τ(α) + ln(1/δ)/(α−1) (``mironov``) for comp
 
 GDP: the exact privacy profile δ(ε) = Φ(−ε/μ + μ/2) − e^ε Φ(−ε/μ − μ/2)
 (Dong, Roth & Su 2019, Cor. 2.13; Balle & Wang 2018) and its inverse; μ-GDP ⇒ (μ²/2)-zCDP.
+
+Arguments (one rule, :mod:`privtab.accounting._args`): a function named after a definition
+takes that definition's guarantee object (or an exact one) or its parameter as a number —
+``pure_to_zcdp(PureDP(1.0))`` and ``pure_to_zcdp(1.0)`` are the same, as are
+``zcdp_epsilon(ZCDP(2.63), 1e-10)`` and ``zcdp_epsilon(2.63, 1e-10)``; ``rdp_*`` take an
+:class:`RDP` curve; the generic :func:`to_rdp`, :func:`epsilon_at` and :func:`to_approx`
+take any guarantee object (never a bare number, which would be ambiguous).
 """
 
 from __future__ import annotations
@@ -32,7 +39,16 @@ from typing import Literal
 import numpy as np
 from numpy.typing import ArrayLike
 
+from privtab.accounting._args import (
+    gdp_arg,
+    guarantee_arg,
+    parameter_or_array,
+    pure_arg,
+    rdp_arg,
+    zcdp_arg,
+)
 from privtab.accounting._solve import increasing_root, minimise_over_orders
+from privtab.accounting.exact import ExactGuarantee
 from privtab.accounting.guarantees import (
     GDP,
     RDP,
@@ -95,25 +111,26 @@ def _shape_out(result: FloatArray, *inputs: ArrayLike) -> float | FloatArray:
 # ---------------------------------------------------------------------------- pure DP
 
 
-def pure_to_zcdp(g: PureDP) -> ZCDP:
-    """ε-DP ⇒ (ε²/2)-zCDP (Bun & Steinke 2016, Prop. 3.3)."""
-    return ZCDP(g.epsilon**2 / 2.0)
+def pure_to_zcdp(g: PureDP | ExactGuarantee | float) -> ZCDP:
+    """ε-DP ⇒ (ε²/2)-zCDP (Bun & Steinke 2016, Prop. 3.3). ``g``: a PureDP or ε."""
+    return ZCDP(pure_arg(g, "pure_to_zcdp").epsilon ** 2 / 2.0)
 
 
-def pure_to_approx(g: PureDP) -> ApproxDP:
-    """ε-DP is (ε, 0)-DP."""
-    return ApproxDP(g.epsilon, 0.0)
+def pure_to_approx(g: PureDP | ExactGuarantee | float) -> ApproxDP:
+    """ε-DP is (ε, 0)-DP. ``g``: a PureDP or ε."""
+    return ApproxDP(pure_arg(g, "pure_to_approx").epsilon, 0.0)
 
 
-def randomized_response_rdp(epsilon: float) -> RDP:
-    """The tight RDP curve implied by ε-DP: that of ε-randomized response.
+def randomized_response_rdp(epsilon: PureDP | ExactGuarantee | float) -> RDP:
+    """The tight RDP curve implied by ε-DP: that of ε-randomized response (``epsilon``: ε
+    or a PureDP).
 
     ``τ(α) = ln[(e^{αε} + e^{(1−α)ε}) / (e^ε + 1)] / (α − 1)``. Every pair of ε-DP output
     distributions is a post-processing of randomized response's pair (Kairouz, Oh &
     Viswanath 2015, Thm. 2.4), so this bounds the divergence of every ε-DP mechanism; it is
     also the exact divergence of the two-sided geometric mechanism at sensitivity 1.
     """
-    eps = float(epsilon)
+    eps = pure_arg(epsilon, "randomized_response_rdp").epsilon
 
     def curve(alpha: FloatArray) -> FloatArray:
         a = np.asarray(alpha, dtype=np.float64)
@@ -123,13 +140,15 @@ def randomized_response_rdp(epsilon: float) -> RDP:
     return RDP(curve, f"randomized response / geometric, eps={eps:.6g}", limit=eps)
 
 
-def pure_to_rdp(g: PureDP, method: Literal["bun_steinke", "tight"] = "bun_steinke") -> RDP:
-    """ε-DP ⇒ RDP.
+def pure_to_rdp(
+    g: PureDP | ExactGuarantee | float, method: Literal["bun_steinke", "tight"] = "bun_steinke"
+) -> RDP:
+    """ε-DP ⇒ RDP (``g``: a PureDP or ε).
 
     ``bun_steinke``: ``τ(α) = min(ε, αε²/2)`` (Bun & Steinke 2016). ``tight``: the curve of
     randomized response (:func:`randomized_response_rdp`), which is never larger.
     """
-    eps = g.epsilon
+    eps = pure_arg(g, "pure_to_rdp").epsilon
     if method == "tight":
         return randomized_response_rdp(eps)
     if method != "bun_steinke":
@@ -144,9 +163,9 @@ def pure_to_rdp(g: PureDP, method: Literal["bun_steinke", "tight"] = "bun_steink
 # ------------------------------------------------------------------------------- zCDP
 
 
-def zcdp_to_rdp(g: ZCDP) -> RDP:
-    """ρ-zCDP is RDP with ``τ(α) = ρα``."""
-    rho = g.rho
+def zcdp_to_rdp(g: ZCDP | ExactGuarantee | float) -> RDP:
+    """ρ-zCDP is RDP with ``τ(α) = ρα`` (``g``: a ZCDP or ρ)."""
+    rho = zcdp_arg(g, "zcdp_to_rdp").rho
 
     def curve(alpha: FloatArray) -> FloatArray:
         return rho * np.asarray(alpha, dtype=np.float64)
@@ -195,32 +214,38 @@ def _zcdp_optimal_scalar(rho: float, L: float) -> float:
     return max(value, 0.0)
 
 
-def zcdp_optimal_order(rho: ArrayLike, delta: ArrayLike) -> float | FloatArray:
-    """The order α* minimising the CKS conversion of ρ-zCDP at δ (``nan`` where trivial)."""
-    r = _nonneg_array("rho", rho)
+def zcdp_optimal_order(
+    rho: ZCDP | ExactGuarantee | ArrayLike, delta: ArrayLike
+) -> float | FloatArray:
+    """The order α* minimising the CKS conversion of ρ-zCDP at δ (``nan`` where trivial).
+    ``rho``: ρ (a number or an array) or a ZCDP."""
+    rho_in: ArrayLike = parameter_or_array(rho, "zcdp_optimal_order", ZCDP)
+    r = _nonneg_array("rho", rho_in)
     L = _log_inv_delta(np.asarray(delta, dtype=np.float64))
     r, L = np.broadcast_arrays(r, L)
     ok = (r > 0) & (L > 0) & np.isfinite(L)
     out = np.full(r.shape, np.nan)
     if np.any(ok):
         out[ok] = 1.0 + _zcdp_optimal_x(r[ok], L[ok])
-    return _shape_out(out, rho, delta)
+    return _shape_out(out, rho_in, delta)
 
 
 def zcdp_epsilon(
-    rho: ArrayLike, delta: ArrayLike, method: ZCDPMethod = "optimal"
+    rho: ZCDP | ExactGuarantee | ArrayLike, delta: ArrayLike, method: ZCDPMethod = "optimal"
 ) -> float | FloatArray:
-    """ε such that ρ-zCDP implies (ε, δ)-DP; vectorised over ``rho`` and ``delta``.
+    """ε such that ρ-zCDP implies (ε, δ)-DP; vectorised over ``rho`` and ``delta``
+    (``rho``: ρ, an array of them, or a ZCDP).
 
     ``optimal`` is accurate to ~1e-14 relative (the minimiser solves the first-order
     condition exactly); ``analytic`` and ``grid`` are the looser conversions of the
     SafeTab paper (Lemma 5 and eq. (7) on α ∈ {1.01, …, 10}).
     """
-    if method == "optimal" and isinstance(rho, float | int) and isinstance(delta, float | int):
-        r0, d0 = float(rho), float(delta)
+    rho_in: ArrayLike = parameter_or_array(rho, "zcdp_epsilon", ZCDP)
+    if method == "optimal" and isinstance(rho_in, float | int) and isinstance(delta, float | int):
+        r0, d0 = float(rho_in), float(delta)
         if 0.0 < r0 < math.inf and 0.0 < d0 < 1.0:
             return _zcdp_optimal_scalar(r0, -math.log(d0))
-    r = _nonneg_array("rho", rho)
+    r = _nonneg_array("rho", rho_in)
     d = np.asarray(delta, dtype=np.float64)
     L = _log_inv_delta(d)
     r, L = np.broadcast_arrays(r, L)
@@ -243,19 +268,23 @@ def zcdp_epsilon(
             out[act] = np.maximum(vals.min(axis=1), 0.0)
     else:
         raise ValueError(f"method must be 'optimal', 'analytic' or 'grid', got {method!r}")
-    return _shape_out(out, rho, delta)
+    return _shape_out(out, rho_in, delta)
 
 
 def zcdp_delta(
-    rho: ArrayLike, epsilon: ArrayLike, method: Literal["optimal", "analytic"] = "optimal"
+    rho: ZCDP | ExactGuarantee | ArrayLike,
+    epsilon: ArrayLike,
+    method: Literal["optimal", "analytic"] = "optimal",
 ) -> float | FloatArray:
-    """δ such that ρ-zCDP implies (ε, δ)-DP (inverse of :func:`zcdp_epsilon`).
+    """δ such that ρ-zCDP implies (ε, δ)-DP (inverse of :func:`zcdp_epsilon`; ``rho``: ρ,
+    an array of them, or a ZCDP).
 
     ``optimal``: δ = inf_α exp((α−1)(αρ−ε)) (1−1/α)^α / (α−1) (CKS 2020, Prop. 12), solved
     from its first-order condition ``ρ + 2ρ(α−1) − ε + ln(1 − 1/α) = 0``.
     ``analytic``: δ = exp(−(ε−ρ)²/(4ρ)) for ε ≥ ρ (Bun & Steinke 2016).
     """
-    r = _nonneg_array("rho", rho)
+    rho_in: ArrayLike = parameter_or_array(rho, "zcdp_delta", ZCDP)
+    r = _nonneg_array("rho", rho_in)
     e = _nonneg_array("epsilon", epsilon)
     r, e = np.broadcast_arrays(r, e)
     out = np.zeros(r.shape, dtype=np.float64)
@@ -280,7 +309,7 @@ def zcdp_delta(
             out[pos] = np.minimum(np.exp(logd), 1.0)
     else:
         raise ValueError(f"method must be 'optimal' or 'analytic', got {method!r}")
-    return _shape_out(out, rho, epsilon)
+    return _shape_out(out, rho_in, epsilon)
 
 
 # -------------------------------------------------------------------------------- RDP
@@ -296,6 +325,7 @@ def rdp_epsilon_order(g: RDP, delta: float, method: RDPMethod = "optimal") -> tu
     the result is ``(τ(∞), inf)`` — the pure-DP guarantee the curve implies, reported
     explicitly.
     """
+    g = rdp_arg(g, "rdp_epsilon_order")
     d = float(delta)
     L = float(_log_inv_delta(np.asarray(d)))
     if L == 0.0:
@@ -336,6 +366,7 @@ def rdp_epsilon(g: RDP, delta: ArrayLike, method: RDPMethod = "optimal") -> floa
     ``optimal``: CKS (2020, Prop. 12) minimised over α by scan + Brent; ``grid``: the same on
     α ∈ {1.01, …, 10}; ``mironov``: ε = inf_α τ(α) + ln(1/δ)/(α−1) (Mironov 2017, Prop. 3).
     """
+    g = rdp_arg(g, "rdp_epsilon")
     d = np.asarray(delta, dtype=np.float64)
     flat = np.array([rdp_epsilon_order(g, float(v), method)[0] for v in d.ravel()])
     return _shape_out(flat.reshape(d.shape), delta)
@@ -344,6 +375,7 @@ def rdp_epsilon(g: RDP, delta: ArrayLike, method: RDPMethod = "optimal") -> floa
 def rdp_delta(g: RDP, epsilon: float) -> float:
     """δ such that the RDP curve implies (ε, δ)-DP: inf_α of CKS's expression (Prop. 12);
     0 when ε is at least the curve's limit τ(∞) (the curve implies ε-DP)."""
+    g = rdp_arg(g, "rdp_delta")
     eps = float(_nonneg_array("epsilon", epsilon))
     if g.limit is not None and eps >= g.limit:
         return 0.0
@@ -362,19 +394,22 @@ def rdp_delta(g: RDP, epsilon: float) -> float:
 # -------------------------------------------------------------------------------- GDP
 
 
-def gdp_to_zcdp(g: GDP) -> ZCDP:
-    """μ-GDP ⇒ (μ²/2)-zCDP (its divergences are those of N(0,1) vs N(μ,1))."""
-    return ZCDP(g.mu**2 / 2.0)
+def gdp_to_zcdp(g: GDP | float) -> ZCDP:
+    """μ-GDP ⇒ (μ²/2)-zCDP (its divergences are those of N(0,1) vs N(μ,1)); ``g``: a GDP
+    or μ."""
+    return ZCDP(gdp_arg(g, "gdp_to_zcdp").mu ** 2 / 2.0)
 
 
-def gdp_delta(mu: ArrayLike, epsilon: ArrayLike) -> float | FloatArray:
-    """Exact privacy profile of μ-GDP: δ(ε) = Φ(−ε/μ + μ/2) − e^ε Φ(−ε/μ − μ/2).
+def gdp_delta(mu: GDP | ArrayLike, epsilon: ArrayLike) -> float | FloatArray:
+    """Exact privacy profile of μ-GDP: δ(ε) = Φ(−ε/μ + μ/2) − e^ε Φ(−ε/μ − μ/2)
+    (``mu``: μ, an array of them, or a GDP).
 
     Dong, Roth & Su (2019), Corollary 2.13. Tight: the Gaussian mechanism attains it.
     """
     from scipy.special import log_ndtr, ndtr  # lazy: scipy.special is slow to import
 
-    m = _nonneg_array("mu", mu)
+    mu_in: ArrayLike = parameter_or_array(mu, "gdp_delta", GDP)
+    m = _nonneg_array("mu", mu_in)
     e = np.asarray(epsilon, dtype=np.float64)
     if np.any(np.isnan(e)):
         raise ValueError("epsilon must be a number")
@@ -387,7 +422,7 @@ def gdp_delta(mu: ArrayLike, epsilon: ArrayLike) -> float | FloatArray:
             t1 = ndtr(-ep / mp + mp / 2.0)
             t2 = np.exp(ep + log_ndtr(-ep / mp - mp / 2.0))
         out[pos] = np.clip(t1 - t2, 0.0, 1.0)
-    return _shape_out(out, mu, epsilon)
+    return _shape_out(out, mu_in, epsilon)
 
 
 def _gdp_epsilon_scalar(mu: float, delta: float) -> float:
@@ -416,23 +451,26 @@ def _gdp_epsilon_scalar(mu: float, delta: float) -> float:
     return float(brentq(g, 0.0, hi, xtol=1e-15, rtol=4 * np.finfo(float).eps, maxiter=500))
 
 
-def gdp_epsilon(mu: ArrayLike, delta: ArrayLike) -> float | FloatArray:
-    """Inverse of :func:`gdp_delta`: the smallest ε with δ_μ(ε) ≤ δ (vectorised)."""
-    m = _nonneg_array("mu", mu)
+def gdp_epsilon(mu: GDP | ArrayLike, delta: ArrayLike) -> float | FloatArray:
+    """Inverse of :func:`gdp_delta`: the smallest ε with δ_μ(ε) ≤ δ (vectorised; ``mu``: μ,
+    an array of them, or a GDP)."""
+    mu_in: ArrayLike = parameter_or_array(mu, "gdp_epsilon", GDP)
+    m = _nonneg_array("mu", mu_in)
     d = np.asarray(delta, dtype=np.float64)
     _log_inv_delta(d)
     m, d = np.broadcast_arrays(m, d)
     flat = np.array(
         [_gdp_epsilon_scalar(float(a), float(b)) for a, b in zip(m.ravel(), d.ravel(), strict=True)]
     )
-    return _shape_out(flat.reshape(m.shape), mu, delta)
+    return _shape_out(flat.reshape(m.shape), mu_in, delta)
 
 
 # --------------------------------------------------------------------------- generic
 
 
-def to_rdp(g: Guarantee) -> RDP:
+def to_rdp(g: Guarantee | ExactGuarantee) -> RDP:
     """Express a guarantee as an RDP curve (tightest known; ApproxDP has none)."""
+    g = guarantee_arg(g, "to_rdp")
     if isinstance(g, RDP):
         return g
     if isinstance(g, PureDP):
@@ -444,12 +482,13 @@ def to_rdp(g: Guarantee) -> RDP:
     raise TypeError(f"{g} has no Rényi-DP form: (ε, δ)-DP does not bound Rényi divergences")
 
 
-def epsilon_at(g: Guarantee, delta: float) -> float:
+def epsilon_at(g: Guarantee | ExactGuarantee, delta: float) -> float:
     """The tightest ε available here such that ``g`` implies (ε, δ)-DP.
 
     Pure DP: ε itself. (ε, δ₀)-DP: ε if δ ≥ δ₀ (else ``ValueError``). zCDP: CKS optimal.
     RDP: CKS optimal over α. GDP: the exact profile's inverse.
     """
+    g = guarantee_arg(g, "epsilon_at")
     if isinstance(g, PureDP):
         return g.epsilon
     if isinstance(g, ApproxDP):
@@ -463,6 +502,7 @@ def epsilon_at(g: Guarantee, delta: float) -> float:
     return rdp_epsilon_order(g, delta, "optimal")[0]
 
 
-def to_approx(g: Guarantee, delta: float) -> ApproxDP:
+def to_approx(g: Guarantee | ExactGuarantee, delta: float) -> ApproxDP:
     """``g`` as an (ε, δ)-DP guarantee at the given δ, by the tightest method here."""
+    g = guarantee_arg(g, "to_approx")
     return ApproxDP(epsilon_at(g, delta), delta if not isinstance(g, PureDP) else 0.0)

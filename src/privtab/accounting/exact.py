@@ -32,7 +32,8 @@ from fractions import Fraction
 from typing import Any, Literal, TypeAlias
 
 from privtab.accounting.guarantees import ZCDP, PureDP
-from privtab.random import RationalLike, as_rational
+from privtab.random import RationalLike
+from privtab.random.rational import as_rational
 
 __all__ = ["Definition", "ExactGuarantee", "compose_exact", "float_down", "float_up"]
 

@@ -144,7 +144,7 @@ class RDP:
     closed form with ``RDP(fn, "name")`` or from a table with :meth:`RDP.tabulated`.
     ``limit`` is ``τ(∞) = lim_{α→∞} τ(α)`` when it is known and finite: the curve then also
     implies ``limit``-DP (``D_∞`` is the limit of ``D_α``), and the conversions to (ε, δ)
-    use that order too (:func:`privtab.accounting.rdp_epsilon_order` reports ``α = ∞``).
+    use that order too (:func:`privtab.accounting.conversions.rdp_epsilon_order` reports ``α = ∞``).
     """
 
     curve: CurveFn

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any, Literal, TypeAlias
 
+from privtab.accounting._args import exact_or_guarantee_arg
 from privtab.accounting.composition import compose
 from privtab.accounting.conversions import epsilon_at, to_rdp
 from privtab.accounting.exact import ExactGuarantee, float_down, float_up
@@ -177,6 +178,7 @@ class PrivacyLedger:
         accountant: Literal["native", "rdp"] = "native",
         adaptive: bool = True,
     ) -> None:
+        budget = exact_or_guarantee_arg(budget, "PrivacyLedger")
         if isinstance(budget, RDP):
             raise TypeError(
                 "an RDP curve is not a budget; use an (ε, δ) budget with accountant='rdp'"
@@ -203,6 +205,7 @@ class PrivacyLedger:
     # ------------------------------------------------------------------ charging
     def _price(self, g: Chargeable) -> Charge:
         """The charge ``g`` would make (TypeError if it cannot be spent from this budget)."""
+        g = exact_or_guarantee_arg(g, "PrivacyLedger.charge")
         if self.accountant == "rdp":
             if isinstance(g, ApproxDP):
                 raise TypeError("an (ε, δ) charge cannot be composed through RDP curves")

@@ -2,24 +2,27 @@
 
 from __future__ import annotations
 
+from privtab.accounting._args import guarantee_arg
 from privtab.accounting.conversions import (
     gdp_epsilon,
     rdp_epsilon_order,
     zcdp_epsilon,
     zcdp_optimal_order,
 )
+from privtab.accounting.exact import ExactGuarantee
 from privtab.accounting.guarantees import GDP, RDP, ZCDP, ApproxDP, Guarantee, PureDP
 
 __all__ = ["epsilon_by_method"]
 
 
-def epsilon_by_method(g: Guarantee, delta: float) -> dict[str, dict[str, float]]:
+def epsilon_by_method(g: Guarantee | ExactGuarantee, delta: float) -> dict[str, dict[str, float]]:
     """For ``g``, ``{method: {"epsilon": ε, "alpha": α*}}`` at ``delta``.
 
     zCDP: ``analytic``, ``optimal``, ``grid``; RDP: ``optimal``, ``mironov``, ``grid``;
     GDP: ``exact``; pure DP: ``pure``; (ε, δ): ``approx``. ``alpha`` is the order that
     achieves the bound (NaN where there is none).
     """
+    g = guarantee_arg(g, "epsilon_by_method")
     nan = float("nan")
     if isinstance(g, PureDP):
         return {"pure": {"epsilon": g.epsilon, "alpha": nan}}

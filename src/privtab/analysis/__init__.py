@@ -24,41 +24,15 @@ Heavy libraries (scipy, polars) are imported inside the functions that need them
 See ``docs/analysis.md``.
 """
 
-from privtab.analysis.combine import (
-    CombinedEstimate,
-    GLSEstimate,
-    combined_interval,
-    gls,
-    inverse_variance,
-)
-from privtab.analysis.dptests import (
-    TestResult,
-    monte_carlo_pvalue,
-    naive_proportion_pvalue,
-    proportion_pvalues,
-    proportion_test,
-    proportion_z,
-    type_one_error,
-)
-from privtab.analysis.error_budget import ErrorEstimate, release_error_estimate
+from privtab.analysis.combine import combined_interval
+from privtab.analysis.dptests import proportion_test
 from privtab.analysis.intervals import (
     Interval,
-    SimultaneousIntervals,
-    combination_interval,
-    coordinate_level,
     difference_interval,
-    laplace_max_error_bound,
     noise_interval,
     ratio_interval,
     simultaneous_intervals,
     sum_interval,
-)
-from privtab.analysis.postprocess import (
-    ConsistentTable,
-    clip_bias,
-    clip_nonnegative,
-    consistent_total,
-    round_counts,
 )
 from privtab.analysis.safetab import (
     SafeTabRelease,
@@ -69,38 +43,17 @@ from privtab.analysis.safetab import (
 )
 
 __all__ = [
-    "CombinedEstimate",
-    "ConsistentTable",
-    "ErrorEstimate",
-    "GLSEstimate",
     "Interval",
     "SafeTabRelease",
-    "SimultaneousIntervals",
-    "TestResult",
     "add_intervals",
-    "clip_bias",
-    "clip_nonnegative",
-    "combination_interval",
     "combine_totals",
     "combined_interval",
     "consistent_t2",
-    "consistent_total",
-    "coordinate_level",
     "difference_interval",
-    "gls",
-    "inverse_variance",
-    "laplace_max_error_bound",
     "load_release",
-    "monte_carlo_pvalue",
-    "naive_proportion_pvalue",
     "noise_interval",
-    "proportion_pvalues",
     "proportion_test",
-    "proportion_z",
     "ratio_interval",
-    "release_error_estimate",
-    "round_counts",
     "simultaneous_intervals",
     "sum_interval",
-    "type_one_error",
 ]

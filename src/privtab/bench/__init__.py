@@ -34,16 +34,9 @@ from typing import Any
 from privtab._json import jsonable
 from privtab.bench._common import Table, load_average, machine, now
 
-__all__ = [
-    "BENCHMARKS",
-    "Benchmark",
-    "Table",
-    "command_line",
-    "execute",
-    "record_from_log",
-    "tables",
-    "write_record",
-]
+__all__ = ["BENCHMARKS", "Benchmark", "execute"]
+"""What a user calls; ``tables``, ``write_record``, ``record_from_log`` and
+``command_line`` serve the ``privtab bench`` command."""
 
 
 @dataclass(frozen=True)

@@ -31,13 +31,8 @@ from typing import Any
 import numpy as np
 
 from privtab.bench._common import Table, machine, table, versions
-from privtab.invariants import (
-    NaiveGaussian,
-    NaiveKNorm,
-    OptimalKNorm,
-    ProjectedGaussian,
-    nearest_integer_table,
-)
+from privtab.invariants import NaiveGaussian, NaiveKNorm, OptimalKNorm, ProjectedGaussian
+from privtab.invariants.postprocess import nearest_integer_table
 from privtab.random import SeededSource
 
 #: what the benchmark measures, for docs/benchmarks.md

@@ -116,7 +116,9 @@ def _synth_facts(s: dict[str, Any]) -> dict[str, Any]:
 # --------------------------------------------------------------------------- workload
 def workload(data: Path) -> dict[str, Any]:
     """The release plan and public domains of every level, for the Tumult side."""
-    from privtab.data import STAT_LEVEL_BINS, GeoLevel, IterationKind, load_inputs
+    from privtab.data import GeoLevel, load_inputs
+    from privtab.data.ages import STAT_LEVEL_BINS
+    from privtab.data.iterations import IterationKind
     from privtab.tabulate import ReleasePlan
 
     inputs = load_inputs(None, data, validate_persons=False)

@@ -25,12 +25,8 @@ from typing import Any
 import numpy as np
 
 from privtab.bench._common import Table, machine, table, versions
-from privtab.random import (
-    OSEntropySource,
-    SecureSource,
-    discrete_gaussian,
-    discrete_laplace,
-)
+from privtab.random import SecureSource, discrete_gaussian, discrete_laplace
+from privtab.random.sources import OSEntropySource
 
 #: what the benchmark measures, for docs/benchmarks.md
 ABOUT = """\

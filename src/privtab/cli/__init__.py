@@ -4,7 +4,8 @@ Every command that computes something takes ``--json`` and then prints exactly o
 object on stdout; progress and warnings go to stderr. Library modules are imported inside
 the commands so that ``privtab --help`` stays fast. Errors end as documented in
 ``docs/cli.md`` (:mod:`privtab.cli._errors`): one located message, exit code 1 (bad input),
-2 (bad usage), 3 (a bug: the traceback is written to a file), 130 (interrupted); the
+2 (bad usage), 3 (a bug: the traceback is written to a file), 4 (the run failed in its
+environment, e.g. a Spark worker died), 130 (interrupted); the
 global ``--debug`` flag prints tracebacks.
 """
 
@@ -55,8 +56,9 @@ def _root(
 ) -> None:
     """privtab: differentially private statistics for national statistical offices.
 
-    Exit codes: 0 success, 1 bad input, 2 bad usage, 3 internal error (a bug), 130
-    interrupted. Errors name the file, line, column and value (docs/cli.md).
+    Exit codes: 0 success, 1 bad input, 2 bad usage, 3 internal error (a bug), 4 the run
+    failed in its environment (a Spark worker died), 130 interrupted. Errors name the file,
+    line, column and value (docs/cli.md).
     """
     ctx.meta[DEBUG] = debug
 

@@ -31,14 +31,9 @@ def account(
 
     Example: privtab account --zcdp 2.63 --delta 1e-10
     """
-    from privtab.accounting import (
-        GDP,
-        ZCDP,
-        PureDP,
-        compose_by_degree,
-        geometric_rdp,
-        group_privacy,
-    )
+    from privtab.accounting import GDP, ZCDP, PureDP, group_privacy
+    from privtab.accounting.composition import compose_by_degree
+    from privtab.accounting.curves import geometric_rdp
     from privtab.accounting.guarantees import Guarantee
     from privtab.accounting.summary import epsilon_by_method
 

@@ -8,7 +8,6 @@
 from __future__ import annotations
 
 import csv
-import json
 import math
 import warnings
 from pathlib import Path
@@ -40,91 +39,6 @@ def register(app: typer.Typer) -> None:
     app.add_typer(sub, name="invariants")
 
 
-# --------------------------------------------------------------------------- parsing
-def _parse_counts(text: str, what: str) -> list[list[int]]:
-    rows = [r for r in text.replace("\n", ";").split(";") if r.strip()]
-    if not rows:
-        fail(f"{what}: no counts given")
-    out: list[list[int]] = []
-    for i, row in enumerate(rows, start=1):
-        cells = [c.strip() for c in row.split(",")]
-        vals = []
-        for j, c in enumerate(cells, start=1):
-            vals.append(_count(c, f"{what}: row {i}, column {j}"))
-        out.append(vals)
-    _rectangular(out, what)
-    return out
-
-
-def _count(text: str, where: str) -> int:
-    try:
-        v = int(text)
-    except ValueError:
-        fail(f"{where}: {text!r} is not an integer count")
-    if v < 0:
-        fail(f"{where}: count {v} is negative")
-    return v
-
-
-def _rectangular(rows: list[list[int]], what: str) -> None:
-    width = len(rows[0])
-    for i, r in enumerate(rows, start=1):
-        if len(r) != width:
-            fail(f"{what}: row {i} has {len(r)} cells, row 1 has {width}")
-
-
-def _is_int(text: str) -> bool:
-    try:
-        int(text)
-    except ValueError:
-        return False
-    return True
-
-
-def _read_csv_table(path: Path) -> tuple[list[list[int]], list[str] | None, list[str] | None]:
-    """Counts from a CSV file; an optional header row and first label column are detected."""
-    if not path.is_file():
-        fail(f"{path}: no such file")
-    with path.open(newline="", encoding="utf-8") as fh:
-        raw = [row for row in csv.reader(fh) if any(c.strip() for c in row)]
-    if not raw:
-        fail(f"{path}: the file holds no rows")
-    col_labels: list[str] | None = None
-    if not all(_is_int(c.strip()) for c in raw[0][1:]):
-        col_labels = [c.strip() for c in raw[0]]
-        raw = raw[1:]
-    if not raw:
-        fail(f"{path}: the file has a header but no counts")
-    row_labels: list[str] | None = None
-    if not all(_is_int(r[0].strip()) for r in raw):
-        row_labels = [r[0].strip() for r in raw]
-        raw = [r[1:] for r in raw]
-        if col_labels is not None:
-            col_labels = col_labels[1:]
-    rows = []
-    offset = 1 + (col_labels is not None)
-    for i, r in enumerate(raw):
-        rows.append(
-            [
-                _count(c.strip(), f"{path}: line {i + offset}, column {j + 1}")
-                for j, c in enumerate(r)
-            ]
-        )
-    _rectangular(rows, str(path))
-    if col_labels is not None and len(col_labels) != len(rows[0]):
-        fail(f"{path}: the header has {len(col_labels)} labels for {len(rows[0])} columns")
-    return rows, row_labels, col_labels
-
-
-def _load_table(counts: str | None, input_path: Path | None) -> list[list[int]]:
-    if (counts is None) == (input_path is None):
-        fail("give the table with exactly one of --counts 'a,b;c,d' or --input FILE.csv")
-    if counts is not None:
-        return _parse_counts(counts, "--counts")
-    assert input_path is not None
-    return _read_csv_table(input_path)[0]
-
-
 def _check_output_file(output: Path, input_path: Path | None, overwrite: bool) -> None:
     """Refuse an --output that is the input, a folder, or an existing file (without
     --overwrite): nothing privtab did not write is ever replaced silently."""
@@ -152,97 +66,21 @@ def _source(seed: int | None) -> Any:
     if seed is None:
         return None
     warn(f"--seed {seed}: using a reproducible TEST source; the output is NOT private")
-    # this command has just said so on stderr: silence the library's duplicate warning
-    from privtab.mechanisms import InsecureReleaseWarning
-
-    warnings.filterwarnings("ignore", category=InsecureReleaseWarning)
     return SeededSource(seed)
 
 
+def _release_quietly(release: Any, *args: Any, **kwargs: Any) -> Any:
+    """Call a release whose insecure-source warning this command has already printed (the
+    library's duplicate is silenced for this call only)."""
+
+    from privtab.mechanisms import InsecureReleaseWarning
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", InsecureReleaseWarning)
+        return release(*args, **kwargs)
+
+
 # --------------------------------------------------------------------------- census
-def _invariant_from_spec(spec: str) -> tuple[str, Any]:
-    """(description, SemiAdjacency) for an --invariant specification."""
-    from privtab.invariants import (
-        CountInvariant,
-        Schema,
-        SemiAdjacency,
-        histogram_from_records,
-        semi_adjacent_parameter,
-        theorem16_bound,
-    )
-
-    s = spec.strip()
-    if s == "state-totals":
-        return (
-            "total population of each state (one-way margin of one feature, seed §6.1)",
-            SemiAdjacency(
-                2, True, 2, 2, "Theorem 16 with k = 1 (two or more states are non-empty)"
-            ),
-        )
-    if s == "full-table":
-        return (
-            "every cell of the full cross-classification (Remark 17)",
-            SemiAdjacency(2, True, 2, 2, "Remark 17: all cells published (two or more non-empty)"),
-        )
-    if s.startswith("margins:"):
-        try:
-            k = int(s.split(":", 1)[1])
-        except ValueError:
-            fail(f"--invariant {spec!r}: expected margins:K with K the number of features")
-        if k < 1:
-            fail(f"--invariant {spec!r}: K must be at least 1")
-        up = theorem16_bound(k)
-        return (
-            f"one-way margins of {k} feature(s) (counts not given: Theorem 16 upper bound)",
-            SemiAdjacency(
-                up, k == 1, 2 if k > 1 else up, up, f"Theorem 16 bound k + 1 with k = {k}"
-            ),
-        )
-    path = Path(s)
-    if not path.is_file():
-        fail(
-            f"--invariant {spec!r}: not one of state-totals, full-table, margins:K, or an existing "
-            "JSON file describing the invariant"
-        )
-    try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
-        fail(f"{path}: not valid JSON ({exc})")
-    if not isinstance(doc, dict) or "features" not in doc:
-        fail(f'{path}: expected an object with "features" and "invariant"')
-    try:
-        schema = Schema(doc["features"])
-        kind = doc.get("invariant", "one-way-margins")
-        hist = None
-        if "records" in doc:
-            hist = histogram_from_records(schema, doc["records"])
-        elif "table" in doc:
-            hist = doc["table"]
-        if kind == "one-way-margins":
-            inv = (
-                CountInvariant.one_way_margins(schema, hist)
-                if hist is not None
-                else CountInvariant.one_way_margins(schema, margins=doc.get("margins"))
-            )
-        elif kind == "full-table":
-            if hist is None:
-                fail(f'{path}: the full-table invariant needs "table" or "records"')
-            inv = CountInvariant.full_table(schema, hist)
-        elif isinstance(kind, dict) and "queries" in kind:
-            inv = CountInvariant.from_queries(
-                schema, kind["queries"], hist, values=doc.get("values"), n=doc.get("n")
-            )
-        else:
-            fail(
-                f'{path}: "invariant" must be "one-way-margins", "full-table" '
-                'or {"queries": [...]}'
-            )
-        res = semi_adjacent_parameter(inv, max_datasets=int(doc.get("max_datasets", 2000)))
-    except (ValueError, TypeError, KeyError) as exc:
-        fail(f"{path}: {exc}")
-    return inv.describe(), res
-
-
 def census(
     rho: float = typer.Option(
         2.56, "--rho", help="The advertised ρ-zCDP (2020 Census persons: 2.56)."
@@ -277,7 +115,9 @@ def census(
     if invariant is not None:
         if semi_adjacent is not None:
             fail("give --semi-adjacent or --invariant, not both")
-        description, res = _invariant_from_spec(invariant)
+        from privtab.invariants.specs import invariant_from_spec
+
+        description, res = invariant_from_spec(invariant)
         a = res.value
         extra = {"description": description, "semi_adjacent": res.to_dict()}
         if not res.exact:
@@ -378,7 +218,9 @@ def table(
         fail(f"--mechanism must be one of {', '.join(MECHANISMS)}, got {mechanism!r}")
     if output is not None:
         _check_output_file(output, input_path, overwrite)
-    rows = _load_table(counts, input_path)
+    from privtab.invariants.specs import load_table
+
+    rows = load_table(counts, input_path)
     x = np.array(rows, dtype=np.int64)
     r, c = x.shape
     inv = CountInvariant.one_way_margins(Schema.grid(r, c), x)
@@ -421,8 +263,8 @@ def table(
             mech = OptimalKNorm(r, c, a=a, epsilon=float(epsilon))  # type: ignore[arg-type]
         else:
             mech = NaiveKNorm(r, c, a=a_mech, epsilon=float(epsilon), norm=mechanism.split("-")[1])  # type: ignore[arg-type]
-        rel = mech.release(
-            x, source=_source(seed), allow_insecure=seed is not None, integer=integer
+        rel = _release_quietly(
+            mech.release, x, source=_source(seed), allow_insecure=seed is not None, integer=integer
         )
     except ValueError as exc:
         fail(str(exc))
@@ -493,16 +335,17 @@ def odds_ratio_test(
     """
     import numpy as np
 
-    from privtab.invariants import (
+    from privtab.invariants import OddsRatioTest
+    from privtab.invariants.specs import load_table
+    from privtab.invariants.umpu import (
         GaussianCND,
         Margins2x2,
-        OddsRatioTest,
         TulapCND,
         fisher_exact_umpu_power,
         naive_test,
     )
 
-    rows = _load_table(counts, input_path)
+    rows = load_table(counts, input_path)
     x = np.array(rows, dtype=np.int64)
     if x.shape != (2, 2):
         fail(f"the odds-ratio test needs a 2 × 2 table, got {x.shape[0]} × {x.shape[1]}")
@@ -515,7 +358,9 @@ def odds_ratio_test(
     try:
         cnd: Any = TulapCND(float(epsilon)) if epsilon is not None else GaussianCND(float(mu))  # type: ignore[arg-type]
         tst = OddsRatioTest(cnd, theta0=theta0, alternative=alternative)  # type: ignore[arg-type]
-        res = tst.run(x, alpha, source=_source(seed), allow_insecure=seed is not None)
+        res = _release_quietly(
+            tst.run, x, alpha, source=_source(seed), allow_insecure=seed is not None
+        )
         margins = Margins2x2.of(x)
         naive = naive_test(cnd, 3, theta0=theta0, alternative=alternative)
         power = [

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import sys
-from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
@@ -31,59 +30,15 @@ def _floats(text: str, name: str) -> list[float]:
     return vals
 
 
-def _paper_model(
-    moes: list[float],
-    stability: int,
-    gamma: float,
-    delta: float,
-    calibration: str,
-    pld_grid: float,
+def _paper(
+    moes: list[float], stability: int, gamma: float, delta: float, calibration: str, grid: float
 ) -> dict[str, Any]:
-    from privtab.tabulate import ReleasePlan, analyse
+    from privtab.tabulate.paper import paper_model
 
-    kw: dict[str, Any] = {
-        "stability": stability,
-        "gamma": Fraction(str(gamma)),
-        "calibration": calibration,
-    }
-    geo = ReleasePlan.from_moe_targets(moes, privacy_defn="puredp", **kw)
-    dg = ReleasePlan.from_moe_targets(moes, privacy_defn="zcdp", **kw)
-    a, b = analyse(geo, delta, pld_grid=pld_grid), analyse(dg, delta, pld_grid=pld_grid)
-    levels = [
-        {
-            "moe": m,
-            "geometric_eps_step2": float(g.stage2.parameter) * g.stability,
-            "geometric_eps_total": float(g.budget),
-            "geometric_moe_exact": g.stage2.moe95,
-            "dgauss_rho_step2": float(d.stage2.parameter) * d.stability,
-            "dgauss_rho_total": float(d.budget),
-            "dgauss_moe_exact": d.stage2.moe95,
-        }
-        for m, g, d in zip(moes, geo.levels, dg.levels, strict=True)
-    ]
-    return {
-        "model": "SafeTab paper App. F: one level per stage-2 MOE target",
-        "calibration": calibration,
-        "stability": stability,
-        "gamma": gamma,
-        "levels": levels,
-        "totals": {
-            "geometric_eps": float(geo.total_budget),
-            "dgauss_rho": float(dg.total_budget),
-        },
-        "epsilon": {
-            "geometric_pure": a["pure"]["epsilon"],
-            "geometric_rdp": a["rdp"]["epsilon"],
-            "geometric_rdp_paper_invalid": a["rdp_paper"]["epsilon"],
-            "geometric_pld": a["pld"]["epsilon"],
-            "dgauss_zcdp_analytic": b["zcdp_analytic"]["epsilon"],
-            "dgauss_zcdp_grid": b["zcdp_grid"]["epsilon"],
-            "dgauss_zcdp_optimal": b["zcdp_optimal"]["epsilon"],
-            "dgauss_pld": b["pld"]["epsilon"],
-        },
-        "analyses": {"geometric": a, "dgauss": b},
-        "delta": delta,
-    }
+    try:
+        return paper_model(moes, stability, gamma, delta, calibration, grid)
+    except ValueError as exc:
+        fail(str(exc))
 
 
 def _config_plan(config: str | None, scope: str, delta: float, pld_grid: float) -> dict[str, Any]:
@@ -152,7 +107,7 @@ def plan_cmd(
     if not 0 < gamma < 1:
         fail(f"--gamma must lie strictly between 0 and 1, got {gamma}")
     if moe is not None:
-        res = _paper_model(_floats(moe, "--moe"), stability, gamma, delta, calibration, pld_grid)
+        res = _paper(_floats(moe, "--moe"), stability, gamma, delta, calibration, pld_grid)
     else:
         res = _config_plan(config, scope, delta, pld_grid)
     if as_json:

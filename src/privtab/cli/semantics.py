@@ -108,32 +108,28 @@ def _guarantee(
         fail(f"{chosen[0]}: {exc}")
 
 
-def _release_pld_power(path: str, levels: list[float]) -> Any:
-    """Power against a SafeTab release's worst-case person, from the ``plan`` in its
-    release.json (None when the file has no plan)."""
-    import json
-
-    from privtab.release import ReleaseDocumentError, read_release_document
-    from privtab.tabulate import ReleasePlan, plan_pld
+def _release_runs(path: str | None) -> tuple[dict[str, Any], list[Any]]:
+    """The release document and its runs (United States, Puerto Rico), each with its
+    guarantee and plan; no runs when ``path`` is not a privtab release."""
+    if path is None:
+        return {}, []
+    from privtab.semantics.release import ReleaseError, load_release_runs
 
     try:
-        with open(path, encoding="utf-8") as fh:
-            doc = json.load(fh)
-    except (OSError, ValueError) as exc:
-        fail(f"--release: cannot read {path}: {exc}")
-    if isinstance(doc, dict) and "schema_version" in doc:
-        try:
-            doc = dict(read_release_document(path).extra)
-        except ReleaseDocumentError as exc:
-            fail(str(exc))
-    if not isinstance(doc, dict) or "plan" not in doc:
-        return None
-    try:
-        plan = ReleasePlan.from_dict(doc["plan"])
-    except (ValueError, TypeError) as exc:
-        fail(f"--release: {path}: the 'plan' object is not a privtab plan: {exc}")
-    typer.echo("privtab: computing the release's privacy-loss distribution ...", err=True)
-    return plan_pld(plan).power(levels)
+        doc, runs = load_release_runs(path)
+    except ReleaseError as exc:
+        fail(f"--release: {exc}")
+    if runs:
+        typer.echo("privtab: computing each run's privacy-loss distribution ...", err=True)
+    return doc, runs
+
+
+def _release_name(path: str) -> str:
+    """The release as the user named it (its folder; ``release.json`` dropped)."""
+    from pathlib import Path
+
+    p = Path(path)
+    return str(p.parent if p.name == "release.json" else p)
 
 
 def _lists(d: dict[str, Any]) -> dict[str, Any]:
@@ -150,7 +146,10 @@ def semantics(
         None, "--rdp-file", help="Rényi curve: JSON {alphas, taus} or CSV alpha,tau."
     ),
     release: str | None = typer.Option(
-        None, "--release", help="A release.json; its top-level 'guarantee' object is read."
+        None,
+        "--release",
+        help="A release folder or release.json: its guarantee and, for a privtab release, "
+        "every run with its worst-case person.",
     ),
     levels: str = typer.Option(DEFAULT_LEVELS, "--levels", help="Significance levels."),
     ratios: str = typer.Option(DEFAULT_RATIOS, "--ratios", help="Posterior ratios (> 1)."),
@@ -215,10 +214,11 @@ def semantics(
         )
     except ValueError as exc:
         fail(str(exc))
-    if release is not None:
-        release_power = _release_pld_power(release, lv)
-        if release_power is not None:
-            pw["release_pld"] = release_power
+    doc, runs = _release_runs(release)
+    run_power = {r.scope: r.pld.power(lv) for r in runs}
+    if runs:  # the run with the largest guarantee: the release's worst-case person
+        worst = max(runs, key=lambda r: _as_rho(r.guarantee))
+        pw["release_pld"] = run_power[worst.scope]
     eps_at: dict[str, float | None] = {}
     for d in (1e-5, 1e-10):
         try:
@@ -227,15 +227,33 @@ def semantics(
             eps_at[f"{d:g}"] = None
     html_path = None
     if html_out is not None:
-        from privtab.semantics.report import guarantee_report_html, write_html
+        from privtab.semantics.report import (
+            guarantee_report_html,
+            release_report_html,
+            write_html,
+        )
 
         typer.echo(f"privtab: drawing the report for {g} ...", err=True)
-        html_path = str(
-            write_html(
-                html_out,
-                guarantee_report_html(g, lv, rt, dg_queries=dg_queries, prior_posterior=p2p),
+        if runs:
+            assert release is not None
+            opts = {
+                "priors": pr,
+                "distance": distance,
+                "bound": posterior_bound,
+                "confidence": confidence,
+            }
+            text = release_report_html(
+                doc,
+                runs,
+                _release_name(release),
+                lv,
+                rt,
+                dg_queries=dg_queries,
+                prior_posterior=opts,
             )
-        )
+        else:
+            text = guarantee_report_html(g, lv, rt, dg_queries=dg_queries, prior_posterior=p2p)
+        html_path = str(write_html(html_out, text))
         typer.echo(f"privtab: wrote {html_path}", err=True)
     payload: dict[str, Any] = {
         **({} if private else {"private": False, "warning": NOT_PRIVATE_WARNING}),
@@ -255,14 +273,35 @@ def semantics(
         "epsilon_at_delta": eps_at,
         "html": html_path,
     }
+    if runs:
+        payload["runs"] = {
+            r.scope: {
+                "name": r.name,
+                "guarantee": describe_guarantee(r.guarantee),
+                "release_pld": run_power[r.scope].tolist(),
+                "epsilon_at_delta": {
+                    k: v.get("epsilon") for k, v in r.extra.get("privacy", {}).items()
+                },
+            }
+            for r in runs
+        }
     if "discrete_gaussian" in pw:
         payload["bounds"]["discrete_gaussian"]["queries"] = dg_queries
     if as_json:
         print_json(payload)
         return
     if not private:
-        typer.echo(f"NOT PRIVATE: {NOT_PRIVATE_WARNING}")
-    _print_tables(str(g) + ("" if private else " (NOT PRIVATE release)"), lv, pw, post, p2p)
+        from rich.console import Console
+
+        Console().print(f"NOT PRIVATE: {NOT_PRIVATE_WARNING}", highlight=False)
+    title = _words(g) + ("" if private else " (NOT PRIVATE release)")
+    if runs:
+        title = f"the release {_release_name(str(release))}: " + title
+        pw.pop("release_pld", None)
+        for r in runs:
+            pw[f"run:{r.scope}"] = run_power[r.scope]
+        _print_runs(runs)
+    _print_tables(title, lv, pw, post, p2p)
 
 
 NOT_PRIVATE_WARNING = (
@@ -286,6 +325,50 @@ def _release_private(release: str | None) -> bool:
     return private
 
 
+def _as_rho(g: Any) -> float:
+    from privtab.accounting import ZCDP, PureDP
+
+    if isinstance(g, ZCDP):
+        return g.rho
+    if isinstance(g, PureDP):
+        return g.epsilon**2 / 2
+    return math.inf
+
+
+def _words(g: Guarantee) -> str:
+    from privtab.semantics.report import guarantee_words
+
+    return guarantee_words(g)
+
+
+def _print_runs(runs: list[Any]) -> None:
+    from rich.console import Console
+
+    console = Console()
+    console.print(
+        "Runs of this release (each person is in exactly one run; 'US: worst case' and "
+        "'PR: worst case' below are the power against each run's worst-case person):",
+        highlight=False,
+    )
+    for r in runs:
+        best = min(
+            (
+                (float(v["epsilon"]), float(v.get("delta", 0.0)))
+                for v in r.extra.get("privacy", {}).values()
+                if v.get("valid", True) is not False and isinstance(v.get("epsilon"), int | float)
+            ),
+            default=None,
+        )
+        eps = "" if best is None else f"; ε ≤ {_round_up(best[0])} at δ = {best[1]:g}"
+        console.print(f"  {r.name}: {_words(r.guarantee)}{eps}", highlight=False)
+
+
+def _round_up(x: float) -> str:
+    from privtab.report import round_up
+
+    return round_up(x)
+
+
 def _print_tables(
     title: str,
     lv: list[float],
@@ -296,11 +379,18 @@ def _print_tables(
     from rich.console import Console
     from rich.table import Table
 
+    from privtab.semantics.summary import BOUNDS, POSTERIOR_ROWS
+
+    def label(k: str) -> str:
+        if k.startswith("run:"):
+            return f"{k[4:]}: worst case"
+        return BOUNDS[k].label
+
     console = Console()
     t = Table(title=f"Maximum power of a test against {title}")
     t.add_column("level α", justify="right")
     for k in pw:
-        t.add_column(k, justify="right")
+        t.add_column(label(k), justify="right", overflow="fold")
     for i, a in enumerate(lv):
         t.add_row(f"{a:g}", *[f"{float(pw[k][i]):.4f}" for k in pw])
     console.print(t)
@@ -309,7 +399,7 @@ def _print_tables(
     t2.add_column("ratio", justify="right")
     t2.add_column("ε = ln ratio", justify="right")
     for k in keys:
-        t2.add_column(k, justify="right")
+        t2.add_column(POSTERIOR_ROWS[k].label, justify="right", overflow="fold")
     for i, r in enumerate(post["ratios"]):
         t2.add_row(
             f"{float(r):g}",

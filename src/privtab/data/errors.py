@@ -59,8 +59,9 @@ class Problem:
 
     @property
     def row_label(self) -> str:
-        """``line`` for text files, ``row`` for Parquet files (a position, not a line)."""
-        return "row" if self.file.lower().endswith((".parquet", ".pq")) else "line"
+        """``line`` for text files, ``row`` for Parquet files and in-memory frames (named
+        ``"… DataFrame"`` by :mod:`privtab.safetab`): a position, not a line."""
+        return "row" if self.file.lower().endswith((".parquet", ".pq", " dataframe")) else "line"
 
     def __str__(self) -> str:
         where = [self.file]

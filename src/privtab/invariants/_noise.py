@@ -1,7 +1,7 @@
 """Randomness used by the invariant-aware mechanisms: a thin layer over :mod:`privtab.random`.
 
 * :func:`gaussian` / :func:`laplace` — real-valued noise sampled *exactly* on a dyadic
-  lattice (``privtab.random.gaussian`` / ``laplace``: an exact discrete Gaussian/Laplace
+  lattice (``privtab.random.lattice.gaussian`` / ``laplace``: an exact discrete Gaussian/Laplace
   scaled by a power of two ``γ ≈ 2⁻⁴⁰·scale``), so integer tables are lattice points and
   the discrete mechanism's analysis applies;
 * :func:`discrete_laplace` — the exact integer sampler (Tulap noise);
@@ -19,8 +19,10 @@ from fractions import Fraction
 import numpy as np
 from numpy.typing import NDArray
 
-import privtab.random as _random
-from privtab.random import RandomSource, SeededSource, resolve_source
+import privtab.random.laplace_sampler as _laplace_sampler
+import privtab.random.lattice as _lattice
+from privtab.random import RandomSource, SeededSource
+from privtab.random.sources import resolve_source
 
 FloatArray = NDArray[np.float64]
 IntArray = NDArray[np.int64]
@@ -54,14 +56,16 @@ def round_up(scale: float) -> float:
 
 
 def gaussian(sigma: float, size: int, *, source: RandomSource | None = None) -> FloatArray:
-    """N(0, σ²) noise, exact on the lattice ``γℤ`` (``privtab.random.gaussian``), σ rounded up."""
-    out = _random.gaussian(round_up(sigma), int(size), source=source)
+    """N(0, σ²) noise, exact on the lattice ``γℤ`` (:func:`privtab.random.lattice.gaussian`),
+    σ rounded up."""
+    out = _lattice.gaussian(round_up(sigma), int(size), source=source)
     return np.asarray(out, dtype=np.float64)
 
 
 def laplace(scale: float, size: int, *, source: RandomSource | None = None) -> FloatArray:
-    """Laplace noise, exact on the lattice ``γℤ`` (``privtab.random.laplace``), scale rounded up."""
-    out = _random.laplace(round_up(scale), int(size), source=source)
+    """Laplace noise, exact on the lattice ``γℤ`` (:func:`privtab.random.lattice.laplace`),
+    scale rounded up."""
+    out = _lattice.laplace(round_up(scale), int(size), source=source)
     return np.asarray(out, dtype=np.float64)
 
 
@@ -70,4 +74,6 @@ def discrete_laplace(
 ) -> IntArray:
     """Integers with pmf ∝ exp(−|x|/scale), exactly (``privtab.random.discrete_laplace``);
     pass a :class:`~fractions.Fraction` for an exact rational scale."""
-    return np.asarray(_random.discrete_laplace(scale, int(size), source=source), dtype=np.int64)
+    return np.asarray(
+        _laplace_sampler.discrete_laplace(scale, int(size), source=source), dtype=np.int64
+    )

@@ -76,7 +76,7 @@ def semi_dp(g: Guarantee | TradeOff, a: int) -> Guarantee | TradeOff:
         raise TypeError(
             "a general RDP curve has no tight group-privacy rule; compute the mechanism's "
             "Rényi divergence at shift a "
-            "(e.g. privtab.accounting.geometric_rdp(a*eps, sensitivity=a))"
+            "(e.g. privtab.accounting.curves.geometric_rdp(a*eps, sensitivity=a))"
         )
     raise TypeError(f"unsupported guarantee {g!r}")
 

@@ -19,53 +19,25 @@ and ``release(values)``, which uses the secure source and refuses insecure ones 
 ``allow_insecure=True`` (the release is then marked ``private: false``).
 :func:`mechanism_from_spec` builds one from a name; :class:`LinearNoise` is the exact law
 of a linear combination of independent noises (sums of cells, differences, weighted
-combinations); :func:`check_noise_parameter` and ``MIN_EPSILON`` … ``MAX_RHO`` state the
-supported per-count parameters (:mod:`privtab.mechanisms.ranges`). Calibration from
+combinations); ``check_noise_parameter`` and ``MIN_EPSILON`` … ``MAX_RHO`` state the
+supported per-count parameters (:mod:`privtab.mechanisms.ranges`); the laws themselves are
+in :mod:`privtab.mechanisms.laws`. Calibration from
 margin-of-error targets — exact, or the SafeTab paper's closed forms — is in
 :mod:`privtab.mechanisms.calibration`; sensitivities of matrix queries in
 :mod:`privtab.mechanisms.sensitivity`. See ``docs/mechanisms.md``.
 """
 
-from privtab.mechanisms.base import (
-    InsecureReleaseWarning,
-    InsecureSourceError,
-    NoiseMechanism,
-    Release,
-)
-from privtab.mechanisms.calibration import (
-    discrete_gaussian_rho_for_moe,
-    gaussian_rho_for_moe,
-    geometric_epsilon_for_moe,
-    laplace_epsilon_for_moe,
-    paper_discrete_gaussian_moe,
-    paper_discrete_gaussian_rho,
-    paper_geometric_epsilon,
-    paper_geometric_moe,
-)
+from privtab.mechanisms.base import InsecureReleaseWarning, InsecureSourceError, NoiseMechanism
 from privtab.mechanisms.continuous import Gaussian, Laplace
 from privtab.mechanisms.discrete_gaussian import DiscreteGaussian
 from privtab.mechanisms.factory import mechanism_from_spec
 from privtab.mechanisms.geometric import Geometric
-from privtab.mechanisms.laws import DiscreteGaussianLaw, DiscreteLaplaceLaw, NoiseLaw
+from privtab.mechanisms.laws import NoiseLaw
 from privtab.mechanisms.linear import LinearNoise
 from privtab.mechanisms.randomized_response import RandomizedResponse
-from privtab.mechanisms.ranges import (
-    MAX_EPSILON,
-    MAX_RHO,
-    MIN_EPSILON,
-    MIN_RHO,
-    check_noise_parameter,
-)
-from privtab.mechanisms.sensitivity import partition_guarantee, sensitivity
 
 __all__ = [
-    "MAX_EPSILON",
-    "MAX_RHO",
-    "MIN_EPSILON",
-    "MIN_RHO",
     "DiscreteGaussian",
-    "DiscreteGaussianLaw",
-    "DiscreteLaplaceLaw",
     "Gaussian",
     "Geometric",
     "InsecureReleaseWarning",
@@ -75,17 +47,5 @@ __all__ = [
     "NoiseLaw",
     "NoiseMechanism",
     "RandomizedResponse",
-    "Release",
-    "check_noise_parameter",
-    "discrete_gaussian_rho_for_moe",
-    "gaussian_rho_for_moe",
-    "geometric_epsilon_for_moe",
-    "laplace_epsilon_for_moe",
     "mechanism_from_spec",
-    "paper_discrete_gaussian_moe",
-    "paper_discrete_gaussian_rho",
-    "paper_geometric_epsilon",
-    "paper_geometric_moe",
-    "partition_guarantee",
-    "sensitivity",
 ]

@@ -28,9 +28,11 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from privtab.accounting import RDP, ZCDP, Guarantee, PureDP, zcdp_to_rdp
+from privtab.accounting import RDP, ZCDP, Guarantee, PureDP
+from privtab.accounting.conversions import zcdp_to_rdp
 from privtab.mechanisms.laws import NoiseLaw
-from privtab.random import RandomSource, RationalLike, resolve_source
+from privtab.random import RandomSource, RationalLike
+from privtab.random.sources import resolve_source
 
 __all__ = [
     "InsecureReleaseWarning",

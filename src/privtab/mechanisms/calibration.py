@@ -25,7 +25,8 @@ from typing import Literal
 from mpmath import mp, mpf
 
 from privtab.mechanisms.laws import DiscreteGaussianLaw, DiscreteLaplaceLaw, as_level
-from privtab.random import RationalLike, as_rational
+from privtab.random import RationalLike
+from privtab.random.rational import as_rational
 
 __all__ = [
     "discrete_gaussian_rho_for_moe",

@@ -3,7 +3,7 @@
 Textbook implementations add ``b·(−ln U)``-style floats to the true value; the set of
 floats such a sampler can output depends on the input, which leaks it (Mironov 2012).
 privtab instead works on the lattice ``γℤ`` for a power of two ``γ`` (by default the
-largest with ``scale/γ ≥ 2⁴⁰``, see :func:`privtab.random.default_granularity`):
+largest with ``scale/γ ≥ 2⁴⁰``, see :func:`privtab.random.lattice.default_granularity`):
 
 1. the true values are snapped to the lattice, ``s(v) = γ·⌊v/γ + ½⌋``;
 2. exact integer noise ``Z`` is drawn — discrete Laplace of scale ``b/γ``, or discrete
@@ -30,11 +30,14 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from privtab.accounting import RDP, ZCDP, Guarantee, PureDP, geometric_rdp_divergence
+from privtab.accounting import RDP, ZCDP, Guarantee, PureDP
+from privtab.accounting.curves import geometric_rdp_divergence
 from privtab.accounting.guarantees import FloatArray
 from privtab.mechanisms.base import NoiseMechanism, PureDPMechanism, ZCDPMechanism, float_up
 from privtab.mechanisms.laws import DiscreteGaussianLaw, DiscreteLaplaceLaw
-from privtab.random import RationalLike, as_rational, default_granularity
+from privtab.random import RationalLike
+from privtab.random.lattice import default_granularity
+from privtab.random.rational import as_rational
 
 __all__ = ["Gaussian", "Laplace", "snap_to_lattice"]
 

@@ -12,7 +12,8 @@ from typing import Any, Literal
 from privtab.mechanisms.base import ZCDPMechanism
 from privtab.mechanisms.laws import DiscreteGaussianLaw
 from privtab.mechanisms.ranges import check_sigma2
-from privtab.random import RationalLike, as_rational
+from privtab.random import RationalLike
+from privtab.random.rational import as_rational
 
 __all__ = ["DiscreteGaussian"]
 
@@ -58,7 +59,7 @@ class DiscreteGaussian(ZCDPMechanism):
         method: Literal["exact", "paper"] = "exact",
     ) -> DiscreteGaussian:
         """The mechanism calibrated to a margin-of-error target (see
-        :func:`privtab.mechanisms.discrete_gaussian_rho_for_moe`)."""
+        :func:`privtab.mechanisms.calibration.discrete_gaussian_rho_for_moe`)."""
         from privtab.mechanisms.calibration import discrete_gaussian_rho_for_moe
 
         rho = discrete_gaussian_rho_for_moe(moe, level, sensitivity=sensitivity, method=method)

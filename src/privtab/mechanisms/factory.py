@@ -1,6 +1,6 @@
 """One way to build a mechanism from a name and parameters.
 
-Plans (:class:`privtab.tabulate.StagePlan`), the analysis of a release (its ``NOISE`` and
+Plans (:class:`privtab.tabulate.plan.StagePlan`), the analysis of a release (its ``NOISE`` and
 ``NOISE_SCALE`` columns) and the CLI (``privtab analyze --mechanism``) all name a
 mechanism and give either its privacy parameter or its noise scale; this is the one
 function that turns that into a :class:`~privtab.mechanisms.NoiseMechanism`.
@@ -11,7 +11,8 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Literal
 
-from privtab.random import RationalLike, as_rational
+from privtab.random import RationalLike
+from privtab.random.rational import as_rational
 
 if TYPE_CHECKING:
     from privtab.mechanisms.base import NoiseMechanism

@@ -3,7 +3,7 @@
 SafeTab seed Def. 6 and Alg. 4 (``BaseGeometric``); course seed Defs. 9–10. For a query
 with integer values and L1 sensitivity Δ, adding ``X`` with ``P(X = x) ∝ e^{−ε|x|/Δ}`` to
 each value is ε-DP (pure). Its exact Rényi curve is
-:func:`privtab.accounting.geometric_rdp` (the SafeTab paper's Cor. 1 understates it).
+:func:`privtab.accounting.curves.geometric_rdp` (the SafeTab paper's Cor. 1 understates it).
 """
 
 from __future__ import annotations
@@ -13,11 +13,13 @@ from typing import Any, Literal
 
 import numpy as np
 
-from privtab.accounting import RDP, geometric_rdp
+from privtab.accounting import RDP
+from privtab.accounting.curves import geometric_rdp
 from privtab.mechanisms.base import PureDPMechanism
 from privtab.mechanisms.laws import DiscreteLaplaceLaw
 from privtab.mechanisms.ranges import check_scale
-from privtab.random import RationalLike, as_rational
+from privtab.random import RationalLike
+from privtab.random.rational import as_rational
 
 __all__ = ["Geometric", "positive_int"]
 
@@ -37,7 +39,7 @@ class Geometric(PureDPMechanism):
     integer L1 norms). Noise scale ``b = Δ/ε`` (the seed's ``1/ε`` at Δ = 1). The variance
     is ``2r/(1−r)²`` with ``r = e^{−ε/Δ}`` (course seed Defs. 9–10); :meth:`moe` is the
     exact margin of error (SafeTab Cor. 2's ``⌊b·ln(40/(1+e^{1/b}))⌋`` is one too small,
-    see :func:`privtab.mechanisms.paper_geometric_moe`). A release adds the noise to
+    see :func:`privtab.mechanisms.calibration.paper_geometric_moe`). A release adds the noise to
     integer values: ε-DP per query of L1 sensitivity Δ.
 
     >>> g = Geometric(1.0)
@@ -69,7 +71,7 @@ class Geometric(PureDPMechanism):
         method: Literal["exact", "paper"] = "exact",
     ) -> Geometric:
         """The mechanism calibrated to a margin-of-error target (see
-        :func:`privtab.mechanisms.geometric_epsilon_for_moe`)."""
+        :func:`privtab.mechanisms.calibration.geometric_epsilon_for_moe`)."""
         from privtab.mechanisms.calibration import geometric_epsilon_for_moe
 
         eps = geometric_epsilon_for_moe(moe, level, sensitivity=sensitivity, method=method)

@@ -60,13 +60,8 @@ from privtab.mechanisms._asymptotic import (
     laplace_sum_tail,
     laplace_sum_tail_float,
 )
-from privtab.random import (
-    RandomSource,
-    RationalLike,
-    as_rational,
-    discrete_gaussian,
-    discrete_laplace,
-)
+from privtab.random import RandomSource, RationalLike, discrete_gaussian, discrete_laplace
+from privtab.random.rational import as_rational
 
 __all__ = ["DiscreteGaussianLaw", "DiscreteLaplaceLaw", "NoiseLaw", "as_level"]
 

@@ -48,7 +48,8 @@ import numpy as np
 from numpy.typing import NDArray
 
 from privtab.mechanisms.laws import NoiseLaw, as_level
-from privtab.random import RationalLike, as_rational
+from privtab.random import RationalLike
+from privtab.random.rational import as_rational
 
 if TYPE_CHECKING:
     from privtab.mechanisms.base import NoiseMechanism

@@ -15,8 +15,8 @@ probability rational (:attr:`RandomizedResponse.exact_probabilities`) and ε is 
 rounded up).
 
 The truthful-report coin is an *exact* Bernoulli(p): decided by certified comparison
-(:func:`privtab.random.bernoulli_certified`) when ``p`` is irrational (ε rational), by
-exact rational arithmetic (:func:`privtab.random.bernoulli`) when it is rational; the
+(:func:`privtab.random.uniform.bernoulli_certified`) when ``p`` is irrational (ε rational), by
+exact rational arithmetic (:func:`privtab.random.uniform.bernoulli`) when it is rational; the
 replacement is an exact uniform draw.
 
 Counts are estimated without bias by ``(S_j − nq)/(p − q)`` where ``S_j`` is the number of
@@ -35,20 +35,16 @@ import numpy as np
 from mpmath import mp, mpf
 from numpy.typing import ArrayLike, NDArray
 
-from privtab.accounting import RDP, PureDP, randomized_response_rdp
+from privtab.accounting import RDP, PureDP
+from privtab.accounting.conversions import randomized_response_rdp
 from privtab.accounting.guarantees import FloatArray
 from privtab.mechanisms.base import Release, float_up, release_source
 from privtab.mechanisms.geometric import positive_int
 from privtab.mechanisms.laws import as_level
-from privtab.random import (
-    RandomSource,
-    RationalLike,
-    as_rational,
-    bernoulli,
-    bernoulli_certified,
-    exp_neg_enclosure,
-    uniform_int,
-)
+from privtab.random import RandomSource, RationalLike
+from privtab.random.exact import exp_neg_enclosure
+from privtab.random.rational import as_rational
+from privtab.random.uniform import bernoulli, bernoulli_certified, uniform_int
 
 __all__ = ["RandomizedResponse"]
 

@@ -30,7 +30,9 @@ from __future__ import annotations
 from fractions import Fraction
 from typing import Literal
 
-from privtab.random import MAX_LAPLACE_SCALE, MAX_SCALE, MIN_SCALE, RationalLike, as_rational
+from privtab.random import RationalLike
+from privtab.random.laplace_sampler import MAX_LAPLACE_SCALE, MAX_SCALE, MIN_SCALE
+from privtab.random.rational import as_rational
 
 __all__ = [
     "MAX_EPSILON",

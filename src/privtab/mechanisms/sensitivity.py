@@ -21,7 +21,8 @@ from typing import Literal
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from privtab.accounting import Guarantee, compose, compose_by_degree, parallel
+from privtab.accounting import Guarantee, compose, parallel
+from privtab.accounting.composition import compose_by_degree
 from privtab.accounting.guarantees import ZCDP, PureDP
 
 __all__ = ["Neighbours", "partition_guarantee", "sensitivity"]

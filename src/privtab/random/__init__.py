@@ -13,53 +13,50 @@ AES-256-CTR keyed from ``os.urandom``). :class:`SeededSource` is for tests only:
 ``is_private`` is ``False`` and :mod:`privtab.mechanisms` refuses to release with it unless
 told otherwise. Every sampler is exact — the output distribution equals the mathematical
 one — and parameters are exact rationals (floats are taken at their exact binary value,
-strings such as ``"1/3"`` exactly). See ``docs/random.md`` for the methods and proofs.
+strings such as ``"1/3"`` exactly: :data:`RationalLike`, :mod:`privtab.random.rational`).
+Further samplers (``geometric``, the lattice ``laplace``/``gaussian``, ``bernoulli*``,
+``uniform_int``) live in their modules. See ``docs/random.md`` for the methods and proofs.
 """
 
-from privtab.random._exact import exp_neg_enclosure
-from privtab.random._rational import RationalLike, as_rational, round_rational
-from privtab.random.gaussian_sampler import discrete_gaussian
-from privtab.random.laplace_sampler import (
-    MAX_LAPLACE_SCALE,
-    MAX_SCALE,
-    MIN_SCALE,
-    discrete_laplace,
-    geometric,
-)
-from privtab.random.lattice import LATTICE_BITS, default_granularity, gaussian, laplace
-from privtab.random.sources import (
-    OSEntropySource,
-    RandomSource,
-    SecureSource,
-    SeededSource,
-    default_source,
-    resolve_source,
-)
-from privtab.random.uniform import bernoulli, bernoulli_certified, bernoulli_exp, uniform_int
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from privtab.random.gaussian_sampler import discrete_gaussian
+    from privtab.random.laplace_sampler import discrete_laplace
+    from privtab.random.rational import RationalLike
+    from privtab.random.sources import RandomSource, SecureSource, SeededSource
 
 __all__ = [
-    "LATTICE_BITS",
-    "MAX_LAPLACE_SCALE",
-    "MAX_SCALE",
-    "MIN_SCALE",
-    "OSEntropySource",
     "RandomSource",
     "RationalLike",
     "SecureSource",
     "SeededSource",
-    "as_rational",
-    "bernoulli",
-    "bernoulli_certified",
-    "bernoulli_exp",
-    "default_granularity",
-    "default_source",
     "discrete_gaussian",
     "discrete_laplace",
-    "exp_neg_enclosure",
-    "gaussian",
-    "geometric",
-    "laplace",
-    "resolve_source",
-    "round_rational",
-    "uniform_int",
 ]
+
+_WHERE = {
+    "RandomSource": "sources",
+    "RationalLike": "rational",
+    "SecureSource": "sources",
+    "SeededSource": "sources",
+    "discrete_gaussian": "gaussian_sampler",
+    "discrete_laplace": "laplace_sampler",
+}
+
+
+def __getattr__(name: str) -> Any:
+    # names load on first use, so that ``privtab.random.rational`` (used by
+    # privtab.accounting) does not pull in the samplers and mpmath
+    if name in _WHERE:
+        value = getattr(importlib.import_module(f"privtab.random.{_WHERE[name]}"), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'privtab.random' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

@@ -3,7 +3,7 @@
 Each kernel takes 63-bit prefixes ``v`` of independent uniforms ``V ∈ [v·2⁻⁶³, (v+1)·2⁻⁶³)``
 and decides a comparison for every element *for all V in that interval*, using float64
 arithmetic with a rigorous error bound. Elements the bound cannot decide are flagged
-"ambiguous" and finished exactly by :mod:`privtab.random._exact`.
+"ambiguous" and finished exactly by :mod:`privtab.random.exact`.
 
 Error model (the only assumption about the platform)
 ----------------------------------------------------

@@ -35,11 +35,11 @@ from functools import lru_cache
 import numpy as np
 from numpy.typing import NDArray
 
-from privtab.random._exact import LazyUniform, exp_neg_enclosure, resolve_less
 from privtab.random._kernels import accept_exp_neg, check_float_log, prefixes63
-from privtab.random._rational import RationalLike, as_rational
 from privtab.random._util import Size, fill_chunks, shape_of
+from privtab.random.exact import LazyUniform, exp_neg_enclosure, resolve_less
 from privtab.random.laplace_sampler import MAX_SCALE, MIN_SCALE, _fill_discrete_laplace
+from privtab.random.rational import RationalLike, as_rational
 from privtab.random.sources import RandomSource, resolve_source
 
 __all__ = ["discrete_gaussian"]

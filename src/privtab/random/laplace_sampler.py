@@ -16,7 +16,7 @@ bits of ``V``, one is the sign. ``⌊y(V)⌋`` is computed in float64 for the wh
 ``V`` consistent with its first 63 bits, with a rigorous error bound
 (:func:`privtab.random._kernels.floor_scaled_neglog`); when the bound straddles an integer
 (probability ≈ 2·err, i.e. ~2⁻³⁸·t per draw) the element is finished exactly by drawing
-more bits of ``V`` and interval arithmetic (:mod:`privtab.random._exact`). No loop is
+more bits of ``V`` and interval arithmetic (:mod:`privtab.random.exact`). No loop is
 needed: every word yields a sample.
 
 For very large scales (``t > 2²⁰``) float64 cannot certify ``⌊y⌋`` often enough, and the
@@ -47,7 +47,14 @@ import numpy as np
 from mpmath import mp, mpf
 from numpy.typing import NDArray
 
-from privtab.random._exact import (
+from privtab.random._kernels import (
+    accept_exp_neg,
+    check_float_log,
+    floor_scaled_neglog,
+    prefixes63,
+)
+from privtab.random._util import Size, fill_chunks, shape_of
+from privtab.random.exact import (
     Interval,
     LazyUniform,
     exp_neg_enclosure,
@@ -61,14 +68,7 @@ from privtab.random._exact import (
     resolve_floor,
     resolve_less,
 )
-from privtab.random._kernels import (
-    accept_exp_neg,
-    check_float_log,
-    floor_scaled_neglog,
-    prefixes63,
-)
-from privtab.random._rational import RationalLike, as_rational
-from privtab.random._util import Size, fill_chunks, shape_of
+from privtab.random.rational import RationalLike, as_rational
 from privtab.random.sources import RandomSource, resolve_source
 
 __all__ = ["MAX_LAPLACE_SCALE", "MAX_SCALE", "MIN_SCALE", "discrete_laplace", "geometric"]

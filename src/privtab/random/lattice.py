@@ -24,10 +24,10 @@ from fractions import Fraction
 import numpy as np
 from numpy.typing import NDArray
 
-from privtab.random._rational import RationalLike, as_rational
 from privtab.random._util import Size
 from privtab.random.gaussian_sampler import discrete_gaussian
 from privtab.random.laplace_sampler import MAX_SCALE, discrete_laplace
+from privtab.random.rational import RationalLike, as_rational
 from privtab.random.sources import RandomSource
 
 __all__ = ["LATTICE_BITS", "default_granularity", "gaussian", "laplace"]

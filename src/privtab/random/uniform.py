@@ -12,7 +12,7 @@
 * :func:`bernoulli_exp` — ``P(1) = e^{−γ}`` for rational ``γ ≥ 0``: the same comparison
   against integer bounds ``L ≤ 2⁶⁴e^{−γ} ≤ H`` computed once with rigorous interval
   arithmetic; the one or two undecided prefixes are resolved exactly
-  (:mod:`privtab.random._exact`).
+  (:mod:`privtab.random.exact`).
 
 All are exact: the output distribution is the stated one, with no floating-point error.
 """
@@ -26,9 +26,9 @@ from fractions import Fraction
 import numpy as np
 from numpy.typing import NDArray
 
-from privtab.random._exact import LazyUniform, exp_neg_enclosure, resolve_less
-from privtab.random._rational import RationalLike, as_rational
 from privtab.random._util import Size, fill_chunks, shape_of
+from privtab.random.exact import LazyUniform, exp_neg_enclosure, resolve_less
+from privtab.random.rational import RationalLike, as_rational
 from privtab.random.sources import RandomSource, resolve_source
 
 __all__ = ["bernoulli", "bernoulli_certified", "bernoulli_exp", "uniform_int"]

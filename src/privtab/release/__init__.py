@@ -10,26 +10,10 @@
 Importing this package is cheap (standard library and :mod:`privtab.accounting` only).
 """
 
-from privtab.release.document import (
-    SCHEMA_VERSION,
-    LevelEntry,
-    ReleaseDocument,
-    ReleaseDocumentError,
-    RunEntry,
-    read_release_document,
-)
-from privtab.release.marking import NOT_PRIVATE_FILE, parquet_metadata
-from privtab.release.record import RunRecord, default_record_path
+from privtab.release.document import ReleaseDocument, ReleaseDocumentError, read_release_document
 
 __all__ = [
-    "NOT_PRIVATE_FILE",
-    "SCHEMA_VERSION",
-    "LevelEntry",
     "ReleaseDocument",
     "ReleaseDocumentError",
-    "RunEntry",
-    "RunRecord",
-    "default_record_path",
-    "parquet_metadata",
     "read_release_document",
 ]

@@ -9,8 +9,11 @@ reads exactly one field, the top-level ``"guarantee"`` object, which holds exact
 * ``{"gdp": {"mu": M}}``
 * ``{"rdp": {"alphas": [a1, ...], "taus": [t1, ...]}}`` (orders > 1 and their τ)
 
-Everything else in the file is ignored. Rényi curve files (``--rdp-file``) are either
-JSON ``{"alphas": [...], "taus": [...]}`` or CSV with columns ``alpha,tau``.
+Everything else in the file is ignored, except in a privtab SafeTab-P release, whose runs
+(United States, Puerto Rico: disjoint persons) :func:`load_release_runs` returns one by one,
+each with its own guarantee and plan (for the power against its worst-case person). Rényi
+curve files (``--rdp-file``) are either JSON ``{"alphas": [...], "taus": [...]}`` or CSV
+with columns ``alpha,tau``.
 """
 
 from __future__ import annotations
@@ -19,16 +22,24 @@ import csv
 import io
 import json
 import math
+from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from privtab.accounting.guarantees import GDP, RDP, ZCDP, ApproxDP, Guarantee, PureDP
 
+if TYPE_CHECKING:
+    from privtab.accounting.pld import PLDProfile
+    from privtab.tabulate.plan import ReleasePlan
+
 __all__ = [
     "ReleaseError",
+    "ReleaseRun",
     "guarantee_from_release",
     "load_rdp_file",
     "load_release_guarantee",
+    "load_release_runs",
     "load_release_status",
 ]
 
@@ -126,6 +137,68 @@ def load_release_status(path: str | Path) -> tuple[Guarantee, bool]:
             raise ReleaseError(str(exc)) from None
         return rel.guarantee.to_guarantee(), rel.private
     return guarantee_from_release(doc, str(p)), True
+
+
+@dataclass(frozen=True)
+class ReleaseRun:
+    """One run of a SafeTab-P release: its name in words, guarantee (rounded up) and plan."""
+
+    scope: str
+    name: str
+    guarantee: PureDP | ZCDP
+    plan: ReleasePlan
+    pld_grid: float = 1e-3
+    extra: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+
+    @cached_property
+    def pld(self) -> PLDProfile:
+        """The privacy-loss distribution of the run's worst-case person (an upper bound:
+        :func:`privtab.tabulate.plan_pld`, at the grid the run used)."""
+        from privtab.tabulate.privacy import plan_pld
+
+        return plan_pld(self.plan, grid=self.pld_grid)
+
+
+def load_release_runs(path: str | Path) -> tuple[dict[str, Any], list[ReleaseRun]]:
+    """The parsed ``release.json`` and its runs (none for a file that is not a privtab
+    release: only its top-level ``guarantee`` is known then)."""
+    from privtab.release.document import ReleaseDocumentError, parse_release_document
+    from privtab.tabulate import ReleasePlan
+    from privtab.tabulate.report_text import run_words
+
+    p = Path(path)
+    if p.is_dir():
+        p = p / "release.json"
+    try:
+        doc = json.loads(p.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ReleaseError(f"cannot read {str(p)!r}: {exc.strerror}") from exc
+    except json.JSONDecodeError as exc:
+        raise ReleaseError(f"{str(p)!r}: not valid JSON ({exc.msg} at line {exc.lineno})") from exc
+    if not (isinstance(doc, dict) and "schema_version" in doc):
+        return doc if isinstance(doc, dict) else {}, []
+    try:
+        rel = parse_release_document(doc, str(p))
+    except ReleaseDocumentError as exc:
+        raise ReleaseError(str(exc)) from None
+    runs = []
+    for scope, run in rel.runs.items():
+        try:
+            plan = ReleasePlan.from_dict(dict(run.plan))
+        except (ValueError, TypeError, KeyError) as exc:
+            raise ReleaseError(f"{p}: runs.{scope}.plan is not a privtab plan: {exc}") from None
+        grid = (run.privacy.get("pld") or {}).get("grid", 1e-3)
+        runs.append(
+            ReleaseRun(
+                scope,
+                run_words(scope, doc),
+                run.guarantee.to_guarantee(),
+                plan,
+                float(grid),
+                {"privacy": dict(run.privacy)},
+            )
+        )
+    return rel.to_json(), runs
 
 
 def load_rdp_file(path: str | Path) -> RDP:

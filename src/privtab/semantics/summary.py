@@ -56,6 +56,8 @@ from privtab.semantics.renyi import rdp_power
 
 __all__ = [
     "BOUNDS",
+    "KINDS",
+    "POSTERIOR_ROWS",
     "BoundInfo",
     "describe_guarantee",
     "epsilon_delta_curves",
@@ -72,65 +74,129 @@ DEFAULT_PRIORS: tuple[float, ...] = (0.05, 0.4, 0.75)
 
 @dataclass(frozen=True)
 class BoundInfo:
-    """What a named bound is, and where it comes from."""
+    """What a named bound is, and where it comes from.
+
+    ``label`` is its plain name for tables and legends; ``refs`` the works it comes from as
+    ``(key of privtab.report.references.REFERENCES, section in that work)``."""
 
     kind: str  # "bound" (every mechanism), "exact" (tight for the definition), "mechanism"
+    label: str
     description: str
-    source: str
+    refs: tuple[tuple[str, str], ...]
 
+    @property
+    def source(self) -> str:
+        """The references as text, e.g. ``Kifer et al. 2022, Theorem 6.1``."""
+        from privtab.report.references import REFERENCES
+
+        return "; ".join(REFERENCES[k].short + (f", {w}" if w else "") for k, w in self.refs)
+
+
+#: What each kind of row means, in words.
+KINDS: dict[str, str] = {
+    "bound": "holds for every mechanism with the guarantee",
+    "exact": "exact for the definition (attained by the Gaussian mechanism)",
+    "mechanism": "one specific mechanism: shows how conservative the bounds are",
+}
 
 BOUNDS: dict[str, BoundInfo] = {
     "pure_bound": BoundInfo(
         "bound",
+        "pure DP bound",
         "maximum power of any test against any ε-DP mechanism (tight)",
-        "Wasserman & Zhou 2010; semantics seed Thm 6.1 eq. (4)",
+        (("wasserman-zhou", ""), ("semantics", "Theorem 6.1, eq. (4)")),
     ),
     "approx_bound": BoundInfo(
         "bound",
+        "(ε, δ)-DP bound",
         "maximum power of any test against any (ε, δ)-DP mechanism (tight)",
-        "Kairouz, Oh & Viswanath 2015; semantics seed Thm 6.2",
+        (("kairouz", ""), ("semantics", "Theorem 6.2")),
     ),
     "zcdp_bound": BoundInfo(
         "bound",
+        "zCDP bound",
         "maximum power against any ρ-zCDP mechanism: two-sided Rényi constraints, "
         "optimised over the order",
-        "Balle et al. 2020; semantics seed Thm 6.3, Tables 2 and 6",
+        (("balle", ""), ("semantics", "Theorem 6.3, Tables 2 and 6")),
     ),
     "zcdp_profile_bound": BoundInfo(
         "bound",
+        "zCDP bound via (ε, δ)",
         "maximum power against any ρ-zCDP mechanism via its (ε, δ(ε)) curve",
-        "Canonne, Kamath & Steinke 2020 Prop. 12 + Kairouz et al.",
+        (("cks", "Proposition 12"), ("kairouz", "")),
     ),
     "rdp_bound": BoundInfo(
         "bound",
+        "Rényi bound",
         "maximum power against any mechanism with this Rényi curve, optimised over the order",
-        "Balle et al. 2020; semantics seed Thm 6.3",
+        (("balle", ""), ("semantics", "Theorem 6.3")),
     ),
     "rdp_profile_bound": BoundInfo(
         "bound",
+        "Rényi bound via (ε, δ)",
         "maximum power via the curve's (ε, δ(ε)) conversion",
-        "Canonne, Kamath & Steinke 2020 Prop. 12 + Kairouz et al.",
+        (("cks", "Proposition 12"), ("kairouz", "")),
     ),
     "gdp": BoundInfo(
         "exact",
+        "Gaussian DP (exact)",
         "maximum power under μ-GDP; attained by the Gaussian mechanism",
-        "Dong, Roth & Su 2019",
+        (("dong-roth-su", ""),),
     ),
     "gaussian": BoundInfo(
         "mechanism",
+        "Gaussian",
         "exact power against the Gaussian mechanism with the same ρ (μ = √(2ρ))",
-        "semantics seed §6.3, Tables 2 and 6 'Power (Gaussian)'",
+        (("semantics", "§6.3, Tables 2 and 6, column 'Power (Gaussian)'"),),
     ),
     "discrete_gaussian": BoundInfo(
         "mechanism",
-        "exact power against k discrete Gaussian queries with the same total ρ",
-        "Canonne, Kamath & Steinke 2020; exact Neyman–Pearson from the pmf",
+        "discrete Gaussian",
+        "exact power against k discrete Gaussian queries with the same total ρ, from the "
+        "probability mass function (Neyman–Pearson)",
+        (("cks", ""),),
     ),
     "release_pld": BoundInfo(
         "mechanism",
+        "this run's worst-case person",
         "power against the worst-case person of a SafeTab release: the privacy-loss "
         "distribution of its actual composition of noisy counts (upper bound)",
-        "SafeTab seed Algorithms 1-5; privtab.tabulate.plan_pld (Neyman–Pearson on the PLD)",
+        (("safetab", "Algorithms 1–3"), ("doroshenko", "")),
+    ),
+}
+
+#: The rows of :func:`posterior_bounds`, in the same form.
+POSTERIOR_ROWS: dict[str, BoundInfo] = {
+    "rest_known": BoundInfo(
+        "bound",
+        "attacker knows everyone else",
+        "the attacker knows every other record; bounds the ratio for any record",
+        (("semantics", "§7.4.1, Theorem 7.4.1"),),
+    ),
+    "arbitrary_prior": BoundInfo(
+        "bound",
+        "any prior",
+        "whatever the attacker believed beforehand; the ratio for the person's true record",
+        (("semantics", "§7.4.2, Theorem 7.4.2"),),
+    ),
+    "pbdp": BoundInfo(
+        "bound",
+        "trade-off (pbdp) bound",
+        "from the tightest hypothesis-testing trade-off of the guarantee (f-DP / pbdp); "
+        "the true record, any prior",
+        (("semantics", "§5.2 and §7.4.1"),),
+    ),
+    "gaussian_pbdp": BoundInfo(
+        "mechanism",
+        "Gaussian mechanism",
+        "the Gaussian mechanism with the same ρ",
+        (("semantics", "§7.4.1, Figures 4 and 8"),),
+    ),
+    "pure_bound": BoundInfo(
+        "bound",
+        "pure DP limit",
+        "under pure ε-DP the ratio never exceeds e^ε",
+        (("semantics", "Theorem 7.3"),),
     ),
 }
 

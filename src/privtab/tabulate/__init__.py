@@ -1,11 +1,13 @@
 """The SafeTab-P engine: release plans, privacy analyses, the algorithm and releases.
 
-- :class:`ReleasePlan` / :class:`LevelPlan` / :class:`StagePlan` — budgets, noise and exact
-  MOE per level (:mod:`~privtab.tabulate.plan`);
+- :class:`ReleasePlan` / :class:`LevelPlan` — budgets, noise and exact MOE per level
+  (:mod:`~privtab.tabulate.plan`, with ``StagePlan``);
 - :func:`analyse` — the end-to-end guarantee under every analysis (:mod:`~.privacy`);
 - :func:`run_release` with :class:`RunOptions` → :class:`RunResult` — a whole release,
-  published atomically (:mod:`~.run`);
-- :data:`T1_SCHEMA` / :data:`T2_SCHEMA` — the tables' columns (:mod:`~.tables`).
+  published atomically (:mod:`~.run`); the tables' columns are ``T1_SCHEMA`` /
+  ``T2_SCHEMA`` of :mod:`~.tables`.
+
+Most users want :mod:`privtab.safetab` (one call: DataFrames in, a release out).
 
 Inside (one job per module): ``domain`` (the public domain of a level and its chunks),
 ``aggregate`` and ``counts`` (exact counts from the person file), ``algorithm`` (Algorithms
@@ -25,37 +27,26 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from privtab.tabulate.context import RunOptions
-    from privtab.tabulate.plan import LevelPlan, ReleasePlan, StagePlan
-    from privtab.tabulate.privacy import analyse, plan_pld, plan_rdp
+    from privtab.tabulate.plan import LevelPlan, ReleasePlan
+    from privtab.tabulate.privacy import analyse
     from privtab.tabulate.run import RunResult, run_release
-    from privtab.tabulate.tables import T1_SCHEMA, T2_SCHEMA
 
 __all__ = [
-    "T1_SCHEMA",
-    "T2_SCHEMA",
     "LevelPlan",
     "ReleasePlan",
     "RunOptions",
     "RunResult",
-    "StagePlan",
     "analyse",
-    "plan_pld",
-    "plan_rdp",
     "run_release",
 ]
 
 _WHERE = {
-    "T1_SCHEMA": "tables",
-    "T2_SCHEMA": "tables",
     "LevelPlan": "plan",
     "ReleasePlan": "plan",
-    "StagePlan": "plan",
     "RunOptions": "context",
     "RunResult": "run",
     "run_release": "run",
     "analyse": "privacy",
-    "plan_pld": "privacy",
-    "plan_rdp": "privacy",
 }
 
 

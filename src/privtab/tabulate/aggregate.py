@@ -24,7 +24,9 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from privtab.data import RACE_KEYS, UNIT, SafeTabInputs
+from privtab.data import SafeTabInputs
+from privtab.data.geography import UNIT
+from privtab.data.membership import RACE_KEYS
 
 __all__ = ["COMBO", "Cells", "aggregate_persons", "cells_from_frame"]
 

@@ -30,7 +30,7 @@ import numpy as np
 import polars as pl
 from numpy.typing import NDArray
 
-from privtab.data import STAT_LEVEL_BINS, AgeBins
+from privtab.data.ages import STAT_LEVEL_BINS, AgeBins
 from privtab.random import RandomSource
 from privtab.tabulate.plan import LevelPlan, StagePlan
 

@@ -44,7 +44,7 @@ class RunOptions:
     compare with the exact counts — a non-private diagnostic, kept in the confidential run
     record, never in the release. ``allow_empty``: release a person file with no persons.
     ``run_record``: where the confidential run record goes (default: beside the release,
-    :func:`privtab.release.default_record_path`).
+    :func:`privtab.release.record.default_record_path`).
     """
 
     source: RandomSource | None = None

@@ -32,7 +32,8 @@ import polars as pl
 from numpy.typing import NDArray
 from scipy import sparse
 
-from privtab.data import UNIT, Geography, GeoLevel
+from privtab.data import Geography, GeoLevel
+from privtab.data.geography import UNIT
 from privtab.tabulate.aggregate import COMBO, Cells
 from privtab.tabulate.algorithm import SEX_AGES, ExactCounts, sex_age
 from privtab.tabulate.domain import Domain

@@ -2,7 +2,7 @@
 
 :func:`release_document` builds the typed :class:`~privtab.release.ReleaseDocument` from
 the public plan, the noisy tallies and the exact charges; :func:`run_record` builds the
-confidential :class:`~privtab.release.RunRecord` (input hashes, exact counts, timings, the
+confidential :class:`~privtab.release.record.RunRecord` (input hashes, exact counts, timings, the
 non-private evaluation) that is written outside the release folder.
 """
 
@@ -15,7 +15,8 @@ from typing import TYPE_CHECKING, Any
 
 from privtab import __version__
 from privtab.accounting.exact import ExactGuarantee
-from privtab.data import SafeTabInputs, Scope, sha256_file
+from privtab.data import SafeTabInputs, Scope
+from privtab.data.inputs import sha256_file
 from privtab.release.document import LevelEntry, ReleaseDocument, RunEntry
 from privtab.release.record import RunRecord
 from privtab.tabulate.context import RunContext

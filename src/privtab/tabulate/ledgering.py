@@ -16,7 +16,8 @@ from typing import Any
 
 from privtab.accounting.exact import ExactGuarantee
 from privtab.accounting.odometer import Reservation
-from privtab.data import SafeTabInputs, Scope, sha256_file
+from privtab.data import SafeTabInputs, Scope
+from privtab.data.inputs import sha256_file
 from privtab.tabulate.context import RunContext
 from privtab.tabulate.plan import ReleasePlan
 

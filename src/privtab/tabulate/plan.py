@@ -216,7 +216,10 @@ class LevelPlan:
 
 def _calibrate(moe: float, privacy_defn: PrivacyDefn, calibration: Calibration) -> Fraction:
     """Per-count stage-2 parameter meeting a 95 % MOE target (exact or the paper's)."""
-    from privtab.mechanisms import discrete_gaussian_rho_for_moe, geometric_epsilon_for_moe
+    from privtab.mechanisms.calibration import (
+        discrete_gaussian_rho_for_moe,
+        geometric_epsilon_for_moe,
+    )
 
     if privacy_defn == "zcdp":
         value = discrete_gaussian_rho_for_moe(moe, Fraction(19, 20), method=calibration)
@@ -244,7 +247,7 @@ class ReleasePlan:
         cls, config: SafeTabConfig, reference: ReferenceData, scope: Scope
     ) -> ReleasePlan:
         """The plan of one run (US or PR) of a validated config and its reference files."""
-        from privtab.data import level_stability
+        from privtab.data.stability import level_stability
 
         levels = []
         for geo, lv in config.levels(scope):

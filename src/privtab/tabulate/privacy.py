@@ -5,7 +5,7 @@ For a plan with levels ``i`` (budget b_i, stability s_i, stage-1 fraction γ):
 * ``pure`` (geometric noise): ε = Σ ε_i — SafeTab seed Theorem 1 (generalized parallel
   composition, Lemma 9, then sequential composition over levels).
 * ``rdp`` (geometric): seed Theorem 2 with the *exact* Rényi divergence of the geometric
-  mechanism (:func:`privtab.accounting.geometric_rdp_divergence`):
+  mechanism (:func:`privtab.accounting.curves.geometric_rdp_divergence`):
   ``f(α) = Σ_i s_i · max(τ(α, γε_i/s_i) + τ(α, (1−γ)ε_i/s_i), τ(α, ε_i/s_i))`` (the max
   only where a level has TotalOnly/detailed-only groups), converted to (ε, δ) with the
   Canonne–Kamath–Steinke bound at the optimal order (``rdp``) and on the paper's order
@@ -36,19 +36,19 @@ from typing import Any, Literal
 
 import numpy as np
 
-from privtab.accounting import (
-    RDP,
+from privtab.accounting import RDP, zcdp_epsilon
+from privtab.accounting.conversions import rdp_epsilon_order, zcdp_optimal_order
+from privtab.accounting.curves import geometric_rdp_divergence, geometric_rdp_paper_value
+from privtab.accounting.guarantees import FloatArray
+from privtab.accounting.pld import (
+    LossFactor,
+    PLDProfile,
     compose_plds,
     discrete_gaussian_loss,
+    either_of,
     geometric_loss,
-    geometric_rdp_divergence,
-    rdp_epsilon_order,
-    zcdp_epsilon,
-    zcdp_optimal_order,
+    worst_of,
 )
-from privtab.accounting.curves import geometric_rdp_paper_value
-from privtab.accounting.guarantees import FloatArray
-from privtab.accounting.pld import LossFactor, PLDProfile, either_of, worst_of
 from privtab.tabulate.plan import LevelPlan, ReleasePlan
 
 __all__ = ["analyse", "level_factors", "plan_pld", "plan_rdp"]

@@ -1,164 +1,131 @@
-"""``report.html`` of a SafeTab-P release: per-level tables and three figures.
+"""``report.html`` of a SafeTab-P release, for the policy maker who signs it off and the
+data user who reads it.
 
-Figures: the exact 95 % margin of error of every kind of count per level; the distribution
-of statistic levels chosen by stage 1 per level; the privacy-loss curve ε(δ) of the run with
-the largest budget (worst-case person's privacy-loss distribution, and the zCDP / pure
-bound). Everything shown is computed from the noisy output and the public plan — the
-report is part of the release and has no privacy cost.
+It opens with one sentence to quote (:func:`privtab.tabulate.report_privacy.headline`:
+the guarantee and the tightest valid ε at the release's δ), then what the other analyses
+say and why they are larger; a test release (seeded or noise-off) has a red NOT PRIVATE
+banner above it. Sections: the privacy guarantee (every analysis of every run, and the
+ε(δ) curve: the pointwise minimum of the valid bounds), the population-group levels in
+words ("county × detailed iterations") with their margins of error and the statistics each
+group received, a section for data users (how to read T1/T2 and MOE95, example rows with
+iteration names, how to get intervals) and the references cited.
+
+Everything shown comes from ``release.json`` (the public plan, the noisy tallies, the
+analyses), the release's own noisy T1/T2 rows and the public reference files — the
+report, like the release, holds nothing else computed from the confidential input and has
+no privacy cost. ``levels`` is not used: its evaluation tallies are confidential.
 """
 
 from __future__ import annotations
 
 import html
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from privtab.report import FigureBlock, new_figure, page, png, table_html, write_html
-from privtab.tabulate.plan import ReleasePlan
+from privtab.report import (
+    FigureBlock,
+    figure_html,
+    legend_outside,
+    new_figure,
+    page,
+    png,
+    table_html,
+    write_html,
+)
+from privtab.report.references import Citations
+from privtab.tabulate.report_privacy import (
+    headline,
+    privacy_curves,
+    privacy_figure,
+    privacy_table,
+)
+from privtab.tabulate.report_text import STAT_LEVELS, level_words
+from privtab.tabulate.report_users import data_users_section
 from privtab.tabulate.results import LevelSummary
 
 __all__ = ["write_report"]
 
-_STAT_NAMES = {
-    "-1": "total only (TotalOnly)",
-    "0": "total",
-    "1": "Sex×Age4",
-    "2": "Sex×Age9",
-    "3": "Sex×Age23",
-}
+_RUN_SHORT = {"US": "United States", "PR": "Puerto Rico"}
+
+
+def _label(d: Mapping[str, Any]) -> str:
+    """A level in words (the Puerto Rico geographies say so: no run prefix needed)."""
+    return level_words(d["level"])
+
+
+def _bar_height(n: float) -> float:
+    return 1.6 + 0.32 * n
 
 
 def _moe_figure(levels: Sequence[dict[str, Any]]) -> FigureBlock:
-    fig, ax = new_figure(8.0, 4.2)
-    names = [f"{d['scope']} {d['level']}" for d in levels]
-    x = np.arange(len(names))
+    n = len(levels)
+    fig, ax = new_figure(9.0, _bar_height(3 * n / 2))
+    y = np.arange(n)[::-1].astype(float)
     for off, key, label in (
-        (-0.25, "stage1", "stage-1 total"),
-        (0.0, "stage2_cell", "stage-2 total / cell"),
-        (0.25, "total_only", "TotalOnly total"),
+        (0.27, "stage1", "first-stage total"),
+        (0.0, "stage2_cell", "second-stage total or sex × age cell"),
+        (-0.27, "total_only", "total of a detailed-only group"),
     ):
-        ax.bar(x + off, [d["moe95"][key] for d in levels], width=0.25, label=label)
-    ax.set_xticks(x, names, rotation=60, ha="right", fontsize=8)
-    ax.set_yscale("log")
-    ax.set_ylabel("exact 95% margin of error (persons)")
-    ax.legend(fontsize=8)
+        ax.barh(y + off, [d["moe95"][key] for d in levels], height=0.27, label=label)
+    ax.set_yticks(y, [_label(d) for d in levels], fontsize=8)
+    ax.set_xscale("log")
+    ax.set_xlabel("exact 95% margin of error (persons)")
+    legend_outside(ax, where="top")
     text = (
-        "How precise each kind of count is: the margin of error is the smallest number m such "
-        "that the published count lies within m of the truth with probability at least 95%, "
-        "computed exactly from the noise distribution. Sums of Sex × Age cells (the totals of "
-        "large groups) have the MOE of the sum, listed per row in T1."
+        "How precise each kind of count is: the margin of error is the smallest number m "
+        "such that the published count lies within m of the count before noise with "
+        "probability at least 95%, computed exactly from the noise distribution. Counts made "
+        "by adding sex × age cells (the totals of large groups) have the margin of error of "
+        "the sum, listed per row in T1's MOE95 column."
     )
     return FigureBlock("fig-moe", "Margin of error by level", png(fig), text)
 
 
 def _stat_figure(levels: Sequence[dict[str, Any]]) -> FigureBlock:
-    fig, ax = new_figure(8.0, 4.2)
-    names = [f"{d['scope']} {d['level']}" for d in levels]
-    x = np.arange(len(names))
-    bottom = np.zeros(len(names))
-    for key, label in _STAT_NAMES.items():
-        vals = np.array([d["stat_levels"].get(key, 0) for d in levels], dtype=float)
-        groups = np.array([max(d["groups"], 1) for d in levels], dtype=float)
-        share = vals / groups
-        ax.bar(x, share, bottom=bottom, label=label)
-        bottom += share
-    ax.set_xticks(x, names, rotation=60, ha="right", fontsize=8)
-    ax.set_ylabel("share of population groups")
-    ax.legend(fontsize=8)
+    n = len(levels)
+    fig, ax = new_figure(9.0, _bar_height(n))
+    y = np.arange(n)[::-1].astype(float)
+    left = np.zeros(n)
+    groups = np.array([max(d["groups"], 1) for d in levels], dtype=float)
+    for key, label in STAT_LEVELS.items():
+        share = np.array([d["stat_levels"].get(key, 0) for d in levels], dtype=float) / groups
+        ax.barh(y, share, left=left, label=label, height=0.7)
+        left += share
+    ax.set_yticks(y, [_label(d) for d in levels], fontsize=8)
+    ax.set_xlim(0, 1)
+    ax.set_xlabel("share of the level's population groups")
+    legend_outside(ax, where="top")
     text = (
-        "Which statistics each population group received. Stage 1 releases a noisy total; "
-        "groups whose noisy total passes the level's thresholds get Sex × Age tables with "
-        "more age detail, the rest a second total. Empty groups are tabulated too (the domain "
-        "is public), which is why most groups of detailed levels receive a total only."
+        "Which statistics each population group received. The first stage publishes a noisy "
+        "total; groups whose noisy total passes the level's thresholds get sex × age tables "
+        "with more age detail (T2), the others a second noisy total. Groups of detailed-only "
+        "iterations get a single total. Empty groups are tabulated too (the list of groups "
+        "is public), which is why most groups of the detailed levels receive a total only."
     )
-    return FigureBlock("fig-stat-levels", "Statistic levels chosen", png(fig), text)
+    return FigureBlock("fig-stat-levels", "Statistics each group received", png(fig), text)
 
 
-def _privacy_figure(plan: ReleasePlan) -> FigureBlock:
-    from privtab.accounting import zcdp_epsilon
-    from privtab.tabulate.privacy import plan_pld
-
-    pld = plan_pld(plan)
-    # ε(δ) from the tilted PLD: full relative accuracy however small δ is
-    deltas = np.geomspace(1e-15, 1e-2, 27)
-    fig, ax = new_figure(7.0, 4.2)
-    ax.plot(
-        deltas, pld.epsilon_curve(deltas), label="privacy-loss distribution (worst-case person)"
-    )
-    total = float(plan.total_budget)
-    if plan.privacy_defn == "zcdp":
-        ax.plot(
-            deltas,
-            [float(zcdp_epsilon(total, float(d), "optimal")) for d in deltas],
-            "--",
-            label=f"zCDP ρ = {total:.4g}, optimal conversion",
-        )
-    else:
-        ax.axhline(total, linestyle="--", color="k", label=f"pure ε = {total:.4g}")
-    ax.set_xscale("log")
-    ax.set_xlabel("δ")
-    ax.set_ylabel("ε")
-    ax.legend(fontsize=8)
-    text = (
-        "The release's privacy guarantee as a curve: for every δ, the ε such that the release "
-        "is (ε, δ)-differentially private for every person. The solid curve is computed from "
-        "the exact privacy-loss distribution of a person in the most population groups; the "
-        "dashed one is the textbook bound from the total budget."
-    )
-    return FigureBlock("fig-privacy-curve", "Privacy-loss curve ε(δ)", png(fig), text)
-
-
-def write_report(path: Path, release: dict[str, Any], levels: Sequence[LevelSummary]) -> Path:
-    """Write the release's HTML report to ``path`` (atomically)."""
-    del levels  # everything needed is in the release document
-    rows: list[dict[str, Any]] = []
-    for scope, run in release["runs"].items():
-        for d in run["levels"]:
-            if d.get("status") == "tabulated":
-                rows.append({"scope": scope, **d})
-    sections = []
-    private = release["private"]
-    banner = (
-        "<p><strong>Private release</strong>: noise from a cryptographically secure source.</p>"
-        if private
-        else '<p style="color:#b00"><strong>NOT PRIVATE</strong>: this release used a seeded '
-        "source or no noise (tests only). Do not publish.</p>"
-    )
-    sections.append("<h2>Release</h2>" + banner)
-    g_rows = []
-    for scope, run in release["runs"].items():
-        for name, a in run["privacy"].items():
-            g_rows.append(
-                [
-                    scope,
-                    name,
-                    f"{a['epsilon']:.4f}" if isinstance(a["epsilon"], float) else str(a["epsilon"]),
-                    f"{a['delta']:.0e}",
-                    a.get("method", ""),
-                ]
-            )
-    sections.append(
-        "<h2>Privacy guarantee</h2>" + table_html(["run", "analysis", "ε", "δ", "method"], g_rows)
-    )
+def _levels_section(release: Mapping[str, Any], rows: Sequence[dict[str, Any]]) -> str:
+    zcdp = "zcdp" in release["guarantee"]
     head = [
         "run",
         "level",
-        "budget",
-        "stability",
+        "budget (ρ)" if zcdp else "budget (ε)",
+        "groups per person (max)",
         "regions",
         "iterations",
         "noisy counts",
-        "MOE stage 1",
-        "MOE stage 2",
-        "MOE TotalOnly",
+        "MOE first stage",
+        "MOE second stage",
+        "MOE total only",
     ]
     table = [
         [
-            r["scope"],
-            r["level"],
+            _RUN_SHORT.get(r["scope"], r["scope"]),
+            f"{level_words(r['level'])} {r['level']}",
             f"{r['budget']:.4g}",
             str(r["stability"]),
             f"{r['regions']:,}",
@@ -170,21 +137,82 @@ def write_report(path: Path, release: dict[str, Any], levels: Sequence[LevelSumm
         ]
         for r in rows
     ]
-    sections.append("<h2>Levels</h2>" + table_html(head, table))
-    figs = [
-        _moe_figure(rows),
-        _stat_figure(rows),
-        _privacy_figure(ReleasePlan.from_dict(release["plan"])),
+    empty = [
+        f"{_RUN_SHORT.get(s, s)}: {level_words(d['level'])} {d['level']}"
+        for s, run in release["runs"].items()
+        for d in run["levels"]
+        if d.get("status") != "tabulated"
+    ]
+    intro = (
+        "<h2>Population-group levels</h2><p>A level is a geography crossed with a level of "
+        "the Census race and ethnicity hierarchy: <em>regional</em> iterations are broad "
+        "groups (e.g. European, Sub-Saharan African, Central American), <em>detailed</em> "
+        "iterations the specific groups (e.g. Albanian, Mexican); each comes as "
+        "<em>alone</em> and <em>alone or in any combination</em> for race. A person is in at "
+        "most the listed number of groups of a level; the level's budget is split among "
+        "them. Puerto Rico's county equivalents are <em>municipios</em>.</p>"
+    )
+    note = (
+        "<p>Not tabulated (no public population group, so no noise and no budget spent): "
+        + html.escape("; ".join(empty))
+        + ".</p>"
+        if empty
+        else ""
+    )
+    return intro + table_html(head, table) + note
+
+
+def _banner(release: Mapping[str, Any]) -> str:
+    if release["private"]:
+        return ""
+    return (
+        "NOT PRIVATE — this is a test release made with "
+        + html.escape(str(release.get("noise", "a seeded source or no noise")))
+        + ". Its counts carry no protection, whatever the guarantee below says: do not "
+        "publish them."
+    )
+
+
+def write_report(path: Path, release: dict[str, Any], levels: Sequence[LevelSummary]) -> Path:
+    """Write the release's HTML report to ``path`` (atomically, mode 0644).
+
+    ``release`` is ``release.json``'s object; T1/T2 rows for the examples are read from the
+    folder of ``path``. ``levels`` is accepted for the callers' convenience and not used."""
+    del levels  # its evaluation tallies are confidential; release.json has the public ones
+    rows = [
+        {"scope": scope, **d}
+        for scope, run in release["runs"].items()
+        for d in run["levels"]
+        if d.get("status") == "tabulated"
+    ]
+    cite = Citations()
+    top = headline(release, cite)
+    curve = privacy_figure(release, privacy_curves(release), top, cite)
+    sections = [
+        "<h2>Privacy guarantee</h2>"
+        + privacy_table(release)
+        + figure_html(curve)
+        + "<p>How to read the guarantee: an attacker who sees the release and knows "
+        "everything else about the population can tell whether any one person's record was "
+        "used only to the extent ε and δ allow; see <code>privtab semantics --release</code> "
+        "for what this means in attack success rates and posterior beliefs "
+        f"({cite.cite('semantics', '§§5–7')}).</p>",
+        _levels_section(release, rows),
+        figure_html(_moe_figure(rows)),
+        figure_html(_stat_figure(rows)),
+        data_users_section(path.parent, release),
     ]
     text = page(
         "SafeTab-P release report",
-        html.escape(
-            f"{release['outputs']['t1_rows']:,} T1 rows · "
-            f"{release['outputs']['t2_rows']:,} T2 rows (noisy counts only: the report, like "
-            "the release, holds nothing else computed from the confidential input)"
-        ),
+        f"{release['outputs']['t1_rows']:,} T1 rows · {release['outputs']['t2_rows']:,} T2 "
+        "rows (noisy counts only: the report, like the release, holds nothing else computed "
+        "from the confidential input)",
         sections,
-        figs,
+        [],
+        banner=_banner(release),
+        headline=f'<p class="headline">{top.sentence}</p><p class="sub">{top.others}</p>',
+        references=cite.html(),
+        note=f"algorithm: {cite.cite('safetab', 'Algorithms 1–3')}",
     )
     written = write_html(path, text)
     written.chmod(0o644)  # a published file: readable like the tables next to it

@@ -43,7 +43,7 @@ from typing import Any
 from privtab.atomic import InterruptGuard, atomic_directory, check_output
 from privtab.data import SafeTabInputs, Scope, load_inputs
 from privtab.data.inputs import resolve_config_path
-from privtab.errors import UsageError
+from privtab.errors import RunFailedError, UsageError
 from privtab.mechanisms.base import release_source
 from privtab.release.document import ReleaseDocument
 from privtab.release.marking import write_not_private
@@ -151,7 +151,7 @@ def run_release(
                     cancel_quietly(ctx.reservation)
                     if isinstance(exc, OSError):
                         raise _write_error(exc, tmp, ctx.out) or exc from None
-                    raise
+                    raise _engine_failure(exc, engine) or exc from None
         finally:
             warnings = _close_quietly(engine)
         phase("published")
@@ -183,6 +183,22 @@ def _write_error(exc: OSError, staging: Path, out: Path) -> UsageError | None:
     return UsageError(
         f"{what} while writing the release to {out}: no release was written",
         hint="free some space or choose another --out" if full else "choose a writable --out",
+    )
+
+
+def _engine_failure(exc: BaseException, engine: Engine) -> RunFailedError | None:
+    """A failure of the engine's cluster (a Spark worker died, a job was lost) as one clear
+    message (exit code 4); ``None`` for anything else."""
+    module = type(exc).__module__ or ""
+    if not module.startswith(("py4j", "pyspark")):
+        return None
+    text = str(exc).strip().splitlines()
+    first = next((line for line in text if "Exception" in line or "Error" in line), "")
+    return RunFailedError(
+        f"the {engine.name} engine's job failed: {first[:300] or type(exc).__name__}; "
+        "no release was written",
+        hint="a worker process died or ran out of memory: check the cluster's logs and "
+        "run again (with more memory per executor if needed)",
     )
 
 

@@ -21,7 +21,8 @@ import polars as pl
 
 from privtab.data import SafeTabInputs, Scope
 from privtab.errors import InputError, UsageError
-from privtab.random import RandomSource, bernoulli
+from privtab.random import RandomSource
+from privtab.random.uniform import bernoulli
 from privtab.release.document import RunEntry
 from privtab.release.marking import parquet_metadata
 from privtab.tabulate.charges import RunLedger

@@ -119,7 +119,7 @@ def t1_frame(plan: LevelPlan, dom: Domain, out: NoisyGroups) -> pl.DataFrame:
 
 
 def _cell_frame(plan: LevelPlan, dom: Domain, table: CellTable) -> pl.DataFrame:
-    from privtab.data import STAT_LEVEL_BINS
+    from privtab.data.ages import STAT_LEVEL_BINS
 
     bins = STAT_LEVEL_BINS[table.level]
     assert bins is not None

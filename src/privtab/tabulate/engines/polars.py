@@ -19,7 +19,9 @@ import polars as pl
 from numpy.typing import NDArray
 from scipy import sparse
 
-from privtab.data import UNIT, GeoLevel, SafeTabInputs, iteration_matrix
+from privtab.data import GeoLevel, SafeTabInputs
+from privtab.data.geography import UNIT
+from privtab.data.membership import iteration_matrix
 from privtab.random import RandomSource
 from privtab.tabulate.aggregate import aggregate_persons
 from privtab.tabulate.chunk import tabulate_groups

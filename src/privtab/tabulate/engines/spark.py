@@ -62,17 +62,12 @@ import numpy as np
 import polars as pl
 from scipy import sparse
 
-from privtab.data import (
-    RACE_KEYS,
-    UNIT,
-    ProblemLog,
-    SafeTabInputs,
-    iteration_matrix,
-    scan_persons,
-    validate_persons,
-)
+from privtab.data import SafeTabInputs
 from privtab.data.ages import MAX_AGE
-from privtab.data.persons import code_strings
+from privtab.data.errors import ProblemLog
+from privtab.data.geography import UNIT
+from privtab.data.membership import RACE_KEYS, iteration_matrix
+from privtab.data.persons import code_strings, scan_persons, validate_persons
 from privtab.data.spec import FIELDS, PERSON_COLUMNS, RACE_COLUMNS, bad_row_sql, person_spec
 from privtab.random import RandomSource, SecureSource, SeededSource
 from privtab.tabulate.aggregate import COMBO

@@ -1,0 +1,5 @@
+"""``python -m privtab``: the ``privtab`` command line."""
+
+from privtab.cli import main
+
+main()

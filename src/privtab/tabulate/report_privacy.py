@@ -1,0 +1,325 @@
+"""The privacy part of ``report.html``: the headline sentence, the analyses, the ε(δ) curve.
+
+Everything here comes from ``release.json`` alone — the public plan of each run and the
+analyses the run computed at its δ (``runs.<scope>.privacy``, :func:`privtab.tabulate.analyse`)
+— so it costs no privacy.
+
+**Which number to quote.** Each analysis is a valid upper bound on the privacy loss of every
+person (except ``rdp_paper``, marked ``"valid": false``), so a run is (ε, δ)-DP for the
+smallest of them. Persons are in exactly one run (US or Puerto Rico: disjoint blocks), so
+the release is (ε, δ)-DP for the largest of the runs' smallest bounds (parallel
+composition; SafeTab seed Theorems 1 and 3). That number, rounded up, is the headline.
+
+**The curve.** :func:`privacy_curves` recomputes every valid bound over a range of δ from the
+plan (the PLD at the grid the run used) and takes the same minimum-then-maximum, pointwise:
+the plotted curve is never above any valid bound, in particular never above the
+zero-concentrated DP bound with the optimal conversion (Canonne, Kamath & Steinke 2020).
+"""
+
+from __future__ import annotations
+
+import html
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import numpy as np
+
+from privtab.accounting.guarantees import FloatArray
+from privtab.report import (
+    FigureBlock,
+    legend_outside,
+    new_figure,
+    png,
+    power_of_ten,
+    round_up,
+    table_html,
+)
+from privtab.report.references import Citations
+from privtab.tabulate.plan import ReleasePlan
+from privtab.tabulate.report_text import ANALYSES, analysis_name, run_words
+
+__all__ = [
+    "DEFAULT_DELTAS",
+    "Headline",
+    "PrivacyCurves",
+    "headline",
+    "privacy_curves",
+    "privacy_figure",
+    "privacy_table",
+]
+
+#: δ range of the curve: 10⁻¹⁵ … 10⁻², four points per decade (plus the release's own δ)
+DEFAULT_DELTAS: FloatArray = np.geomspace(1e-15, 1e-2, 53)
+
+
+def _valid(entry: Mapping[str, Any]) -> bool:
+    eps = entry.get("epsilon")
+    return entry.get("valid", True) is not False and isinstance(eps, int | float)
+
+
+def release_delta(release: Mapping[str, Any]) -> float:
+    """The δ at which the run computed its analyses (``--delta``, 10⁻¹⁰ by default)."""
+    ds = [
+        float(a["delta"])
+        for run in release["runs"].values()
+        for a in run["privacy"].values()
+        if isinstance(a.get("delta"), int | float) and a["delta"] > 0
+    ]
+    if not ds:
+        raise ValueError("release.json: no analysis states a δ > 0")
+    return max(ds)
+
+
+# ----------------------------------------------------------------------------- headline
+
+
+@dataclass(frozen=True)
+class Headline:
+    """The sentence to quote and what stands behind it."""
+
+    epsilon: float  # the release's tightest valid ε at ``delta`` (unrounded)
+    delta: float
+    analysis: str  # the analysis that gives it
+    scope: str  # the run that determines it (the largest of the runs' bounds)
+    sentence: str  # HTML
+    others: str  # HTML: what the other analyses are and why they are larger
+
+
+def _guarantee_words(release: Mapping[str, Any]) -> str:
+    g = release["guarantee"]
+    if "zcdp" in g:
+        return f"ρ = {_exact_or_up(g['zcdp'], 'rho')} zero-concentrated differential privacy"
+    return f"ε = {_exact_or_up(g['pure'], 'epsilon')} pure differential privacy"
+
+
+def _exact_or_up(body: Mapping[str, Any], key: str) -> str:
+    """A budget as published: its exact decimal when short, else rounded up (4 places)."""
+    v = float(body[key])
+    text = f"{v:.6g}"
+    return text if float(text) >= v else round_up(v, 4)
+
+
+def _run_best(run: Mapping[str, Any]) -> tuple[str, float]:
+    valid = {k: float(a["epsilon"]) for k, a in run["privacy"].items() if _valid(a)}
+    key = min(valid, key=lambda k: valid[k])
+    return key, valid[key]
+
+
+def headline(release: Mapping[str, Any], cite: Citations) -> Headline:
+    """The one sentence a non-specialist can repeat, and the line that follows it."""
+    delta = release_delta(release)
+    best = {s: _run_best(r) for s, r in release["runs"].items()}
+    scope = max(best, key=lambda s: best[s][1])
+    key, eps = best[scope]
+    why = {
+        "pld": "the tightest valid bound privtab can prove, from the worst-case person's "
+        "privacy-loss distribution",
+    }.get(key, f"the tightest valid bound privtab can prove, from {analysis_name(key)}")
+    subject = (
+        "This release satisfies"
+        if release.get("private", True)
+        else "This test release is NOT private; made with secure noise, its plan would satisfy"
+    )
+    if key == "pure":
+        sentence = (
+            f"{subject} {_guarantee_words(release)}: no analysis privtab can prove does "
+            f"better, even allowing δ = {power_of_ten(delta)}."
+        )
+    else:
+        sentence = (
+            f"{subject} {_guarantee_words(release)}; for δ = {power_of_ten(delta)} that "
+            f"means ε ≤ {round_up(eps)} ({why})."
+        )
+    return Headline(
+        eps, delta, key, scope, html.escape(sentence), _others(release, scope, key, cite)
+    )
+
+
+def _others(release: Mapping[str, Any], scope: str, best: str, cite: Citations) -> str:
+    run = release["runs"][scope]
+    parts = [
+        f"{round_up(float(a['epsilon']))} ({html.escape(analysis_name(k, a))})"
+        for k, a in sorted(run["privacy"].items(), key=lambda kv: float(kv[1]["epsilon"]))
+        if k != best and _valid(a)
+    ]
+    defn = run["plan"].get("privacy_defn")
+    if defn == "zcdp":
+        reason = (
+            "they start from the total ρ alone and must hold for every mechanism with that ρ "
+            f"({cite.cite('bun-steinke')}; {cite.cite('cks')}), while the privacy-loss "
+            "distribution follows this release's exact noise, count by count "
+            f"({cite.cite('doroshenko')})"
+        )
+    else:
+        reason = (
+            "adding the levels' ε assumes every count's noise is at its worst at once and the "
+            "Rényi bounds summarise each level by one curve, while the privacy-loss "
+            "distribution follows this release's exact noise, count by count "
+            f"({cite.cite('doroshenko')})"
+        )
+    text = (
+        f"Other analyses of the {html.escape(run_words(scope, release))} give larger ε — "
+        + ", ".join(parts)
+        + f" — because {reason}."
+    )
+    rest = [s for s in release["runs"] if s != scope]
+    if rest:
+        others = "; ".join(
+            f"{html.escape(run_words(s, release))}: ε ≤ "
+            f"{round_up(_run_best(release['runs'][s])[1])}"
+            for s in rest
+        )
+        text += (
+            " Each person is in exactly one run, so the release's guarantee is the larger of "
+            f"the runs' ({others}; {cite.cite('safetab', 'Theorems 1 and 3')})."
+        )
+    return text
+
+
+# ----------------------------------------------------------------------------- table
+
+
+def privacy_table(release: Mapping[str, Any]) -> str:
+    """Every analysis of every run: name, ε at the release's δ, δ, what it starts from."""
+    rows = []
+    for scope, run in release["runs"].items():
+        best, _ = _run_best(run)
+        for k, a in sorted(run["privacy"].items(), key=lambda kv: float(kv[1]["epsilon"])):
+            valid = _valid(a)
+            eps = float(a["epsilon"])
+            delta = float(a.get("delta", 0.0))
+            rows.append(
+                [
+                    run_words(scope, release),
+                    analysis_name(k, a) + (" — tightest" if k == best else ""),
+                    round_up(eps) if math.isfinite(eps) else "∞",
+                    power_of_ten(delta),
+                    ANALYSES.get(k, ("", str(a.get("method", ""))))[1]
+                    + ("" if valid else " — understates the loss; shown only for comparison"),
+                ]
+            )
+    return table_html(["run", "analysis", "ε (rounded up)", "δ", "starts from"], rows)
+
+
+# ----------------------------------------------------------------------------- curves
+
+
+@dataclass(frozen=True)
+class PrivacyCurves:
+    """The data of the ε(δ) figure (what :func:`privacy_figure` draws).
+
+    ``bounds[(scope, analysis)]`` is every valid bound of every run at ``deltas``;
+    ``run_tightest[scope]`` their pointwise minimum per run; ``tightest`` the release's
+    curve, the pointwise maximum of the runs' minima (persons are in one run only)."""
+
+    deltas: FloatArray
+    bounds: dict[tuple[str, str], FloatArray]
+    run_tightest: dict[str, FloatArray]
+    tightest: FloatArray
+
+
+def _bound_function(
+    key: str, plan: ReleasePlan, entry: Mapping[str, Any]
+) -> Callable[[FloatArray], FloatArray] | None:
+    """ε(δ) of one analysis of a run, recomputed from its plan (None: not drawable)."""
+    from privtab.accounting.conversions import rdp_epsilon_order, zcdp_epsilon
+    from privtab.tabulate.privacy import plan_pld, plan_rdp
+
+    total = float(plan.total_budget)
+    if key.startswith("zcdp_") and key[5:] in ("analytic", "grid", "optimal"):
+        method: Any = key[5:]
+        return lambda d: np.array([float(zcdp_epsilon(total, float(x), method)) for x in d])
+    if key == "pure":
+        return lambda d: np.full(d.shape, total)
+    if key in ("rdp", "rdp_grid"):
+        curve = plan_rdp(plan)
+        how: Literal["optimal", "grid"] = "optimal" if key == "rdp" else "grid"
+        return lambda d: np.array([rdp_epsilon_order(curve, float(x), how)[0] for x in d])
+    if key == "pld":
+        pld = plan_pld(plan, grid=float(entry.get("grid", 1e-3)))
+        return lambda d: np.asarray(pld.epsilon_curve(d), dtype=np.float64)
+    return None
+
+
+def privacy_curves(release: Mapping[str, Any], deltas: FloatArray | None = None) -> PrivacyCurves:
+    """Every valid bound of every run over ``deltas`` (default :data:`DEFAULT_DELTAS` and the
+    release's δ), and their pointwise minimum per run and maximum over runs."""
+    d = np.unique(np.append(DEFAULT_DELTAS if deltas is None else deltas, release_delta(release)))
+    bounds: dict[tuple[str, str], FloatArray] = {}
+    run_tightest: dict[str, FloatArray] = {}
+    for scope, run in release["runs"].items():
+        plan = ReleasePlan.from_dict(run["plan"])
+        mine = []
+        for key, entry in run["privacy"].items():
+            fn = _bound_function(key, plan, entry) if _valid(entry) else None
+            if fn is not None:
+                bounds[(scope, key)] = fn(d)
+                mine.append(bounds[(scope, key)])
+        run_tightest[scope] = np.min(np.vstack(mine), axis=0)
+    tightest = np.max(np.vstack(list(run_tightest.values())), axis=0)
+    return PrivacyCurves(d, bounds, run_tightest, tightest)
+
+
+_COLORS = {
+    "pld": "#1f77b4",
+    "zcdp_optimal": "#2ca02c",
+    "zcdp_grid": "#9467bd",
+    "zcdp_analytic": "#d62728",
+    "pure": "#d62728",
+    "rdp": "#2ca02c",
+    "rdp_grid": "#9467bd",
+}
+_STYLES = ["-", ":", "--", "-."]
+
+
+def privacy_figure(
+    release: Mapping[str, Any], curves: PrivacyCurves, top: Headline, cite: Citations
+) -> FigureBlock:
+    """The release's ε(δ): the tightest valid bound (thick), every bound (thin)."""
+    from matplotlib.lines import Line2D
+
+    fig, ax = new_figure(10.0, 4.8)
+    scopes = list(release["runs"])
+    style = {s: _STYLES[i % len(_STYLES)] for i, s in enumerate(scopes)}
+    for (scope, key), eps in curves.bounds.items():
+        ax.plot(curves.deltas, eps, lw=1.0, ls=style[scope], color=_COLORS.get(key, "#7f7f7f"))
+    order = list(ANALYSES)
+    keys = sorted(
+        {k for _, k in curves.bounds},
+        key=lambda k: order.index(k) if k in order else len(order),
+    )
+    ax.plot(curves.deltas, curves.tightest, lw=3.2, color="#000000", alpha=0.75)
+    ax.plot([top.delta], [top.epsilon], "o", color="#000000", ms=6)
+    ax.annotate(
+        f"ε ≤ {round_up(top.epsilon)} at δ = {power_of_ten(top.delta)}",
+        (top.delta, top.epsilon),
+        xytext=(10, 12),
+        textcoords="offset points",
+        fontsize=9,
+    )
+    handles = [Line2D([], [], color="#000000", lw=3.2, alpha=0.75)]
+    labels = ["the release: tightest valid bound"]
+    handles += [Line2D([], [], color=_COLORS.get(k, "#7f7f7f"), lw=1.2) for k in keys]
+    labels += [analysis_name(k) for k in keys]
+    if len(scopes) > 1:
+        handles += [Line2D([], [], color="#555555", lw=1.0, ls=style[s]) for s in scopes]
+        labels += [run_words(s, release) for s in scopes]
+    legend_outside(ax, handles, labels)
+    ax.set_xscale("log")
+    ax.set_xlabel("δ (probability that the bound on ε may fail)")
+    ax.set_ylabel("ε")
+    text = (
+        "The release's privacy guarantee as a curve: for every δ, an ε such that the release "
+        "is (ε, δ)-differentially private for every person. The thick line is the smallest "
+        "valid bound at each δ (the largest over the runs, since each person is in one run "
+        "only); the thin lines are the individual analyses, one line style per run. "
+        "ε grows as δ shrinks because δ is the probability allowed for the bound to fail: "
+        "a smaller δ has to cover rarer, more extreme draws of the noise, under which the "
+        "published numbers say more about a person, so the bound ε must be larger. The "
+        "privacy-loss distribution follows the exact noise of the release "
+        f"({cite.cite('doroshenko')}); the zero-concentrated DP conversions hold for "
+        f"every mechanism with the same ρ ({cite.cite('cks')}; {cite.cite('bun-steinke')})."
+    )
+    return FigureBlock("fig-privacy-curve", "Privacy-loss curve ε(δ)", png(fig), text)
