@@ -208,6 +208,24 @@ def register(app: typer.Typer) -> None:
         opts = {"persons": _sizes(persons, "--persons"), "fmt": fmt, "data": where}
         _run("scale", opts, json_out, keep, work, record)
 
+    @bench_app.command("floor")
+    def floor(
+        persons: int = typer.Option(10_000_000, "--persons", min=1, help="Synthetic persons."),
+        data: str | None = typer.Option(
+            None, "--data", help="Where the synthetic input is kept/reused (DATA/synth-N)."
+        ),
+        seed: int = typer.Option(7, "--seed", min=0, help="Seed of privtab synth."),
+        json_out: bool = JSON,
+        keep: bool = KEEP,
+        work: str | None = WORK,
+        record: str | None = RECORD,
+    ) -> None:
+        """The release against its floor (polars read + group-by to cells), same file."""
+        where = None if data is None else Path(data)
+        _run(
+            "floor", {"persons": persons, "data": where, "seed": seed}, json_out, keep, work, record
+        )
+
     @bench_app.command("safetab")
     def safetab(
         persons: int = typer.Option(1_000_000, "--persons", min=1, help="Synthetic persons."),
