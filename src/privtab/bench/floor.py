@@ -8,7 +8,7 @@ file (``privtab synth --seed 7 --format parquet`` into ``DATA/synth-N`` unless p
   cell key (block, the eight race codes, ethnicity, sex, age), counting persons. It is a
   lower bound of any release: every release reads the file and counts persons per cell;
 * the **release** — ``privtab safetab run`` of the production config: validation, all 19
-  levels, Parquet output, report on.
+  levels, Parquet output, report on (its ledger in the work directory, not the user's).
 
 Each runs in its own process under ``/usr/bin/time -v`` (wall time, user + system CPU,
 peak RSS); the floor runs before *and* after the release, and the smaller of the two is the
@@ -150,6 +150,7 @@ def run(
     floors.append({**first, **json.loads(out)})
     rel_cmd = [privtab_exe(), "safetab", "run", "--data", str(inputs), "--out"]
     rel_cmd += [str(work / f"rel-{persons}"), "--overwrite", "--format", "parquet", "--json"]
+    rel_cmd += ["--ledger", str(work / "ledger.json")]  # not the user's ledger: synthetic data
     release, out = _measured(rel_cmd, work / "release.stderr")
     summary = json.loads(out)
     second, out = _measured(floor_cmd, work / "floor-after.stderr")
