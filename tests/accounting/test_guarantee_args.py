@@ -111,12 +111,16 @@ EXEMPT = {
 
 
 def _takes_a_guarantee(fn: Callable[..., Any]) -> bool:
-    hints = typing.get_type_hints(fn)
-    hints.pop("return", None)
     params = list(inspect.signature(fn).parameters)
     if not params:
         return False
-    first = hints.get(params[0])
+    # only the first parameter's annotation: the others may name TYPE_CHECKING-only types
+    first = fn.__annotations__.get(params[0])
+    if isinstance(first, str):
+        try:
+            first = eval(first, fn.__globals__)
+        except NameError:  # a type imported only for type checking: not a guarantee type
+            return False
     args = typing.get_args(first) or (first,)
     return any(isinstance(a, type) and issubclass(a, GUARANTEE_TYPES) for a in args)
 

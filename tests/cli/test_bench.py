@@ -30,7 +30,34 @@ def test_every_registered_benchmark_has_a_command() -> None:
             assert flag in sub.stdout, (name, flag)
     listed = json.loads(runner.invoke(app, ["bench", "list", "--json"]).stdout)
     assert set(listed) == set(bench.BENCHMARKS)
-    assert {n for n, b in listed.items() if b["heavy"]} == {"safetab", "scale"}
+    assert {n for n, b in listed.items() if b["heavy"]} == {"floor", "safetab", "scale"}
+
+
+def test_floor_pass_counts_every_person_into_its_cell(tmp_path: Path) -> None:
+    """The floor of ``privtab bench floor``: persons and distinct cell keys of a file, as
+    counted independently in Python (text input; Parquet goes through the same select)."""
+    import csv
+
+    from privtab.bench.floor import floor_pass
+    from privtab.data import toy_dataset_dir
+
+    lines = (toy_dataset_dir() / "person-records.txt").read_text().splitlines(keepends=True)
+    # every toy row 1-3 times, one with another age: repeated and distinct cells
+    body = [line for i, line in enumerate(lines[1:]) for _ in range(i % 3 + 1)]
+    body.append(body[0].replace(body[0].split("|")[0], "077", 1))
+    path = tmp_path / "person-records.txt"
+    path.write_text(lines[0] + "".join(body))
+    with path.open() as f:
+        rows = list(csv.DictReader(f, delimiter="|"))
+    key = ["TABBLKST", "TABBLKCOU", "TABTRACTCE", "TABBLK"]
+    key += [f"QRACE{i}" for i in range(1, 9)] + ["QSPAN", "QSEX", "QAGE"]
+
+    def norm(v: str) -> int | None:  # the typed read: integers, absent codes null
+        return int(v) if v.strip().isdigit() else None
+
+    cells = {tuple(norm(r[k]) for k in key) for r in rows}
+    assert 1 < len(cells) < len(rows)
+    assert floor_pass(path) == {"persons": len(rows), "cells": len(cells)}
 
 
 def test_bench_samplers_json_is_one_record() -> None:

@@ -111,6 +111,8 @@ def test_spark_engine_gets_the_settings_of_tumults_session(tmp_path: Path) -> No
     assert confs == mod.spark_settings(2, "6g")
     assert confs["spark.driver.memory"] == "6g"
     assert "--engine" not in mod.privtab_command(tmp_path, tmp_path, "polars")
+    # a benchmark on synthetic data never charges the user's release ledger
+    assert cmd[cmd.index("--ledger") + 1] == str(tmp_path / "ledger.json")
     with pytest.raises(ValueError, match="engine"):
         mod.privtab_command(tmp_path, tmp_path, "dask")
 

@@ -51,11 +51,23 @@ def _figures(value: str) -> dict[str, tuple[int, bool, int]]:
     return {f[0]: (f[1], f[2], f[3]) for f in json.loads(value)}
 
 
-def test_guarantee_report_renders_without_errors(tmp_path: Path) -> None:
-    page = write_html(
-        tmp_path / "zcdp.html", guarantee_report_html(ZCDP(2.63), [0.01, 0.05, 0.1], [1.25, 2, 10])
-    )
-    r = render(page.as_uri(), FIGURES_JS)
+# The reports are built once per module (each takes seconds of matplotlib): the figure and
+# headline tests read the same pages.
+@pytest.fixture(scope="module")
+def zcdp_page(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    text = guarantee_report_html(ZCDP(2.63), [0.01, 0.05, 0.1], [1.25, 2, 10])
+    return write_html(tmp_path_factory.mktemp("reports") / "zcdp.html", text)
+
+
+@pytest.fixture(scope="module")
+def topdown_page(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    a = builtin_allocation()
+    text = topdown_report_html(a, list(a.scenarios.values()), [0.01, 0.05, 0.1], [2, 10])
+    return write_html(tmp_path_factory.mktemp("reports") / "topdown.html", text)
+
+
+def test_guarantee_report_renders_without_errors(zcdp_page: Path) -> None:
+    r = render(zcdp_page.as_uri(), FIGURES_JS)
     assert r.errors == []
     figs = _figures(r.value)
     assert set(figs) == {"fig-power", "fig-epsilon-delta", "fig-bayes", "fig-discrete-gaussian"}
@@ -105,13 +117,8 @@ def test_other_guarantee_reports_render_every_figure(
     _check(r.screenshot)
 
 
-def test_topdown_report_renders_without_errors(tmp_path: Path) -> None:
-    a = builtin_allocation()
-    page = write_html(
-        tmp_path / "topdown.html",
-        topdown_report_html(a, list(a.scenarios.values()), [0.01, 0.05, 0.1], [2, 10]),
-    )
-    r = render(page.as_uri(), FIGURES_JS)
+def test_topdown_report_renders_without_errors(topdown_page: Path) -> None:
+    r = render(topdown_page.as_uri(), FIGURES_JS)
     assert r.errors == []
     figs = _figures(r.value)
     assert set(figs) == {"fig-concern-rho", "fig-concern-power", "fig-concern-bayes"}
@@ -132,13 +139,11 @@ HEADLINE_JS = (
 
 
 @pytest.mark.parametrize("which", ["zcdp", "topdown"])
-def test_headline_with_epsilon_and_delta_on_first_screen(tmp_path: Path, which: str) -> None:
-    if which == "zcdp":
-        text = guarantee_report_html(ZCDP(2.63), [0.01, 0.05, 0.1], [2, 10])
-    else:
-        a = builtin_allocation()
-        text = topdown_report_html(a, list(a.scenarios.values()), [0.05], [2])
-    r = render(write_html(tmp_path / "h.html", text).as_uri(), HEADLINE_JS)
+def test_headline_with_epsilon_and_delta_on_first_screen(
+    request: pytest.FixtureRequest, which: str
+) -> None:
+    page: Path = request.getfixturevalue(f"{which}_page")
+    r = render(page.as_uri(), HEADLINE_JS)
     assert r.errors == []
     bottom, head = json.loads(r.value)
     assert 0 < bottom <= 900

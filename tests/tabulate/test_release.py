@@ -348,40 +348,6 @@ def test_combined_totals_on_a_real_release(synth_small, tmp_path: Path) -> None:
     assert abs(float(np.mean(ec))) < 6 * np.sqrt(float(np.mean(vc)) / ec.size) + 0.05
 
 
-def test_state_summed_cells_give_the_same_true_counts(synth_small) -> None:
-    """USA / STATE levels group cells pre-summed per state; their exact counts per
-    (group, sex, age) equal those computed from every cell."""
-    from privtab.data import load_inputs
-    from privtab.tabulate import ReleasePlan
-    from privtab.tabulate.counts import combo_iterations, true_counts
-    from privtab.tabulate.domain import level_domain
-    from privtab.tabulate.engines.polars import PolarsEngine
-
-    config, data = synth_small
-    inputs = load_inputs(config, data, validate_persons=False)
-    engine = PolarsEngine()
-    engine.prepare(inputs, lambda _m: None)
-    assert engine.cells is not None
-    seen = set()
-    for plan in ReleasePlan.from_config(inputs.config, inputs.reference, Scope.US).levels:
-        geo = GeoLevel(plan.geo)
-        coarse = engine._coarse_by_state(geo)
-        if geo not in (GeoLevel.USA, GeoLevel.STATE):
-            assert coarse is None
-            continue
-        assert coarse is not None
-        seen.add(geo)
-        assert coarse.cells.height < engine.cells.cells.height
-        assert int(coarse.cells["N"].sum()) == int(engine.cells.cells["N"].sum())
-        dom = level_domain(plan, inputs.geography, inputs.reference)
-        cit = combo_iterations(engine.cells, dom, inputs.reference, plan.iteration_level)
-        full = true_counts(engine.cells, dom, inputs.geography, cit).sort("G", "QSEX", "QAGE")
-        fast = true_counts(coarse, dom, inputs.geography, cit).sort("G", "QSEX", "QAGE")
-        assert full.height > 0
-        assert full.equals(fast)
-    assert seen == {GeoLevel.USA, GeoLevel.STATE}
-
-
 def test_state_chunks_are_bounded_by_cells_too() -> None:
     from privtab.tabulate.domain import Domain, state_chunks
 

@@ -61,6 +61,7 @@ BENCHMARKS: dict[str, Benchmark] = {
         Benchmark("invariants", "ℓ₂ cost of Semi-DP table mechanisms vs naive ones", False),
         Benchmark("synth", "privtab synth and validate: synthetic nation (no peer)", False),
         Benchmark("safetab", "SafeTab-P release vs Tumult Analytics, same input", True),
+        Benchmark("floor", "SafeTab-P release vs plain polars read + group-by, same file", True),
         Benchmark("scale", "SafeTab-P release: time and memory against persons", True),
     )
 }

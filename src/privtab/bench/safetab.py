@@ -197,6 +197,7 @@ def privtab_command(
 ) -> list[str]:
     """``privtab safetab run`` for ``engine`` (spark: ``local[cores]`` + Tumult's settings)."""
     cmd = [privtab_exe(), "safetab", "run", "--data", str(data), "--out", str(out), "--json"]
+    cmd += ["--ledger", str(out.parent / "ledger.json")]  # synthetic data: not the user's ledger
     if engine == "spark":
         cmd += ["--engine", "spark", "--spark-master", f"local[{cores}]"]
         for k, v in spark_settings(cores, driver_memory).items():

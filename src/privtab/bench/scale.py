@@ -91,6 +91,7 @@ def run(
             subprocess.run(synth, check=True)
         cmd = [privtab_exe(), "safetab", "run", "--data", str(inputs)]
         cmd += ["--out", str(Path(work) / f"rel-{n}"), "--overwrite", "--format", fmt, "--json"]
+        cmd += ["--ledger", str(Path(work) / "ledger.json")]  # synthetic data: not the user's
         load = load_average()
         proc = subprocess.run([*time_v(), *cmd], capture_output=True, text=True, check=True)
         (Path(work) / f"rel-{n}.stderr").write_text(proc.stderr)

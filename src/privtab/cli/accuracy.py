@@ -30,7 +30,10 @@ def accuracy_cmd(
         None, "--scope", help="US or PR (default: every run of the config)."
     ),
     level: list[str] = typer.Option(  # noqa: B008
-        [], "--level", help='A level, e.g. "(COUNTY, 2)" (repeatable; default: all).'
+        [],
+        "--level",
+        metavar="LEVEL",
+        help='A level, e.g. "(COUNTY, 2)" (repeatable; default: all).',
     ),
     n: str | None = typer.Option(
         None, "--n", help="Group sizes, comma-separated (default: 0, 1, 2, 5, …, 10⁶)."

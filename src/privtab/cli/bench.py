@@ -41,7 +41,10 @@ def _show(record: dict[str, Any], json_out: bool, saved_in: str | None = None) -
 
     if saved_in is not None:
         info(f"bench {record['benchmark']}: saved {write_record(record, Path(saved_in))}")
-    emit(record, json_out, tables(record), lines=provenance(record))
+    if json_out:  # the record as it is (no tables built from it)
+        emit(record, True)
+    else:
+        emit(record, False, tables(record), lines=provenance(record))
 
 
 def _execute(name: str, options: dict[str, Any], **kw: Any) -> dict[str, Any]:
@@ -170,6 +173,24 @@ def register(app: typer.Typer) -> None:
         where = None if data is None else Path(data)
         opts = {"persons": _sizes(persons, "--persons"), "fmt": _format(fmt), "data": where}
         _run("scale", opts, json_out, keep, work, record)
+
+    @bench_app.command("floor")
+    def floor(
+        persons: int = typer.Option(10_000_000, "--persons", min=1, help="Synthetic persons."),
+        data: str | None = typer.Option(
+            None, "--data", help="Where the synthetic input is kept/reused (DATA/synth-N)."
+        ),
+        seed: int = typer.Option(7, "--seed", min=0, help="Seed of privtab synth."),
+        json_out: JSON = False,
+        keep: KEEP = False,
+        work: WORK = None,
+        record: RECORD = None,
+    ) -> None:
+        """The release against its floor (polars read + group-by to cells), same file."""
+        where = None if data is None else Path(data)
+        _run(
+            "floor", {"persons": persons, "data": where, "seed": seed}, json_out, keep, work, record
+        )
 
     @bench_app.command("safetab")
     def safetab(

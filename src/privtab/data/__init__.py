@@ -14,10 +14,10 @@ Everything an engine needs to run SafeTab-P on the Census formats, read unchange
 Inside (import from the module): ``persons`` (``PersonReader``: validating batch reader →
 canonical columns), ``stability`` (Δ per population-group level from the reference files
 and ``max_race_codes``: Census rule h_r·max(2, r) + h_e, checked against the exact
-maximum), ``membership`` (record → iterations, vectorised over distinct code
-combinations), ``ages`` (age bins ``AGE4``, ``AGE9``, ``AGE23``), ``levels``, ``errors``
-(``Problem``, ``ProblemLog``), ``convert`` and :mod:`privtab.data.synth` — a streaming
-synthetic nation (``privtab synth``).
+maximum), ``membership`` (record → iterations, by sparse algebra over distinct code
+combinations: ``iteration_matrix``), ``ages`` (age bins ``AGE4``, ``AGE9``, ``AGE23``),
+``levels``, ``errors`` (``Problem``, ``ProblemLog``), ``convert`` and
+:mod:`privtab.data.synth` — a streaming synthetic nation (``privtab synth``).
 
 This package imports polars and numpy; ``import privtab`` alone does not.
 """

@@ -12,11 +12,12 @@ tabulated at one geography granularity, see :meth:`ReferenceData.select`).
 
 Work grows with the number of distinct code combinations, not with persons × iterations:
 an engine aggregates persons to (geography, race-code combination, ethnicity, sex, age)
-cells first, then calls :func:`expand_iterations` on the distinct combinations and joins
-the result back. A combination is carried in two ``UInt64`` columns (:data:`RACE_KEYS`):
-the up to eight codes sorted in decreasing order, 16 bits each, four per column (absent
-codes are 0, so they sort last). :func:`iterations_of` is the straightforward per-record
-definition, used as the reference in tests.
+cells first, then multiplies them by :func:`iteration_matrix` of the distinct combinations
+(:func:`expand_iterations` is the same incidence as a long table). A combination is
+carried in two ``UInt64`` columns (:data:`RACE_KEYS`): the up to eight codes sorted in
+decreasing order, 16 bits each, four per column (absent codes are 0, so they sort last).
+:func:`iterations_of` is the straightforward per-record definition, used as the reference
+in tests.
 """
 
 from __future__ import annotations
@@ -26,8 +27,9 @@ from collections.abc import Iterable, Sequence
 import numpy as np
 import numpy.typing as npt
 import polars as pl
+from scipy import sparse
 
-from privtab.data.iterations import Iteration, IterationKind, ReferenceData
+from privtab.data.iterations import IterationKind, ReferenceData
 from privtab.data.levels import Granularity
 
 RACE_KEYS = ("RACE_KEY1", "RACE_KEY2")
@@ -138,19 +140,58 @@ def with_race_keys(
     return lf.drop(code_columns) if drop else lf
 
 
-def _unpacked_long(combos: pl.LazyFrame) -> pl.LazyFrame:
-    """(_C, RACE_ETH_CODE) for every present code of every combination."""
-    frames = []
-    for i in range(MAX_CODES):
-        key = pl.col(RACE_KEYS[i // 4])
-        weight = 1 << (48 - 16 * (i % 4))
-        code = ((key // weight) % 65536).cast(pl.UInt16).alias("RACE_ETH_CODE")
-        frames.append(combos.select("_C", code))
-    return pl.concat(frames).filter(pl.col("RACE_ETH_CODE") != 0)
+def _incidence(
+    rows: npt.NDArray[np.int64], cols: npt.NDArray[np.int64], shape: tuple[int, int]
+) -> sparse.csr_array:
+    """An ``int64`` CSR matrix with a 1 at every (row, col) pair (repeated pairs add up)."""
+    data = np.ones(rows.size, dtype=np.int64)
+    return sparse.csr_array(sparse.coo_array((data, (rows, cols)), shape=shape))
 
 
-def _code_map(reference: ReferenceData, its: Iterable[Iteration]) -> pl.LazyFrame:
-    return reference.membership(its).lazy()
+def iteration_matrix(
+    combos: pl.DataFrame,
+    reference: ReferenceData,
+    iteration_level: int,
+    granularity: Granularity,
+) -> sparse.csr_array:
+    """The combination × iteration incidence of one level, by sparse algebra.
+
+    Row ``c`` is the ``c``-th row of ``combos`` (columns :data:`RACE_KEYS` and ``QSPAN``);
+    column ``j`` is the ``j``-th iteration of ``reference.select(iteration_level,
+    granularity)``; the entry is 1 when the combination is in the iteration (module
+    docstring), else absent. With ``X`` the combination × race-code incidence and ``G`` the
+    code × iteration incidence of the race groups, ``(X G)[c, j]`` counts the codes of
+    ``c`` in ``j``'s group: a race *alone* iteration holds ``c`` when that is all of
+    ``c``'s codes, an *alone-or-in-combination* one when it is at least one. An ethnicity
+    iteration holds ``c`` when its group holds ``c``'s ethnicity code (row ``e`` of the
+    code × iteration incidence of the ethnicity groups). Work grows with the distinct
+    combinations and their codes, never with persons. Codes outside the reference belong
+    to no group (a combination holding one is in no race alone iteration).
+    """
+    its = reference.select(iteration_level, granularity)
+    shape = (len(its), combos.height)
+    codes = np.asarray(sorted(reference.code_set | {c for i in its for c in i.codes}), np.int64)
+    lookup = np.full(1 << 16, codes.size, dtype=np.int64)  # unknown codes: one extra row
+    lookup[codes] = np.arange(codes.size)
+
+    def groups(kind: IterationKind) -> sparse.csr_array:
+        pairs = [(c, j) for j, i in enumerate(its) if i.kind is kind for c in i.codes]
+        rows = np.array([c for c, _ in pairs], dtype=np.int64)
+        cols = np.array([j for _, j in pairs], dtype=np.int64)
+        return _incidence(lookup[rows], cols, (codes.size + 1, shape[0]))
+
+    unpacked = unpack_race_codes(combos[RACE_KEYS[0]].to_numpy(), combos[RACE_KEYS[1]].to_numpy())
+    present = unpacked != 0
+    row = np.repeat(np.arange(shape[1], dtype=np.int64), present.sum(axis=1))
+    x = _incidence(row, lookup[unpacked[present]], (shape[1], codes.size + 1))
+    hits = sparse.coo_array(x @ groups(IterationKind.RACE))
+    alone = np.array([i.kind is IterationKind.RACE and i.alone for i in its], dtype=np.bool_)
+    n_codes = np.bincount(row, minlength=shape[1])
+    keep = ~alone[hits.col] | (hits.data == n_codes[hits.row])
+    eth = sparse.coo_array(groups(IterationKind.ETHNICITY)[lookup[combos[ETH].to_numpy()]])
+    rows = np.concatenate([hits.row[keep], eth.row]).astype(np.int64)
+    cols = np.concatenate([hits.col[keep], eth.col]).astype(np.int64)
+    return _incidence(rows, cols, (shape[1], shape[0]))
 
 
 def expand_iterations(
@@ -163,41 +204,16 @@ def expand_iterations(
 
     ``combos`` needs the columns :data:`RACE_KEYS` (packed race codes) and ``QSPAN`` (the
     ethnicity code, integer). The result has those columns plus ``ITERATION_CODE`` (the
-    reference's iteration ``Enum``), one row per (combination, iteration it is in);
-    combinations in no iteration of the level produce no rows. Duplicate input rows are
-    collapsed first.
+    reference's iteration ``Enum``), one row per (combination, iteration it is in) — the
+    non-zero entries of :func:`iteration_matrix`; combinations in no iteration of the level
+    produce no rows. Duplicate input rows are collapsed first.
     """
-    its = reference.select(iteration_level, granularity)
-    alone = [i for i in its if i.kind is IterationKind.RACE and i.alone]
-    combo = [i for i in its if i.kind is IterationKind.RACE and not i.alone]
-    eth = [i for i in its if i.kind is IterationKind.ETHNICITY]
-    # collected once: the row index must be the same in every branch below
-    base = (
-        combos.lazy()
-        .select(*RACE_KEYS, pl.col(ETH).cast(pl.UInt16))
-        .unique()
-        .collect()
-        .with_row_index("_C")
-        .lazy()
+    base = combos.lazy().select(*RACE_KEYS, pl.col(ETH).cast(pl.UInt16)).unique().collect()
+    pairs = sparse.coo_array(iteration_matrix(base, reference, iteration_level, granularity))
+    codes = pl.Series([i.code for i in reference.select(iteration_level, granularity)])
+    return base[pairs.row].with_columns(
+        codes.gather(pairs.col).cast(reference.iteration_dtype).alias(ITERATION)
     )
-    long = _unpacked_long(base)
-    n_codes = long.group_by("_C").agg(pl.len().alias("_N"))
-    in_alone = (
-        long.join(_code_map(reference, alone), on="RACE_ETH_CODE")
-        .group_by("_C", ITERATION)
-        .agg(pl.len().alias("_K"))
-        .join(n_codes, on="_C")
-        .filter(pl.col("_K") == pl.col("_N"))
-        .select("_C", ITERATION)
-    )
-    in_combo = (
-        long.join(_code_map(reference, combo), on="RACE_ETH_CODE").select("_C", ITERATION).unique()
-    )
-    in_eth = base.join(_code_map(reference, eth), left_on=ETH, right_on="RACE_ETH_CODE").select(
-        "_C", ITERATION
-    )
-    pairs = pl.concat([in_alone, in_combo, in_eth])
-    return pairs.join(base, on="_C").select(*RACE_KEYS, ETH, ITERATION).collect()
 
 
 def iteration_table(
@@ -234,6 +250,7 @@ __all__ = [
     "ITERATION",
     "RACE_KEYS",
     "expand_iterations",
+    "iteration_matrix",
     "iteration_table",
     "iterations_of",
     "pack_race_codes",

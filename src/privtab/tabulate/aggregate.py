@@ -120,19 +120,21 @@ class _ComboIds:
         return batch.select(keys).join(seen, on=keys, how="left", maintain_order="left")[COMBO]
 
 
-_SHIFT_SEX = 1 << _AGE_BITS
-_SHIFT_COMBO = 1 << (_AGE_BITS + _SEX_BITS)
-_SHIFT_UNIT = 1 << (_AGE_BITS + _SEX_BITS + _COMBO_BITS)
+_SHIFT_AGE = 1 << _COMBO_BITS
+_SHIFT_SEX = 1 << (_COMBO_BITS + _AGE_BITS)
+_SHIFT_UNIT = 1 << (_COMBO_BITS + _AGE_BITS + _SEX_BITS)
 
 
 def _packed_key(combo: pl.Series) -> pl.Expr:
-    """UNIT (32 bits) | combination (24) | sex − 1 (1) | age (7) in one UInt64."""
+    """UNIT (32 bits) | sex − 1 (1) | age (7) | combination (24) in one UInt64: sorted keys
+    are cells sorted by unit, sex, age, then combination — the rows of the cell matrix
+    (:class:`privtab.tabulate.counts.CellMatrix`) in order."""
     u64 = pl.UInt64
     return (
         pl.col(UNIT).cast(u64) * _SHIFT_UNIT
-        + pl.lit(combo).cast(u64) * _SHIFT_COMBO
         + (pl.col("QSEX").cast(u64) - 1) * _SHIFT_SEX
-        + pl.col("QAGE").cast(u64)
+        + pl.col("QAGE").cast(u64) * _SHIFT_AGE
+        + pl.lit(combo).cast(u64)
     ).alias("K")
 
 
@@ -250,9 +252,9 @@ def _unpack(acc: pl.DataFrame) -> pl.DataFrame:
     k = pl.col("K")
     return acc.select(
         (k // _SHIFT_UNIT).cast(pl.UInt32).alias(UNIT),
-        ((k // _SHIFT_COMBO) % MAX_COMBOS).cast(pl.UInt32).alias(COMBO),
+        (k % MAX_COMBOS).cast(pl.UInt32).alias(COMBO),
         ((k // _SHIFT_SEX) % 2 + 1).cast(pl.UInt8).alias("QSEX"),
-        (k % _SHIFT_SEX).cast(pl.UInt8).alias("QAGE"),
+        ((k // _SHIFT_AGE) % (1 << _AGE_BITS)).cast(pl.UInt8).alias("QAGE"),
         "N",
     )
 

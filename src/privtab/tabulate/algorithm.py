@@ -30,11 +30,20 @@ import numpy as np
 import polars as pl
 from numpy.typing import NDArray
 
-from privtab.data.ages import STAT_LEVEL_BINS
+from privtab.data.ages import STAT_LEVEL_BINS, AgeBins
 from privtab.random import RandomSource
 from privtab.tabulate.plan import LevelPlan, StagePlan
 
-__all__ = ["TOTAL_ONLY", "CellTable", "ExactCounts", "NoiseDraw", "NoisyGroups", "run_algorithm"]
+__all__ = [
+    "SEX_AGES",
+    "TOTAL_ONLY",
+    "CellTable",
+    "ExactCounts",
+    "NoiseDraw",
+    "NoisyGroups",
+    "run_algorithm",
+    "sex_age",
+]
 
 TOTAL_ONLY = -1
 """Statistic level of TotalOnly groups (no stage 1)."""
@@ -68,9 +77,18 @@ class NoiseDraw:
         return exact + np.asarray(noise, dtype=np.int64).reshape(exact.shape)
 
 
+SEX_AGES = 256
+"""Sex × age index range: ``(sex − 1) · 128 + age`` (sex 1 or 2, age 0–115 < 128)."""
+
+
+def sex_age(sex: NDArray[np.integer], age: NDArray[np.integer]) -> NDArray[np.int64]:
+    """The sex × age index of every (sex, age) pair: ``(sex − 1) · 128 + age``."""
+    return (np.asarray(sex, dtype=np.int64) - 1) * (SEX_AGES // 2) + np.asarray(age, np.int64)
+
+
 @dataclass(frozen=True)
 class ExactCounts:
-    """Exact persons of a chunk's groups: per group, and per (group, sex, age) row.
+    """Exact persons of a chunk's groups: per group, and per non-zero (group, sex, age).
 
     Computed from confidential data; never published (only noisy counts derived from them
     through :class:`NoiseDraw` are)."""
@@ -78,22 +96,56 @@ class ExactCounts:
     total: NDArray[np.int64]
     """Persons per group ``G`` (dense over the chunk's domain)."""
     group: NDArray[np.int64]
-    sex: NDArray[np.int64]
-    age: NDArray[np.int64]
+    sex_age: NDArray[np.int64]
+    """:func:`sex_age` of every entry."""
     n: NDArray[np.int64]
+
+    @classmethod
+    def from_entries(
+        cls,
+        group: NDArray[np.int64],
+        sex_age: NDArray[np.int64],
+        n: NDArray[np.int64],
+        size: int,
+    ) -> ExactCounts:
+        """From the entries (group, sex × age, persons) of the ``size`` groups (an entry
+        per pair at most; groups without persons have none)."""
+        total = np.bincount(group, weights=n, minlength=size).astype(np.int64)
+        return cls(total=total, group=group, sex_age=sex_age, n=n)
 
     @classmethod
     def from_frame(cls, fine: pl.DataFrame, size: int) -> ExactCounts:
         """From rows ``G``, ``QSEX``, ``QAGE``, ``N`` (groups without persons have no row)."""
-        g = fine["G"].to_numpy().astype(np.int64)
-        n = fine["N"].to_numpy().astype(np.int64)
-        return cls(
-            total=np.bincount(g, weights=n, minlength=size).astype(np.int64),
-            group=g,
-            sex=fine["QSEX"].to_numpy().astype(np.int64),
-            age=fine["QAGE"].to_numpy().astype(np.int64),
-            n=n,
+        return cls.from_entries(
+            fine["G"].to_numpy().astype(np.int64),
+            sex_age(fine["QSEX"].to_numpy(), fine["QAGE"].to_numpy()),
+            fine["N"].to_numpy().astype(np.int64),
+            size,
         )
+
+    def cells(self, groups: NDArray[np.int64], bins: AgeBins) -> NDArray[np.int64]:
+        """The exact Sex × ``bins`` cells of ``groups``: ``groups × (2 · bins)``, sex-major
+        — the entries of these groups times the sex × age → (sex, age bin) incidence
+        (a scatter-add over the entries)."""
+        n_cells = 2 * bins.n_bins
+        pos = np.full(self.total.size, -1, dtype=np.int64)
+        pos[groups] = np.arange(groups.size)
+        p = pos[self.group]
+        keep = p >= 0
+        flat = p[keep] * n_cells + _bin_columns(bins)[self.sex_age[keep]]
+        out = np.bincount(flat, weights=self.n[keep], minlength=groups.size * n_cells)
+        return out.astype(np.int64).reshape(groups.size, n_cells)
+
+
+def _bin_columns(bins: AgeBins) -> NDArray[np.int64]:
+    """Sex × age index → the (sex, age bin) column ``(sex − 1) · bins + bin``; −1 for ages
+    outside the bins (none in validated data)."""
+    lookup = np.asarray(bins.lookup(), dtype=np.int64)
+    out = np.full(SEX_AGES, -1, dtype=np.int64)
+    half = SEX_AGES // 2
+    for sex in (0, 1):
+        out[sex * half : sex * half + lookup.size] = sex * bins.n_bins + lookup
+    return out
 
 
 @dataclass(frozen=True)
@@ -202,15 +254,7 @@ def _cell_table(
     """Exact and noisy Sex × Age cells of ``groups`` at statistic level ``k``."""
     bins = STAT_LEVEL_BINS[k]
     assert bins is not None
-    n_cells = 2 * bins.n_bins
-    pos = np.full(exact.total.size, -1, dtype=np.int64)
-    pos[groups] = np.arange(groups.size)
-    p = pos[exact.group]
-    keep = p >= 0
-    age_bin = bins.lookup()[exact.age[keep]].astype(np.int64)
-    flat = p[keep] * n_cells + (exact.sex[keep] - 1) * bins.n_bins + age_bin
-    cells = np.bincount(flat, weights=exact.n[keep], minlength=groups.size * n_cells)
-    cells = cells.astype(np.int64)
+    cells = exact.cells(groups, bins).reshape(-1)
     noisy = draw(plan.stage2, cells)
     if nonnegative:
         np.maximum(noisy, 0, out=noisy)

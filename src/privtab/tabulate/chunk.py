@@ -9,7 +9,6 @@ the chunk's tallies, and — only when asked, for tests — the non-private eval
 from __future__ import annotations
 
 import numpy as np
-import polars as pl
 
 from privtab.random import RandomSource
 from privtab.tabulate.algorithm import TOTAL_ONLY, ExactCounts, NoiseDraw, run_algorithm
@@ -25,7 +24,7 @@ __all__ = ["tabulate_groups"]
 def tabulate_groups(
     plan: LevelPlan,
     dom: Domain,
-    fine: pl.DataFrame,
+    exact: ExactCounts,
     *,
     source: RandomSource | None,
     noise: bool = True,
@@ -33,15 +32,14 @@ def tabulate_groups(
     nonnegative: bool = False,
 ) -> ChunkResult:
     """SafeTab seed Algorithms 1–3 for the groups of ``dom`` (a level or a slice of its
-    regions), whose exact counts per (group, sex, age) are ``fine`` (rows ``G``, ``QSEX``,
-    ``QAGE``, ``N``).
+    regions), whose exact counts are ``exact`` (per group and per (group, sex, age); ``G``
+    indexes ``dom`` region-major from 0).
 
     ``source`` must be secure for a publishable release (the run checks); ``noise=False``
     is for tests only (exact counts, not private). ``evaluate`` compares the released counts
     with the truth — a non-private diagnostic, never written to a release. ``nonnegative``
     clamps published counts at 0 (post-processing).
     """
-    exact = ExactCounts.from_frame(fine, dom.size)
     total_only = np.tile(dom.total_only, len(dom.regions))
     out = run_algorithm(plan, total_only, exact, NoiseDraw(source, noise), nonnegative=nonnegative)
     t1, t2 = t1_frame(plan, dom, out), t2_frame(plan, dom, out)

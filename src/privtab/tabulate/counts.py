@@ -1,25 +1,113 @@
-"""Exact counts of a level's groups from the aggregated cells (the Polars joins).
+"""Exact counts of a level's groups by sparse algebra: products of incidence matrices.
 
-Cells (persons per geo unit × race-code combination × sex × age, from
-:mod:`privtab.tabulate.aggregate`) → regions of the level (an array lookup from the GRF-C)
-→ iterations of the level (a join with the expansion of the *distinct* code combinations,
-:func:`privtab.data.expand_iterations`) → persons per (group, sex, age). Exact counts; no
-privacy cost by themselves (only noisy outputs are published).
+The aggregated cells (persons per geo unit × code combination × sex × age,
+:mod:`privtab.tabulate.aggregate`) become a level's exact counts through three incidence
+matrices (SafeTab seed §2; DESIGN.md §3):
+
+* the **cell matrix** ``X`` (:class:`CellMatrix`, built once per run): rows are the
+  non-empty (geo unit, sex, age) pairs, columns the code combinations, entries persons —
+  the cell table read as a CSR matrix (the aggregation emits the cells in its row order:
+  nothing is sorted);
+* the **region incidence** ``S`` (:func:`region_incidence`, one per geography and chunk):
+  (region, sex, age) × rows of ``X``, a 1 where the row's unit lies in the region — so
+  ``M = S X`` holds persons per (region, sex, age) × combination;
+* the **iteration incidence** ``B`` (:func:`privtab.data.iteration_matrix`, built once per
+  iteration level and granularity from the reference files): combination × iteration.
+
+``F = (S X) B`` holds persons per ((region, sex, age), iteration): its non-zero entries are
+the exact (group, sex, age) counts of the level (:func:`exact_counts`). Two sparse
+products, whose work grows with the cells times the iterations per combination; no
+(cell, iteration) pair is materialised, nothing is hashed or sorted. The last incidence,
+sex × age → the age bins of a statistic level, is applied by
+:meth:`privtab.tabulate.algorithm.ExactCounts.cells`. Exact counts have no privacy cost by
+themselves: only noisy outputs derived from them are published.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import polars as pl
 from numpy.typing import NDArray
+from scipy import sparse
 
-from privtab.data import Geography, GeoLevel, ReferenceData
+from privtab.data import Geography, GeoLevel
 from privtab.data.geography import UNIT
-from privtab.data.membership import RACE_KEYS, expand_iterations
 from privtab.tabulate.aggregate import COMBO, Cells
+from privtab.tabulate.algorithm import SEX_AGES, ExactCounts, sex_age
 from privtab.tabulate.domain import Domain
 
-__all__ = ["combo_iterations", "true_counts", "unit_regions"]
+__all__ = ["CellMatrix", "exact_counts", "region_incidence", "unit_regions"]
+
+
+def _csr(
+    data: NDArray[np.generic],
+    indices: NDArray[np.integer],
+    indptr: NDArray[np.integer],
+    shape: tuple[int, int],
+) -> sparse.csr_array:
+    """A CSR matrix over these arrays, without copying them when their index type fits."""
+    wide = max(int(indptr[-1]) if indptr.size else 0, *shape) >= np.iinfo(np.int32).max
+    idx = np.int64 if wide else np.int32
+    return sparse.csr_array(
+        (data, indices.astype(idx, copy=False), indptr.astype(idx, copy=False)),
+        shape=shape,
+        copy=False,
+    )
+
+
+@dataclass(frozen=True)
+class CellMatrix:
+    """The cell table as a sparse matrix: (geo unit, sex, age) rows × code combinations.
+
+    ``matrix[k, c]`` is the number of persons of combination ``c`` with the unit and sex ×
+    age of row ``k``; rows are sorted by unit (then sex × age), one per non-empty pair.
+    Computed from confidential data; never published.
+    """
+
+    matrix: sparse.csr_array
+    unit: NDArray[np.int64]
+    """Geo unit of every row (non-decreasing)."""
+    sex_age: NDArray[np.int64]
+    """Sex × age index of every row (:func:`privtab.tabulate.algorithm.sex_age`)."""
+
+    @classmethod
+    def from_cells(cls, cells: Cells) -> CellMatrix:
+        """From a cell table (sorted first unless already by unit, sex, age)."""
+        frame = cells.cells
+        key = (frame[UNIT].cast(pl.Int64) * SEX_AGES).to_numpy() + sex_age(
+            frame["QSEX"].to_numpy(), frame["QAGE"].to_numpy()
+        )
+        if key.size and bool(np.any(key[1:] < key[:-1])):
+            frame = frame.sort(UNIT, "QSEX", "QAGE", COMBO)
+            return cls.from_cells(Cells(frame, cells.combos, cells.persons))
+        starts = np.flatnonzero(np.r_[True, key[1:] != key[:-1]]) if key.size else key
+        rows = key[starts]
+        indptr = np.r_[starts, key.size]
+        data = frame["N"].to_numpy()
+        matrix = _csr(data, frame[COMBO].to_numpy(), indptr, (rows.size, cells.combos.height))
+        return cls(matrix, rows // SEX_AGES, rows % SEX_AGES)
+
+    @property
+    def cells(self) -> int:
+        return int(self.matrix.nnz)
+
+    def rows_of_units(self, first: int, last: int) -> tuple[int, int]:
+        """The rows ``[a, b)`` of the units ``first ≤ unit ≤ last``."""
+        a, b = np.searchsorted(self.unit, [first, last + 1])
+        return int(a), int(b)
+
+    def cells_in(self, rows: tuple[int, int]) -> int:
+        """The cells (non-zero entries) of the rows ``[a, b)``."""
+        return int(self.matrix.indptr[rows[1]] - self.matrix.indptr[rows[0]])
+
+    def rows(self, rows: tuple[int, int]) -> sparse.csr_array:
+        """The rows ``[a, b)`` as a matrix sharing this one's arrays (no copy)."""
+        a, b = rows
+        m = self.matrix
+        p0, p1 = int(m.indptr[a]), int(m.indptr[b])
+        return _csr(m.data[p0:p1], m.indices[p0:p1], m.indptr[a : b + 1] - p0, (b - a, m.shape[1]))
 
 
 def unit_regions(geography: Geography, geo: GeoLevel) -> NDArray[np.int64]:
@@ -32,80 +120,40 @@ def unit_regions(geography: Geography, geo: GeoLevel) -> NDArray[np.int64]:
     return out
 
 
-def combo_iterations(
-    cells: Cells, dom: Domain, reference: ReferenceData, level: int
-) -> pl.DataFrame:
-    """``COMBO`` → ``_I`` (iteration index in ``dom.codes``) for every combination and
-    every iteration of the level it belongs to (:func:`privtab.data.expand_iterations`)."""
-    expansion = expand_iterations(cells.combos, reference, level, dom.geo.granularity)
-    index = {c: i for i, c in enumerate(dom.codes)}
-    return (
-        expansion.join(cells.combos, on=[*RACE_KEYS, "QSPAN"], how="inner")
-        .select(
-            COMBO,
-            pl.col("ITERATION_CODE")
-            .cast(pl.String)
-            .replace_strict(index, default=None, return_dtype=pl.Int64)
-            .alias("_I"),
-        )
-        .drop_nulls()
-    )
+def region_incidence(
+    cm: CellMatrix, rows: tuple[int, int], unit_region: NDArray[np.int64], dom: Domain
+) -> sparse.csr_array:
+    """``S``: (region of ``dom``, sex, age) × the rows ``[a, b)`` of ``cm``; a 1 where the
+    row's unit lies in the region (``unit_region``: :func:`unit_regions` of the level;
+    regions outside the slice ``dom`` have no row)."""
+    a, b = rows
+    units = cm.unit[a:b]
+    region = np.full(units.size, -1, dtype=np.int64)
+    known = units < unit_region.size
+    region[known] = unit_region[units[known]] - dom.first_region
+    inside = (region >= 0) & (region < len(dom.regions))
+    label = region[inside] * SEX_AGES + cm.sex_age[a:b][inside]
+    # one entry per column (row of X) inside the slice: a CSC matrix straight from the labels
+    indptr = np.r_[0, np.cumsum(inside)]
+    shape = (len(dom.regions) * SEX_AGES, b - a)
+    csc = sparse.csc_array((np.ones(label.size, dtype=np.int64), label, indptr), shape=shape)
+    return sparse.csr_array(csc)
 
 
-def true_counts(
-    cells: Cells,
+def exact_counts(
+    cm: CellMatrix,
+    rows: tuple[int, int],
+    unit_region: NDArray[np.int64],
+    iterations: sparse.csr_array,
     dom: Domain,
-    geography: Geography,
-    combo_it: pl.DataFrame,
-) -> pl.DataFrame:
-    """Exact person counts per (``G``, ``QSEX``, ``QAGE``) of the groups of ``dom``
-    (``G`` indexes ``dom`` region-major from 0). Groups with no persons have no rows.
-    ``combo_it`` is :func:`combo_iterations` of the level."""
+) -> ExactCounts:
+    """Exact persons per (group, sex, age) of the groups of ``dom`` (``G`` indexes ``dom``
+    region-major from 0) from the rows ``[a, b)`` of ``cm`` — every row whose unit is in a
+    region of ``dom`` must be among them — and the level's iteration incidence
+    ``iterations`` (combinations × ``dom.codes``): ``F = (S X) B`` (module docstring)."""
     n_it = len(dom.codes)
-    empty = pl.DataFrame(schema={"G": pl.Int64, "QSEX": pl.UInt8, "QAGE": pl.UInt8, "N": pl.Int64})
-    if cells.cells.height == 0 or n_it == 0 or not dom.regions:
-        return empty
-    # int32 region per cell, then only the cells inside the slice: a few bytes per cell
-    # of transient memory (levels like AIANNH see every cell of the nation)
-    unit_region = unit_regions(geography, dom.geo).astype(np.int32)
-    units = cells.cells[UNIT].to_numpy()
-    if int(units.max()) >= len(unit_region):
-        unit_region = np.concatenate(
-            [unit_region, np.full(int(units.max()) + 1 - len(unit_region), -1, np.int32)]
-        )
-    region = unit_region[units]
-    region -= np.int32(dom.first_region)
-    keep = (region >= 0) & (region < len(dom.regions))
-    if not keep.any():
-        return empty
-    sel: slice | NDArray[np.intp] = slice(None) if keep.all() else np.flatnonzero(keep)
-    del keep
-    # one UInt64 key per (region, combination, sex, age): single-key group-bys are fast
-    key = region[sel].astype(np.uint64) << np.uint64(32)
-    del region
-    key |= cells.cells[COMBO].to_numpy()[sel].astype(np.uint64) << np.uint64(8)
-    key |= (cells.cells["QSEX"].to_numpy()[sel].astype(np.uint64) - np.uint64(1)) << np.uint64(7)
-    key |= cells.cells["QAGE"].to_numpy()[sel].astype(np.uint64)
-    counts = cells.cells["N"].to_numpy()[sel]
-    by_region = (
-        pl.DataFrame({"K": key, "N": counts})
-        .group_by("K")
-        .agg(pl.col("N").sum().cast(pl.Int64))
-        .with_columns(
-            (pl.col("K") // (1 << 32)).cast(pl.Int64).alias("_R"),
-            ((pl.col("K") // 256) % (1 << 24)).cast(pl.UInt32).alias(COMBO),
-            (pl.col("K") % 256).cast(pl.UInt16).alias("_SA"),
-        )
-    )
-    fine = (
-        by_region.join(combo_it, on=COMBO, how="inner")
-        .select(((pl.col("_R") * n_it + pl.col("_I")) * 256 + pl.col("_SA")).alias("K2"), "N")
-        .group_by("K2")
-        .agg(pl.col("N").sum())
-    )
-    return fine.select(
-        (pl.col("K2") // 256).cast(pl.Int64).alias("G"),
-        ((pl.col("K2") // 128) % 2 + 1).cast(pl.UInt8).alias("QSEX"),
-        (pl.col("K2") % 128).cast(pl.UInt8).alias("QAGE"),
-        "N",
-    )
+    by_region = region_incidence(cm, rows, unit_region, dom) @ cm.rows(rows)
+    f = sparse.coo_array(by_region @ iterations)
+    row = f.row.astype(np.int64)
+    group = (row // SEX_AGES) * n_it + f.col
+    return ExactCounts.from_entries(group, row % SEX_AGES, f.data.astype(np.int64), dom.size)

@@ -20,7 +20,7 @@ from privtab.data import Geography, GeoLevel, ReferenceData
 from privtab.data.levels import Granularity
 from privtab.tabulate.plan import LevelPlan
 
-__all__ = ["BY_STATE", "NESTED_IN_STATE", "Domain", "level_domain", "state_chunks"]
+__all__ = ["NESTED_IN_STATE", "Domain", "level_domain", "state_chunks"]
 
 NESTED_IN_STATE = frozenset(
     {
@@ -36,8 +36,6 @@ NESTED_IN_STATE = frozenset(
 )
 """Geography levels whose region ids start with the state's FIPS code (tabulated in chunks
 of whole states; USA and AIANNH areas, which may cross states, in one piece)."""
-BY_STATE = frozenset({GeoLevel.USA, GeoLevel.STATE, GeoLevel.PR_STATE})
-"""Geography levels whose region of a unit depends only on the unit's state."""
 
 
 @dataclass(frozen=True)

@@ -1,12 +1,20 @@
-"""The embedded engine: Polars and numpy in one process.
+"""The embedded engine: Polars, numpy and scipy.sparse in one process.
 
 One streaming pass over the person file into a cell table (persons per geo unit × code
-combination × sex × age, :mod:`privtab.tabulate.aggregate`); per level, the public domain is
-processed in chunks of whole states for geographies nested in states (county, tract,
-place), so memory per chunk is bounded by the largest state's slice of the domain and the
-cell table, not by the number of persons. Exact counts come from
-:mod:`privtab.tabulate.counts`; each chunk is tabulated by
-:func:`privtab.tabulate.chunk.tabulate_groups` (SafeTab seed Algorithms 1–3).
+combination × sex × age, :mod:`privtab.tabulate.aggregate`), read as a sparse matrix
+(:class:`~privtab.tabulate.counts.CellMatrix`); per level, the exact counts are products
+of sparse incidence matrices (:mod:`privtab.tabulate.counts`) and each chunk is tabulated
+by :func:`privtab.tabulate.chunk.tabulate_groups` (SafeTab seed Algorithms 1–3). The
+public domain of a level nested in states (county, tract, place) is processed in chunks of
+whole states, so memory per chunk is bounded by the largest state's slice of the domain
+and its cells, not by the number of persons.
+
+(COUNTY, ·) used to take 1.7–3.4 s longer than (TRACT, ·) at 10⁷ persons although their
+domains are the same size: COUNTY is the first geography of its granularity, so it paid
+for the memoised combination → iteration expansion (then polars joins) that TRACT reused,
+and, as the first level with ≈ 7 M groups, for first-touch page faults of its buffers. The
+iteration incidence now costs ≈ 0.1–0.2 s once, and measured in CPU seconds (10⁶ persons,
+levels run in both orders) the two levels are equal: COUNTY 2 3.7/3.4 s, TRACT 2 4.1/3.3 s.
 """
 
 from __future__ import annotations
@@ -15,14 +23,17 @@ from collections.abc import Callable, Iterator
 
 import numpy as np
 import polars as pl
+from numpy.typing import NDArray
+from scipy import sparse
 
 from privtab.data import GeoLevel, SafeTabInputs
 from privtab.data.geography import UNIT
+from privtab.data.membership import iteration_matrix
 from privtab.random import RandomSource
-from privtab.tabulate.aggregate import Cells, aggregate_persons
+from privtab.tabulate.aggregate import aggregate_persons
 from privtab.tabulate.chunk import tabulate_groups
-from privtab.tabulate.counts import combo_iterations, true_counts, unit_regions
-from privtab.tabulate.domain import BY_STATE, NESTED_IN_STATE, level_domain, state_chunks
+from privtab.tabulate.counts import CellMatrix, exact_counts, unit_regions
+from privtab.tabulate.domain import NESTED_IN_STATE, Domain, level_domain, state_chunks
 from privtab.tabulate.plan import LevelPlan
 from privtab.tabulate.results import ChunkResult
 
@@ -32,8 +43,8 @@ Say = Callable[[str], None]
 
 DEFAULT_CHUNK_GROUPS = 1 << 23
 DEFAULT_CHUNK_CELLS = 1 << 25
-"""A chunk holds at most this many cells (≈ 33.5 M) unless one state has more: the joins
-of a chunk take tens of bytes per cell, so this bounds a level's memory at national scale."""
+"""A chunk holds at most this many cells (≈ 33.5 M) unless one state has more: bounds the
+sparse products of a chunk (tens of bytes per cell) at national scale."""
 
 
 class PolarsEngine:
@@ -48,11 +59,12 @@ class PolarsEngine:
     ) -> None:
         self.max_chunk_groups = max_chunk_groups
         self.max_chunk_cells = max_chunk_cells
-        self.cells: Cells | None = None
+        self.matrix: CellMatrix | None = None
         self.inputs: SafeTabInputs | None = None
-        self._unit_state: np.ndarray | None = None
-        self._by_state: Cells | None = None
-        self._combo_it: dict[tuple[object, ...], pl.DataFrame] = {}
+        self.combos = pl.DataFrame()
+        self._state_units: dict[str, tuple[int, int]] = {}
+        self._iterations: dict[tuple[object, ...], sparse.csr_array] = {}
+        self._regions: dict[GeoLevel, NDArray[np.int64]] = {}
 
     def prepare(self, inputs: SafeTabInputs, say: Say) -> int:
         say(f"validating and aggregating {inputs.persons_path}")
@@ -64,74 +76,55 @@ class PolarsEngine:
                 say(f"  {rows:,} persons read ({rows / max(seconds, 1e-9) / 1e6:.2f} M/s)")
 
         cells = aggregate_persons(inputs, progress=progress)
-        frame = cells.cells if cells.cells[UNIT].is_sorted() else cells.cells.sort(UNIT)
-        self.cells = Cells(frame, cells.combos, cells.persons)
+        self.matrix = CellMatrix.from_cells(cells)
+        self.combos = cells.combos
         self.inputs = inputs
-        units = inputs.geography.units.sort(UNIT)
-        self._units = units[UNIT].to_numpy()
-        self._unit_state = units["TABBLKST"].to_numpy()
+        # a state's units are one contiguous UNIT range (units are sorted by state first)
+        spans = inputs.geography.units.group_by("TABBLKST").agg(
+            pl.col(UNIT).min().alias("first"), pl.col(UNIT).max().alias("last")
+        )
+        self._state_units = {
+            str(st): (int(a), int(b))
+            for st, a, b in zip(spans["TABBLKST"], spans["first"], spans["last"], strict=True)
+        }
         say(f"{cells.persons:,} persons in {cells.cells.height:,} cells")
         return cells.persons
 
-    def _state_rep_units(self) -> np.ndarray:
-        """For every UNIT (sorted ids), the first UNIT of its state."""
-        assert self._unit_state is not None
-        first = np.r_[True, self._unit_state[1:] != self._unit_state[:-1]]
-        rep = np.where(first, self._units, 0)
-        return np.maximum.accumulate(rep)
+    def _rows_of(self, states: list[str]) -> tuple[int, int]:
+        """The rows of the cell matrix whose units lie between the first unit of the first
+        of ``states`` and the last unit of the last (the chunk's states are consecutive)."""
+        assert self.matrix is not None
+        spans = [self._state_units[s] for s in states if s in self._state_units]
+        if not spans:
+            return (0, 0)
+        return self.matrix.rows_of_units(min(a for a, _ in spans), max(b for _, b in spans))
 
-    def _coarse_by_state(self, geo: GeoLevel) -> Cells | None:
-        """The cells summed over the units of each state (kept on the state's first unit),
-        if ``geo``'s region of a unit depends only on its state (USA, STATE, PR-STATE);
-        ``None`` otherwise. Levels of such geographies then group ~52 × combinations ×
-        sex × age rows instead of every cell."""
-        assert self.cells is not None
+    def _chunks(self, dom: Domain) -> list[tuple[Domain, tuple[int, int]]]:
+        """The chunks of ``dom`` (whole states for levels nested in states) and their rows."""
+        assert self.matrix is not None
+        every = (0, self.matrix.unit.size)
+        if dom.geo not in NESTED_IN_STATE:
+            return [(dom, every)]
+        per_state = {s: self.matrix.cells_in(self._rows_of([s])) for s in self._state_units}
+        cuts = state_chunks(dom, self.max_chunk_groups, per_state, self.max_chunk_cells)
+        return [(dom.slice(lo, hi), self._rows_of(states)) for lo, hi, states in cuts]
+
+    def _iteration_matrix(self, plan: LevelPlan, dom: Domain) -> sparse.csr_array:
+        """Combination × iteration incidence; the same for every geography of a
+        granularity: built once per iteration level and granularity."""
         assert self.inputs is not None
-        if geo not in BY_STATE:
-            return None
-        region = unit_regions(self.inputs.geography, geo)[self._units]
-        rep = self._state_rep_units()
-        if not np.array_equal(region, region[np.searchsorted(self._units, rep)]):
-            return None  # pragma: no cover - a region crossing states (not in Census geography)
-        if self._by_state is None:
-            # state by state (a contiguous slice of the unit-sorted cells): bounded memory
-            col = self.cells.cells[UNIT].to_numpy()
-            parts = []
-            for first in np.unique(rep):
-                last = self._units[rep == first].max()
-                lo, hi = np.searchsorted(col, [first, last + 1])
-                if hi > lo:
-                    parts.append(
-                        _sum_on_unit(self.cells.cells.slice(int(lo), int(hi - lo)), int(first))
-                    )
-            frame = pl.concat(parts) if parts else self.cells.cells.clear()
-            self._by_state = Cells(frame, self.cells.combos, self.cells.persons)
-        return self._by_state
+        memo = (plan.iteration_level, dom.geo.granularity, dom.codes)
+        if memo not in self._iterations:
+            self._iterations[memo] = iteration_matrix(
+                self.combos, self.inputs.reference, plan.iteration_level, dom.geo.granularity
+            )
+        return self._iterations[memo]
 
-    def _cells_per_state(self, table: Cells) -> dict[str, int]:
-        """Rows of ``table`` (sorted by UNIT) per state: a state's units are contiguous."""
-        assert self._unit_state is not None
-        col = table.cells[UNIT].to_numpy()
-        out = {}
-        for st in np.unique(self._unit_state):
-            u = self._units[self._unit_state == st]
-            a, b = np.searchsorted(col, [u.min(), u.max() + 1])
-            out[str(st)] = int(b - a)
-        return out
-
-    def _cells_of(self, states: list[str], table: Cells) -> Cells:
-        assert self._unit_state is not None
-        col = table.cells[UNIT].to_numpy()
-        parts = []
-        # a state's units are one contiguous UNIT range (units are sorted by state first)
-        for st in states:
-            u = self._units[self._unit_state == st]
-            if u.size == 0:
-                continue
-            a, b = np.searchsorted(col, [u.min(), u.max() + 1])
-            parts.append(table.cells.slice(int(a), int(b - a)))
-        frame = pl.concat(parts) if parts else table.cells.clear()
-        return Cells(frame, table.combos, int(frame["N"].sum() or 0))
+    def _unit_regions(self, geo: GeoLevel) -> NDArray[np.int64]:
+        assert self.inputs is not None
+        if geo not in self._regions:
+            self._regions[geo] = unit_regions(self.inputs.geography, geo)
+        return self._regions[geo]
 
     def tabulate(
         self,
@@ -142,30 +135,17 @@ class PolarsEngine:
         evaluate: bool,
         nonnegative: bool,
     ) -> Iterator[ChunkResult]:
-        assert self.cells is not None, "call prepare() first"
+        assert self.matrix is not None, "call prepare() first"
         assert self.inputs is not None
-        ref, geo = self.inputs.reference, self.inputs.geography
-        dom = level_domain(plan, geo, ref)
-        # the same for every geography of a granularity: computed once per iteration level
-        memo = (plan.iteration_level, dom.geo.granularity, dom.codes)
-        combo_it = self._combo_it.get(memo)
-        if combo_it is None:
-            combo_it = combo_iterations(self.cells, dom, ref, plan.iteration_level)
-            self._combo_it[memo] = combo_it
-        table = self._coarse_by_state(dom.geo) or self.cells
-        if dom.geo in NESTED_IN_STATE:
-            per_state = self._cells_per_state(table)
-            chunks = state_chunks(dom, self.max_chunk_groups, per_state, self.max_chunk_cells)
-        else:
-            chunks = [(0, len(dom.regions), [])]
-        for lo, hi, states in chunks:
-            part = dom.slice(lo, hi)
-            cells = self._cells_of(states, table) if states else table
-            fine = true_counts(cells, part, geo, combo_it)
+        dom = level_domain(plan, self.inputs.geography, self.inputs.reference)
+        iterations = self._iteration_matrix(plan, dom)
+        unit_region = self._unit_regions(dom.geo)
+        for part, rows in self._chunks(dom):
+            exact = exact_counts(self.matrix, rows, unit_region, iterations, part)
             yield tabulate_groups(
                 plan,
                 part,
-                fine,
+                exact,
                 source=source,
                 noise=noise,
                 evaluate=evaluate,
@@ -173,16 +153,6 @@ class PolarsEngine:
             )
 
     def close(self) -> None:
-        self.cells = None
-        self._by_state = None
-        self._combo_it.clear()
-
-
-def _sum_on_unit(cells: pl.DataFrame, unit: int) -> pl.DataFrame:
-    """``cells`` summed over units per (combination, sex, age), all put on ``unit``."""
-    return (
-        cells.group_by("C", "QSEX", "QAGE")
-        .agg(pl.col("N").sum().cast(pl.UInt32))
-        .sort("C", "QSEX", "QAGE")
-        .select(pl.lit(unit, dtype=pl.UInt32).alias(UNIT), "C", "QSEX", "QAGE", "N")
-    )
+        self.matrix = None
+        self._iterations.clear()
+        self._regions.clear()

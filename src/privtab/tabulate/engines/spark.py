@@ -24,7 +24,7 @@ aggregated and joined to population groups:
    be able to read the file).
 2. **Per level** (:meth:`SparkEngine.tabulate`): cells → regions (broadcast join with the
    unit → region table of the level, from the GRF-C) → iterations (broadcast join with the
-   expansion of the *distinct* code combinations, :func:`privtab.data.expand_iterations`,
+   expansion of the *distinct* code combinations, :func:`privtab.data.iteration_matrix`,
    computed on the driver) → exact counts per (group, sex, age). The public domain
    (regions × iterations, region-major) is cut into chunks of whole regions; one marker row
    per chunk guarantees that every chunk — empty groups included — reaches an executor,
@@ -58,19 +58,21 @@ from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import polars as pl
+from scipy import sparse
 
 from privtab.data import SafeTabInputs
 from privtab.data.ages import MAX_AGE
 from privtab.data.errors import ProblemLog
 from privtab.data.geography import UNIT
-from privtab.data.membership import RACE_KEYS
+from privtab.data.membership import RACE_KEYS, iteration_matrix
 from privtab.data.persons import code_strings, scan_persons, validate_persons
 from privtab.data.spec import FIELDS, PERSON_COLUMNS, RACE_COLUMNS, bad_row_sql, person_spec
 from privtab.random import RandomSource, SecureSource, SeededSource
-from privtab.tabulate.aggregate import COMBO, Cells
+from privtab.tabulate.aggregate import COMBO
+from privtab.tabulate.algorithm import ExactCounts
 from privtab.tabulate.chunk import tabulate_groups
-from privtab.tabulate.counts import combo_iterations
 from privtab.tabulate.domain import Domain, level_domain
 from privtab.tabulate.plan import LevelPlan
 from privtab.tabulate.results import ChunkResult, Tallies
@@ -315,10 +317,14 @@ class SparkEngine:
         assert self.combos is not None
         memo = (plan.iteration_level, dom.geo.granularity, dom.codes)
         if memo not in self._combo_its:
-            combo_it = combo_iterations(
-                Cells(pl.DataFrame(), self.combos, 0), dom, self.inputs.reference,
-                plan.iteration_level,
-            )  # fmt: skip
+            incidence = sparse.coo_array(
+                iteration_matrix(
+                    self.combos, self.inputs.reference, plan.iteration_level, dom.geo.granularity
+                )
+            )
+            combo_it = pl.DataFrame(
+                {COMBO: incidence.row.astype(np.int64), "_I": incidence.col.astype(np.int64)}
+            )
             ci_df = _to_spark(self.spark, combo_it.select(pl.col(COMBO).cast(pl.Int64), "_I"))
             self._combo_its[memo] = (combo_it, ci_df)
         return self._combo_its[memo]
@@ -418,10 +424,11 @@ def _chunk_task(shared: Any) -> Callable[[Iterator[Any]], Iterator[Any]]:
                 pl.col("QAGE").cast(pl.UInt8),
                 pl.col("N").cast(pl.Int64),
             )
+            part_dom = dom.slice(lo, hi)
             res = tabulate_groups(
                 plan,
-                dom.slice(lo, hi),
-                fine,
+                part_dom,
+                ExactCounts.from_frame(fine, part_dom.size),
                 source=src,
                 noise=noise,
                 evaluate=evaluate,

@@ -1,0 +1,202 @@
+"""The release against its physical floor (issue 20): one run, one file, two programs.
+
+Run: ``privtab bench floor --persons 1e7 [--data DIR] [--keep]``. On one synthetic person
+file (``privtab synth --seed 7 --format parquet`` into ``DATA/synth-N`` unless present):
+
+* the **floor** — plain polars, nothing of privtab: a typed read of the person file (the
+  age, sex, geography, race and ethnicity columns cast to integers) and a group-by to the
+  cell key (block, the eight race codes, ethnicity, sex, age), counting persons. It is a
+  lower bound of any release: every release reads the file and counts persons per cell;
+* the **release** — ``privtab safetab run`` of the production config: validation, all 19
+  levels, Parquet output, report on (its ledger in the work directory, not the user's).
+
+Each runs in its own process under ``/usr/bin/time -v`` (wall time, user + system CPU,
+peak RSS); the floor runs before *and* after the release, and the smaller of the two is the
+floor (the machine is shared: load drifts during a run). The result prints both ratios:
+wall-clock (what a user waits) and CPU seconds (what the machine spends — less sensitive to
+other jobs on a shared machine).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from privtab.bench._common import (
+    Table,
+    load_average,
+    machine,
+    privtab_exe,
+    table,
+    time_v,
+    time_v_rss_mb,
+    time_v_wall,
+)
+
+#: what the benchmark measures, for docs/benchmarks.md
+ABOUT = """\
+One synthetic person file (Parquet, `privtab synth --seed 7`), two programs, each in its own
+process under `/usr/bin/time -v`: the *floor* — plain polars, a typed read of the person
+file and a group-by to the cell key (block, race codes, ethnicity, sex, age), counting
+persons — and the whole release (`privtab safetab run`, production config, 19 levels,
+Parquet output, report on). The floor runs before and after the release; the smaller is
+kept. Ratios of wall time and of CPU seconds (user + system) are both shown: on a shared
+machine the CPU ratio is the steadier one. Target: release ≤ 5 × the floor at 10⁷ persons.
+"""
+
+#: the cell key of the floor's group-by
+_KEY = (
+    "TABBLKST",
+    "TABBLKCOU",
+    "TABTRACTCE",
+    "TABBLK",
+    *(f"QRACE{i}" for i in range(1, 9)),
+    "QSPAN",
+    "QSEX",
+    "QAGE",
+)
+_TYPES = {
+    "TABBLKST": "UInt8",
+    "TABBLKCOU": "UInt16",
+    "TABTRACTCE": "UInt32",
+    "TABBLK": "UInt16",
+    "QSPAN": "UInt16",
+    "QSEX": "UInt8",
+    "QAGE": "UInt8",
+    **{f"QRACE{i}": "UInt16" for i in range(1, 9)},
+}
+
+
+def floor_pass(persons: Path) -> dict[str, int]:
+    """The floor: a typed polars read of ``persons`` (Parquet or ``|``-separated text)
+    and a group-by to the cell key. Returns the persons and cells it found."""
+    import polars as pl
+
+    path = str(persons)
+    if path.endswith(".parquet"):
+        lf = pl.scan_parquet(path)
+    else:
+        lf = pl.scan_csv(path, separator="|", infer_schema=False)
+    # race codes 2-8 are empty when absent: a non-strict cast turns them into nulls
+    typed = lf.select(
+        pl.col(c).cast(getattr(pl, t), strict=not c.startswith("QRACE")) for c, t in _TYPES.items()
+    )
+    cells = typed.group_by(_KEY).agg(pl.len().alias("N")).collect()
+    return {"persons": int(cells["N"].sum()), "cells": cells.height}
+
+
+def _cpu_seconds(stderr: str) -> float | None:
+    user = re.search(r"User time \(seconds\): ([\d.]+)", stderr)
+    system = re.search(r"System time \(seconds\): ([\d.]+)", stderr)
+    if user is None or system is None:
+        return None
+    return round(float(user.group(1)) + float(system.group(1)), 2)
+
+
+def _measured(cmd: list[str], log: Path) -> tuple[dict[str, Any], str]:
+    """Run ``cmd`` under ``/usr/bin/time -v``: its wall, CPU, peak RSS and load; stdout."""
+    load = load_average()
+    start = time.perf_counter()
+    proc = subprocess.run([*time_v(), *cmd], capture_output=True, text=True, check=False)
+    wall = time.perf_counter() - start
+    log.write_text(proc.stderr)
+    if proc.returncode != 0:
+        tail = proc.stderr.strip().splitlines()[-3:]
+        raise RuntimeError(f"{' '.join(cmd[:3])} failed ({proc.returncode}): {' '.join(tail)}")
+    return {
+        "wall_seconds": time_v_wall(proc.stderr) or round(wall, 2),
+        "cpu_seconds": _cpu_seconds(proc.stderr),
+        "peak_rss_mb": time_v_rss_mb(proc.stderr),
+        "load_average_before": load,
+    }, proc.stdout
+
+
+def _inputs(persons: int, root: Path, seed: int) -> Path:
+    """``root/synth-N`` (made with ``privtab synth`` unless it holds N persons already)."""
+    inputs = root / f"synth-{persons}"
+    meta = inputs / "synth.json"
+    if meta.exists() and json.loads(meta.read_text()).get("persons") == persons:
+        return inputs
+    cmd = [privtab_exe(), "synth", "--persons", str(persons), "--out", str(inputs)]
+    cmd += ["--seed", str(seed), "--format", "parquet", "--quiet", "--overwrite"]
+    subprocess.run(cmd, check=True)
+    return inputs
+
+
+def run(
+    persons: int = 10_000_000,
+    data: Path | None = None,
+    seed: int = 7,
+    work: Path | None = None,
+) -> dict[str, Any]:
+    """The floor twice around one release, on the same file; see the module docstring."""
+    if work is None:
+        raise ValueError("the floor benchmark needs a work directory")
+    work = Path(work)
+    inputs = _inputs(persons, Path(data) if data is not None else work, seed)
+    file = inputs / "person-records.parquet"
+    code = (
+        f"import json, pathlib; from {__name__} import floor_pass; "
+        f"print(json.dumps(floor_pass(pathlib.Path({str(file)!r}))))"
+    )
+    floor_cmd = [sys.executable, "-c", code]
+    floors = []
+    first, out = _measured(floor_cmd, work / "floor-before.stderr")
+    floors.append({**first, **json.loads(out)})
+    rel_cmd = [privtab_exe(), "safetab", "run", "--data", str(inputs), "--out"]
+    rel_cmd += [str(work / f"rel-{persons}"), "--overwrite", "--format", "parquet", "--json"]
+    rel_cmd += ["--ledger", str(work / "ledger.json")]  # not the user's ledger: synthetic data
+    release, out = _measured(rel_cmd, work / "release.stderr")
+    summary = json.loads(out)
+    second, out = _measured(floor_cmd, work / "floor-after.stderr")
+    floors.append({**second, **json.loads(out)})
+    best = min(floors, key=lambda f: f["wall_seconds"])
+    best_cpu = min(f["cpu_seconds"] or float("inf") for f in floors)
+    return {
+        "machine": machine(),
+        "persons": persons,
+        "floor_runs": floors,
+        "release": {
+            **release,
+            "command": " ".join(rel_cmd),
+            "seconds": summary.get("seconds", {}),
+        },
+        "floor_command": "python -c 'privtab.bench.floor.floor_pass(PERSON_FILE)'",
+        "ratio_wall": round(release["wall_seconds"] / best["wall_seconds"], 2),
+        "ratio_cpu": (
+            round(release["cpu_seconds"] / best_cpu, 2) if release["cpu_seconds"] else None
+        ),
+        "target_ratio": 5.0,
+    }
+
+
+def _row(what: str, m: dict[str, Any]) -> list[str]:
+    cpu = "—" if m.get("cpu_seconds") is None else f"{m['cpu_seconds']:,.1f} s"
+    rss = "—" if m.get("peak_rss_mb") is None else f"{m['peak_rss_mb'] / 1024:.2f} GiB"
+    load = " / ".join(f"{x:g}" for x in m.get("load_average_before") or [])
+    return [what, f"{m['wall_seconds']:,.1f} s", cpu, rss, load or "—"]
+
+
+def tables(res: dict[str, Any]) -> list[Table]:
+    """Floor runs, the release and the two ratios."""
+    rows = [_row(f"floor ({i})", f) for i, f in enumerate(res["floor_runs"], start=1)]
+    rows.append(_row("release (19 levels, Parquet, report)", res["release"]))
+    cols = ["program", "wall", "CPU (user + sys)", "peak RSS", "load before (1/5/15 min)"]
+    seconds = res["release"].get("seconds", {})
+    notes = [
+        f"release ÷ floor: {res['ratio_wall']:.1f}× wall, "
+        + ("—" if res["ratio_cpu"] is None else f"{res['ratio_cpu']:.1f}× CPU")
+        + f" (target ≤ {res['target_ratio']:g}×; floor = the faster of the two floor runs)",
+        f"floor: {res['floor_runs'][0]['cells']:,} cells of {res['persons']:,} persons",
+    ]
+    if seconds:
+        notes.append(
+            "release phases (s): " + ", ".join(f"{k} {v:,.1f}" for k, v in seconds.items())
+        )
+    title = f"SafeTab-P release vs the floor at {res['persons']:,} persons, same file"
+    return [table(title, cols, rows, notes=notes)]

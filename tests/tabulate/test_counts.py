@@ -1,0 +1,138 @@
+"""Exact counts by sparse algebra (issue 20): the products of incidence matrices of
+:mod:`privtab.tabulate.counts` equal a plain join of cells, regions and iterations, chunk by
+chunk and for a whole level, whatever the order of the cells."""
+
+from __future__ import annotations
+
+import numpy as np
+import polars as pl
+import pytest
+
+from privtab.data import GeoLevel, Scope, load_inputs
+from privtab.data.ages import AGE4, AGE23
+from privtab.data.membership import expand_iterations, iteration_matrix
+from privtab.tabulate import ReleasePlan
+from privtab.tabulate.aggregate import aggregate_persons
+from privtab.tabulate.algorithm import ExactCounts, sex_age
+from privtab.tabulate.counts import CellMatrix, exact_counts, unit_regions
+from privtab.tabulate.domain import level_domain
+from privtab.tabulate.engines.polars import PolarsEngine
+
+
+@pytest.fixture(scope="module")
+def prepared(synth_small):
+    config, data = synth_small
+    inputs = load_inputs(config, data, validate_persons=False)
+    return inputs, aggregate_persons(inputs)
+
+
+def _levels(inputs):
+    for scope in (Scope.US, Scope.PR):
+        yield from ReleasePlan.from_config(inputs.config, inputs.reference, scope).levels
+
+
+def _joined(cells, inputs, plan, dom) -> pl.DataFrame:
+    """Persons per (G, sex × age) by joins: cells → regions → iterations (the old way)."""
+    region = unit_regions(inputs.geography, dom.geo)
+    its = expand_iterations(
+        cells.combos, inputs.reference, plan.iteration_level, dom.geo.granularity
+    )
+    index = {c: i for i, c in enumerate(dom.codes)}
+    combo_it = its.join(cells.combos, on=["RACE_KEY1", "RACE_KEY2", "QSPAN"]).select(
+        "C", pl.col("ITERATION_CODE").cast(pl.String).replace_strict(index).alias("I")
+    )
+    frame = cells.cells.with_columns(
+        pl.Series("R", region[cells.cells["UNIT"].to_numpy()]),
+        pl.Series("SA", sex_age(cells.cells["QSEX"].to_numpy(), cells.cells["QAGE"].to_numpy())),
+    ).filter(pl.col("R") >= 0)
+    return (
+        frame.join(combo_it, on="C")
+        .group_by(G=pl.col("R") * len(dom.codes) + pl.col("I"), SA=pl.col("SA"))
+        .agg(pl.col("N").sum().cast(pl.Int64))
+        .sort("G", "SA")
+    )
+
+
+def _entries(exact: ExactCounts, offset: int = 0) -> pl.DataFrame:
+    return pl.DataFrame(
+        {"G": exact.group + offset, "SA": exact.sex_age, "N": exact.n},
+        schema={"G": pl.Int64, "SA": pl.Int64, "N": pl.Int64},
+    ).sort("G", "SA")
+
+
+def test_sparse_products_equal_the_joins_for_every_level(prepared) -> None:
+    inputs, cells = prepared
+    cm = CellMatrix.from_cells(cells)
+    seen = set()
+    for plan in _levels(inputs):
+        dom = level_domain(plan, inputs.geography, inputs.reference)
+        if dom.size == 0:
+            continue
+        b = iteration_matrix(
+            cells.combos, inputs.reference, plan.iteration_level, dom.geo.granularity
+        )
+        region = unit_regions(inputs.geography, dom.geo)
+        exact = exact_counts(cm, (0, cm.unit.size), region, b, dom)
+        want = _joined(cells, inputs, plan, dom)
+        assert want.height > 0
+        assert _entries(exact).equals(want), plan.key
+        total = want.group_by("G").agg(pl.col("N").sum())
+        dense = np.zeros(dom.size, dtype=np.int64)
+        dense[total["G"].to_numpy()] = total["N"].to_numpy()
+        assert np.array_equal(exact.total, dense)
+        seen.add(dom.geo)
+    assert seen == set(GeoLevel) - {GeoLevel.AIANNH}  # DE, RI, PR hold no AIANNH area
+
+
+def test_state_chunks_partition_a_level(prepared) -> None:
+    """A level tabulated one state per chunk (rows of the cell matrix of that state only)
+    has exactly the entries of the whole level."""
+    inputs, _ = prepared
+    engine = PolarsEngine(max_chunk_groups=1)
+    engine.prepare(inputs, lambda _m: None)
+    assert engine.matrix is not None
+    for plan in _levels(inputs):
+        dom = level_domain(plan, inputs.geography, inputs.reference)
+        if dom.geo not in (GeoLevel.COUNTY, GeoLevel.TRACT, GeoLevel.PLACE):
+            continue
+        b = engine._iteration_matrix(plan, dom)
+        region = engine._unit_regions(dom.geo)
+        whole = exact_counts(engine.matrix, (0, engine.matrix.unit.size), region, b, dom)
+        chunks = engine._chunks(dom)
+        assert len(chunks) == len({r[:2] for r in dom.regions}) > 1
+        parts = []
+        for part, rows in chunks:
+            assert rows[1] - rows[0] < engine.matrix.unit.size
+            ex = exact_counts(engine.matrix, rows, region, b, part)
+            parts.append(_entries(ex, part.first_region * len(dom.codes)))
+        assert pl.concat(parts).sort("G", "SA").equals(_entries(whole)), plan.key
+
+
+def test_cell_matrix_does_not_depend_on_the_order_of_the_cells(prepared) -> None:
+    from privtab.tabulate.aggregate import Cells
+
+    _, cells = prepared
+    shuffled = Cells(cells.cells.sample(fraction=1.0, shuffle=True, seed=3), cells.combos, 0)
+    a, b = CellMatrix.from_cells(cells), CellMatrix.from_cells(shuffled)
+    assert np.array_equal(a.unit, b.unit)
+    assert np.array_equal(a.sex_age, b.sex_age)
+    assert (a.matrix != b.matrix).nnz == 0
+    assert a.cells == cells.cells.height
+    # rows are distinct (unit, sex × age) pairs, sorted
+    key = a.unit * 256 + a.sex_age
+    assert np.all(np.diff(key) > 0)
+
+
+def test_cells_of_groups_bin_sex_and_age() -> None:
+    """``ExactCounts.cells``: the entries of the chosen groups summed into (sex, age bin)."""
+    group = np.array([0, 0, 0, 2, 2, 3])
+    sa = sex_age(np.array([1, 1, 2, 1, 2, 2]), np.array([0, 17, 115, 40, 4, 30]))
+    n = np.array([1, 2, 3, 4, 5, 6])
+    exact = ExactCounts.from_entries(group, sa, n, 5)
+    assert exact.total.tolist() == [6, 0, 9, 6, 0]
+    got = exact.cells(np.array([2, 0]), AGE4)  # AGE4: <18, 18-44, 45-64, 65+
+    assert got.tolist() == [[0, 4, 0, 0, 5, 0, 0, 0], [3, 0, 0, 0, 0, 0, 0, 3]]
+    fine = exact.cells(np.array([3]), AGE23)
+    assert fine.shape == (1, 46)
+    assert fine.sum() == 6
+    assert fine[0, 23 + AGE23.lookup()[30]] == 6
