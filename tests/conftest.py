@@ -5,11 +5,15 @@ from __future__ import annotations
 import os
 
 import pytest
-from hypothesis import settings
 
-# timing is not what the property tests check: a loaded 2-core machine must not fail them
-settings.register_profile("privtab", deadline=None)
-settings.load_profile("privtab")
+try:
+    from hypothesis import settings
+except ModuleNotFoundError:  # the extras venvs of `make test-extras` hold pytest only
+    pass
+else:
+    # timing is not what the property tests check: a loaded 2-core machine must not fail them
+    settings.register_profile("privtab", deadline=None)
+    settings.load_profile("privtab")
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
