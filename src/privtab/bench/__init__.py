@@ -34,7 +34,9 @@ from typing import Any
 
 from privtab._json import jsonable
 from privtab.atomic import atomic_write
+from privtab.bench import options as opts
 from privtab.bench._common import Table, load_average, machine, now
+from privtab.bench.options import Option
 
 __all__ = ["BENCHMARKS", "Benchmark", "execute"]
 """What a user calls; ``tables``, ``write_record``, ``record_from_log`` and
@@ -43,11 +45,14 @@ __all__ = ["BENCHMARKS", "Benchmark", "execute"]
 
 @dataclass(frozen=True)
 class Benchmark:
-    """A registered benchmark: its module ``privtab.bench.<name>``."""
+    """A registered benchmark: its module ``privtab.bench.<name>``, the help of its command
+    and the options of that command (:mod:`privtab.bench.options`)."""
 
     name: str
     summary: str
     heavy: bool  # minutes to hours, generates data: ``all`` skips it
+    help: str = ""
+    options: tuple[Option, ...] = ()
 
     def module(self) -> ModuleType:
         return importlib.import_module(f"privtab.bench.{self.name}")
@@ -56,30 +61,67 @@ class Benchmark:
 BENCHMARKS: dict[str, Benchmark] = {
     b.name: b
     for b in (
-        Benchmark("samplers", "Exact secure noise samplers vs OpenDP", heavy=False),
-        Benchmark("accounting", "zCDP → (ε, δ) conversion vs dp_accounting", heavy=False),
-        Benchmark("invariants", "ℓ₂ cost of Semi-DP table mechanisms vs naive ones", False),
-        Benchmark("synth", "privtab synth and validate: synthetic nation (no peer)", False),
-        Benchmark("safetab", "SafeTab-P release vs Tumult Analytics, same input", True),
-        Benchmark("floor", "SafeTab-P release vs plain polars read + group-by, same file", True),
-        Benchmark("scale", "SafeTab-P release: time and memory against persons", True),
+        Benchmark(
+            "samplers",
+            "Exact secure noise samplers vs OpenDP",
+            heavy=False,
+            help="Throughput of the exact discrete Gaussian and Laplace samplers vs OpenDP.",
+            options=opts.SAMPLERS,
+        ),
+        Benchmark(
+            "accounting",
+            "zCDP → (ε, δ) conversion vs dp_accounting",
+            heavy=False,
+            help="zCDP → (ε, δ): privtab's conversion vs dp_accounting's RdpAccountant.",
+            options=opts.ACCOUNTING,
+        ),
+        Benchmark(
+            "invariants",
+            "ℓ₂ cost of Semi-DP table mechanisms vs naive ones",
+            heavy=False,
+            help="ℓ₂ cost of the Semi-DP table mechanisms vs the naive ones (seed Figures 2–3).",
+            options=opts.INVARIANTS,
+        ),
+        Benchmark(
+            "synth",
+            "privtab synth and validate: synthetic nation (no peer)",
+            heavy=False,
+            help="privtab synth (and validate): wall time, persons per second, peak memory.",
+            options=opts.SYNTH,
+        ),
+        Benchmark(
+            "safetab",
+            "SafeTab-P release vs Tumult Analytics, same input",
+            heavy=True,
+            help="privtab safetab run vs Tumult Analytics on the same synthetic nation.",
+            options=opts.SAFETAB,
+        ),
+        Benchmark(
+            "floor",
+            "SafeTab-P release vs plain polars read + group-by, same file",
+            heavy=True,
+            help="The release against its floor (polars read + group-by to cells), same file.",
+            options=opts.FLOOR,
+        ),
+        Benchmark(
+            "scale",
+            "SafeTab-P release: time and memory against persons",
+            heavy=True,
+            help="SafeTab-P release at each size: wall time, peak memory, seconds per level.",
+            options=opts.SCALE,
+        ),
     )
 }
 
 
-#: runner arguments whose command-line flag is not the argument's name
-_FLAGS = {"fmt": "--format", "tumult": "--tumult-python"}
-#: boolean options that are on by default (``--no-…`` turns them off)
-_ON_BY_DEFAULT = frozenset({"stage2"})
-
-
 def command_line(name: str, options: Mapping[str, Any]) -> str:
     """The ``privtab bench`` command that reproduces a run with these options."""
+    specs = {o.name: o for o in BENCHMARKS[name].options} if name in BENCHMARKS else {}
     parts = ["privtab", "bench", name]
     for key, value in options.items():
-        flag = _FLAGS.get(key, "--" + key.replace("_", "-"))
-        if key in _ON_BY_DEFAULT:
-            parts += [] if value else ["--no-" + key.replace("_", "-")]
+        flag = specs.get(key, Option(key, None, "")).flags
+        if "/" in flag:  # a switch that is on by default: only its "off" form is written
+            parts += [] if value else [flag.split("/")[1]]
             continue
         if value is None or value is False:
             continue

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import logging
-import math
 import sys
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -107,32 +106,6 @@ def fail(message: str, code: int = EXIT_USAGE, hint: str | None = None) -> NoRet
         raise (InputError if code == EXIT_INPUT else UsageError)(message, hint=hint)
     typer.echo(f"privtab: error: {message}", err=True)
     raise typer.Exit(code)
-
-
-def floats(
-    text: str, option: str, *, lo: float = -math.inf, hi: float = math.inf, open_lo: bool = False
-) -> list[float]:
-    """Comma-separated numbers (``;`` also separates) within ``[lo, hi]`` (``(lo, hi]``)."""
-    out: list[float] = []
-    for p in (x.strip() for x in text.replace(";", ",").split(",")):
-        if not p:
-            continue
-        try:
-            v = float(p)
-        except ValueError:
-            fail(f"{option} must be comma-separated numbers: {p!r} is not a number")
-        if math.isnan(v) or v < lo or v > hi or (open_lo and v == lo):
-            fail(f"{option}: {p!r} must lie in {'(' if open_lo else '['}{lo:g}, {hi:g}]")
-        out.append(v)
-    if not out:
-        fail(f"{option}: give at least one value")
-    return out
-
-
-def check_open_unit(option: str, value: float) -> None:
-    """Refuse a probability-like option outside (0, 1)."""
-    if not 0 < value < 1:
-        fail(f"{option} must lie strictly between 0 and 1, got {value}")
 
 
 def warn(message: str) -> None:

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import typer
 
-from privtab.cli._render import JsonOption, check_open_unit, emit, fail
+from privtab._options import open_unit
+from privtab.cli._render import JsonOption, emit, fail
 
 
 def register(app: typer.Typer) -> None:
@@ -35,7 +36,7 @@ def account(
     chosen = [(k, v) for k, v in given.items() if v is not None]
     if len(chosen) != 1:
         fail("give exactly one of --zcdp, --pure, --gdp, --rdp-geometric")
-    check_open_unit("--delta", delta)
+    open_unit("--delta", delta)
     try:
         result = account(*chosen[0], delta, compose=compose, group=group)
     except ValueError as exc:

@@ -13,7 +13,8 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from privtab.cli._render import JsonOption, add_group, check_open_unit, emit, fail, floats, warn
+from privtab._options import numbers, open_unit
+from privtab.cli._render import JsonOption, add_group, emit, fail, warn
 from privtab.report.text import fields_table
 
 if TYPE_CHECKING:
@@ -93,13 +94,13 @@ def ci(
     """
     from privtab.analysis.summaries import interval_summary
 
-    check_open_unit("--level", level)
+    open_unit("--level", level)
     if release is not None:
         return _on_release("ci", release, out, overwrite, as_json, level=level)
     if (value is None) == (values is None):
         fail("give exactly one of --value, --values or --release")
     mech = _mechanism(mechanism, epsilon, rho, sensitivity)
-    vs = [value] if value is not None else floats(str(values), "--values")
+    vs = [value] if value is not None else numbers(str(values), "--values")
     box = None if value is not None or combination else simultaneous or "exact"
     try:
         payload = interval_summary(mech, level, vs, combination=combination, simultaneous=box)
@@ -138,17 +139,17 @@ def combine(
     from privtab.analysis.summaries import combine_values
 
     if release is not None:
-        th = floats(thresholds, "--thresholds") if thresholds else None
+        th = numbers(thresholds, "--thresholds") if thresholds else None
         return _on_release(
             "combine", release, out, overwrite, as_json,
             level=level, thresholds=th, min_threshold_sd=min_threshold_sd,
         )  # fmt: skip
     if values is None or variances is None:
         fail("give --values and --variances (or --release)")
-    rows = None if design is None else [floats(r, "--design") for r in design.split(";")]
-    c = None if contrast is None else floats(contrast, "--contrast")
+    rows = None if design is None else [numbers(r, "--design") for r in design.split(";")]
+    c = None if contrast is None else numbers(contrast, "--contrast")
     try:
-        payload = combine_values(floats(values, "--values"), floats(variances, "--variances"),
+        payload = combine_values(numbers(values, "--values"), numbers(variances, "--variances"),
                                  rows, c)  # fmt: skip
     except ValueError as exc:
         fail(str(exc))
@@ -183,7 +184,7 @@ def dp_test(
     m = method.replace("-", "_")
     if m not in ("exact", "monte_carlo") or alternative not in ("two-sided", "greater", "less"):
         fail("--method is exact or monte-carlo; --alternative two-sided, greater or less")
-    check_open_unit("--alpha", alpha)
+    open_unit("--alpha", alpha)
     source = None
     if seed is not None:
         from privtab.random import SeededSource
@@ -232,7 +233,7 @@ def postprocess(
         fail("give --values (or --release)")
     try:
         payload = postprocess_values(
-            floats(values, "--values"), total=total, variance=variance,
+            numbers(values, "--values"), total=total, variance=variance,
             total_variance=total_variance, nonnegative=nonnegative, round_=round_,
         )  # fmt: skip
     except ValueError as exc:

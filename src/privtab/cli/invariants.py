@@ -14,7 +14,8 @@ from typing import Annotated
 
 import typer
 
-from privtab.cli._render import JsonOption, add_group, check_open_unit, emit, fail, warn
+from privtab._options import open_unit
+from privtab.cli._render import JsonOption, add_group, emit, fail, warn
 
 Counts = Annotated[Path | None, typer.Option("--input", help="CSV of counts (an optional "
                    "header row and label column are skipped).")]  # fmt: skip
@@ -58,7 +59,7 @@ def census(
     """
     from privtab.invariants.overview import census_overview, census_table
 
-    check_open_unit("--delta", delta)
+    open_unit("--delta", delta)
     try:
         ov = census_overview(rho, semi_adjacent, delta, invariant)
     except ValueError as exc:

@@ -12,7 +12,8 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
-from privtab.cli._render import JsonOption, check_open_unit, emit, fail, group, print_json
+from privtab._options import open_unit
+from privtab.cli._render import JsonOption, emit, fail, group, print_json
 
 if TYPE_CHECKING:
     from privtab.accounting.odometer import ReleaseLedger
@@ -52,7 +53,7 @@ def show_cmd(
     """
     from privtab.accounting.ledger_view import ledger_tables, resolve_dataset
 
-    check_open_unit("--delta", delta)
+    open_unit("--delta", delta)
     ledger = _open(ledger_path)
     summary = ledger.summary(delta, resolve_dataset(ledger, dataset))
     head, tables = ledger_tables(summary)

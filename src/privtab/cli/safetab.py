@@ -7,13 +7,12 @@ from typing import Annotated, Any
 
 import typer
 
+from privtab._options import numbers, open_unit
 from privtab.cli._render import (
     JsonOption,
     QuietOption,
-    check_open_unit,
     emit,
     fail,
-    floats,
     group,
     warn,
 )
@@ -75,12 +74,12 @@ def plan_cmd(
     """
     from privtab.tabulate.summary import plan_summary, plan_tables
 
-    check_open_unit("--delta", delta)
+    open_unit("--delta", delta)
     if calibration not in ("exact", "paper"):
         fail(f"--calibration must be exact or paper, got {calibration!r}")
-    check_open_unit("--gamma", gamma)
+    open_unit("--gamma", gamma)
     if moe is not None:
-        res = _paper(floats(moe, "--moe"), stability, gamma, delta, calibration, pld_grid)
+        res = _paper(numbers(moe, "--moe"), stability, gamma, delta, calibration, pld_grid)
     else:
         res = plan_summary(config, scope, delta, pld_grid)
     emit(res, as_json, plan_tables(res, paper=moe is not None))
@@ -167,7 +166,7 @@ def run_cmd(
     from privtab.tabulate.run import RunOptions
     from privtab.tabulate.summary import release_summary, release_tables
 
-    check_open_unit("--delta", delta)
+    open_unit("--delta", delta)
     fmts = tuple(f.strip() for f in formats.split(",") if f.strip())
     if not fmts or set(fmts) - {"txt", "parquet"}:
         fail(f"--format must be txt, parquet or txt,parquet, got {formats!r}")

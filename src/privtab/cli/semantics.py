@@ -13,12 +13,11 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
+from privtab._options import numbers, open_unit
 from privtab.cli._render import (
     JsonOption,
-    check_open_unit,
     emit,
     fail,
-    floats,
     group,
     info,
     print_json,
@@ -145,13 +144,13 @@ def semantics(
     from privtab.semantics.overview import guarantee_overview, overview_tables
 
     g = _guarantee(pure, approx, zcdp, gdp, rdp_file, release)
-    lv = floats(levels, "--levels", lo=0.0, hi=1.0)
-    rt = floats(ratios, "--ratios", lo=1.0, hi=1e300, open_lo=True)
-    pr = floats(priors, "--priors", lo=0.0, hi=1.0)
+    lv = numbers(levels, "--levels", lo=0.0, hi=1.0)
+    rt = numbers(ratios, "--ratios", lo=1.0, hi=1e300, open_lo=True)
+    pr = numbers(priors, "--priors", lo=0.0, hi=1.0)
     if posterior_bound not in POSTERIOR_BOUNDS:
         known = ", ".join(POSTERIOR_BOUNDS)
         fail(f"--posterior-bound must be one of {known}, got {posterior_bound!r}")
-    check_open_unit("--confidence", confidence)
+    open_unit("--confidence", confidence)
     doc, runs, private = _release_runs(release)
     p2p = {"priors": pr, "distance": distance, "bound": posterior_bound, "confidence": confidence}
     try:
@@ -211,8 +210,8 @@ def topdown(
     from privtab.semantics.allocation import AllocationError, builtin_allocation, load_allocation
     from privtab.semantics.overview import select_concerns, topdown_overview, topdown_tables
 
-    lv = floats(levels, "--levels", lo=0.0, hi=1.0)
-    rt = floats(ratios, "--ratios", lo=1.0, hi=1e300, open_lo=True)
+    lv = numbers(levels, "--levels", lo=0.0, hi=1.0)
+    rt = numbers(ratios, "--ratios", lo=1.0, hi=1e300, open_lo=True)
     try:
         alloc = load_allocation(allocation) if allocation else builtin_allocation()
         chosen = select_concerns(alloc, scenario, concern, within)
