@@ -8,14 +8,7 @@ from typing import Annotated, Any
 import typer
 
 from privtab._options import numbers, open_unit
-from privtab.cli._render import (
-    JsonOption,
-    QuietOption,
-    emit,
-    fail,
-    group,
-    warn,
-)
+from privtab.cli._render import JsonOption, QuietOption, emit, fail, group, warn
 
 safetab_app = group("SafeTab-P: release plans (budgets, noise, MOE, guarantees) and releases.")
 
@@ -162,48 +155,28 @@ def run_cmd(
 
     Example: privtab safetab run --data synth-1m --out release-1m
     """
-    from privtab.random import SeededSource
-    from privtab.tabulate.run import RunOptions
+    from privtab.tabulate.context import RunOptions
     from privtab.tabulate.summary import release_summary, release_tables
 
     open_unit("--delta", delta)
-    fmts = tuple(f.strip() for f in formats.split(",") if f.strip())
-    if not fmts or set(fmts) - {"txt", "parquet"}:
-        fail(f"--format must be txt, parquet or txt,parquet, got {formats!r}")
-    if engine not in ("polars", "spark"):
-        fail(f"--engine must be polars or spark, got {engine!r}")
-    conf: dict[str, str] = {}
-    for item in spark_conf:
-        key, sep, value = item.partition("=")
-        if not sep or not key:
-            fail(f"--spark-conf needs KEY=VALUE, got {item!r}")
-        conf[key.strip()] = value.strip()
-    if (spark_master or conf) and engine != "spark":
-        fail("--spark-master / --spark-conf need --engine spark")
-    chosen: Any = engine
-    if engine == "spark" and (spark_master or conf):
-        from privtab.tabulate.engines.spark import SparkEngine
-
-        chosen = SparkEngine(master=spark_master, config=conf or None)
-    insecure = seed is not None or no_noise
-    if insecure:
-        warn("TEST MODE: seeded or no noise — the release is NOT private; do not publish it")
-    opts = RunOptions(
-        source=SeededSource(seed) if seed is not None else None,
-        allow_insecure=insecure,
-        noise=not no_noise,
+    opts = RunOptions.from_flags(
+        formats=formats,
+        engine=engine,
+        spark_master=spark_master,
+        spark_conf=spark_conf,
+        seed=seed,
+        no_noise=no_noise,
+        lifetime_rho=lifetime_rho,
+        lifetime_epsilon=lifetime_epsilon,
         delta=delta,
         pld_grid=pld_grid,
         nonnegative=nonnegative,
         evaluate=evaluate,
         report=report,
         overwrite=overwrite,
-        formats=fmts,
-        engine=chosen,
         allow_empty=allow_empty,
         run_record=run_record,
         ledger=ledger,
-        lifetime=_lifetime(lifetime_rho, lifetime_epsilon),
         allow_more_releases=allow_more_releases,
         dataset_id=dataset_id,
     )
@@ -212,22 +185,6 @@ def run_cmd(
     head, tables = release_tables(summary)
     emit(summary, as_json, tables, head=head)
     report_after_publication(res)
-
-
-def _lifetime(rho: str | None, epsilon: str | None) -> Any:
-    """The --lifetime-rho / --lifetime-epsilon budget, read exactly (``"2.5"`` is 5/2)."""
-    from privtab.accounting import ExactGuarantee
-
-    if rho is not None and epsilon is not None:
-        fail("give --lifetime-rho or --lifetime-epsilon, not both")
-    try:
-        if rho is not None:
-            return ExactGuarantee.zcdp(rho)
-        if epsilon is not None:
-            return ExactGuarantee.pure(epsilon)
-    except ValueError as exc:
-        fail(f"lifetime budget: {exc}")
-    return None
 
 
 def run_release_cli(config: str | Path | None, data: Path, out: Path, opts: Any) -> Any:
