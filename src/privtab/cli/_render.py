@@ -88,6 +88,11 @@ QuietOption = Annotated[
     typer.Option("--quiet", "-q", callback=_quiet, help="No progress on stderr (as privtab -q)."),
 ]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print one JSON object.")]
+ConfigOption = Annotated[
+    str | None,
+    typer.Option("--config", "-c", help="config.json or its directory (default: 2020 production)."),
+]
+DeltaOption = Annotated[float, typer.Option("--delta", help="δ of the (ε, δ) conversions.")]
 OverwriteOption = Annotated[
     bool, typer.Option("--overwrite", help="Replace an output that privtab wrote.")
 ]
@@ -106,6 +111,17 @@ def fail(message: str, code: int = EXIT_USAGE, hint: str | None = None) -> NoRet
         raise (InputError if code == EXIT_INPUT else UsageError)(message, hint=hint)
     typer.echo(f"privtab: error: {message}", err=True)
     raise typer.Exit(code)
+
+
+@contextmanager
+def usage_errors(*kinds: type[Exception]) -> Iterator[None]:
+    """Inside, a library's ``kinds`` of exception (default ``ValueError``: a bad option
+    value) ends the command as bad usage with its message (exit 2)."""
+    caught = kinds or (ValueError,)
+    try:
+        yield
+    except caught as exc:
+        fail(str(exc))
 
 
 def warn(message: str) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import typer
 
 from privtab._options import open_unit
-from privtab.cli._render import JsonOption, emit, fail
+from privtab.cli._render import JsonOption, emit, fail, usage_errors
 
 
 def register(app: typer.Typer) -> None:
@@ -37,8 +37,6 @@ def account(
     if len(chosen) != 1:
         fail("give exactly one of --zcdp, --pure, --gdp, --rdp-geometric")
     open_unit("--delta", delta)
-    try:
+    with usage_errors():
         result = account(*chosen[0], delta, compose=compose, group=group)
-    except ValueError as exc:
-        fail(str(exc))
     emit(result, as_json, [account_table(result)])

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import typer
 
-from privtab.cli._render import emit
+from privtab.cli._render import ConfigOption, JsonOption, emit
 
 
 def register(app: typer.Typer) -> None:
@@ -22,9 +22,7 @@ def register(app: typer.Typer) -> None:
 
 
 def accuracy_cmd(
-    config: str | None = typer.Option(
-        None, "--config", "-c", help="config.json or its directory (default: 2020 production)."
-    ),
+    config: ConfigOption = None,
     scope: str | None = typer.Option(
         None, "--scope", help="US or PR (default: every run of the config)."
     ),
@@ -53,7 +51,7 @@ def accuracy_cmd(
     ),
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace an existing --out."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress on stderr."),
-    as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
+    as_json: JsonOption = False,
 ) -> None:
     """Exact accuracy of a plan: P(workload | n), P(suppressed | n), MOEs, published rows.
 

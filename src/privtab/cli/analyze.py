@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from privtab._options import numbers, open_unit
-from privtab.cli._render import JsonOption, add_group, emit, fail, warn
+from privtab.cli._render import JsonOption, add_group, emit, fail, usage_errors, warn
 from privtab.report.text import fields_table
 
 if TYPE_CHECKING:
@@ -47,10 +47,8 @@ def _mechanism(
 
     if name is None:
         fail(f"--mechanism is required ({MECHANISMS})")
-    try:
+    with usage_errors():
         return mechanism_from_spec(name, epsilon=epsilon, rho=rho, sensitivity=sensitivity)
-    except ValueError as exc:
-        fail(str(exc))
 
 
 def _on_release(
@@ -59,10 +57,8 @@ def _on_release(
     """``analyze COMMAND --release``: :func:`privtab.analysis.derived.analyze_release`."""
     from privtab.analysis.derived import analyze_release
 
-    try:
+    with usage_errors(FileNotFoundError, ValueError):
         payload = analyze_release(command, release, out=out, overwrite=overwrite, **opts)
-    except (FileNotFoundError, ValueError) as exc:
-        fail(str(exc))
     emit(payload, as_json, title=f"analyze {command} of {release}")
 
 
@@ -102,10 +98,8 @@ def ci(
     mech = _mechanism(mechanism, epsilon, rho, sensitivity)
     vs = [value] if value is not None else numbers(str(values), "--values")
     box = None if value is not None or combination else simultaneous or "exact"
-    try:
+    with usage_errors(ValueError, TypeError):
         payload = interval_summary(mech, level, vs, combination=combination, simultaneous=box)
-    except (ValueError, TypeError) as exc:
-        fail(str(exc))
     emit(payload, as_json, title=f"{level:.0%} interval")
 
 
@@ -148,11 +142,9 @@ def combine(
         fail("give --values and --variances (or --release)")
     rows = None if design is None else [numbers(r, "--design") for r in design.split(";")]
     c = None if contrast is None else numbers(contrast, "--contrast")
-    try:
+    with usage_errors():
         payload = combine_values(numbers(values, "--values"), numbers(variances, "--variances"),
                                  rows, c)  # fmt: skip
-    except ValueError as exc:
-        fail(str(exc))
     emit(payload, as_json, title="combined estimate")
 
 
@@ -192,13 +184,11 @@ def dp_test(
         source = SeededSource(seed)
         warn("Monte Carlo simulation uses a seeded (insecure) source: fine for a p-value")
     kind: Any = (m, alternative)
-    try:
+    with usage_errors(ValueError, TypeError):
         payload = proportion_test_summary(
             observed, n, p0, mech, method=kind[0], alternative=kind[1], reps=reps,
             source=source, seed=seed, alpha=alpha,
         )  # fmt: skip
-    except (ValueError, TypeError) as exc:
-        fail(str(exc))
     shown = fields_table("DP-aware test", {k: v for k, v in payload.items() if k != "conclusion"})
     emit(payload, as_json, [shown], lines=[payload["conclusion"]])
 
@@ -231,11 +221,9 @@ def postprocess(
         return _on_release("postprocess", release, out, overwrite, as_json, **opts)
     if values is None:
         fail("give --values (or --release)")
-    try:
+    with usage_errors():
         payload = postprocess_values(
             numbers(values, "--values"), total=total, variance=variance,
             total_variance=total_variance, nonnegative=nonnegative, round_=round_,
         )  # fmt: skip
-    except ValueError as exc:
-        fail(str(exc))
     emit(payload, as_json, title="post-processed values")

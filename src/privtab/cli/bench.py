@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from privtab.cli._render import emit, fail, group, info, print_json, show
+from privtab.cli._render import emit, fail, group, info, print_json, show, usage_errors
 from privtab.report.text import table
 
 if TYPE_CHECKING:
@@ -103,10 +103,8 @@ def _replay(replay: dict[str, Any], json_out: bool, record: str | None) -> None:
     from privtab.bench import record_from_files
 
     rel = replay["release_json"]
-    try:
+    with usage_errors():
         rec = record_from_files(Path(replay["from_log"]), None if rel is None else Path(rel))
-    except ValueError as exc:
-        fail(str(exc))
     _show(rec, json_out, record)
 
 

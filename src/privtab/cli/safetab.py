@@ -8,15 +8,21 @@ from typing import Annotated, Any
 import typer
 
 from privtab._options import numbers, open_unit
-from privtab.cli._render import JsonOption, QuietOption, emit, fail, group, warn
+from privtab.cli._render import (
+    ConfigOption,
+    DeltaOption,
+    JsonOption,
+    QuietOption,
+    emit,
+    fail,
+    group,
+    usage_errors,
+    warn,
+)
 
 safetab_app = group("SafeTab-P: release plans (budgets, noise, MOE, guarantees) and releases.")
 
 
-Config = Annotated[
-    str | None,
-    typer.Option("--config", "-c", help="config.json or its directory (default: 2020 production)."),
-]
 PldGrid = Annotated[
     float,
     typer.Option("--pld-grid", min=1e-5, max=0.1, help="Loss grid of the PLD analysis (finer: "
@@ -31,20 +37,9 @@ def register(app: typer.Typer) -> None:
     app.add_typer(safetab_app, name="safetab")
 
 
-def _paper(
-    moes: list[float], stability: int, gamma: float, delta: float, calibration: str, grid: float
-) -> dict[str, Any]:
-    from privtab.tabulate.paper import paper_model
-
-    try:
-        return paper_model(moes, stability, gamma, delta, calibration, grid)
-    except ValueError as exc:
-        fail(str(exc))
-
-
 @safetab_app.command("plan")
 def plan_cmd(
-    config: Config = None,
+    config: ConfigOption = None,
     scope: str = typer.Option("US", "--scope", help="US or PR run of the config."),
     moe: str | None = typer.Option(
         None,
@@ -56,15 +51,16 @@ def plan_cmd(
     calibration: str = typer.Option(
         "exact", "--calibration", help="exact (default) or paper closed forms (with --moe)."
     ),
-    delta: float = typer.Option(1e-10, "--delta", help="δ of the (ε, δ) conversions."),
+    delta: DeltaOption = 1e-10,
     pld_grid: PldGrid = 1e-3,
-    as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
+    as_json: JsonOption = False,
 ) -> None:
     """Each level's budget, noise scale and exact MOE, and the end-to-end guarantee.
 
     Examples: privtab safetab plan (the 2020 production US plan);
     privtab safetab plan --moe 6,6,11,11,50,50,50 --stability 9 --gamma 0.1 --calibration paper
     """
+    from privtab.tabulate.paper import paper_model
     from privtab.tabulate.summary import plan_summary, plan_tables
 
     open_unit("--delta", delta)
@@ -72,7 +68,9 @@ def plan_cmd(
         fail(f"--calibration must be exact or paper, got {calibration!r}")
     open_unit("--gamma", gamma)
     if moe is not None:
-        res = _paper(numbers(moe, "--moe"), stability, gamma, delta, calibration, pld_grid)
+        moes = numbers(moe, "--moe")
+        with usage_errors():
+            res = paper_model(moes, stability, gamma, delta, calibration, pld_grid)
     else:
         res = plan_summary(config, scope, delta, pld_grid)
     emit(res, as_json, plan_tables(res, paper=moe is not None))
@@ -82,7 +80,7 @@ def plan_cmd(
 def run_cmd(
     data: str = typer.Option(..., "--data", "-d", help="Directory with person-records and GRF-C."),
     out: str = typer.Option(..., "--out", "-o", help="Release directory to create."),
-    config: Config = None,
+    config: ConfigOption = None,
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace an existing --out."),
     delta: float = typer.Option(1e-10, "--delta", help="δ of the reported (ε, δ) guarantees."),
     pld_grid: PldGrid = 1e-3,

@@ -12,7 +12,7 @@ from __future__ import annotations
 import typer
 
 from privtab._options import numbers, open_unit
-from privtab.cli._render import JsonOption, emit, fail, group, print_json, show, warn
+from privtab.cli._render import JsonOption, emit, fail, group, print_json, show, usage_errors, warn
 
 DEFAULT_LEVELS = "0.01,0.05,0.1"
 DEFAULT_RATIOS = "1.25,2,5,10,100"
@@ -94,10 +94,8 @@ def semantics(
     open_unit("--confidence", confidence)
     doc, runs, private, name = release_runs(release)
     p2p = {"priors": pr, "distance": distance, "bound": posterior_bound, "confidence": confidence}
-    try:
+    with usage_errors():
         ov = guarantee_overview(g, lv, rt, runs=runs, dg_queries=dg_queries, private=private, **p2p)  # type: ignore[arg-type]
-    except ValueError as exc:
-        fail(str(exc))
     ov["html"] = None
     if html_out is not None:
         ov["html"] = write_guarantee_report(
@@ -141,11 +139,9 @@ def topdown(
 
     lv = numbers(levels, "--levels", lo=0.0, hi=1.0)
     rt = numbers(ratios, "--ratios", lo=1.0, hi=1e300, open_lo=True)
-    try:
+    with usage_errors(AllocationError):
         alloc = load_allocation(allocation) if allocation else builtin_allocation()
         chosen = select_concerns(alloc, scenario, concern, within)
-    except AllocationError as exc:
-        fail(str(exc))
     ov = topdown_overview(alloc, chosen, lv, rt)
     if ov["rho_per_block"] == 0:
         warn("the allocation spends no budget at all")

@@ -14,6 +14,7 @@ from privtab.cli._render import (
     emit,
     fail,
     interruptible,
+    usage_errors,
 )
 
 
@@ -48,13 +49,10 @@ def synth(
 
     if fmt not in ("txt", "parquet"):
         fail(f"--format must be txt or parquet, got {fmt!r}")
-    with interruptible("nothing was written"):
-        try:
-            result = synthesize(
-                Path(out), persons, states=states, seed=seed, fmt=fmt,  # type: ignore[arg-type]
-                chunk_rows=chunk_rows, overwrite=overwrite,
-                progress=Progress("synth", unit="persons"),
-            )  # fmt: skip
-        except ValueError as exc:
-            fail(str(exc))
+    with interruptible("nothing was written"), usage_errors():
+        result = synthesize(
+            Path(out), persons, states=states, seed=seed, fmt=fmt,  # type: ignore[arg-type]
+            chunk_rows=chunk_rows, overwrite=overwrite,
+            progress=Progress("synth", unit="persons"),
+        )  # fmt: skip
     emit(result.to_dict(), as_json, [result.table()])

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import typer
 
-from privtab.cli._render import print_json
+from privtab.cli._render import JsonOption, print_json
 
 
 def register(app: typer.Typer) -> None:
@@ -38,7 +38,7 @@ def validate_output(
         "-d",
         help="Directory with the GRF-C: also check that every row is in the public domain.",
     ),
-    as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
+    as_json: JsonOption = False,
 ) -> None:
     """Check the T1/T2 files of a release against the Census output rules.
 

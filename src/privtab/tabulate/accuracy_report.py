@@ -37,7 +37,7 @@ from privtab.report.text import Table, table
 from privtab.tabulate.accuracy import WORKLOADS, LevelAccuracy, level_accuracy
 
 if TYPE_CHECKING:
-    from privtab.data import SafeTabConfig, SafeTabInputs, Scope
+    from privtab.data import SafeTabInputs
     from privtab.report import FigureBlock
     from privtab.tabulate.accuracy_sim import LevelSimulation
     from privtab.tabulate.plan import ReleasePlan
@@ -171,21 +171,6 @@ def _sizes(n: str) -> list[int]:
     return sizes
 
 
-def _scopes(config: SafeTabConfig, scope: str | None) -> list[Scope]:
-    """The runs of ``config`` to report: ``scope`` (US or PR) or every run."""
-    from privtab.data import Scope
-
-    if scope is None:
-        return list(config.scopes)
-    try:
-        chosen = Scope(scope.upper())
-    except ValueError:
-        raise UsageError(f"--scope must be US or PR, got {scope!r}") from None
-    if chosen not in config.scopes:
-        raise UsageError(f"the config does not run {scope} (run_us/run_pr)")
-    return [chosen]
-
-
 def config_accuracy(
     config: str | None,
     *,
@@ -203,7 +188,7 @@ def config_accuracy(
     Raises :class:`privtab.errors.UsageError` on a bad combination of options."""
     from privtab.data import read_config, read_reference
     from privtab.data.inputs import load_inputs, resolve_config_path
-    from privtab.tabulate.plan import ReleasePlan
+    from privtab.tabulate.plan import ReleasePlan, config_scope
 
     if trials and data is None:
         raise UsageError(
@@ -220,7 +205,8 @@ def config_accuracy(
         cfg, ref = inputs.config, inputs.reference
     else:
         cfg, ref = read_config(path), read_reference(path.parent)
-    plans = {s.value: ReleasePlan.from_config(cfg, ref, s) for s in _scopes(cfg, scope)}
+    scopes = cfg.scopes if scope is None else (config_scope(cfg, scope),)
+    plans = {s.value: ReleasePlan.from_config(cfg, ref, s) for s in scopes}
     return build_accuracy(
         plans,
         cfg.zero_suppression_chance,
