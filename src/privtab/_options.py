@@ -9,7 +9,7 @@ import math
 
 from privtab.errors import UsageError
 
-__all__ = ["numbers", "open_unit"]
+__all__ = ["choice", "numbers", "open_unit"]
 
 
 def numbers(
@@ -40,3 +40,10 @@ def open_unit(option: str, value: float) -> None:
     """Refuse a probability-like option outside (0, 1)."""
     if not 0 < value < 1:
         raise UsageError(f"{option} must lie strictly between 0 and 1, got {value}")
+
+
+def choice(option: str, value: str, allowed: tuple[str, ...]) -> str:
+    """``value`` when it is one of ``allowed`` ("--format must be txt or parquet, got 'x'")."""
+    if value not in allowed:
+        raise UsageError(f"{option} must be {' or '.join(allowed)}, got {value!r}")
+    return value

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from privtab._options import numbers
+from privtab._options import choice, numbers
 from privtab.errors import UsageError
 
 __all__ = ["Option"]
@@ -54,9 +54,7 @@ def _sizes(text: str) -> list[int]:
 
 
 def _format(fmt: str) -> str:
-    if fmt not in ("txt", "parquet"):
-        raise UsageError(f"--format must be txt or parquet, got {fmt!r}")
-    return fmt
+    return choice("--format", fmt, ("txt", "parquet"))
 
 
 def _path(value: str | None) -> Path | None:

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from privtab._options import open_unit
-from privtab.cli._render import JsonOption, emit, fail, usage_errors
+from privtab.cli._render import JsonOption, emit, usage_errors
 
 
 def register(app: typer.Typer) -> None:
@@ -30,13 +29,9 @@ def account(
 
     Example: privtab account --zcdp 2.63 --delta 1e-10
     """
-    from privtab.accounting.summary import account, account_table
+    from privtab.accounting.summary import account_given, account_table
 
     given = {"zcdp": zcdp, "pure": pure, "gdp": gdp, "rdp_geometric": rdp_geometric}
-    chosen = [(k, v) for k, v in given.items() if v is not None]
-    if len(chosen) != 1:
-        fail("give exactly one of --zcdp, --pure, --gdp, --rdp-geometric")
-    open_unit("--delta", delta)
     with usage_errors():
-        result = account(*chosen[0], delta, compose=compose, group=group)
+        result = account_given(given, delta, compose=compose, group=group)
     emit(result, as_json, [account_table(result)])

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from privtab._options import numbers, open_unit
-from privtab.cli._render import JsonOption, add_group, emit, fail, usage_errors, warn
+from privtab.cli._render import JsonOption, add_group, emit, fail, usage_errors
 from privtab.report.text import fields_table
 
 if TYPE_CHECKING:
@@ -173,21 +173,10 @@ def dp_test(
     from privtab.analysis.summaries import proportion_test_summary
 
     mech = _mechanism(mechanism, epsilon, rho, sensitivity)
-    m = method.replace("-", "_")
-    if m not in ("exact", "monte_carlo") or alternative not in ("two-sided", "greater", "less"):
-        fail("--method is exact or monte-carlo; --alternative two-sided, greater or less")
-    open_unit("--alpha", alpha)
-    source = None
-    if seed is not None:
-        from privtab.random import SeededSource
-
-        source = SeededSource(seed)
-        warn("Monte Carlo simulation uses a seeded (insecure) source: fine for a p-value")
-    kind: Any = (m, alternative)
     with usage_errors(ValueError, TypeError):
         payload = proportion_test_summary(
-            observed, n, p0, mech, method=kind[0], alternative=kind[1], reps=reps,
-            source=source, seed=seed, alpha=alpha,
+            observed, n, p0, mech, method=method, alternative=alternative, reps=reps,
+            seed=seed, alpha=alpha,
         )  # fmt: skip
     shown = fields_table("DP-aware test", {k: v for k, v in payload.items() if k != "conclusion"})
     emit(payload, as_json, [shown], lines=[payload["conclusion"]])

@@ -35,10 +35,8 @@ def _show(record: dict[str, Any], json_out: bool, saved_in: str | None = None) -
 
     if saved_in is not None:
         info(f"bench {record['benchmark']}: saved {write_record(record, Path(saved_in))}")
-    if json_out:  # the record as it is (no tables built from it)
-        emit(record, True)
-    else:
-        emit(record, False, tables(record), lines=provenance(record))
+    # --json: the record as it is (no tables built from it)
+    emit(record, json_out, [] if json_out else tables(record), lines=provenance(record))
 
 
 def _execute(name: str, options: dict[str, Any], **kw: Any) -> dict[str, Any]:
@@ -48,22 +46,6 @@ def _execute(name: str, options: dict[str, Any], **kw: Any) -> dict[str, Any]:
         return execute(name, options, **kw)
     except (RuntimeError, ValueError, OSError) as exc:
         fail(f"bench {name}: {str(exc).splitlines()[0] if str(exc) else exc!r}", 3)
-
-
-def _run(
-    name: str,
-    options: dict[str, Any],
-    json_out: bool,
-    keep: bool,
-    work: str | None,
-    record: str | None,
-) -> dict[str, Any]:
-    from privtab.bench import BENCHMARKS
-
-    info(f"bench {name}: {BENCHMARKS[name].summary}…")
-    rec = _execute(name, options, work=None if work is None else Path(work), keep=keep)
-    _show(rec, json_out, record)
-    return rec
 
 
 def _command(bench: Benchmark) -> Callable[..., None]:
@@ -78,7 +60,9 @@ def _command(bench: Benchmark) -> Callable[..., None]:
         if any(v is not None for v in replay.values()):
             return _replay(replay, json_out, record)
         options = {o.name: o.argument(values[o.name]) for o in bench.options}
-        _run(bench.name, options, json_out, keep, work, record)
+        info(f"bench {bench.name}: {bench.summary}…")
+        rec = _execute(bench.name, options, work=None if work is None else Path(work), keep=keep)
+        _show(rec, json_out, record)
 
     params = [
         inspect.Parameter(
@@ -160,14 +144,8 @@ def register(app: typer.Typer) -> None:
         """Regenerate docs/benchmarks.md (and docs/img/scale.png) from saved records."""
         from privtab.bench.render import write
 
-        src, page = Path(records), Path(out)
-        if not src.is_dir() or not page.parent.is_dir():
-            bad = src if not src.is_dir() else page.parent
-            fail(
-                f"render needs a checkout (run it from the repository root) or --records and "
-                f"--out: {bad} is not a directory"
-            )
-        page = write(src, page, page.parent / "img" / "scale.png")
+        page = Path(out)
+        page = write(Path(records), page, page.parent / "img" / "scale.png")
         info(f"bench render: wrote {page}")
 
     app.add_typer(bench_app, name="bench")

@@ -8,12 +8,12 @@ read it, set lifetime budgets, and settle releases left pending by an interrupte
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from privtab._options import open_unit
-from privtab.cli._render import DeltaOption, JsonOption, emit, fail, group, print_json
+from privtab.cli._render import DeltaOption, JsonOption, emit, fail, group
 
 if TYPE_CHECKING:
     from privtab.accounting.odometer import ReleaseLedger
@@ -83,15 +83,11 @@ def set_lifetime_cmd(
     ledger = _open(ledger_path)
     key = resolve_dataset(ledger, dataset)
     ledger.set_lifetime(g, key)
+    lifetime = None if g is None else dict(g.to_dict())
+    doc = {"ledger": str(ledger.path), "dataset": key, "lifetime": lifetime}
     target = "default" if key is None else key
-    if as_json:
-        print_json({"ledger": str(ledger.path), "dataset": key, "lifetime": _maybe(g)})
-        return
-    typer.echo(f"{ledger.path}: lifetime budget ({target}) " + ("cleared" if g is None else f"{g}"))
-
-
-def _maybe(g: Any) -> dict[str, Any] | None:
-    return None if g is None else dict(g.to_dict())
+    done = "cleared" if g is None else f"{g}"
+    emit(doc, as_json, [], lines=[f"{ledger.path}: lifetime budget ({target}) {done}"])
 
 
 @ledger_app.command("settle")

@@ -7,14 +7,13 @@ from typing import Annotated, Any
 
 import typer
 
-from privtab._options import numbers, open_unit
+from privtab._options import choice, numbers, open_unit
 from privtab.cli._render import (
     ConfigOption,
     DeltaOption,
     JsonOption,
     QuietOption,
     emit,
-    fail,
     group,
     usage_errors,
     warn,
@@ -64,8 +63,7 @@ def plan_cmd(
     from privtab.tabulate.summary import plan_summary, plan_tables
 
     open_unit("--delta", delta)
-    if calibration not in ("exact", "paper"):
-        fail(f"--calibration must be exact or paper, got {calibration!r}")
+    choice("--calibration", calibration, ("exact", "paper"))
     open_unit("--gamma", gamma)
     if moe is not None:
         moes = numbers(moe, "--moe")
@@ -76,8 +74,12 @@ def plan_cmd(
     emit(res, as_json, plan_tables(res, paper=moe is not None))
 
 
+_NOT_RUN_OPTIONS = frozenset({"data", "out", "config", "quiet", "as_json"})
+
+
 @safetab_app.command("run")
 def run_cmd(
+    ctx: typer.Context,
     data: str = typer.Option(..., "--data", "-d", help="Directory with person-records and GRF-C."),
     out: str = typer.Option(..., "--out", "-o", help="Release directory to create."),
     config: ConfigOption = None,
@@ -157,27 +159,9 @@ def run_cmd(
     from privtab.tabulate.summary import release_summary, release_tables
 
     open_unit("--delta", delta)
-    opts = RunOptions.from_flags(
-        formats=formats,
-        engine=engine,
-        spark_master=spark_master,
-        spark_conf=spark_conf,
-        seed=seed,
-        no_noise=no_noise,
-        lifetime_rho=lifetime_rho,
-        lifetime_epsilon=lifetime_epsilon,
-        delta=delta,
-        pld_grid=pld_grid,
-        nonnegative=nonnegative,
-        evaluate=evaluate,
-        report=report,
-        overwrite=overwrite,
-        allow_empty=allow_empty,
-        run_record=run_record,
-        ledger=ledger,
-        allow_more_releases=allow_more_releases,
-        dataset_id=dataset_id,
-    )
+    # every other flag is named as RunOptions.from_flags' argument of the same name
+    flags = {k: v for k, v in ctx.params.items() if k not in _NOT_RUN_OPTIONS}
+    opts = RunOptions.from_flags(**flags)
     res = run_release_cli(config, Path(data), Path(out), opts)
     summary = release_summary(res)
     head, tables = release_tables(summary)

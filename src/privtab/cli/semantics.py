@@ -12,7 +12,7 @@ from __future__ import annotations
 import typer
 
 from privtab._options import numbers, open_unit
-from privtab.cli._render import JsonOption, emit, fail, group, print_json, show, usage_errors, warn
+from privtab.cli._render import JsonOption, emit, fail, group, print_json, show, usage_errors
 
 DEFAULT_LEVELS = "0.01,0.05,0.1"
 DEFAULT_RATIOS = "1.25,2,5,10,100"
@@ -105,11 +105,7 @@ def semantics(
     if as_json:
         return print_json(ov)
     head, tables = overview_tables(ov, g, runs, name)
-    lines = [] if ov["prior_to_posterior"] is not None else [NO_PRIOR_BOUND]
-    show(tables, lines, head)
-
-
-NO_PRIOR_BOUND = "prior-to-posterior: no bound for (ε, δ)-DP without further assumptions"
+    show(tables, head=head)
 
 
 def topdown(
@@ -143,8 +139,6 @@ def topdown(
         alloc = load_allocation(allocation) if allocation else builtin_allocation()
         chosen = select_concerns(alloc, scenario, concern, within)
     ov = topdown_overview(alloc, chosen, lv, rt)
-    if ov["rho_per_block"] == 0:
-        warn("the allocation spends no budget at all")
     ov["html"] = None
     if html_out is not None:
         from privtab.semantics.report import write_topdown_report

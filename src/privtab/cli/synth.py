@@ -6,13 +6,13 @@ from pathlib import Path
 
 import typer
 
+from privtab._options import choice
 from privtab.cli._render import (
     JsonOption,
     OverwriteOption,
     Progress,
     QuietOption,
     emit,
-    fail,
     interruptible,
     usage_errors,
 )
@@ -47,8 +47,7 @@ def synth(
     """
     from privtab.data.synth import synthesize
 
-    if fmt not in ("txt", "parquet"):
-        fail(f"--format must be txt or parquet, got {fmt!r}")
+    choice("--format", fmt, ("txt", "parquet"))
     with interruptible("nothing was written"), usage_errors():
         result = synthesize(
             Path(out), persons, states=states, seed=seed, fmt=fmt,  # type: ignore[arg-type]

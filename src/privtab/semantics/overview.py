@@ -41,6 +41,7 @@ __all__ = [
 ]
 
 LOG = logging.getLogger("privtab.semantics")
+NO_PRIOR_BOUND = "prior-to-posterior: no bound for (ε, δ)-DP without further assumptions"
 NOT_PRIVATE_WARNING = (
     "this release is not private (seeded or noise-off test run): its counts carry no "
     "protection; the bounds below describe its plan only"
@@ -269,7 +270,8 @@ def overview_tables(
         )
     )
     p2p = ov["prior_to_posterior"]
-    if p2p is None:
+    if p2p is None:  # said under the last table
+        tables[-1] = replace(tables[-1], notes=(*tables[-1].notes, NO_PRIOR_BOUND))
         return lines, tables
     tables.append(
         table(
@@ -366,9 +368,12 @@ def topdown_overview(
     alloc: Allocation, chosen: Sequence[Concern], levels: Sequence[float], ratios: Sequence[float]
 ) -> dict[str, Any]:
     """ρ per block, per level, per attribute, and each concern's ρ with power and
-    posterior bounds (semantics seed §7, the 2020 TopDown allocation)."""
+    posterior bounds (semantics seed §7, the 2020 TopDown allocation); warns when the
+    allocation spends no budget."""
     details = {c.name: _concern_detail(alloc, c, levels, ratios) for c in chosen}
     per_block = alloc.rho_per_block()
+    if per_block["total"] == 0:
+        LOG.warning("the allocation spends no budget at all")
     return {
         "allocation": {"name": alloc.name, "source": alloc.source, "levels": list(alloc.levels)},
         "rho_per_block": float(per_block["total"]),

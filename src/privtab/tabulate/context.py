@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from privtab._options import choice
 from privtab.accounting.exact import ExactGuarantee
 from privtab.errors import UsageError
 from privtab.random import RandomSource
@@ -122,8 +123,7 @@ class RunOptions:
 
 def _engine(name: str, master: str | None, items: Sequence[str]) -> str | Engine:
     """``--engine`` with ``--spark-master`` / ``--spark-conf KEY=VALUE``."""
-    if name not in ("polars", "spark"):
-        raise UsageError(f"--engine must be polars or spark, got {name!r}")
+    choice("--engine", name, ("polars", "spark"))
     conf: dict[str, str] = {}
     for item in items:
         key, sep, value = item.partition("=")
