@@ -23,20 +23,20 @@ import importlib
 import json
 import logging
 import re
-import shutil
-import subprocess
-import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from privtab._json import jsonable
-from privtab.atomic import atomic_write
 from privtab.bench import options as opts
-from privtab.bench._common import Table, load_average, machine, now
 from privtab.bench.options import Option
+
+if TYPE_CHECKING:
+    from privtab.bench._common import Table
+
+# the registry is read when ``privtab`` builds its commands: what runs a benchmark is
+# imported by the functions that run one
 
 __all__ = ["BENCHMARKS", "Benchmark", "execute"]
 """What a user calls; ``tables``, ``write_record``, ``record_from_log`` and
@@ -136,6 +136,8 @@ def command_line(name: str, options: Mapping[str, Any]) -> str:
 
 def _commit() -> str | None:
     """The checkout's commit when run from one (``git describe``), else None."""
+    import subprocess
+
     try:
         out = subprocess.run(
             ["git", "describe", "--always", "--dirty"],
@@ -172,7 +174,12 @@ def execute(
     Files go to ``work`` (default: a new temporary directory, removed afterwards unless
     ``keep``); with ``keep`` the record is also written there as ``record.json``.
     """
+    import shutil
+    import tempfile
+
     from privtab import __version__
+    from privtab._json import jsonable
+    from privtab.bench._common import load_average, machine, now
 
     if name not in BENCHMARKS:
         raise KeyError(f"no benchmark {name!r} (registered: {', '.join(BENCHMARKS)})")
@@ -245,6 +252,9 @@ def record_from_files(log: Path, release_json: Path | None = None) -> dict[str, 
 
 def write_record(record: Mapping[str, Any], directory: Path) -> Path:
     """Save a record as ``DIR/<benchmark>-<started_at>.json`` (the form ``render`` reads)."""
+    from privtab._json import jsonable
+    from privtab.atomic import atomic_write
+
     directory.mkdir(parents=True, exist_ok=True)
     stamp = re.sub(r"[^0-9T]", "", str(record["started_at"]))
     path = directory / f"{record['benchmark']}-{stamp}.json"
@@ -254,6 +264,7 @@ def write_record(record: Mapping[str, Any], directory: Path) -> Path:
 def record_from_log(result: dict[str, Any], log: Path) -> dict[str, Any]:
     """A record for a release run by hand: its provenance is the log, not this command."""
     from privtab import __version__
+    from privtab.bench._common import load_average, machine, now
 
     return {
         "benchmark": "scale",
