@@ -9,6 +9,9 @@ a module of this package with
 * ``tables(result) -> list[Table]`` — its presentation, printed as rich tables by the CLI
   and as Markdown in ``docs/benchmarks.md`` (:mod:`privtab.bench.render`).
 
+and its options (the runner's arguments, with their flags, help and checks) are declared in
+:mod:`privtab.bench.options`: ``privtab bench NAME`` is built from them.
+
 :func:`execute` wraps a run into a *record* (the command, when, the load before and after,
 the privtab version and commit, the machine, the result); ``--json`` prints it and
 ``--record DIR`` saves it, and ``docs/benchmarks.md`` is regenerated from the saved

@@ -1,9 +1,9 @@
 """``privtab bench``: the benchmarks of :mod:`privtab.bench`, one subcommand each.
 
-Thin: each command parses its options, calls :func:`privtab.bench.execute` and prints the
-record — rich tables, or exactly one JSON object with ``--json``. Every command takes
-``--json``, ``--keep``, ``--work`` and ``--record``; ``all`` runs the light benchmarks and
-``render`` regenerates ``docs/benchmarks.md`` from saved records.
+Thin: each command is built from its benchmark's options (:mod:`privtab.bench.options`),
+calls :func:`privtab.bench.execute` and prints the record — rich tables, or one JSON object
+with ``--json``. Every command takes ``--json``, ``--keep``, ``--work`` and ``--record``;
+``all`` runs the light benchmarks and ``render`` regenerates ``docs/benchmarks.md``.
 """
 
 from __future__ import annotations
