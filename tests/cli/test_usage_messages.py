@@ -63,7 +63,7 @@ CASES = [
 ]
 
 
-@pytest.mark.parametrize(("args", "message"), CASES, ids=lambda c: " ".join(c)[:60])
+@pytest.mark.parametrize(("args", "message"), CASES, ids=[" ".join(a) for a, _ in CASES])
 def test_bad_usage_is_one_message_and_exit_2(
     args: list[str], message: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
