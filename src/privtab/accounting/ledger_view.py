@@ -2,7 +2,8 @@
 
 :meth:`privtab.accounting.odometer.ReleaseLedger.summary` is the JSON-ready form; here
 each data set's releases and composed guarantee become tables (spent privacy rounded up,
-as in the summary). :func:`resolve_dataset` reads the short keys ``show`` prints.
+as in the summary). :func:`resolve_dataset` reads the short keys ``show`` prints;
+:func:`lifetime_budget` the budget ``set-lifetime`` is given.
 """
 
 from __future__ import annotations
@@ -12,10 +13,11 @@ from typing import TYPE_CHECKING, Any
 from privtab.errors import UsageError
 
 if TYPE_CHECKING:
+    from privtab.accounting.exact import ExactGuarantee
     from privtab.accounting.odometer import ReleaseLedger
     from privtab.report.text import Table
 
-__all__ = ["ledger_tables", "resolve_dataset"]
+__all__ = ["ledger_tables", "lifetime_budget", "resolve_dataset"]
 
 
 def resolve_dataset(ledger: ReleaseLedger, given: str | None) -> str | None:
@@ -32,6 +34,28 @@ def resolve_dataset(ledger: ReleaseLedger, given: str | None) -> str | None:
             f"--dataset {given!r} matches {len(matches)} data sets; give more of the key"
         )
     return matches[0] if matches else given
+
+
+def lifetime_budget(rho: str | None, epsilon: str | None, clear: bool) -> ExactGuarantee | None:
+    """``privtab ledger set-lifetime``: the budget given as exactly one of ``rho``,
+    ``epsilon`` (read exactly: "0.1" is 1/10) or ``clear`` (``None``). Raises
+    :class:`privtab.errors.UsageError` naming the flag of a bad or missing value."""
+    from privtab.accounting.exact import ExactGuarantee
+
+    given = [x for x in (rho, epsilon) if x is not None]
+    if len(given) + clear != 1:
+        raise UsageError("give exactly one of --rho, --epsilon, --clear")
+    g: ExactGuarantee | None = None
+    try:
+        if rho is not None:
+            g = ExactGuarantee.zcdp(rho)
+        elif epsilon is not None:
+            g = ExactGuarantee.pure(epsilon)
+    except ValueError as exc:
+        raise UsageError(f"{'--rho' if rho is not None else '--epsilon'}: {exc}") from None
+    if g is not None and g.value == 0:
+        raise UsageError("a lifetime budget must be positive (use --clear to remove one)")
+    return g
 
 
 def _num(value: float, exact: str) -> str:

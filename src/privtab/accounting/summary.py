@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from privtab.accounting._args import guarantee_arg
@@ -17,7 +18,7 @@ from privtab.accounting.guarantees import GDP, RDP, ZCDP, ApproxDP, Guarantee, P
 if TYPE_CHECKING:
     from privtab.report.text import Table
 
-__all__ = ["account", "account_table", "epsilon_by_method"]
+__all__ = ["account", "account_given", "account_table", "epsilon_by_method"]
 
 
 def epsilon_by_method(g: Guarantee | ExactGuarantee, delta: float) -> dict[str, dict[str, float]]:
@@ -48,6 +49,22 @@ def epsilon_by_method(g: Guarantee | ExactGuarantee, delta: float) -> dict[str, 
         eps, alpha = rdp_epsilon_order(g, delta, m)  # type: ignore[arg-type]
         res[m] = {"epsilon": eps, "alpha": alpha}
     return res
+
+
+def account_given(
+    given: Mapping[str, float | None], delta: float, *, compose: int = 1, group: int = 1
+) -> dict[str, Any]:
+    """``privtab account``: :func:`account` of the one guarantee among ``given`` (kind →
+    value, ``None`` when not given). Raises :class:`privtab.errors.UsageError` unless
+    exactly one is given, or for a ``delta`` outside (0, 1)."""
+    from privtab._options import open_unit
+    from privtab.errors import UsageError
+
+    chosen = [(k, v) for k, v in given.items() if v is not None]
+    if len(chosen) != 1:
+        raise UsageError("give exactly one of --zcdp, --pure, --gdp, --rdp-geometric")
+    open_unit("--delta", delta)
+    return account(*chosen[0], delta, compose=compose, group=group)
 
 
 def account(

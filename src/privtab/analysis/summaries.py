@@ -7,6 +7,7 @@ and inference on published values: no privacy cost.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Literal, cast
 
@@ -15,6 +16,8 @@ if TYPE_CHECKING:
     from privtab.random import RandomSource
 
 __all__ = ["combine_values", "interval_summary", "postprocess_values", "proportion_test_summary"]
+
+LOG = logging.getLogger("privtab.analysis")
 
 
 def _num(x: float, integer: bool) -> float | int:
@@ -97,19 +100,35 @@ def proportion_test_summary(
     p0: float,
     mech: NoiseMechanism,
     *,
-    method: Literal["exact", "monte_carlo"] = "exact",
-    alternative: Literal["two-sided", "greater", "less"] = "two-sided",
+    method: str = "exact",
+    alternative: str = "two-sided",
     reps: int = 10_000,
-    source: RandomSource | None = None,
     seed: int | None = None,
     alpha: float = 0.05,
 ) -> dict[str, Any]:
-    """The DP-aware test of ``H₀: p = p0`` (course seed §4.4) with a conclusion sentence."""
+    """The DP-aware test of ``H₀: p = p0`` (course seed §4.4) with a conclusion sentence.
+    ``method`` is ``exact`` or ``monte-carlo``; ``seed`` seeds the Monte Carlo draws
+    (reproducible, not secure: warned). Raises :class:`privtab.errors.UsageError` naming
+    the option of a bad method, alternative or ``alpha``."""
+    from privtab._options import open_unit
     from privtab.analysis.dptests import proportion_test
+    from privtab.errors import UsageError
 
+    m = method.replace("-", "_")
+    if m not in ("exact", "monte_carlo") or alternative not in ("two-sided", "greater", "less"):
+        raise UsageError(
+            "--method is exact or monte-carlo; --alternative two-sided, greater or less"
+        )
+    open_unit("--alpha", alpha)
+    source: RandomSource | None = None
+    if seed is not None:
+        from privtab.random import SeededSource
+
+        source = SeededSource(seed)
+        LOG.warning("Monte Carlo simulation uses a seeded (insecure) source: fine for a p-value")
     r = proportion_test(
-        observed, n, p0, mech, method=method, alternative=alternative, reps=reps,
-        source=source, seed=seed,
+        observed, n, p0, mech, method=cast(Any, m), alternative=cast(Any, alternative),
+        reps=reps, source=source, seed=seed,
     )  # fmt: skip
     decision = "rejects" if r.p_value < alpha else "does not reject"
     naive = "would reject" if r.naive_p_value < alpha else "would not reject either"

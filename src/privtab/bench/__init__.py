@@ -9,6 +9,9 @@ a module of this package with
 * ``tables(result) -> list[Table]`` — its presentation, printed as rich tables by the CLI
   and as Markdown in ``docs/benchmarks.md`` (:mod:`privtab.bench.render`).
 
+and its options (the runner's arguments, with their flags, help and checks) are declared in
+:mod:`privtab.bench.options`: ``privtab bench NAME`` is built from them.
+
 :func:`execute` wraps a run into a *record* (the command, when, the load before and after,
 the privtab version and commit, the machine, the result); ``--json`` prints it and
 ``--record DIR`` saves it, and ``docs/benchmarks.md`` is regenerated from the saved
@@ -23,18 +26,20 @@ import importlib
 import json
 import logging
 import re
-import shutil
-import subprocess
-import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from privtab._json import jsonable
-from privtab.atomic import atomic_write
-from privtab.bench._common import Table, load_average, machine, now
+from privtab.bench import options as opts
+from privtab.bench.options import Option
+
+if TYPE_CHECKING:
+    from privtab.bench._common import Table
+
+# the registry is read when ``privtab`` builds its commands: what runs a benchmark is
+# imported by the functions that run one
 
 __all__ = ["BENCHMARKS", "Benchmark", "execute"]
 """What a user calls; ``tables``, ``write_record``, ``record_from_log`` and
@@ -43,11 +48,14 @@ __all__ = ["BENCHMARKS", "Benchmark", "execute"]
 
 @dataclass(frozen=True)
 class Benchmark:
-    """A registered benchmark: its module ``privtab.bench.<name>``."""
+    """A registered benchmark: its module ``privtab.bench.<name>``, the help of its command
+    and the options of that command (:mod:`privtab.bench.options`)."""
 
     name: str
     summary: str
     heavy: bool  # minutes to hours, generates data: ``all`` skips it
+    help: str = ""
+    options: tuple[Option, ...] = ()
 
     def module(self) -> ModuleType:
         return importlib.import_module(f"privtab.bench.{self.name}")
@@ -56,30 +64,67 @@ class Benchmark:
 BENCHMARKS: dict[str, Benchmark] = {
     b.name: b
     for b in (
-        Benchmark("samplers", "Exact secure noise samplers vs OpenDP", heavy=False),
-        Benchmark("accounting", "zCDP → (ε, δ) conversion vs dp_accounting", heavy=False),
-        Benchmark("invariants", "ℓ₂ cost of Semi-DP table mechanisms vs naive ones", False),
-        Benchmark("synth", "privtab synth and validate: synthetic nation (no peer)", False),
-        Benchmark("safetab", "SafeTab-P release vs Tumult Analytics, same input", True),
-        Benchmark("floor", "SafeTab-P release vs plain polars read + group-by, same file", True),
-        Benchmark("scale", "SafeTab-P release: time and memory against persons", True),
+        Benchmark(
+            "samplers",
+            "Exact secure noise samplers vs OpenDP",
+            heavy=False,
+            help="Throughput of the exact discrete Gaussian and Laplace samplers vs OpenDP.",
+            options=opts.SAMPLERS,
+        ),
+        Benchmark(
+            "accounting",
+            "zCDP → (ε, δ) conversion vs dp_accounting",
+            heavy=False,
+            help="zCDP → (ε, δ): privtab's conversion vs dp_accounting's RdpAccountant.",
+            options=opts.ACCOUNTING,
+        ),
+        Benchmark(
+            "invariants",
+            "ℓ₂ cost of Semi-DP table mechanisms vs naive ones",
+            heavy=False,
+            help="ℓ₂ cost of the Semi-DP table mechanisms vs the naive ones (seed Figures 2–3).",
+            options=opts.INVARIANTS,
+        ),
+        Benchmark(
+            "synth",
+            "privtab synth and validate: synthetic nation (no peer)",
+            heavy=False,
+            help="privtab synth (and validate): wall time, persons per second, peak memory.",
+            options=opts.SYNTH,
+        ),
+        Benchmark(
+            "safetab",
+            "SafeTab-P release vs Tumult Analytics, same input",
+            heavy=True,
+            help="privtab safetab run vs Tumult Analytics on the same synthetic nation.",
+            options=opts.SAFETAB,
+        ),
+        Benchmark(
+            "floor",
+            "SafeTab-P release vs plain polars read + group-by, same file",
+            heavy=True,
+            help="The release against its floor (polars read + group-by to cells), same file.",
+            options=opts.FLOOR,
+        ),
+        Benchmark(
+            "scale",
+            "SafeTab-P release: time and memory against persons",
+            heavy=True,
+            help="SafeTab-P release at each size: wall time, peak memory, seconds per level.",
+            options=opts.SCALE,
+        ),
     )
 }
 
 
-#: runner arguments whose command-line flag is not the argument's name
-_FLAGS = {"fmt": "--format", "tumult": "--tumult-python"}
-#: boolean options that are on by default (``--no-…`` turns them off)
-_ON_BY_DEFAULT = frozenset({"stage2"})
-
-
 def command_line(name: str, options: Mapping[str, Any]) -> str:
     """The ``privtab bench`` command that reproduces a run with these options."""
+    specs = {o.name: o for o in BENCHMARKS[name].options} if name in BENCHMARKS else {}
     parts = ["privtab", "bench", name]
     for key, value in options.items():
-        flag = _FLAGS.get(key, "--" + key.replace("_", "-"))
-        if key in _ON_BY_DEFAULT:
-            parts += [] if value else ["--no-" + key.replace("_", "-")]
+        flag = specs.get(key, Option(key, None, "")).flags
+        if "/" in flag:  # a switch that is on by default: only its "off" form is written
+            parts += [] if value else [flag.split("/")[1]]
             continue
         if value is None or value is False:
             continue
@@ -94,6 +139,8 @@ def command_line(name: str, options: Mapping[str, Any]) -> str:
 
 def _commit() -> str | None:
     """The checkout's commit when run from one (``git describe``), else None."""
+    import subprocess
+
     try:
         out = subprocess.run(
             ["git", "describe", "--always", "--dirty"],
@@ -130,7 +177,12 @@ def execute(
     Files go to ``work`` (default: a new temporary directory, removed afterwards unless
     ``keep``); with ``keep`` the record is also written there as ``record.json``.
     """
+    import shutil
+    import tempfile
+
     from privtab import __version__
+    from privtab._json import jsonable
+    from privtab.bench._common import load_average, machine, now
 
     if name not in BENCHMARKS:
         raise KeyError(f"no benchmark {name!r} (registered: {', '.join(BENCHMARKS)})")
@@ -203,6 +255,9 @@ def record_from_files(log: Path, release_json: Path | None = None) -> dict[str, 
 
 def write_record(record: Mapping[str, Any], directory: Path) -> Path:
     """Save a record as ``DIR/<benchmark>-<started_at>.json`` (the form ``render`` reads)."""
+    from privtab._json import jsonable
+    from privtab.atomic import atomic_write
+
     directory.mkdir(parents=True, exist_ok=True)
     stamp = re.sub(r"[^0-9T]", "", str(record["started_at"]))
     path = directory / f"{record['benchmark']}-{stamp}.json"
@@ -212,6 +267,7 @@ def write_record(record: Mapping[str, Any], directory: Path) -> Path:
 def record_from_log(result: dict[str, Any], log: Path) -> dict[str, Any]:
     """A record for a release run by hand: its provenance is the log, not this command."""
     from privtab import __version__
+    from privtab.bench._common import load_average, machine, now
 
     return {
         "benchmark": "scale",

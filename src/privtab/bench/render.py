@@ -157,7 +157,17 @@ def scale_figure(records: Sequence[dict[str, Any]], out: Path) -> Path | None:
 
 
 def write(records_dir: Path, page: Path, figure: Path | None = None) -> Path:
-    """Regenerate ``page`` (and the scale ``figure``, next to it) from ``records_dir``."""
+    """Regenerate ``page`` (and the scale ``figure``, next to it) from ``records_dir``.
+    Raises :class:`privtab.errors.UsageError` when ``records_dir`` or the page's folder is
+    not a directory (outside a checkout, without ``--records`` and ``--out``)."""
+    from privtab.errors import UsageError
+
+    for where in (records_dir, page.parent):
+        if not where.is_dir():
+            raise UsageError(
+                f"render needs a checkout (run it from the repository root) or --records and "
+                f"--out: {where} is not a directory"
+            )
     records = load_records(records_dir)
     rel = None
     if figure is not None and scale_figure(records, figure) is not None:

@@ -118,21 +118,19 @@ class ErrorHandlingGroup(TyperGroup):
         except (typer.Exit, typer.Abort, TyperException):
             raise
         except UserError as exc:
-            debug = bool(ctx.meta.get(DEBUG)) or _env_debug()
             _echo(f"privtab: error: {exc}")
-            _report(exc, exc.exit_code, as_json, debug)
+            _report(exc, exc.exit_code, as_json, _debug(ctx))
             raise typer.Exit(exc.exit_code) from None
         except BrokenPipeError:  # the reader of stdout went away (``| head``): not an error
             with contextlib.suppress(OSError, ValueError):
                 os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
             raise typer.Exit(0) from None
         except KeyboardInterrupt as exc:
-            debug = bool(ctx.meta.get(DEBUG)) or _env_debug()
             _echo("privtab: interrupted: nothing was published")
-            _report(exc, EXIT_INTERRUPTED, as_json, debug)
+            _report(exc, EXIT_INTERRUPTED, as_json, _debug(ctx))
             raise typer.Exit(EXIT_INTERRUPTED) from None
         except Exception as exc:
-            debug = bool(ctx.meta.get(DEBUG)) or _env_debug()
+            debug = _debug(ctx)
             path = _write_traceback(exc)
             _echo(
                 f"privtab: internal error (a bug in privtab, please report it): "
@@ -148,5 +146,6 @@ def _one_line(exc: BaseException) -> str:
     return text[0][:300] if text else ""
 
 
-def _env_debug() -> bool:
-    return os.environ.get("PRIVTAB_DEBUG", "") not in ("", "0")
+def _debug(ctx: Any) -> bool:
+    """``--debug`` (read after the root callback set it) or ``PRIVTAB_DEBUG=1``."""
+    return bool(ctx.meta.get(DEBUG)) or os.environ.get("PRIVTAB_DEBUG", "") not in ("", "0")

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import logging
-import math
 import sys
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -89,6 +88,11 @@ QuietOption = Annotated[
     typer.Option("--quiet", "-q", callback=_quiet, help="No progress on stderr (as privtab -q)."),
 ]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print one JSON object.")]
+ConfigOption = Annotated[
+    str | None,
+    typer.Option("--config", "-c", help="config.json or its directory (default: 2020 production)."),
+]
+DeltaOption = Annotated[float, typer.Option("--delta", help="δ of the (ε, δ) conversions.")]
 OverwriteOption = Annotated[
     bool, typer.Option("--overwrite", help="Replace an output that privtab wrote.")
 ]
@@ -109,30 +113,15 @@ def fail(message: str, code: int = EXIT_USAGE, hint: str | None = None) -> NoRet
     raise typer.Exit(code)
 
 
-def floats(
-    text: str, option: str, *, lo: float = -math.inf, hi: float = math.inf, open_lo: bool = False
-) -> list[float]:
-    """Comma-separated numbers (``;`` also separates) within ``[lo, hi]`` (``(lo, hi]``)."""
-    out: list[float] = []
-    for p in (x.strip() for x in text.replace(";", ",").split(",")):
-        if not p:
-            continue
-        try:
-            v = float(p)
-        except ValueError:
-            fail(f"{option} must be comma-separated numbers: {p!r} is not a number")
-        if math.isnan(v) or v < lo or v > hi or (open_lo and v == lo):
-            fail(f"{option}: {p!r} must lie in {'(' if open_lo else '['}{lo:g}, {hi:g}]")
-        out.append(v)
-    if not out:
-        fail(f"{option}: give at least one value")
-    return out
-
-
-def check_open_unit(option: str, value: float) -> None:
-    """Refuse a probability-like option outside (0, 1)."""
-    if not 0 < value < 1:
-        fail(f"{option} must lie strictly between 0 and 1, got {value}")
+@contextmanager
+def usage_errors(*kinds: type[Exception]) -> Iterator[None]:
+    """Inside, a library's ``kinds`` of exception (default ``ValueError``: a bad option
+    value) ends the command as bad usage with its message (exit 2)."""
+    caught = kinds or (ValueError,)
+    try:
+        yield
+    except caught as exc:
+        fail(str(exc))
 
 
 def warn(message: str) -> None:

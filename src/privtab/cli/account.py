@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from privtab.cli._render import JsonOption, check_open_unit, emit, fail
+from privtab.cli._render import JsonOption, emit, usage_errors
 
 
 def register(app: typer.Typer) -> None:
@@ -29,15 +29,9 @@ def account(
 
     Example: privtab account --zcdp 2.63 --delta 1e-10
     """
-    from privtab.accounting.summary import account, account_table
+    from privtab.accounting.summary import account_given, account_table
 
     given = {"zcdp": zcdp, "pure": pure, "gdp": gdp, "rdp_geometric": rdp_geometric}
-    chosen = [(k, v) for k, v in given.items() if v is not None]
-    if len(chosen) != 1:
-        fail("give exactly one of --zcdp, --pure, --gdp, --rdp-geometric")
-    check_open_unit("--delta", delta)
-    try:
-        result = account(*chosen[0], delta, compose=compose, group=group)
-    except ValueError as exc:
-        fail(str(exc))
+    with usage_errors():
+        result = account_given(given, delta, compose=compose, group=group)
     emit(result, as_json, [account_table(result)])

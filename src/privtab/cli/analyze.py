@@ -13,7 +13,8 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from privtab.cli._render import JsonOption, add_group, check_open_unit, emit, fail, floats, warn
+from privtab._options import numbers, open_unit
+from privtab.cli._render import JsonOption, add_group, emit, fail, usage_errors
 from privtab.report.text import fields_table
 
 if TYPE_CHECKING:
@@ -46,10 +47,8 @@ def _mechanism(
 
     if name is None:
         fail(f"--mechanism is required ({MECHANISMS})")
-    try:
+    with usage_errors():
         return mechanism_from_spec(name, epsilon=epsilon, rho=rho, sensitivity=sensitivity)
-    except ValueError as exc:
-        fail(str(exc))
 
 
 def _on_release(
@@ -58,10 +57,8 @@ def _on_release(
     """``analyze COMMAND --release``: :func:`privtab.analysis.derived.analyze_release`."""
     from privtab.analysis.derived import analyze_release
 
-    try:
+    with usage_errors(FileNotFoundError, ValueError):
         payload = analyze_release(command, release, out=out, overwrite=overwrite, **opts)
-    except (FileNotFoundError, ValueError) as exc:
-        fail(str(exc))
     emit(payload, as_json, title=f"analyze {command} of {release}")
 
 
@@ -93,18 +90,16 @@ def ci(
     """
     from privtab.analysis.summaries import interval_summary
 
-    check_open_unit("--level", level)
+    open_unit("--level", level)
     if release is not None:
         return _on_release("ci", release, out, overwrite, as_json, level=level)
     if (value is None) == (values is None):
         fail("give exactly one of --value, --values or --release")
     mech = _mechanism(mechanism, epsilon, rho, sensitivity)
-    vs = [value] if value is not None else floats(str(values), "--values")
+    vs = [value] if value is not None else numbers(str(values), "--values")
     box = None if value is not None or combination else simultaneous or "exact"
-    try:
+    with usage_errors(ValueError, TypeError):
         payload = interval_summary(mech, level, vs, combination=combination, simultaneous=box)
-    except (ValueError, TypeError) as exc:
-        fail(str(exc))
     emit(payload, as_json, title=f"{level:.0%} interval")
 
 
@@ -138,20 +133,18 @@ def combine(
     from privtab.analysis.summaries import combine_values
 
     if release is not None:
-        th = floats(thresholds, "--thresholds") if thresholds else None
+        th = numbers(thresholds, "--thresholds") if thresholds else None
         return _on_release(
             "combine", release, out, overwrite, as_json,
             level=level, thresholds=th, min_threshold_sd=min_threshold_sd,
         )  # fmt: skip
     if values is None or variances is None:
         fail("give --values and --variances (or --release)")
-    rows = None if design is None else [floats(r, "--design") for r in design.split(";")]
-    c = None if contrast is None else floats(contrast, "--contrast")
-    try:
-        payload = combine_values(floats(values, "--values"), floats(variances, "--variances"),
+    rows = None if design is None else [numbers(r, "--design") for r in design.split(";")]
+    c = None if contrast is None else numbers(contrast, "--contrast")
+    with usage_errors():
+        payload = combine_values(numbers(values, "--values"), numbers(variances, "--variances"),
                                  rows, c)  # fmt: skip
-    except ValueError as exc:
-        fail(str(exc))
     emit(payload, as_json, title="combined estimate")
 
 
@@ -180,24 +173,11 @@ def dp_test(
     from privtab.analysis.summaries import proportion_test_summary
 
     mech = _mechanism(mechanism, epsilon, rho, sensitivity)
-    m = method.replace("-", "_")
-    if m not in ("exact", "monte_carlo") or alternative not in ("two-sided", "greater", "less"):
-        fail("--method is exact or monte-carlo; --alternative two-sided, greater or less")
-    check_open_unit("--alpha", alpha)
-    source = None
-    if seed is not None:
-        from privtab.random import SeededSource
-
-        source = SeededSource(seed)
-        warn("Monte Carlo simulation uses a seeded (insecure) source: fine for a p-value")
-    kind: Any = (m, alternative)
-    try:
+    with usage_errors(ValueError, TypeError):
         payload = proportion_test_summary(
-            observed, n, p0, mech, method=kind[0], alternative=kind[1], reps=reps,
-            source=source, seed=seed, alpha=alpha,
+            observed, n, p0, mech, method=method, alternative=alternative, reps=reps,
+            seed=seed, alpha=alpha,
         )  # fmt: skip
-    except (ValueError, TypeError) as exc:
-        fail(str(exc))
     shown = fields_table("DP-aware test", {k: v for k, v in payload.items() if k != "conclusion"})
     emit(payload, as_json, [shown], lines=[payload["conclusion"]])
 
@@ -230,11 +210,9 @@ def postprocess(
         return _on_release("postprocess", release, out, overwrite, as_json, **opts)
     if values is None:
         fail("give --values (or --release)")
-    try:
+    with usage_errors():
         payload = postprocess_values(
-            floats(values, "--values"), total=total, variance=variance,
+            numbers(values, "--values"), total=total, variance=variance,
             total_variance=total_variance, nonnegative=nonnegative, round_=round_,
         )  # fmt: skip
-    except ValueError as exc:
-        fail(str(exc))
     emit(payload, as_json, title="post-processed values")

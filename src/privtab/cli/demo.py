@@ -39,7 +39,7 @@ def demo(
     from privtab.cli.safetab import report_after_publication
     from privtab.mechanisms import InsecureReleaseWarning
     from privtab.tabulate.demo import run_demo
-    from privtab.tabulate.summary import release_summary, release_tables
+    from privtab.tabulate.summary import release_tables
 
     if seed is not None:
         warn("--seed: seeded noise, the demo release is NOT private")
@@ -51,19 +51,7 @@ def demo(
             fail(str(exc))
         except OutputRefusedError as exc:
             fail(f"{exc}; choose another --out")
-    root, release = done.root, done.root / "release"
-    summary = release_summary(done.run)
-    summary.update(
-        run_record=str(root / "release.CONFIDENTIAL-run-record.json"),
-        synthetic_persons=done.synth.persons,
-        states=done.states,
-        outputs={"t1": str(release / "t1"), "t2": str(release / "t2"),
-                 "release_json": str(release / "release.json"),
-                 "report": str(release / "report.html")},
-    )  # fmt: skip
+    summary = done.summary()
     head, tables = release_tables(summary)
-    note = (f"T1/T2 (the Census folders t1/ and t2/, with their error tables), "
-            f"release.json and report.html are in {release}; "
-            f"the synthetic input is in {root / 'input'}.")  # fmt: skip
-    emit(summary, as_json, tables, head=head, lines=[note])
+    emit(summary, as_json, tables, head=head, lines=[done.where()])
     report_after_publication(done.run)

@@ -14,7 +14,8 @@ from typing import Annotated
 
 import typer
 
-from privtab.cli._render import JsonOption, add_group, check_open_unit, emit, fail, warn
+from privtab._options import open_unit
+from privtab.cli._render import JsonOption, add_group, emit, usage_errors
 
 Counts = Annotated[Path | None, typer.Option("--input", help="CSV of counts (an optional "
                    "header row and label column are skipped).")]  # fmt: skip
@@ -25,11 +26,6 @@ def register(app: typer.Typer) -> None:
     help = "Semi-DP: privacy guarantees and mechanisms when some counts are published exactly."
     commands = {"census": census, "table": table, "test": odds_ratio_test}
     add_group(app, "invariants", help, commands)
-
-
-def _seeded(seed: int | None) -> None:
-    if seed is not None:
-        warn(f"--seed {seed}: using a reproducible TEST source; the output is NOT private")
 
 
 def census(
@@ -58,11 +54,9 @@ def census(
     """
     from privtab.invariants.overview import census_overview, census_table
 
-    check_open_unit("--delta", delta)
-    try:
+    open_unit("--delta", delta)
+    with usage_errors():
         ov = census_overview(rho, semi_adjacent, delta, invariant)
-    except ValueError as exc:
-        fail(str(exc))
     emit(ov, as_json, [census_table(ov)])
 
 
@@ -103,25 +97,22 @@ def table(
 
     Example: privtab invariants table --counts '30,12,8;10,25,15' --mu 1 --integer --json
     """
-    from privtab.invariants.overview import table_release, table_view, write_table_csv
+    from privtab.invariants.overview import (
+        check_table_output,
+        table_release,
+        table_view,
+        write_table_csv,
+    )
     from privtab.invariants.specs import load_table
 
     if output is not None:
-        if input_path is not None and output.resolve() == input_path.resolve():
-            fail(f"--output {output} is the --input file; choose another --output")
-        if output.is_dir():
-            fail(f"--output {output} is a folder; give a file name")
-        if output.exists() and not overwrite:
-            fail(f"--output {output} exists (use --overwrite to replace it)")
+        check_table_output(output, input_path, overwrite)
     rows = load_table(counts, input_path)
-    _seeded(seed)
-    try:
+    with usage_errors():
         rel, out = table_release(
             rows, mechanism, mu=mu, rho=rho, epsilon=epsilon, semi_adjacent=semi_adjacent,
             integer=integer, seed=seed,
         )  # fmt: skip
-    except ValueError as exc:
-        fail(str(exc))
     if output is not None:
         write_table_csv(output, rel)
         out["output"] = str(output)
@@ -159,12 +150,9 @@ def odds_ratio_test(
     from privtab.invariants.specs import load_table
 
     rows = load_table(counts, input_path)
-    _seeded(seed)
-    try:
+    with usage_errors():
         ov = odds_ratio_overview(
             rows, epsilon=epsilon, mu=mu, theta0=theta0, alpha=alpha, alternative=alternative,
             power_at=power_at or [], seed=seed,
         )  # fmt: skip
-    except ValueError as exc:
-        fail(str(exc))
     emit(ov, as_json, [], lines=odds_ratio_lines(ov, alpha))

@@ -8,18 +8,25 @@ read it, set lifetime budgets, and settle releases left pending by an interrupte
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from privtab.cli._render import JsonOption, check_open_unit, emit, fail, group, print_json
+from privtab._options import open_unit
+from privtab.cli._render import DeltaOption, JsonOption, emit, fail, group
 
 if TYPE_CHECKING:
     from privtab.accounting.odometer import ReleaseLedger
 
 ledger_app = group("The confidential ledger of releases: composed guarantees and lifetime budgets.")
 
-_LEDGER_HELP = "Ledger file (default: $PRIVTAB_LEDGER, else ~/.local/state/privtab/ledger.json)."
+LedgerPath = Annotated[
+    str | None,
+    typer.Option(
+        "--ledger",
+        help="Ledger file (default: $PRIVTAB_LEDGER, else ~/.local/state/privtab/ledger.json).",
+    ),
+]
 
 
 def register(app: typer.Typer) -> None:
@@ -28,21 +35,17 @@ def register(app: typer.Typer) -> None:
 
 def _open(path: str | None) -> ReleaseLedger:
     from privtab.accounting.odometer import ReleaseLedger
-    from privtab.errors import UserError
 
-    try:
-        return ReleaseLedger.open(None if path is None else Path(path))
-    except UserError as err:
-        fail(str(err), err.exit_code)
+    return ReleaseLedger.open(None if path is None else Path(path))
 
 
 @ledger_app.command("show")
 def show_cmd(
-    ledger_path: str | None = typer.Option(None, "--ledger", help=_LEDGER_HELP),
+    ledger_path: LedgerPath = None,
     dataset: str | None = typer.Option(
         None, "--dataset", help="Only this data set (its key, or a prefix of it)."
     ),
-    delta: float = typer.Option(1e-10, "--delta", help="δ of the (ε, δ) conversions."),
+    delta: DeltaOption = 1e-10,
     as_json: JsonOption = False,
 ) -> None:
     """Every recorded release and, per data set, the composed guarantee: ρ (exact), ε
@@ -52,7 +55,7 @@ def show_cmd(
     """
     from privtab.accounting.ledger_view import ledger_tables, resolve_dataset
 
-    check_open_unit("--delta", delta)
+    open_unit("--delta", delta)
     ledger = _open(ledger_path)
     summary = ledger.summary(delta, resolve_dataset(ledger, dataset))
     head, tables = ledger_tables(summary)
@@ -67,46 +70,24 @@ def set_lifetime_cmd(
     dataset: str | None = typer.Option(
         None, "--dataset", help="For this data set only (default: every data set without one)."
     ),
-    ledger_path: str | None = typer.Option(None, "--ledger", help=_LEDGER_HELP),
+    ledger_path: LedgerPath = None,
     as_json: JsonOption = False,
 ) -> None:
     """Set the lifetime budget that ``safetab run`` checks every release against.
 
     Values are read exactly as written (0.1 is 1/10). Example: privtab ledger set-lifetime --rho 10
     """
-    from privtab.accounting.exact import ExactGuarantee
-    from privtab.errors import UserError
+    from privtab.accounting.ledger_view import lifetime_budget, resolve_dataset
 
-    given = [x for x in (rho, epsilon) if x is not None]
-    if len(given) + clear != 1:
-        fail("give exactly one of --rho, --epsilon, --clear")
-    g: ExactGuarantee | None = None
-    try:
-        if rho is not None:
-            g = ExactGuarantee.zcdp(rho)
-        elif epsilon is not None:
-            g = ExactGuarantee.pure(epsilon)
-    except ValueError as exc:
-        fail(f"{'--rho' if rho is not None else '--epsilon'}: {exc}")
-    if g is not None and g.value == 0:
-        fail("a lifetime budget must be positive (use --clear to remove one)")
-    from privtab.accounting.ledger_view import resolve_dataset
-
+    g = lifetime_budget(rho, epsilon, clear)
     ledger = _open(ledger_path)
     key = resolve_dataset(ledger, dataset)
-    try:
-        ledger.set_lifetime(g, key)
-    except UserError as err:
-        fail(str(err), err.exit_code)
+    ledger.set_lifetime(g, key)
+    lifetime = None if g is None else dict(g.to_dict())
+    doc = {"ledger": str(ledger.path), "dataset": key, "lifetime": lifetime}
     target = "default" if key is None else key
-    if as_json:
-        print_json({"ledger": str(ledger.path), "dataset": key, "lifetime": _maybe(g)})
-        return
-    typer.echo(f"{ledger.path}: lifetime budget ({target}) " + ("cleared" if g is None else f"{g}"))
-
-
-def _maybe(g: Any) -> dict[str, Any] | None:
-    return None if g is None else dict(g.to_dict())
+    done = "cleared" if g is None else f"{g}"
+    emit(doc, as_json, [], lines=[f"{ledger.path}: lifetime budget ({target}) {done}"])
 
 
 @ledger_app.command("settle")
@@ -118,22 +99,17 @@ def settle_cmd(
         help="Whether the release was published (look at its path first).",
     ),
     release: str | None = typer.Option(None, "--release", help="Its final path, if moved."),
-    ledger_path: str | None = typer.Option(None, "--ledger", help=_LEDGER_HELP),
+    ledger_path: LedgerPath = None,
 ) -> None:
     """Settle a release left pending by an interrupted run.
 
     A pending release counts as spent until settled. --published keeps it for good;
     --not-published removes it (only if no release from that run exists anywhere).
     """
-    from privtab.errors import UserError
-
     if published is None:
         fail("say whether the release was published: --published or --not-published")
     ledger = _open(ledger_path)
-    try:
-        done = ledger.settle(entry_id, published=published, release=release)
-    except UserError as err:
-        fail(str(err), err.exit_code)
+    done = ledger.settle(entry_id, published=published, release=release)
     if done is None:
         typer.echo(f"{ledger.path}: pending release {entry_id} removed (not published)")
     else:

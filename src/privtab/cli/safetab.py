@@ -7,24 +7,21 @@ from typing import Annotated, Any
 
 import typer
 
+from privtab._options import choice, numbers, open_unit
 from privtab.cli._render import (
+    ConfigOption,
+    DeltaOption,
     JsonOption,
     QuietOption,
-    check_open_unit,
     emit,
-    fail,
-    floats,
     group,
+    usage_errors,
     warn,
 )
 
 safetab_app = group("SafeTab-P: release plans (budgets, noise, MOE, guarantees) and releases.")
 
 
-Config = Annotated[
-    str | None,
-    typer.Option("--config", "-c", help="config.json or its directory (default: 2020 production)."),
-]
 PldGrid = Annotated[
     float,
     typer.Option("--pld-grid", min=1e-5, max=0.1, help="Loss grid of the PLD analysis (finer: "
@@ -39,20 +36,9 @@ def register(app: typer.Typer) -> None:
     app.add_typer(safetab_app, name="safetab")
 
 
-def _paper(
-    moes: list[float], stability: int, gamma: float, delta: float, calibration: str, grid: float
-) -> dict[str, Any]:
-    from privtab.tabulate.paper import paper_model
-
-    try:
-        return paper_model(moes, stability, gamma, delta, calibration, grid)
-    except ValueError as exc:
-        fail(str(exc))
-
-
 @safetab_app.command("plan")
 def plan_cmd(
-    config: Config = None,
+    config: ConfigOption = None,
     scope: str = typer.Option("US", "--scope", help="US or PR run of the config."),
     moe: str | None = typer.Option(
         None,
@@ -64,33 +50,39 @@ def plan_cmd(
     calibration: str = typer.Option(
         "exact", "--calibration", help="exact (default) or paper closed forms (with --moe)."
     ),
-    delta: float = typer.Option(1e-10, "--delta", help="δ of the (ε, δ) conversions."),
+    delta: DeltaOption = 1e-10,
     pld_grid: PldGrid = 1e-3,
-    as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
+    as_json: JsonOption = False,
 ) -> None:
     """Each level's budget, noise scale and exact MOE, and the end-to-end guarantee.
 
     Examples: privtab safetab plan (the 2020 production US plan);
     privtab safetab plan --moe 6,6,11,11,50,50,50 --stability 9 --gamma 0.1 --calibration paper
     """
+    from privtab.tabulate.paper import paper_model
     from privtab.tabulate.summary import plan_summary, plan_tables
 
-    check_open_unit("--delta", delta)
-    if calibration not in ("exact", "paper"):
-        fail(f"--calibration must be exact or paper, got {calibration!r}")
-    check_open_unit("--gamma", gamma)
+    open_unit("--delta", delta)
+    choice("--calibration", calibration, ("exact", "paper"))
+    open_unit("--gamma", gamma)
     if moe is not None:
-        res = _paper(floats(moe, "--moe"), stability, gamma, delta, calibration, pld_grid)
+        moes = numbers(moe, "--moe")
+        with usage_errors():
+            res = paper_model(moes, stability, gamma, delta, calibration, pld_grid)
     else:
         res = plan_summary(config, scope, delta, pld_grid)
     emit(res, as_json, plan_tables(res, paper=moe is not None))
 
 
+_NOT_RUN_OPTIONS = frozenset({"data", "out", "config", "quiet", "as_json"})
+
+
 @safetab_app.command("run")
 def run_cmd(
+    ctx: typer.Context,
     data: str = typer.Option(..., "--data", "-d", help="Directory with person-records and GRF-C."),
     out: str = typer.Option(..., "--out", "-o", help="Release directory to create."),
-    config: Config = None,
+    config: ConfigOption = None,
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace an existing --out."),
     delta: float = typer.Option(1e-10, "--delta", help="δ of the reported (ε, δ) guarantees."),
     pld_grid: PldGrid = 1e-3,
@@ -163,72 +155,18 @@ def run_cmd(
 
     Example: privtab safetab run --data synth-1m --out release-1m
     """
-    from privtab.random import SeededSource
-    from privtab.tabulate.run import RunOptions
+    from privtab.tabulate.context import RunOptions
     from privtab.tabulate.summary import release_summary, release_tables
 
-    check_open_unit("--delta", delta)
-    fmts = tuple(f.strip() for f in formats.split(",") if f.strip())
-    if not fmts or set(fmts) - {"txt", "parquet"}:
-        fail(f"--format must be txt, parquet or txt,parquet, got {formats!r}")
-    if engine not in ("polars", "spark"):
-        fail(f"--engine must be polars or spark, got {engine!r}")
-    conf: dict[str, str] = {}
-    for item in spark_conf:
-        key, sep, value = item.partition("=")
-        if not sep or not key:
-            fail(f"--spark-conf needs KEY=VALUE, got {item!r}")
-        conf[key.strip()] = value.strip()
-    if (spark_master or conf) and engine != "spark":
-        fail("--spark-master / --spark-conf need --engine spark")
-    chosen: Any = engine
-    if engine == "spark" and (spark_master or conf):
-        from privtab.tabulate.engines.spark import SparkEngine
-
-        chosen = SparkEngine(master=spark_master, config=conf or None)
-    insecure = seed is not None or no_noise
-    if insecure:
-        warn("TEST MODE: seeded or no noise — the release is NOT private; do not publish it")
-    opts = RunOptions(
-        source=SeededSource(seed) if seed is not None else None,
-        allow_insecure=insecure,
-        noise=not no_noise,
-        delta=delta,
-        pld_grid=pld_grid,
-        nonnegative=nonnegative,
-        evaluate=evaluate,
-        report=report,
-        overwrite=overwrite,
-        formats=fmts,
-        engine=chosen,
-        allow_empty=allow_empty,
-        run_record=run_record,
-        ledger=ledger,
-        lifetime=_lifetime(lifetime_rho, lifetime_epsilon),
-        allow_more_releases=allow_more_releases,
-        dataset_id=dataset_id,
-    )
+    open_unit("--delta", delta)
+    # every other flag is named as RunOptions.from_flags' argument of the same name
+    flags = {k: v for k, v in ctx.params.items() if k not in _NOT_RUN_OPTIONS}
+    opts = RunOptions.from_flags(**flags)
     res = run_release_cli(config, Path(data), Path(out), opts)
     summary = release_summary(res)
     head, tables = release_tables(summary)
     emit(summary, as_json, tables, head=head)
     report_after_publication(res)
-
-
-def _lifetime(rho: str | None, epsilon: str | None) -> Any:
-    """The --lifetime-rho / --lifetime-epsilon budget, read exactly (``"2.5"`` is 5/2)."""
-    from privtab.accounting import ExactGuarantee
-
-    if rho is not None and epsilon is not None:
-        fail("give --lifetime-rho or --lifetime-epsilon, not both")
-    try:
-        if rho is not None:
-            return ExactGuarantee.zcdp(rho)
-        if epsilon is not None:
-            return ExactGuarantee.pure(epsilon)
-    except ValueError as exc:
-        fail(f"lifetime budget: {exc}")
-    return None
 
 
 def run_release_cli(config: str | Path | None, data: Path, out: Path, opts: Any) -> Any:

@@ -9,25 +9,10 @@ fine-grained accounting of a per-query allocation (the 2020 TopDown one by defau
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
-
 import typer
 
-from privtab.cli._render import (
-    JsonOption,
-    check_open_unit,
-    emit,
-    fail,
-    floats,
-    group,
-    info,
-    print_json,
-    show,
-    warn,
-)
-
-if TYPE_CHECKING:
-    from privtab.accounting.guarantees import Guarantee
+from privtab._options import numbers, open_unit
+from privtab.cli._render import JsonOption, emit, fail, group, print_json, show, usage_errors
 
 DEFAULT_LEVELS = "0.01,0.05,0.1"
 DEFAULT_RATIOS = "1.25,2,5,10,100"
@@ -43,59 +28,6 @@ def register(app: typer.Typer) -> None:
     sub.callback(invoke_without_command=True)(semantics)
     sub.command("topdown")(topdown)
     app.add_typer(sub, name="semantics")
-
-
-def _guarantee(
-    pure: float | None,
-    approx: str | None,
-    zcdp: float | None,
-    gdp: float | None,
-    rdp_file: str | None,
-    release: str | None,
-) -> Guarantee:
-    from privtab.semantics.overview import parse_guarantee
-
-    given = {"--pure": pure, "--approx": approx, "--zcdp": zcdp, "--gdp": gdp,
-             "--rdp-file": rdp_file, "--release": release}  # fmt: skip
-    chosen = [k for k, v in given.items() if v is not None]
-    if len(chosen) != 1:
-        fail(
-            "give exactly one of --pure E, --approx E,D, --zcdp R, --gdp M, --rdp-file F, "
-            f"--release FILE (got {', '.join(chosen) or 'none'}); "
-            "or use 'privtab semantics topdown'"
-        )
-    try:
-        return parse_guarantee(chosen[0][2:], given[chosen[0]])
-    except ValueError as exc:
-        fail(str(exc))
-
-
-def _release_runs(path: str | None) -> tuple[dict[str, Any], list[Any], bool]:
-    """The release document, its runs (each with its guarantee and plan; none when ``path``
-    is not a privtab release) and whether it is private (warned loudly when not)."""
-    if path is None:
-        return {}, [], True
-    from privtab.semantics.overview import NOT_PRIVATE_WARNING
-    from privtab.semantics.release import ReleaseError, load_release_runs, load_release_status
-
-    try:
-        _, private = load_release_status(path)
-        doc, runs = load_release_runs(path)
-    except ReleaseError as exc:
-        fail(f"--release: {exc}")
-    if not private:
-        warn(NOT_PRIVATE_WARNING.upper())
-    if runs:
-        info("computing each run's privacy-loss distribution ...")
-    return doc, runs, private
-
-
-def _release_name(path: str) -> str:
-    """The release as the user named it (its folder; ``release.json`` dropped)."""
-    from pathlib import Path
-
-    p = Path(path)
-    return str(p.parent if p.name == "release.json" else p)
 
 
 def semantics(
@@ -142,48 +74,38 @@ def semantics(
     if ctx.invoked_subcommand is not None:
         return
     from privtab.semantics.bayes import POSTERIOR_BOUNDS
-    from privtab.semantics.overview import guarantee_overview, overview_tables
+    from privtab.semantics.overview import (
+        chosen_guarantee,
+        guarantee_overview,
+        overview_tables,
+        release_runs,
+    )
+    from privtab.semantics.report import write_guarantee_report
 
-    g = _guarantee(pure, approx, zcdp, gdp, rdp_file, release)
-    lv = floats(levels, "--levels", lo=0.0, hi=1.0)
-    rt = floats(ratios, "--ratios", lo=1.0, hi=1e300, open_lo=True)
-    pr = floats(priors, "--priors", lo=0.0, hi=1.0)
+    given = {"--pure": pure, "--approx": approx, "--zcdp": zcdp, "--gdp": gdp,
+             "--rdp-file": rdp_file, "--release": release}  # fmt: skip
+    g = chosen_guarantee(given)
+    lv = numbers(levels, "--levels", lo=0.0, hi=1.0)
+    rt = numbers(ratios, "--ratios", lo=1.0, hi=1e300, open_lo=True)
+    pr = numbers(priors, "--priors", lo=0.0, hi=1.0)
     if posterior_bound not in POSTERIOR_BOUNDS:
         known = ", ".join(POSTERIOR_BOUNDS)
         fail(f"--posterior-bound must be one of {known}, got {posterior_bound!r}")
-    check_open_unit("--confidence", confidence)
-    doc, runs, private = _release_runs(release)
+    open_unit("--confidence", confidence)
+    doc, runs, private, name = release_runs(release)
     p2p = {"priors": pr, "distance": distance, "bound": posterior_bound, "confidence": confidence}
-    try:
+    with usage_errors():
         ov = guarantee_overview(g, lv, rt, runs=runs, dg_queries=dg_queries, private=private, **p2p)  # type: ignore[arg-type]
-    except ValueError as exc:
-        fail(str(exc))
-    name = "" if release is None else _release_name(release)
     ov["html"] = None
     if html_out is not None:
-        from privtab.semantics.report import (
-            guarantee_report_html,
-            release_report_html,
-            write_html,
-        )
-
-        info(f"drawing the report for {g} ...")
-        if runs:
-            text = release_report_html(doc, runs, name, lv, rt, dg_queries=dg_queries,
-                                       prior_posterior=p2p)  # fmt: skip
-        else:
-            text = guarantee_report_html(g, lv, rt, dg_queries=dg_queries,
-                                         prior_posterior=ov["prior_to_posterior"])  # fmt: skip
-        ov["html"] = str(write_html(html_out, text))
-        info(f"wrote {ov['html']}")
+        ov["html"] = write_guarantee_report(
+            html_out, g, (doc, runs, name), lv, rt, dg_queries=dg_queries,
+            prior_posterior=p2p, bounds=ov["prior_to_posterior"],
+        )  # fmt: skip
     if as_json:
         return print_json(ov)
     head, tables = overview_tables(ov, g, runs, name)
-    lines = [] if ov["prior_to_posterior"] is not None else [NO_PRIOR_BOUND]
-    show(tables, lines, head)
-
-
-NO_PRIOR_BOUND = "prior-to-posterior: no bound for (ε, δ)-DP without further assumptions"
+    show(tables, head=head)
 
 
 def topdown(
@@ -211,21 +133,15 @@ def topdown(
     from privtab.semantics.allocation import AllocationError, builtin_allocation, load_allocation
     from privtab.semantics.overview import select_concerns, topdown_overview, topdown_tables
 
-    lv = floats(levels, "--levels", lo=0.0, hi=1.0)
-    rt = floats(ratios, "--ratios", lo=1.0, hi=1e300, open_lo=True)
-    try:
+    lv = numbers(levels, "--levels", lo=0.0, hi=1.0)
+    rt = numbers(ratios, "--ratios", lo=1.0, hi=1e300, open_lo=True)
+    with usage_errors(AllocationError):
         alloc = load_allocation(allocation) if allocation else builtin_allocation()
         chosen = select_concerns(alloc, scenario, concern, within)
-    except AllocationError as exc:
-        fail(str(exc))
     ov = topdown_overview(alloc, chosen, lv, rt)
-    if ov["rho_per_block"] == 0:
-        warn("the allocation spends no budget at all")
     ov["html"] = None
     if html_out is not None:
-        from privtab.semantics.report import topdown_report_html, write_html
+        from privtab.semantics.report import write_topdown_report
 
-        info("drawing the allocation report ...")
-        ov["html"] = str(write_html(html_out, topdown_report_html(alloc, chosen, lv, rt)))
-        info(f"wrote {ov['html']}")
+        ov["html"] = write_topdown_report(html_out, alloc, chosen, lv, rt)
     emit(ov, as_json, topdown_tables(alloc, ov, lv))

@@ -6,14 +6,15 @@ from pathlib import Path
 
 import typer
 
+from privtab._options import choice
 from privtab.cli._render import (
     JsonOption,
     OverwriteOption,
     Progress,
     QuietOption,
     emit,
-    fail,
     interruptible,
+    usage_errors,
 )
 
 
@@ -46,15 +47,11 @@ def synth(
     """
     from privtab.data.synth import synthesize
 
-    if fmt not in ("txt", "parquet"):
-        fail(f"--format must be txt or parquet, got {fmt!r}")
-    with interruptible("nothing was written"):
-        try:
-            result = synthesize(
-                Path(out), persons, states=states, seed=seed, fmt=fmt,  # type: ignore[arg-type]
-                chunk_rows=chunk_rows, overwrite=overwrite,
-                progress=Progress("synth", unit="persons"),
-            )  # fmt: skip
-        except ValueError as exc:
-            fail(str(exc))
+    choice("--format", fmt, ("txt", "parquet"))
+    with interruptible("nothing was written"), usage_errors():
+        result = synthesize(
+            Path(out), persons, states=states, seed=seed, fmt=fmt,  # type: ignore[arg-type]
+            chunk_rows=chunk_rows, overwrite=overwrite,
+            progress=Progress("synth", unit="persons"),
+        )  # fmt: skip
     emit(result.to_dict(), as_json, [result.table()])

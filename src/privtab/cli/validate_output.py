@@ -14,7 +14,7 @@ from pathlib import Path
 
 import typer
 
-from privtab.cli._render import print_json
+from privtab.cli._render import JsonOption, emit
 
 
 def register(app: typer.Typer) -> None:
@@ -38,7 +38,7 @@ def validate_output(
         "-d",
         help="Directory with the GRF-C: also check that every row is in the public domain.",
     ),
-    as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
+    as_json: JsonOption = False,
 ) -> None:
     """Check the T1/T2 files of a release against the Census output rules.
 
@@ -48,13 +48,8 @@ def validate_output(
     from privtab.tabulate.output_validation import validate_paths
 
     summary = validate_paths(release, config=config, data=data)
-    if as_json:
-        print_json(summary.to_json())
-        return
     rows = sum(summary.files.values())
-    typer.echo(
-        f"valid: {release} ({len(summary.files)} files, {rows:,} rows); checked "
-        f"{', '.join(summary.checks)}"
-    )
-    for rule, why in summary.skipped.items():
-        typer.echo(f"  not checked: {rule} ({why})")
+    checked = ", ".join(summary.checks)
+    valid = f"valid: {release} ({len(summary.files)} files, {rows:,} rows); checked {checked}"
+    skipped = [f"  not checked: {rule} ({why})" for rule, why in summary.skipped.items()]
+    emit(summary.to_json(), as_json, [], lines=[valid, *skipped])

@@ -34,6 +34,7 @@ __all__ = [
     "TABLE_MECHANISMS",
     "census_overview",
     "census_table",
+    "check_table_output",
     "odds_ratio_lines",
     "odds_ratio_overview",
     "table_release",
@@ -163,8 +164,11 @@ def table_release(
 ) -> tuple[Any, dict[str, Any]]:
     """Release the table ``rows`` keeping its one-way margins exact (seed §5): the
     mechanism's release and its JSON-ready description (``a`` exact from the margins
-    unless a larger ``semi_adjacent`` is given)."""
+    unless a larger ``semi_adjacent`` is given). A ``seed`` is a reproducible TEST source:
+    warned, the output is NOT private."""
     from privtab.invariants import CountInvariant, Schema, semi_adjacent_parameter
+
+    _warn_seeded(seed)
 
     x = np.array(rows, dtype=np.int64)
     r, c = x.shape
@@ -194,6 +198,25 @@ def _fmt(v: Any) -> str:
 
 def _released(rel: Any) -> Any:
     return rel.integer_table if rel.integer_table is not None else rel.table
+
+
+def _warn_seeded(seed: int | None) -> None:
+    if seed is not None:
+        LOG.warning(f"--seed {seed}: using a reproducible TEST source; the output is NOT private")
+
+
+def check_table_output(output: Path, input_path: Path | None, overwrite: bool) -> None:
+    """Refuse an ``--output`` that would overwrite the ``--input``, is a folder, or exists
+    (unless ``overwrite``) — before any noise is drawn. Raises
+    :class:`privtab.errors.UsageError`."""
+    from privtab.errors import UsageError
+
+    if input_path is not None and output.resolve() == input_path.resolve():
+        raise UsageError(f"--output {output} is the --input file; choose another --output")
+    if output.is_dir():
+        raise UsageError(f"--output {output} is a folder; give a file name")
+    if output.exists() and not overwrite:
+        raise UsageError(f"--output {output} exists (use --overwrite to replace it)")
 
 
 def write_table_csv(path: Path, rel: Any) -> None:
@@ -232,7 +255,8 @@ def odds_ratio_overview(
     seed: int | None = None,
 ) -> dict[str, Any]:
     """The semi-private UMPU test of the odds ratio (Thm 37: Tulap noise for ε-DP,
-    Gaussian for μ-GDP) and its exact power at each odds ratio of ``power_at``."""
+    Gaussian for μ-GDP) and its exact power at each odds ratio of ``power_at``. A ``seed``
+    is a reproducible TEST source: warned, the output is NOT private."""
     from privtab.invariants import OddsRatioTest
     from privtab.invariants.umpu import (
         GaussianCND,
@@ -241,6 +265,8 @@ def odds_ratio_overview(
         fisher_exact_umpu_power,
         naive_test,
     )
+
+    _warn_seeded(seed)
 
     x = np.array(rows, dtype=np.int64)
     if x.shape != (2, 2):

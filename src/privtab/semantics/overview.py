@@ -10,12 +10,16 @@ results; :func:`overview_tables` and :func:`topdown_tables` their human form.
 
 from __future__ import annotations
 
+import logging
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
+from privtab.errors import UsageError
 
 if TYPE_CHECKING:
     from privtab.accounting.guarantees import Guarantee
@@ -26,14 +30,18 @@ if TYPE_CHECKING:
 
 __all__ = [
     "NOT_PRIVATE_WARNING",
+    "chosen_guarantee",
     "guarantee_overview",
     "overview_tables",
     "parse_guarantee",
+    "release_runs",
     "select_concerns",
     "topdown_overview",
     "topdown_tables",
 ]
 
+LOG = logging.getLogger("privtab.semantics")
+NO_PRIOR_BOUND = "prior-to-posterior: no bound for (ε, δ)-DP without further assumptions"
 NOT_PRIVATE_WARNING = (
     "this release is not private (seeded or noise-off test run): its counts carry no "
     "protection; the bounds below describe its plan only"
@@ -68,6 +76,47 @@ def parse_guarantee(kind: str, value: Any) -> Guarantee:
         return kinds[kind](value)
     except ValueError as exc:
         raise ValueError(f"--{kind}: {exc}") from None
+
+
+def chosen_guarantee(given: Mapping[str, Any]) -> Guarantee:
+    """The one guarantee given among the options ``given`` (flag → value, ``None`` when
+    not given: ``--pure``, ``--approx``, ``--zcdp``, ``--gdp``, ``--rdp-file``,
+    ``--release``). Raises :class:`privtab.errors.UsageError` unless exactly one is given
+    and valid."""
+    chosen = [k for k, v in given.items() if v is not None]
+    if len(chosen) != 1:
+        raise UsageError(
+            "give exactly one of --pure E, --approx E,D, --zcdp R, --gdp M, --rdp-file F, "
+            f"--release FILE (got {', '.join(chosen) or 'none'}); "
+            "or use 'privtab semantics topdown'"
+        )
+    try:
+        return parse_guarantee(chosen[0][2:], given[chosen[0]])
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+
+
+def release_runs(path: str | None) -> tuple[dict[str, Any], list[ReleaseRun], bool, str]:
+    """The release document at ``path``, its runs (each with its guarantee and plan; none
+    when ``path`` is not a privtab release), whether it is private (warned loudly when
+    not) and its name as the user gave it (the folder; ``release.json`` dropped). Without
+    a ``path``: nothing, private. Raises :class:`privtab.errors.UsageError` naming
+    ``--release`` for an unreadable release."""
+    if path is None:
+        return {}, [], True, ""
+    from privtab.semantics.release import ReleaseError, load_release_runs, load_release_status
+
+    try:
+        _, private = load_release_status(path)
+        doc, runs = load_release_runs(path)
+    except ReleaseError as exc:
+        raise UsageError(f"--release: {exc}") from None
+    if not private:
+        LOG.warning(NOT_PRIVATE_WARNING.upper())
+    if runs:
+        LOG.info("computing each run's privacy-loss distribution ...")
+    name = Path(path).parent if Path(path).name == "release.json" else Path(path)
+    return doc, list(runs), private, str(name)
 
 
 def _lists(d: dict[str, Any]) -> dict[str, Any]:
@@ -221,7 +270,8 @@ def overview_tables(
         )
     )
     p2p = ov["prior_to_posterior"]
-    if p2p is None:
+    if p2p is None:  # said under the last table
+        tables[-1] = replace(tables[-1], notes=(*tables[-1].notes, NO_PRIOR_BOUND))
         return lines, tables
     tables.append(
         table(
@@ -318,9 +368,12 @@ def topdown_overview(
     alloc: Allocation, chosen: Sequence[Concern], levels: Sequence[float], ratios: Sequence[float]
 ) -> dict[str, Any]:
     """ρ per block, per level, per attribute, and each concern's ρ with power and
-    posterior bounds (semantics seed §7, the 2020 TopDown allocation)."""
+    posterior bounds (semantics seed §7, the 2020 TopDown allocation); warns when the
+    allocation spends no budget."""
     details = {c.name: _concern_detail(alloc, c, levels, ratios) for c in chosen}
     per_block = alloc.rho_per_block()
+    if per_block["total"] == 0:
+        LOG.warning("the allocation spends no budget at all")
     return {
         "allocation": {"name": alloc.name, "source": alloc.source, "levels": list(alloc.levels)},
         "rho_per_block": float(per_block["total"]),

@@ -20,6 +20,7 @@ backend change).
 from __future__ import annotations
 
 import html
+import logging
 import math
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -53,8 +54,12 @@ __all__ = [
     "guarantee_words",
     "release_report_html",
     "topdown_report_html",
+    "write_guarantee_report",
     "write_html",
+    "write_topdown_report",
 ]
+
+LOG = logging.getLogger("privtab.semantics")
 
 #: Levels drawn in the power figures: linear plus log-spaced small levels.
 PLOT_LEVELS: FloatArray = np.unique(
@@ -668,6 +673,51 @@ def _topdown_headline(
         "attacker accepting 5% false accusations succeeds at most "
         f"{_pct(p05)} of the time ({cite.cite('semantics', '§8.2')}).</p>"
     )
+
+
+def write_guarantee_report(
+    path: str,
+    g: Guarantee,
+    release: tuple[Mapping[str, Any], Sequence[ReleaseRun], str],
+    levels: Sequence[float],
+    ratios: Sequence[float],
+    *,
+    dg_queries: int,
+    prior_posterior: Mapping[str, Any],
+    bounds: dict[str, Any] | None,
+) -> str:
+    """``privtab semantics --html PATH``: the report of a release's runs (``release``: its
+    document, runs and name; with ``prior_posterior`` the options of the bounds) or, with
+    no runs, of the guarantee ``g`` (with its computed prior-to-posterior ``bounds``);
+    written atomically. Returns the path written."""
+    doc, runs, name = release
+    LOG.info(f"drawing the report for {g} ...")
+    if runs:
+        text = release_report_html(
+            doc, runs, name, levels, ratios, dg_queries=dg_queries, prior_posterior=prior_posterior
+        )
+    else:
+        text = guarantee_report_html(
+            g, levels, ratios, dg_queries=dg_queries, prior_posterior=bounds
+        )
+    written = str(write_html(path, text))
+    LOG.info(f"wrote {written}")
+    return written
+
+
+def write_topdown_report(
+    path: str,
+    alloc: Allocation,
+    concerns: Sequence[Concern],
+    levels: Sequence[float],
+    ratios: Sequence[float],
+) -> str:
+    """``privtab semantics topdown --html PATH``: the allocation's report, written
+    atomically. Returns the path written."""
+    LOG.info("drawing the allocation report ...")
+    written = str(write_html(path, topdown_report_html(alloc, concerns, levels, ratios)))
+    LOG.info(f"wrote {written}")
+    return written
 
 
 def topdown_report_html(

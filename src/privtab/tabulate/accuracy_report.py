@@ -23,6 +23,7 @@ from __future__ import annotations
 import csv
 import html
 import io
+import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
@@ -31,6 +32,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from privtab.errors import UsageError
+from privtab.report.text import Table, table
 from privtab.tabulate.accuracy import WORKLOADS, LevelAccuracy, level_accuracy
 
 if TYPE_CHECKING:
@@ -39,7 +42,16 @@ if TYPE_CHECKING:
     from privtab.tabulate.accuracy_sim import LevelSimulation
     from privtab.tabulate.plan import ReleasePlan
 
-__all__ = ["DEFAULT_N", "AccuracyReport", "build_accuracy", "write_accuracy"]
+__all__ = [
+    "DEFAULT_N",
+    "AccuracyReport",
+    "accuracy_tables",
+    "build_accuracy",
+    "config_accuracy",
+    "write_accuracy",
+]
+
+LOG = logging.getLogger("privtab.tabulate")
 
 DEFAULT_N = (0, 1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10_000, 20_000, 50_000,
              100_000, 200_000, 500_000, 1_000_000)  # fmt: skip
@@ -146,6 +158,106 @@ def build_accuracy(
         if eng is not None:
             eng.close()
     return report
+
+
+def _sizes(n: str) -> list[int]:
+    """``--n``: comma-separated non-negative group sizes."""
+    try:
+        sizes = [int(x) for x in n.split(",") if x.strip()]
+    except ValueError:
+        raise UsageError(f"--n must be comma-separated integers, got {n!r}") from None
+    if not sizes or min(sizes) < 0:
+        raise UsageError(f"--n needs non-negative integers, got {n!r}")
+    return sizes
+
+
+def config_accuracy(
+    config: str | None,
+    *,
+    scope: str | None = None,
+    levels: Sequence[str] | None = None,
+    n: str | None = None,
+    data: str | None = None,
+    trials: int = 0,
+    seed: int = 0,
+    say: Say | None = None,
+) -> AccuracyReport:
+    """``privtab safetab accuracy``: the report of a config (``None``: 2020 production) at
+    ``levels`` of ``scope`` (default: every run), on the sizes ``n`` ("0,10,100") or on the
+    true sizes of the input ``data`` (NOT private; ``trials`` K adds the simulation).
+    Raises :class:`privtab.errors.UsageError` on a bad combination of options."""
+    from privtab.data import read_config, read_reference
+    from privtab.data.inputs import load_inputs, resolve_config_path
+    from privtab.tabulate.plan import ReleasePlan, config_scope
+
+    if trials and data is None:
+        raise UsageError(
+            "--trials needs --data (the input whose truth the simulated releases are run on)"
+        )
+    if data is not None and n is not None:
+        raise UsageError("give --n or --data (whose true group sizes are used), not both")
+    sizes = None if n is None else _sizes(n)
+    path = resolve_config_path(config)
+    inputs = None
+    if data is not None:
+        LOG.warning("--data: the report reads the input's TRUE counts: it is NOT private")
+        inputs = load_inputs(path, Path(data), validate_persons=False)
+        cfg, ref = inputs.config, inputs.reference
+    else:
+        cfg, ref = read_config(path), read_reference(path.parent)
+    scopes = cfg.scopes if scope is None else (config_scope(cfg, scope),)
+    plans = {s.value: ReleasePlan.from_config(cfg, ref, s) for s in scopes}
+    return build_accuracy(
+        plans,
+        cfg.zero_suppression_chance,
+        levels=levels or None,
+        n=sizes,
+        inputs=inputs,
+        trials=trials,
+        seed=seed,
+        nonnegative=not cfg.allow_negative_counts,
+        say=say,
+    )
+
+
+def accuracy_tables(doc: dict[str, Any]) -> list[Table]:
+    """The terminal presentation of a report's JSON: per level the probabilities of each
+    workload and of suppression, the MOE of T1 and the expected T2 rows by n (the first 60
+    sizes); per simulation, simulated vs exact selections and MOE95 by size bucket."""
+    out = []
+    for lv in doc["levels"]:
+        sup = lv["suppression"]["threshold_stage2_total"]
+        title = f"{lv['scope']} {lv['level']}: thresholds {lv['thresholds']}, " + (
+            "no suppression" if sup is None else f"totals ≤ {sup} suppressed"
+        )
+        rows = [
+            (
+                f"{r['n']:,}",
+                *(f"{r['p_workload'][w]:.4f}" for w in WORKLOADS),
+                f"{r['p_suppressed']:.4f}",
+                f"{r['moe95_t1']:.1f}",
+                f"{r['expected_rows']['t2']:.1f}",
+            )
+            for r in lv["rows"][:60]
+        ]
+        head = ("n", "total", "Age4", "Age9", "Age23", "suppressed", "MOE T1", "T2 rows")
+        out.append(table(title, head, rows, left=0))
+    for sim in doc.get("simulation", []):
+        rows = [
+            (
+                r["bucket"],
+                r["workload"],
+                str(r["selected_simulated"]),
+                f"{r['selected_exact']:.1f} ± {r['selected_se']:.1f}",
+                "—" if r["moe95_simulated"] is None else f"{r['moe95_simulated']:.1f}",
+                str(r["moe95_exact"]),
+            )
+            for r in sim["buckets"]
+        ]
+        cols = ("bucket", "workload", "selected sim", "exact ± se", "MOE95 sim", "exact")
+        title = f"simulation {sim['scope']} {sim['level']} ({sim['trials']} trials)"
+        out.append(table(title, cols, rows, left=0))
+    return out
 
 
 def _on_sizes(acc: LevelAccuracy, sizes: Any) -> dict[str, Any]:

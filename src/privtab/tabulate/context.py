@@ -8,13 +8,16 @@ reservation, the cancellation flag the worker checks at its safe points).
 
 from __future__ import annotations
 
+import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from privtab._options import choice
 from privtab.accounting.exact import ExactGuarantee
+from privtab.errors import UsageError
 from privtab.random import RandomSource
 
 if TYPE_CHECKING:
@@ -24,6 +27,7 @@ if TYPE_CHECKING:
 __all__ = ["Progress", "RunCancelledError", "RunContext", "RunOptions", "phase"]
 
 Progress = Callable[[str], None]
+LOG = logging.getLogger("privtab.tabulate")
 
 
 class RunCancelledError(Exception):
@@ -75,6 +79,78 @@ class RunOptions:
     """Run even past the lifetime budget (recorded as such in the ledger)."""
     dataset_id: str | None = None
     """The data set's key in the ledger (default: the SHA-256 of the person file)."""
+
+    @classmethod
+    def from_flags(
+        cls,
+        *,
+        formats: str = "txt",
+        engine: str = "polars",
+        spark_master: str | None = None,
+        spark_conf: Sequence[str] = (),
+        seed: int | None = None,
+        no_noise: bool = False,
+        lifetime_rho: str | None = None,
+        lifetime_epsilon: str | None = None,
+        **options: Any,
+    ) -> RunOptions:
+        """The options of ``privtab safetab run`` from its flags as typed: ``formats``
+        "txt,parquet", ``spark_conf`` "KEY=VALUE" items, ``seed`` / ``no_noise`` (tests
+        only: warned, the release is marked not private), a lifetime budget read exactly
+        ("2.5" is 5/2); ``options`` are the other fields as they are. Raises
+        :class:`privtab.errors.UsageError` naming the flag of a bad value."""
+        from privtab.random import SeededSource
+
+        fmts = tuple(f.strip() for f in formats.split(",") if f.strip())
+        if not fmts or set(fmts) - {"txt", "parquet"}:
+            raise UsageError(f"--format must be txt, parquet or txt,parquet, got {formats!r}")
+        chosen = _engine(engine, spark_master, spark_conf)
+        insecure = seed is not None or no_noise
+        if insecure:
+            LOG.warning(
+                "TEST MODE: seeded or no noise — the release is NOT private; do not publish it"
+            )
+        return cls(
+            source=SeededSource(seed) if seed is not None else None,
+            allow_insecure=insecure,
+            noise=not no_noise,
+            formats=fmts,
+            engine=chosen,
+            lifetime=_lifetime(lifetime_rho, lifetime_epsilon),
+            **options,
+        )
+
+
+def _engine(name: str, master: str | None, items: Sequence[str]) -> str | Engine:
+    """``--engine`` with ``--spark-master`` / ``--spark-conf KEY=VALUE``."""
+    choice("--engine", name, ("polars", "spark"))
+    conf: dict[str, str] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise UsageError(f"--spark-conf needs KEY=VALUE, got {item!r}")
+        conf[key.strip()] = value.strip()
+    if (master or conf) and name != "spark":
+        raise UsageError("--spark-master / --spark-conf need --engine spark")
+    if name == "spark" and (master or conf):
+        from privtab.tabulate.engines.spark import SparkEngine
+
+        return SparkEngine(master=master, config=conf or None)
+    return name
+
+
+def _lifetime(rho: str | None, epsilon: str | None) -> ExactGuarantee | None:
+    """The --lifetime-rho / --lifetime-epsilon budget, read exactly (``"2.5"`` is 5/2)."""
+    if rho is not None and epsilon is not None:
+        raise UsageError("give --lifetime-rho or --lifetime-epsilon, not both")
+    try:
+        if rho is not None:
+            return ExactGuarantee.zcdp(rho)
+        if epsilon is not None:
+            return ExactGuarantee.pure(epsilon)
+    except ValueError as exc:
+        raise UsageError(f"lifetime budget: {exc}") from None
+    return None
 
 
 def phase(name: str) -> None:

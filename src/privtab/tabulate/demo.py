@@ -15,7 +15,7 @@ import logging
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from privtab.data.synth import SynthResult
@@ -34,6 +34,34 @@ class Demo:
     run: RunResult
     synth: SynthResult
     states: list[str]
+
+    def summary(self) -> dict[str, Any]:
+        """The release summary of the run (:func:`privtab.tabulate.summary.release_summary`)
+        with the synthetic input and where every output is."""
+        from privtab.tabulate.summary import release_summary
+
+        release = self.root / "release"
+        summary = release_summary(self.run)
+        summary.update(
+            run_record=str(self.root / "release.CONFIDENTIAL-run-record.json"),
+            synthetic_persons=self.synth.persons,
+            states=self.states,
+            outputs={
+                "t1": str(release / "t1"),
+                "t2": str(release / "t2"),
+                "release_json": str(release / "release.json"),
+                "report": str(release / "report.html"),
+            },
+        )
+        return summary
+
+    def where(self) -> str:
+        """One sentence: where the release and the synthetic input are."""
+        return (
+            "T1/T2 (the Census folders t1/ and t2/, with their error tables), release.json "
+            f"and report.html are in {self.root / 'release'}; the synthetic input is in "
+            f"{self.root / 'input'}."
+        )
 
 
 def demo_parameters(directory: Path, states: list[str], run_pr: bool) -> Path:

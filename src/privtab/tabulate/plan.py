@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from privtab.data import ReferenceData, SafeTabConfig, Scope
     from privtab.mechanisms import NoiseMechanism
 
-__all__ = ["LevelPlan", "ReleasePlan", "StagePlan"]
+__all__ = ["LevelPlan", "ReleasePlan", "StagePlan", "config_scope"]
 
 PrivacyDefn = Literal["zcdp", "puredp"]
 Stage = Literal["stage1", "stage2", "total"]
@@ -212,6 +212,21 @@ class LevelPlan:
             "stage2": self.stage2.to_dict(),
             "total": self.total.to_dict(),
         }
+
+
+def config_scope(config: SafeTabConfig, text: str) -> Scope:
+    """The run of ``config`` that ``text`` names (``US`` or ``PR``, any case). Raises
+    :class:`privtab.errors.UsageError` naming ``--scope`` when ``text`` is neither, or when
+    the config does not make that run (``run_us``/``run_pr``)."""
+    from privtab.data import Scope
+    from privtab.errors import UsageError
+
+    known = {s.value: s for s in Scope}
+    if text.upper() not in known:
+        raise UsageError(f"--scope must be US or PR, got {text!r}")
+    if known[text.upper()] not in config.scopes:
+        raise UsageError(f"the config does not run {text.upper()} (run_us/run_pr)")
+    return known[text.upper()]
 
 
 def _calibrate(moe: float, privacy_defn: PrivacyDefn, calibration: Calibration) -> Fraction:

@@ -30,21 +30,15 @@ def plan_summary(
     """The plan of one run (``US``/``PR``) of a config (default: 2020 production) with its
     guarantee at ``delta`` by every analysis. Raises a ``UsageError`` for a run the config
     does not make, an input error for a bad config."""
-    from privtab.data import Scope, read_config, read_reference
+    from privtab.data import read_config, read_reference
     from privtab.data.inputs import resolve_config_path
-    from privtab.errors import UsageError
-    from privtab.tabulate.plan import ReleasePlan
+    from privtab.tabulate.plan import ReleasePlan, config_scope
     from privtab.tabulate.privacy import analyse
 
     path = resolve_config_path(config)
     cfg = read_config(path)
     ref = read_reference(path.parent)
-    try:
-        sc = Scope(scope.upper())
-    except ValueError:
-        raise UsageError(f"--scope must be US or PR, got {scope!r}") from None
-    if sc not in cfg.scopes:
-        raise UsageError(f"the config does not run {sc.value} (run_us/run_pr)")
+    sc = config_scope(cfg, scope)
     plan = ReleasePlan.from_config(cfg, ref, sc)
     LOG.info("analysing the %s plan's privacy loss (every analysis; the PLD takes longest)", sc)
     analyses = analyse(plan, delta, pld_grid=pld_grid)
