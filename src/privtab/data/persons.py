@@ -234,7 +234,7 @@ def validate_persons(
 ) -> int:
     """Validate every row of a person file (problems into ``log``); returns rows read."""
     reader = PersonReader(Path(path), reference, geography, max_race_codes, batch_rows, log=log)
-    for _ in reader.batches():
+    for _ in reader.typed_batches():
         pass
     return reader.rows_read
 
