@@ -422,7 +422,7 @@ class _CodedPath:
         block = sum((typed[c] for c in BLOCK_COLUMNS), np.zeros(batch.height, np.uint64))
         unit = None
         if self.block_keys is not None and self.block_units is not None:
-            if self.block_keys.size:
+            if self.block_keys.size and block.size:
                 # person files are usually sorted by block: search each run of equal keys once
                 heads = np.flatnonzero(np.r_[True, block[1:] != block[:-1]])
                 pos = np.searchsorted(self.block_keys, block[heads])
