@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import random
 
+import numpy as np
 import polars as pl
 import pytest
 
@@ -11,9 +12,11 @@ from privtab.data import ReferenceData, read_geography, toy_dataset_dir
 
 # private on purpose: the two compilations of the person checks (fast and naming) and
 # the row-number column they share are compared directly
+# (and the dictionary-encoded batches of the reader, checked once per distinct value)
+from privtab.data._scan import CodedBatch, _coded
 from privtab.data._tables import ROW
 from privtab.data.errors import ProblemLog
-from privtab.data.persons import PERSON_COLUMNS, _Checker, _FastPath  # the two compilations
+from privtab.data.persons import PERSON_COLUMNS, _Checker, _CodedPath, _FastPath
 from privtab.data.spec import FIELDS
 
 POOLS: dict[str, list[str]] = {
@@ -67,11 +70,6 @@ def test_fast_path_agrees_with_detailed_checks(ref: ReferenceData, seed: int, k:
 def test_dictionary_path_agrees_with_detailed_checks(ref: ReferenceData, seed: int, k: int) -> None:
     """The per-distinct-value checks of the reader (dictionary-encoded batches) flag
     exactly the rows the naming checks reject, and drop exactly the blank rows."""
-    import numpy as np
-
-    from privtab.data._scan import CodedBatch, _coded
-    from privtab.data.persons import _CodedPath
-
     rng = random.Random(seed)
     rows = [_row(rng, clean=0.5) for _ in range(4000)]
     rows[7] = dict.fromkeys(PERSON_COLUMNS, "")  # a blank line: dropped, never reported
