@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import random
 
+import numpy as np
 import polars as pl
 import pytest
 
@@ -11,9 +12,11 @@ from privtab.data import ReferenceData, read_geography, toy_dataset_dir
 
 # private on purpose: the two compilations of the person checks (fast and naming) and
 # the row-number column they share are compared directly
+# (and the dictionary-encoded batches of the reader, checked once per distinct value)
+from privtab.data._scan import CodedBatch, _coded
 from privtab.data._tables import ROW
 from privtab.data.errors import ProblemLog
-from privtab.data.persons import PERSON_COLUMNS, _Checker, _FastPath  # the two compilations
+from privtab.data.persons import PERSON_COLUMNS, _Checker, _CodedPath, _FastPath
 from privtab.data.spec import FIELDS
 
 POOLS: dict[str, list[str]] = {
@@ -60,4 +63,40 @@ def test_fast_path_agrees_with_detailed_checks(ref: ReferenceData, seed: int, k:
     flagged = set(b.filter(fast["_BAD"])[ROW].to_list())
     ok_rows = set(_Checker("f", ref, geo, k).check(b, ProblemLog())[ROW].to_list())
     assert flagged == set(b[ROW].to_list()) - ok_rows
+    assert 0.2 * len(rows) < len(flagged) < 0.97 * len(rows)  # both kinds of rows occur
+
+
+@pytest.mark.parametrize(("seed", "k"), [(4, 8), (5, 2)])
+def test_dictionary_path_agrees_with_detailed_checks(ref: ReferenceData, seed: int, k: int) -> None:
+    """The per-distinct-value checks of the reader (dictionary-encoded batches) flag
+    exactly the rows the naming checks reject, and drop exactly the blank rows."""
+    rng = random.Random(seed)
+    rows = [_row(rng, clean=0.5) for _ in range(4000)]
+    rows[7] = dict.fromkeys(PERSON_COLUMNS, "")  # a blank line: dropped, never reported
+    one_code = {f"QRACE{i}": "Null" for i in range(2, 9)}
+    rows[11] = {**_row(rng, clean=1.0), **one_code, "TABBLKCOU": "998"}  # not in the GRF-C
+    b = pl.DataFrame(
+        {
+            ROW: list(range(2, len(rows) + 2)),
+            FIELDS: [len(PERSON_COLUMNS)] * len(rows),
+            **{c: [r[c] for r in rows] for c in PERSON_COLUMNS},
+        },
+        schema={ROW: pl.UInt64, FIELDS: pl.UInt32, **dict.fromkeys(PERSON_COLUMNS, pl.String)},
+    )
+    b = b.with_columns(pl.when(pl.col(ROW) == 20).then(16).otherwise(pl.col(FIELDS)).alias(FIELDS))
+    geo = read_geography(toy_dataset_dir() / "GRF-C.txt")
+    seen: dict = {}
+    coded = CodedBatch(
+        b[ROW].to_numpy(),
+        b[FIELDS].to_numpy(),
+        {c: _coded(b[c].to_arrow(), c, (), seen) for c in PERSON_COLUMNS},
+    )
+    assert coded.frame(np.ones(len(rows), bool)).equals(b)  # the encoding loses nothing
+    kept, bad, _ = _CodedPath(ref, geo, k).check(coded)
+    assert b.filter(~pl.Series(kept))[ROW].to_list() == [9]
+    nonblank = b.filter(pl.Series(kept))
+    flagged = set(nonblank.filter(pl.Series(bad[kept]))[ROW].to_list())
+    ok_rows = set(_Checker("f", ref, geo, k).check(nonblank, ProblemLog())[ROW].to_list())
+    assert flagged == set(nonblank[ROW].to_list()) - ok_rows
+    assert {13, 20} <= flagged  # the unknown block, the wrong field count
     assert 0.2 * len(rows) < len(flagged) < 0.97 * len(rows)  # both kinds of rows occur

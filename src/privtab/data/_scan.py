@@ -13,13 +13,18 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
+import numpy as np
 import polars as pl
+from numpy.typing import NDArray
 
 from privtab.data._tables import ROW, SEPARATOR, check_header, read_header
 from privtab.data.errors import Problem, ProblemLog
 from privtab.data.spec import FIELDS
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 Format = Literal["txt", "parquet"]
 EXTENSIONS: dict[str, Format] = {".txt": "txt", ".parquet": "parquet", ".pq": "parquet"}
@@ -76,6 +81,49 @@ class OpenTable:
     def batches(self, rows: int) -> Iterator[pl.DataFrame]:
         """Batches of about ``rows`` rows, bounded in memory (see :func:`table_batches`)."""
         return table_batches(self, rows)
+
+    def coded_batches(self, rows: int) -> Iterator[CodedBatch]:
+        """The same batches, dictionary-encoded (see :func:`coded_batches`)."""
+        return coded_batches(self, rows)
+
+
+@dataclass(frozen=True)
+class Coded:
+    """One column of a batch, dictionary-encoded: row ``i`` holds ``values[codes[i]]``.
+
+    ``values`` are the column's distinct strings exactly as :func:`table_batches` would
+    show them (nulls included), so a check evaluated once per value and gathered by
+    ``codes`` gives, row by row, what it gives on the plain batch.
+    """
+
+    codes: NDArray[np.int32]
+    values: pl.Series
+
+
+@dataclass(frozen=True)
+class CodedBatch:
+    """A batch of a table as ``ROW`` and :data:`FIELDS` arrays plus one :class:`Coded` per
+    expected column (in order)."""
+
+    rows: NDArray[np.uint64]
+    fields: NDArray[np.uint32]
+    columns: dict[str, Coded]
+
+    @property
+    def height(self) -> int:
+        return int(self.rows.size)
+
+    def frame(self, keep: NDArray[np.bool_]) -> pl.DataFrame:
+        """The plain batch (``ROW``, :data:`FIELDS`, the columns as strings) of the rows
+        where ``keep`` holds — what :func:`table_batches` yields, restricted to them."""
+        picked = {c: col.values.gather(col.codes[keep]).alias(c) for c, col in self.columns.items()}
+        return pl.DataFrame(
+            [
+                pl.Series(ROW, self.rows[keep], pl.UInt64),
+                pl.Series(FIELDS, self.fields[keep], pl.UInt32),
+                *picked.values(),
+            ]
+        )
 
 
 def open_table(
@@ -179,6 +227,65 @@ def table_batches(table: OpenTable, rows: int) -> Iterator[pl.DataFrame]:
             offset += n
 
 
+def coded_batches(table: OpenTable, rows: int) -> Iterator[CodedBatch]:
+    """The batches of :func:`table_batches`, each column dictionary-encoded.
+
+    Parquet columns are read as dictionaries (no per-row string is built: a typical person
+    file stores them so); text batches are encoded with pyarrow. Checks then run once per
+    distinct value of a column instead of once per row.
+    """
+    path = table.path
+    seen: dict[str, tuple[pa.Array, pl.Series]] = {}
+    if format_of(path) == "txt":
+        for df in iter_batches(table.frame, rows):
+            cols = {c: _coded(df[c].to_arrow(), c, (), seen) for c in table.expected}
+            yield CodedBatch(df[ROW].to_numpy(), df[FIELDS].to_numpy(), cols)
+        return
+    import pyarrow.parquet as pq
+
+    offset = 1
+    expected = list(table.expected)
+    with pq.ParquetFile(path, read_dictionary=expected) as pf:
+        for rb in pf.iter_batches(batch_size=rows, columns=expected):
+            n = rb.num_rows
+            cols = {c: _coded(rb.column(c), c, table.optional_null, seen) for c in expected}
+            rows_ = np.arange(offset, offset + n, dtype=np.uint64)
+            yield CodedBatch(rows_, np.full(n, len(expected), np.uint32), cols)
+            offset += n
+
+
+def _coded(
+    arr: pa.Array | pa.ChunkedArray,
+    column: str,
+    optional_null: Sequence[str],
+    seen: dict[str, tuple[pa.Array, pl.Series]],
+) -> Coded:
+    """Dictionary-encode one column (nulls → one extra value, normalised as in
+    :func:`table_batches`). ``seen``: the last dictionary of each column and its values,
+    reused (the same object) while the dictionary does not change."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if isinstance(arr, pa.ChunkedArray):
+        arr = arr.combine_chunks()
+    if not pa.types.is_dictionary(arr.type):
+        arr = pc.dictionary_encode(arr)
+    dictionary = arr.dictionary
+    idx = arr.indices
+    if idx.null_count:
+        idx = pc.fill_null(idx, pa.scalar(len(dictionary), idx.type))
+    codes = np.asarray(idx.to_numpy(zero_copy_only=False), dtype=np.int32)
+    last = seen.get(column)
+    if last is not None and last[0].equals(dictionary):
+        return Coded(codes, last[1])
+    values = pl.from_arrow(dictionary)
+    assert isinstance(values, pl.Series)
+    values = values.append(pl.Series([None], dtype=values.dtype))
+    normal = pl.DataFrame({column: values}).select(_normalized([column], optional_null))
+    seen[column] = (dictionary, normal.to_series())
+    return Coded(codes, seen[column][1])
+
+
 def has_rows(path: Path) -> bool:
     """Whether a table has at least one data row (text: a non-blank line after the header;
     Parquet: its metadata). Cheap: reads at most until the first such line."""
@@ -234,8 +341,11 @@ def diagnose_unreadable(path: Path, error: Exception, log: ProblemLog) -> None:
 __all__ = [
     "EXTENSIONS",
     "FIELDS",
+    "Coded",
+    "CodedBatch",
     "Format",
     "OpenTable",
+    "coded_batches",
     "diagnose_unreadable",
     "find_input",
     "format_of",

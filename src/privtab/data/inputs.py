@@ -223,7 +223,7 @@ def load_inputs(
                 log=log,
             )
             started = time.monotonic()
-            for _ in reader.batches():
+            for _ in reader.typed_batches():
                 if progress is not None:
                     progress(reader.rows_read, time.monotonic() - started)
             rows = reader.rows_read

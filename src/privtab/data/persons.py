@@ -28,10 +28,17 @@ key), ``UNIT`` (UInt32 geo unit, when a geography is given), ``QAGE`` (UInt8), `
 (UInt8, 1 male, 2 female), ``QSPAN`` (UInt16) and the race-code combination packed in
 ``RACE_KEY1``/``RACE_KEY2`` (see :mod:`privtab.data.membership`).
 
-Speed: each batch is typed and checked by the rules compiled to cheap casts
-(:class:`_FastPath`); only the rows it flags go through the naming checks
-(:class:`_Checker`, the rules compiled to regexes), which produce the messages. Both flag
-exactly the same rows (property test).
+Speed: each batch is dictionary-encoded (:class:`privtab.data._scan.CodedBatch`: a Parquet
+file is read as its stored dictionaries, no per-row string is built) and checked by
+:class:`_CodedPath`: every naming check of a column is evaluated once per *distinct value*
+of that column (a few thousand per batch, whatever the rows) and gathered to the rows by
+integer index; the race-code row rules run on the integer codes of every row; the block
+key is looked up in the sorted GRF-C keys (once per run of equal keys: files are usually
+sorted by block). Only the rows it flags go through the naming checks (:class:`_Checker`,
+the rules compiled to regexes), which produce the messages. Both flag exactly the same rows
+(property test), so the messages, kinds, rows and counts are those of the naming checks.
+Valid rows are handed on as typed numpy arrays (:class:`TypedPersons`). The lazy
+:func:`scan_canonical` compiles the same rules to cheap polars casts (:class:`_FastPath`).
 """
 
 from __future__ import annotations
@@ -39,11 +46,13 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import polars as pl
+from numpy.typing import NDArray
 
-from privtab.data._scan import diagnose_unreadable, is_blank_row, open_table
+from privtab.data._scan import CodedBatch, diagnose_unreadable, is_blank_row, open_table
 from privtab.data._tables import NULL, ROW
 from privtab.data.errors import Problem, ProblemLog, checked
 from privtab.data.geography import BLOCK, UNIT, Geography, block_key_expr
@@ -56,7 +65,10 @@ from privtab.data.spec import (
     MAX_CENRACE,
     PERSON_COLUMNS,
     RACE_COLUMNS,
+    REPLACEMENT,
     Digits,
+    FieldRule,
+    RowRule,
     bad_row_polars,
     code_int,
     field_count_message,
@@ -175,31 +187,36 @@ class PersonReader:
             raise ValueError(f"max_race_codes must be in 1..8, got {self.max_race_codes}")
 
     def batches(self) -> Iterator[pl.DataFrame]:
+        """The valid rows of every batch in canonical form (:data:`CANONICAL_SCHEMA`)."""
+        for typed in self.typed_batches():
+            yield typed.canonical()
+
+    def typed_batches(self) -> Iterator[TypedPersons]:
+        """The valid rows of every batch as typed arrays (nothing yielded for a batch
+        without any); every row has been checked and its problems logged."""
         table = open_table(self.path, PERSON_COLUMNS, self.log, optional_null=RACE_COLUMNS)
         if table is None:
             return
         name = str(self.path)
-        fast = _FastPath(self.reference, self.geography, self.max_race_codes)
+        coded = _CodedPath(self.reference, self.geography, self.max_race_codes)
         checker = _Checker(name, self.reference, self.geography, self.max_race_codes)
-        states = None if self.states is None else [int(x) for x in self.states]
+        states = None if self.states is None else np.asarray([int(x) for x in self.states])
         try:
-            for batch in table.batches(self.batch_rows):
-                batch = batch.filter(~is_blank_row(PERSON_COLUMNS))
-                self.rows_read += batch.height
-                typed = fast.typed(batch)
-                bad = typed["_BAD"]
-                if bad.any():
+            for batch in table.coded_batches(self.batch_rows):
+                kept, bad, typed = coded.check(batch)
+                self.rows_read += int(np.count_nonzero(kept))
+                flagged = kept & bad
+                if flagged.any():
                     # slow path, only on the offending rows: name every problem exactly
-                    flagged = batch.filter(bad)
-                    unexplained = checker.check(flagged, self.log)
+                    unexplained = checker.check(batch.frame(flagged), self.log)
                     if unexplained.height:  # pragma: no cover - a bug if reached
                         _report_unexplained(name, unexplained, self.log)
-                good = typed.filter(~bad)
+                good = kept & ~bad
                 if states is not None:
-                    good = good.filter((pl.col(BLOCK) // 10**13).is_in(states))
-                self.rows_valid += good.height
-                if good.height:
-                    yield _canonical(good, fast.has_units)
+                    good &= np.isin(typed.block // np.uint64(10**13), states)
+                self.rows_valid += int(np.count_nonzero(good))
+                if good.any():
+                    yield typed.take(good)
         except pl.exceptions.ComputeError as exc:
             diagnose_unreadable(self.path, exc, self.log)
 
@@ -217,7 +234,7 @@ def validate_persons(
 ) -> int:
     """Validate every row of a person file (problems into ``log``); returns rows read."""
     reader = PersonReader(Path(path), reference, geography, max_race_codes, batch_rows, log=log)
-    for _ in reader.batches():
+    for _ in reader.typed_batches():
         pass
     return reader.rows_read
 
@@ -243,6 +260,182 @@ def code_strings(reference: ReferenceData | None) -> pl.Series | None:
     if reference is None:
         return None
     return pl.Series([f"{c:04d}" for c in sorted(reference.codes)], dtype=pl.String)
+
+
+@dataclass(frozen=True)
+class TypedPersons:
+    """Typed person rows (numpy arrays, one entry per row): the block key, the geo unit
+    (with a geography), age, sex (1 male, 2 female), ethnicity code and ``race``, the
+    codes of QRACE1..QRACE8 in file order (0 = ``Null``), shape (rows, 8)."""
+
+    block: NDArray[np.uint64]
+    unit: NDArray[np.uint32] | None
+    age: NDArray[np.uint8]
+    sex: NDArray[np.uint8]
+    span: NDArray[np.uint16]
+    race: NDArray[np.uint16]
+
+    def __len__(self) -> int:
+        return int(self.block.size)
+
+    def take(self, rows: NDArray[np.bool_]) -> TypedPersons:
+        """The rows where ``rows`` holds."""
+        if rows.all():
+            return self
+        return TypedPersons(
+            self.block[rows],
+            None if self.unit is None else self.unit[rows],
+            self.age[rows],
+            self.sex[rows],
+            self.span[rows],
+            self.race[rows],
+        )
+
+    def canonical(self) -> pl.DataFrame:
+        """The canonical form (:data:`CANONICAL_SCHEMA`; ``UNIT`` only with a geography)."""
+        k1, k2 = pack_race_codes(self.race)
+        unit = [] if self.unit is None else [pl.Series(UNIT, self.unit, pl.UInt32)]
+        return pl.DataFrame(
+            [
+                pl.Series(BLOCK, self.block, pl.UInt64),
+                *unit,
+                pl.Series("QAGE", self.age, pl.UInt8),
+                pl.Series("QSEX", self.sex, pl.UInt8),
+                pl.Series("QSPAN", self.span, pl.UInt16),
+                pl.Series(RACE_KEYS[0], k1, pl.UInt64),
+                pl.Series(RACE_KEYS[1], k2, pl.UInt64),
+            ]
+        )
+
+
+_BAD, _FILLED = np.uint8(1), np.uint8(2)
+_BLOCK_SCALE = {"TABBLKST": 10**13, "TABBLKCOU": 10**10, "TABTRACTCE": 10**4, "TABBLK": 1}
+_TYPES: dict[str, type[np.unsignedinteger[Any]]] = {
+    "QAGE": np.uint8,
+    "QSEX": np.uint8,
+    **dict.fromkeys(BLOCK_COLUMNS, np.uint64),
+    **dict.fromkeys((*RACE_COLUMNS, "QSPAN"), np.uint16),
+}
+
+
+class _CodedPath:
+    """Flags and types a dictionary-encoded batch (:class:`privtab.data._scan.CodedBatch`).
+
+    A :class:`~privtab.data.spec.FieldRule` depends on its own column only, so the naming
+    checks of :class:`_Checker` (missing value, invalid UTF-8, every field rule — the exact
+    compilation) are evaluated once per *distinct value* of each column and gathered to the
+    rows; the :class:`~privtab.data.spec.RowRule` rules (race codes) run on the integer
+    codes of every row (the ``fast`` compilation, exact for rows whose codes are valid —
+    a row with an invalid code is flagged by that code's field rule anyway); the block key
+    is looked up in the sorted GRF-C keys. A row is flagged exactly when :class:`_Checker`
+    reports a problem in it (tested property).
+    """
+
+    def __init__(
+        self, reference: ReferenceData | None, geography: Geography | None, max_race_codes: int
+    ) -> None:
+        self.spec = person_spec(max_race_codes)
+        self.codes = code_strings(reference)
+        rules = self.spec.rules(self.codes is not None)
+        self.field_rules = {
+            c: [r for r in rules if isinstance(r, FieldRule) and r.column == c]
+            for c in self.spec.columns
+        }
+        self.row_rules = [r for r in rules if isinstance(r, RowRule)]
+        self._cache: dict[str, tuple[pl.Series, NDArray[np.uint8], NDArray[Any] | None]] = {}
+        if geography is None:
+            self.block_keys = self.block_units = None
+        else:
+            blocks = geography.blocks.sort(BLOCK)
+            self.block_keys = blocks[BLOCK].to_numpy()
+            self.block_units = blocks[UNIT].to_numpy()
+
+    def _per_value(
+        self, column: str, values: pl.Series
+    ) -> tuple[NDArray[np.uint8], NDArray[Any] | None]:
+        """Flags (:data:`_BAD`, :data:`_FILLED`) and typed value of every distinct value
+        (computed once while the column's dictionary stays the same, as it usually does
+        from one row group of a Parquet file to the next)."""
+        cached = self._cache.get(column)
+        if cached is not None and (
+            cached[0] is values or cached[0].equals(values, null_equal=True)
+        ):
+            return cached[1], cached[2]
+        s = pl.col(column)
+        utf8 = s.str.contains(REPLACEMENT, literal=True).fill_null(False)
+        usable = s.is_not_null() & ~utf8
+        checks = [utf8, *([] if column in self.spec.null_marker_columns else [s.is_null()])]
+        checks += [
+            usable & to_polars(r.bad(), self.codes).fill_null(False)
+            for r in self.field_rules[column]
+        ]
+        dtype = _TYPES.get(column)
+        typed = (
+            []
+            if dtype is None
+            else [
+                (code_int(column) if dtype is np.uint16 else s.cast(pl.UInt64, strict=False))
+                .fill_null(0)
+                .cast(pl.UInt64)
+                .alias("_T")
+            ]
+        )
+        out = pl.DataFrame({column: values}).select(
+            (
+                pl.any_horizontal(checks).cast(pl.UInt8)
+                | ((s.fill_null("") != "").cast(pl.UInt8) * int(_FILLED))
+            ).alias("_F"),
+            *typed,
+        )
+        flags = out["_F"].to_numpy()
+        typed_values = None
+        if dtype is not None:
+            typed_values = out["_T"].to_numpy().astype(dtype)
+            if column in _BLOCK_SCALE:
+                typed_values = typed_values * np.uint64(_BLOCK_SCALE[column])
+        self._cache[column] = (values, flags, typed_values)
+        return flags, typed_values
+
+    def check(self, batch: CodedBatch) -> tuple[NDArray[np.bool_], NDArray[np.bool_], TypedPersons]:
+        """``(kept, bad, typed)`` of every row: ``kept`` is False for a blank row (dropped),
+        ``bad`` True for a row with any problem; ``typed`` is meaningless where ``bad``."""
+        flags = np.zeros(batch.height, np.uint8)
+        typed: dict[str, NDArray[Any]] = {}
+        for c in self.spec.columns:
+            col = batch.columns[c]
+            per_flag, per_value = self._per_value(c, col.values)
+            flags |= per_flag[col.codes]
+            if per_value is not None:
+                typed[c] = per_value[col.codes]
+        bad = (flags & _BAD).astype(bool)
+        bad |= batch.fields != len(self.spec.columns)
+        race = np.column_stack([typed[c] for c in RACE_COLUMNS])
+        if self.row_rules:
+            ints = {c: c for c in RACE_COLUMNS}
+            frame = pl.DataFrame({c: race[:, i] for i, c in enumerate(RACE_COLUMNS)})
+            row_bad = frame.select(
+                pl.any_horizontal(
+                    [to_polars(r.bad(), self.codes, fast=True, ints=ints) for r in self.row_rules]
+                ).fill_null(True)
+            ).to_series()
+            bad |= row_bad.to_numpy()
+        block = sum((typed[c] for c in BLOCK_COLUMNS), np.zeros(batch.height, np.uint64))
+        unit = None
+        if self.block_keys is not None and self.block_units is not None:
+            if self.block_keys.size and block.size:
+                # person files are usually sorted by block: search each run of equal keys once
+                heads = np.flatnonzero(np.r_[True, block[1:] != block[:-1]])
+                pos = np.searchsorted(self.block_keys, block[heads])
+                pos = np.minimum(pos, self.block_keys.size - 1)
+                lengths = np.diff(np.r_[heads, block.size])
+                bad |= np.repeat(self.block_keys[pos] != block[heads], lengths)
+                unit = np.repeat(self.block_units[pos], lengths)
+            else:
+                bad[:] = True
+                unit = np.zeros(batch.height, np.uint32)
+        kept = (flags & _FILLED).astype(bool)
+        persons = TypedPersons(block, unit, typed["QAGE"], typed["QSEX"], typed["QSPAN"], race)
+        return kept, bad, persons
 
 
 class _FastPath:
@@ -289,18 +482,6 @@ class _FastPath:
         return t.join(self.blocks.lazy(), on=BLOCK, how="left", maintain_order="left").with_columns(
             (pl.col("_BAD") | pl.col("_IN_GRFC").is_null()).alias("_BAD")
         )
-
-
-def _canonical(good: pl.DataFrame, with_units: bool) -> pl.DataFrame:
-    codes = np.column_stack([good[c].to_numpy() for c in RACE_COLUMNS])
-    k1, k2 = pack_race_codes(codes)
-    return good.select(
-        pl.col(BLOCK),
-        *([pl.col(UNIT)] if with_units else []),
-        pl.col("QAGE"),
-        pl.col("QSEX"),
-        pl.col("QSPAN"),
-    ).with_columns(pl.Series(RACE_KEYS[0], k1), pl.Series(RACE_KEYS[1], k2))
 
 
 def _report_unexplained(file: str, rows: pl.DataFrame, log: ProblemLog) -> None:
@@ -427,6 +608,7 @@ __all__ = [
     "PERSON_STEM",
     "RACE_COLUMNS",
     "PersonReader",
+    "TypedPersons",
     "canonical_persons",
     "code_strings",
     "read_persons",

@@ -5,11 +5,18 @@ ethnicity, sex, age) cells), expand combinations to iterations afterwards, so th
 every level grows with distinct combinations, not with persons × iterations.
 
 The person file is read in batches by :class:`privtab.data.PersonReader`, which validates
-every row (fast vectorised checks, naming checks only on flagged rows); each batch is
-reduced to cells and the partial tables are merged exactly. If any row is invalid, one
-:class:`InputValidationError` listing file / row / column / value is raised — before
-anything is written. This step computes
-exact counts; it has no privacy cost by itself (nothing it returns is published).
+every row (each check once per distinct value of a column, naming checks only on flagged
+rows) and hands on the valid rows as typed arrays. Each batch is reduced to cells with
+integer arithmetic only: the combination of a row (the *set* of its race codes and its
+ethnicity) becomes an integer token of code ranks and then a combination id
+(:class:`_ComboIds`: a dense table for one-code combinations, a sorted array for up to
+four codes, a dictionary for the rare rest); the cell is one packed 64-bit key; a sort
+counts the keys. Partial tables are kept per state and merged exactly (summed), so memory
+is bounded by the cell table, not by the persons, and the work is linear in the persons.
+If any row is invalid, one :class:`InputValidationError` listing file / row / column /
+value is raised — before anything is written. This step computes exact counts; it has no
+privacy cost by itself (nothing it returns is published, and nothing about the data —
+no timing, no size — is written anywhere by it).
 """
 
 from __future__ import annotations
@@ -19,20 +26,23 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import polars as pl
+from numpy.typing import NDArray
 
 from privtab.data import SafeTabInputs
 from privtab.data.geography import UNIT
-from privtab.data.membership import RACE_KEYS
+from privtab.data.membership import RACE_KEYS, pack_race_codes
+from privtab.data.persons import RACE_COLUMNS, TypedPersons
 
 __all__ = ["COMBO", "Cells", "aggregate_persons", "cells_from_frame"]
 
 COMBO = "C"
 """Column of the combination id (distinct RACE_KEY1, RACE_KEY2, QSPAN)."""
 _CELL_KEYS = (UNIT, *RACE_KEYS, "QSPAN", "QSEX", "QAGE")
+_T = TypeVar("_T")
 
 
 @dataclass(frozen=True)
@@ -89,35 +99,154 @@ MAX_COMBOS = 1 << _COMBO_BITS
 
 
 class _ComboIds:
-    """A growing dictionary (RACE_KEY1, RACE_KEY2, QSPAN) → combination id (UInt32)."""
+    """A growing dictionary code combination → combination id (UInt32), ids in order of
+    first appearance (within a batch, in token order: deterministic).
 
-    def __init__(self) -> None:
-        self.table = pl.DataFrame(
-            schema={
-                COMBO: pl.UInt32,
-                RACE_KEYS[0]: pl.UInt64,
-                RACE_KEYS[1]: pl.UInt64,
-                "QSPAN": pl.UInt16,
-            }
+    A combination is the *set* of race codes and the ethnicity code. Each code is replaced
+    by its rank in the sorted code list (``bits`` bits, 0 = absent); a combination of at
+    most ``narrow`` codes is then one integer *token* — the ranks in increasing order and
+    the ethnicity's rank — so most rows are looked up with integer arithmetic only:
+
+    * one race code (most persons): a dense table indexed by the token;
+    * 2..``narrow`` codes: a sorted array of tokens (binary search);
+    * more codes (rare): a dictionary keyed by the packed race keys.
+
+    Memory is bounded by the number of distinct combinations (≤ :data:`MAX_COMBOS`), and
+    the work per batch is linear in its rows plus its new combinations.
+    """
+
+    def __init__(self, codes: list[int]) -> None:
+        self.rank = np.zeros(1 << 16, dtype=np.uint64)
+        self.code = np.zeros(len(codes) + 1, dtype=np.uint16)
+        ordered = sorted(codes)
+        self.rank[ordered] = np.arange(1, len(ordered) + 1, dtype=np.uint64)
+        self.code[1:] = ordered
+        self.bits = max(1, len(ordered).bit_length())
+        self.narrow = min(len(RACE_COLUMNS), (63 - self.bits) // self.bits)
+        single = 1 << (2 * self.bits)
+        self.dense = np.full(single if 2 * self.bits <= 24 else 0, -1, dtype=np.int64)
+        self.tokens = np.zeros(0, dtype=np.uint64)  # sorted
+        self.token_ids = np.zeros(0, dtype=np.int64)
+        self.wide: dict[tuple[int, ...], int] = {}
+        self.first_token: list[NDArray[np.uint64]] = []  # per new id block: the tokens
+        self.wide_keys: list[tuple[int, ...]] = []  # (id, k1, k2, span)
+        self.size = 0
+
+    def _new(self, count: int) -> NDArray[np.int64]:
+        if self.size + count > MAX_COMBOS:
+            raise ValueError(f"more than {MAX_COMBOS:,} distinct code combinations")
+        ids = np.arange(self.size, self.size + count, dtype=np.int64)
+        self.size += count
+        return ids
+
+    def ids(self, persons: TypedPersons) -> NDArray[np.uint64]:
+        """The combination id of every row (new combinations get new ids)."""
+        race = persons.race
+        n_codes = np.count_nonzero(race, axis=1)
+        span = self.rank[persons.span]
+        shift = np.uint64(self.bits)
+        token = np.zeros(race.shape[0], dtype=np.uint64)
+        # one code (most persons): it is QRACE1 (codes come first)
+        single = n_codes == 1
+        token[single] = (self.rank[race[single, 0]] << shift) | span[single]
+        # 2..narrow codes: their ranks sorted, then the ethnicity's
+        multi = np.flatnonzero((n_codes > 1) & (n_codes <= self.narrow))
+        part = np.sort(self.rank[race[multi, : self.narrow]], axis=1)
+        t = np.zeros(multi.size, dtype=np.uint64)
+        for j in range(self.narrow):
+            t = (t << shift) | part[:, j]
+        token[multi] = (t << shift) | span[multi]
+        out = np.empty(race.shape[0], dtype=np.int64)
+        wide = n_codes > self.narrow
+        out[~wide] = self._lookup(token[~wide])
+        if wide.any():
+            out[wide] = self._wide(race[wide], persons.span[wide])
+        return out.astype(np.uint64)
+
+    def _lookup(self, token: NDArray[np.uint64]) -> NDArray[np.int64]:
+        """Ids of narrow tokens: the dense table below its size, the sorted array above."""
+        ids = np.empty(token.size, dtype=np.int64)
+        small = token < np.uint64(self.dense.size)
+        if small.any():
+            at = token[small].astype(np.int64)
+            found = self.dense[at]
+            missing = found < 0
+            if missing.any():
+                new_at = np.unique(at[missing])
+                self.dense[new_at] = self._new(new_at.size)
+                self.first_token.append(new_at.astype(np.uint64))
+                found = self.dense[at]
+            ids[small] = found
+        big = ~small
+        if big.any():
+            t = token[big]
+            pos = np.searchsorted(self.tokens, t)
+            hit = pos < self.tokens.size
+            hit[hit] = self.tokens[pos[hit]] == t[hit]
+            if not hit.all():
+                fresh = np.unique(t[~hit])
+                new_ids = self._new(fresh.size)
+                self.first_token.append(fresh)
+                at = np.searchsorted(self.tokens, fresh)
+                self.tokens = np.insert(self.tokens, at, fresh)
+                self.token_ids = np.insert(self.token_ids, at, new_ids)
+                pos = np.searchsorted(self.tokens, t)
+            ids[big] = self.token_ids[pos]
+        return ids
+
+    def _wide(self, race: NDArray[np.uint16], span: NDArray[np.uint16]) -> NDArray[np.int64]:
+        """Ids of combinations with more than ``narrow`` codes (rare), by packed keys."""
+        k1, k2 = pack_race_codes(race)
+        keys = np.column_stack([k1, k2, span.astype(np.uint64)])
+        distinct, inverse = np.unique(keys, axis=0, return_inverse=True)
+        rows = [tuple(k) for k in distinct.tolist()]
+        fresh = [k for k in rows if k not in self.wide]
+        for k, i in zip(fresh, self._new(len(fresh)).tolist(), strict=True):
+            self.wide[k] = i
+            self.wide_keys.append((i, *k))
+        ids = np.asarray([self.wide[k] for k in rows], dtype=np.int64)
+        return ids[inverse.reshape(-1)]
+
+    @property
+    def table(self) -> pl.DataFrame:
+        """``C`` → ``RACE_KEY1``, ``RACE_KEY2``, ``QSPAN``, sorted by ``C``."""
+        tokens = np.concatenate(self.first_token) if self.first_token else np.zeros(0, np.uint64)
+        mask = np.uint64((1 << self.bits) - 1)
+        span = self.code[(tokens & mask).astype(np.int64)]
+        codes = np.zeros((tokens.size, len(RACE_COLUMNS)), dtype=np.uint16)
+        rest = tokens >> np.uint64(self.bits)
+        for j in range(self.narrow):
+            codes[:, j] = self.code[(rest & mask).astype(np.int64)]
+            rest = rest >> np.uint64(self.bits)
+        k1, k2 = pack_race_codes(codes)
+        ids = self._ids_of(tokens)
+        wide = np.asarray(self.wide_keys, dtype=np.uint64).reshape(-1, 4)
+        return (
+            pl.DataFrame(
+                {
+                    COMBO: np.concatenate([ids, wide[:, 0]]),
+                    RACE_KEYS[0]: np.concatenate([k1, wide[:, 1]]),
+                    RACE_KEYS[1]: np.concatenate([k2, wide[:, 2]]),
+                    "QSPAN": np.concatenate([span.astype(np.uint64), wide[:, 3]]),
+                }
+            )
+            .with_columns(
+                pl.col(COMBO).cast(pl.UInt32),
+                pl.col(RACE_KEYS[0]).cast(pl.UInt64),
+                pl.col(RACE_KEYS[1]).cast(pl.UInt64),
+                pl.col("QSPAN").cast(pl.UInt16),
+            )
+            .sort(COMBO)
         )
 
-    def ids(self, batch: pl.DataFrame) -> pl.Series:
-        """The combination id of every row of ``batch`` (new combinations get new ids)."""
-        keys = [*RACE_KEYS, "QSPAN"]
-        seen = batch.select(keys).unique().join(self.table, on=keys, how="left")
-        fresh = seen.filter(pl.col(COMBO).is_null()).drop(COMBO)
-        if fresh.height:
-            start = self.table.height
-            if start + fresh.height > MAX_COMBOS:
-                raise ValueError(f"more than {MAX_COMBOS:,} distinct code combinations")
-            fresh = fresh.with_row_index(COMBO, offset=start).with_columns(
-                pl.col(COMBO).cast(pl.UInt32)
-            )
-            fresh = fresh.select(self.table.columns)
-            self.table = pl.concat([self.table, fresh])
-            seen = pl.concat([seen.filter(pl.col(COMBO).is_not_null()), fresh.select(seen.columns)])
-        # the batch joins only its own (few) combinations, not the whole dictionary
-        return batch.select(keys).join(seen, on=keys, how="left", maintain_order="left")[COMBO]
+    def _ids_of(self, tokens: NDArray[np.uint64]) -> NDArray[np.uint64]:
+        """The ids of known narrow tokens."""
+        out = np.empty(tokens.size, dtype=np.uint64)
+        small = tokens < np.uint64(self.dense.size)
+        out[small] = self.dense[tokens[small].astype(np.int64)].astype(np.uint64)
+        big = ~small
+        out[big] = self.token_ids[np.searchsorted(self.tokens, tokens[big])].astype(np.uint64)
+        return out
 
 
 _SHIFT_AGE = 1 << _COMBO_BITS
@@ -125,17 +254,26 @@ _SHIFT_SEX = 1 << (_COMBO_BITS + _AGE_BITS)
 _SHIFT_UNIT = 1 << (_COMBO_BITS + _AGE_BITS + _SEX_BITS)
 
 
-def _packed_key(combo: pl.Series) -> pl.Expr:
+def _packed_key(persons: TypedPersons, combo: NDArray[np.uint64]) -> NDArray[np.uint64]:
     """UNIT (32 bits) | sex − 1 (1) | age (7) | combination (24) in one UInt64: sorted keys
     are cells sorted by unit, sex, age, then combination — the rows of the cell matrix
     (:class:`privtab.tabulate.counts.CellMatrix`) in order."""
-    u64 = pl.UInt64
-    return (
-        pl.col(UNIT).cast(u64) * _SHIFT_UNIT
-        + (pl.col("QSEX").cast(u64) - 1) * _SHIFT_SEX
-        + pl.col("QAGE").cast(u64) * _SHIFT_AGE
-        + pl.lit(combo).cast(u64)
-    ).alias("K")
+    assert persons.unit is not None
+    u64 = np.uint64
+    key = persons.unit.astype(u64) * u64(_SHIFT_UNIT)
+    key += (persons.sex.astype(u64) - u64(1)) * u64(_SHIFT_SEX)
+    key += persons.age.astype(u64) * u64(_SHIFT_AGE)
+    key += combo
+    return key
+
+
+def _counted(keys: NDArray[np.uint64]) -> pl.DataFrame:
+    """The (K, N) table of a batch's keys — distinct keys, sorted, with their counts."""
+    keys = np.sort(keys)
+    starts = np.flatnonzero(np.r_[True, keys[1:] != keys[:-1]]) if keys.size else keys
+    counts = np.diff(np.r_[starts, keys.size]).astype(np.uint32)
+    frame = pl.DataFrame({"K": keys[starts], "N": counts}, schema={"K": pl.UInt64, "N": pl.UInt32})
+    return frame.with_columns(pl.col("K").set_sorted())
 
 
 def _merge(frames: list[pl.DataFrame]) -> pl.DataFrame:
@@ -165,7 +303,7 @@ class _Partitions:
 
     def add(self, part: pl.DataFrame) -> None:
         """Add one batch's (K, N) table (any order; split by state here)."""
-        part = part.sort("K")
+        part = part.sort("K")  # free when already sorted (flagged so)
         keys = part["K"].to_numpy()
         cut = [*np.searchsorted(keys, self.bounds, side="left").tolist(), part.height]
         for p in range(len(self.bounds)):
@@ -204,7 +342,7 @@ class _Partitions:
         return pl.concat(out, rechunk=True)
 
 
-def _prefetch(batches: Iterator[pl.DataFrame], depth: int = 2) -> Iterator[pl.DataFrame]:
+def _prefetch(batches: Iterator[_T], depth: int = 2) -> Iterator[_T]:
     """Run ``batches`` (reading + validation) in a thread, ``depth`` batches ahead.
 
     Reading/validating (pyarrow, polars) and aggregating (polars) both release the GIL, so
@@ -270,8 +408,10 @@ def aggregate_persons(
     """Validate and aggregate the person file of ``inputs`` in one streaming pass.
 
     The file is read in batches of ``batch_rows`` (text: polars' streaming reader; Parquet:
-    row group by row group), each batch is validated (:class:`privtab.data.PersonReader`)
-    and reduced to its cells, and the partial cell tables are kept per state and merged
+    row group by row group, as dictionaries), each batch is validated
+    (:class:`privtab.data.PersonReader`) and reduced to its cells (combination ids by
+    :class:`_ComboIds`, a sort of the packed keys), and the partial cell tables are kept per
+    state and merged
     exactly (summed) state by state once they hold more rows than the merged tables — so
     memory is about twice the cell table plus a few batches, whatever the number of persons,
     and no merge is larger than one state's cells. A cell is one UInt64 key (unit,
@@ -284,15 +424,15 @@ def aggregate_persons(
     column, value); nothing has been written at that point.
     """
     reader = inputs.person_reader(batch_rows=batch_rows)
-    combos = _ComboIds()
+    combos = _ComboIds(sorted(inputs.reference.codes))
     units = inputs.geography.units
     starts = units.group_by("TABBLKST").agg(pl.col(UNIT).min())[UNIT].to_list()
     store = _Partitions(starts, min_pending=merge_rows)
     started = time.monotonic()
-    batches = _prefetch(reader.batches()) if prefetch else reader.batches()
+    typed = reader.typed_batches()
+    batches = _prefetch(typed) if prefetch else typed
     for batch in batches:
-        key = _packed_key(combos.ids(batch))
-        store.add(batch.select(key).group_by("K").agg(pl.len().cast(pl.UInt32).alias("N")))
+        store.add(_counted(_packed_key(batch, combos.ids(batch))))
         if progress is not None:
             progress(reader.rows_read, time.monotonic() - started)
     reader.raise_if_invalid()
