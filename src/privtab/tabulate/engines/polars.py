@@ -32,7 +32,7 @@ from privtab.data.membership import iteration_matrix
 from privtab.random import RandomSource
 from privtab.tabulate.aggregate import aggregate_persons
 from privtab.tabulate.chunk import tabulate_groups
-from privtab.tabulate.counts import CellMatrix, exact_counts, unit_regions
+from privtab.tabulate.counts import CellMatrix, exact_counts, region_counts, unit_regions
 from privtab.tabulate.domain import NESTED_IN_STATE, Domain, level_domain, state_chunks
 from privtab.tabulate.plan import LevelPlan
 from privtab.tabulate.results import ChunkResult
@@ -65,6 +65,7 @@ class PolarsEngine:
         self._state_units: dict[str, tuple[int, int]] = {}
         self._iterations: dict[tuple[object, ...], sparse.csr_array] = {}
         self._regions: dict[GeoLevel, NDArray[np.int64]] = {}
+        self._by_region: tuple[tuple[object, ...], sparse.csr_array] | None = None
 
     def prepare(self, inputs: SafeTabInputs, say: Say) -> int:
         say(f"validating and aggregating {inputs.persons_path}")
@@ -133,7 +134,6 @@ class PolarsEngine:
         source: RandomSource | None,
         noise: bool,
         evaluate: bool,
-        nonnegative: bool,
     ) -> Iterator[ChunkResult]:
         assert self.matrix is not None, "call prepare() first"
         assert self.inputs is not None
@@ -141,18 +141,25 @@ class PolarsEngine:
         iterations = self._iteration_matrix(plan, dom)
         unit_region = self._unit_regions(dom.geo)
         for part, rows in self._chunks(dom):
-            exact = exact_counts(self.matrix, rows, unit_region, iterations, part)
-            yield tabulate_groups(
-                plan,
-                part,
-                exact,
-                source=source,
-                noise=noise,
-                evaluate=evaluate,
-                nonnegative=nonnegative,
-            )
+            by_region = self._region_counts(part, rows, unit_region)
+            exact = exact_counts(self.matrix, rows, unit_region, iterations, part, by_region)
+            yield tabulate_groups(plan, part, exact, source=source, noise=noise, evaluate=evaluate)
+
+    def _region_counts(
+        self, part: Domain, rows: tuple[int, int], unit_region: NDArray[np.int64]
+    ) -> sparse.csr_array:
+        """``S X`` of a chunk; the last one is kept, since the levels of a geography follow
+        each other (iteration levels 1 and 2) and a one-chunk level's next level reuses it
+        (one product fewer per geography; at most one chunk's matrix is held)."""
+        assert self.matrix is not None
+        key = (part.geo, part.first_region, len(part.regions), rows)
+        if self._by_region is None or self._by_region[0] != key:
+            self._by_region = None  # free the previous one before computing the next
+            self._by_region = (key, region_counts(self.matrix, rows, unit_region, part))
+        return self._by_region[1]
 
     def close(self) -> None:
+        self._by_region = None
         self.matrix = None
         self._iterations.clear()
         self._regions.clear()
