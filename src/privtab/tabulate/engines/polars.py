@@ -15,6 +15,14 @@ for the memoised combination → iteration expansion (then polars joins) that TR
 and, as the first level with ≈ 7 M groups, for first-touch page faults of its buffers. The
 iteration incidence now costs ≈ 0.1–0.2 s once, and measured in CPU seconds (10⁶ persons,
 levels run in both orders) the two levels are equal: COUNTY 2 3.7/3.4 s, TRACT 2 4.1/3.3 s.
+
+A level with a tiny domain (USA: 1 region) still costs ≈ 0.6–1 s at 10⁷ persons: its
+``S X`` reads every cell of ``X`` (5.8 M at 10⁷; its 256 output rows each gather ≈ 5,000
+of 354,000 combinations, ≈ 0.5 s), ``(S X) B`` ≈ 0.3 s, and the first level of each
+iteration level and granularity builds ``B`` (≈ 0.3 s). The noise, the tables and the
+report data of such a level cost milliseconds. ``S X`` does not depend on the iteration
+level, so the second level of a geography reuses the first one's (:meth:`PolarsEngine.
+_region_counts`).
 """
 
 from __future__ import annotations
