@@ -139,3 +139,50 @@ def test_chunks_carry_no_exact_count(synth_small) -> None:
             assert all(t.exact.size == 0 for t in part.groups.cells)
     finally:
         engine.close()
+
+
+def test_region_counts_reused_by_the_next_level_of_a_one_chunk_geography(
+    synth_small, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``S X`` does not depend on the iteration level: (STATE, 2) reuses (STATE, 1)'s when
+    the level is one chunk, with the same exact counts as a fresh engine; a level in
+    several chunks keeps none."""
+    import privtab.tabulate.engines.polars as polars_engine
+
+    config, data = synth_small
+    inputs = load_inputs(config, data)
+    calls: list[str] = []
+    real = polars_engine.region_counts
+
+    def counting(cm, rows, unit_region, dom):  # type: ignore[no-untyped-def]
+        calls.append(dom.geo.value)
+        return real(cm, rows, unit_region, dom)
+
+    monkeypatch.setattr(polars_engine, "region_counts", counting)
+    plan = ReleasePlan.from_config(inputs.config, inputs.reference, Scope.US)
+    engine = make_engine("polars")
+    engine.prepare(inputs, lambda _m: None)
+    fresh = make_engine("polars")
+    fresh.prepare(inputs, lambda _m: None)
+    try:
+        for key in ("(STATE, 1)", "(STATE, 2)"):
+            lv = plan.level(key)
+            (part,) = engine.tabulate(lv, source=SeededSource(2), noise=False, evaluate=False)
+            (again,) = fresh.tabulate(lv, source=SeededSource(2), noise=False, evaluate=False)
+            assert part.t1.equals(again.t1)
+            assert part.t2.equals(again.t2)
+            fresh.close()
+            fresh = make_engine("polars")
+            fresh.prepare(inputs, lambda _m: None)
+        assert calls == ["STATE", "STATE", "STATE"]  # engine once, fresh engines twice
+        small = polars_engine.PolarsEngine(max_chunk_groups=100)
+        small.prepare(inputs, lambda _m: None)
+        parts = list(
+            small.tabulate(plan.level("(COUNTY, 1)"), source=None, noise=False, evaluate=False)
+        )
+        assert len(parts) > 1
+        assert small._by_region is None
+        small.close()
+    finally:
+        engine.close()
+        fresh.close()

@@ -148,23 +148,28 @@ class PolarsEngine:
         dom = level_domain(plan, self.inputs.geography, self.inputs.reference)
         iterations = self._iteration_matrix(plan, dom)
         unit_region = self._unit_regions(dom.geo)
-        for part, rows in self._chunks(dom):
-            by_region = self._region_counts(part, rows, unit_region)
+        chunks = self._chunks(dom)
+        for part, rows in chunks:
+            by_region = self._region_counts(part, rows, unit_region, keep=len(chunks) == 1)
             exact = exact_counts(self.matrix, rows, unit_region, iterations, part, by_region)
             yield tabulate_groups(plan, part, exact, source=source, noise=noise, evaluate=evaluate)
 
     def _region_counts(
-        self, part: Domain, rows: tuple[int, int], unit_region: NDArray[np.int64]
+        self, part: Domain, rows: tuple[int, int], unit_region: NDArray[np.int64], *, keep: bool
     ) -> sparse.csr_array:
-        """``S X`` of a chunk; the last one is kept, since the levels of a geography follow
-        each other (iteration levels 1 and 2) and a one-chunk level's next level reuses it
-        (one product fewer per geography; at most one chunk's matrix is held)."""
+        """``S X`` of a chunk. The levels of a geography follow each other (iteration levels
+        1 and 2), so a one-chunk level's ``S X`` (``keep``) is kept for the next level: one
+        product fewer per geography. A level in several chunks keeps none (its next level
+        starts with another chunk): memory stays that of one chunk."""
         assert self.matrix is not None
         key = (part.geo, part.first_region, len(part.regions), rows)
-        if self._by_region is None or self._by_region[0] != key:
-            self._by_region = None  # free the previous one before computing the next
-            self._by_region = (key, region_counts(self.matrix, rows, unit_region, part))
-        return self._by_region[1]
+        if self._by_region is not None and self._by_region[0] == key:
+            return self._by_region[1]
+        self._by_region = None  # free the previous one before computing the next
+        product = region_counts(self.matrix, rows, unit_region, part)
+        if keep:
+            self._by_region = (key, product)
+        return product
 
     def close(self) -> None:
         self._by_region = None
