@@ -47,11 +47,8 @@ def engine_levels(
                 if levels is not None and lv.key not in levels:
                     continue
                 parts = list(
-                    engine.tabulate(
-                        lv, source=source, noise=seed is not None, evaluate=False,
-                        nonnegative=False,
-                    )
-                )  # fmt: skip
+                    engine.tabulate(lv, source=source, noise=seed is not None, evaluate=False)
+                )
                 yield LevelTables(
                     scope.value,
                     lv,

@@ -527,3 +527,30 @@ def test_a_release_failing_validation_is_not_published(
     assert len(str(info.value).splitlines()) <= 8
     assert not (tmp_path / "rel").exists()
     assert list(tmp_path.iterdir()) == []  # no staging folder, no run record
+
+
+def test_companion_checked_row_by_row_and_by_joins(seeded: Path, tmp_path: Path) -> None:
+    """The companion check: aligned with its table (the Parquet copy, as written) it is one
+    comparison; a permuted companion is still valid (the joins decide); a changed key or a
+    duplicated row in an aligned companion is found and located."""
+    d = _copy(seeded, tmp_path)
+    for table in ("t1", "t2"):
+        shutil.rmtree(d / table)  # the Parquet copies are read: row-aligned with companions
+    validate_output(d)
+    comp = d / "t1-error.parquet"
+    original = pl.read_parquet(comp)
+    original.reverse().write_parquet(comp)
+    validate_output(d)  # same rows in another order: valid
+    changed = original.with_columns(
+        pl.when(pl.int_range(pl.len()) == 1)
+        .then(pl.lit("9999"))
+        .otherwise(pl.col("ITERATION_CODE"))
+        .alias("ITERATION_CODE")
+    )
+    changed.write_parquet(comp)
+    probs = [p for p in _problems(d) if p.kind == "companion"]
+    assert any(p.file.endswith("t1-error.parquet") and p.row == 2 for p in probs)  # extra
+    assert any(p.file.endswith("t1.parquet") and p.row == 2 for p in probs)  # lacking
+    pl.concat([original.head(1), original.slice(0, original.height - 1)]).write_parquet(comp)
+    messages = {p.message for p in _problems(d) if p.kind == "companion"}
+    assert "more than one error row for the same key" in messages

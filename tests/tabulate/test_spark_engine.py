@@ -323,11 +323,7 @@ def test_seeded_chunks_reproducible_and_secure_by_default(spark, tmp_path: Path)
     for chunk in (500, 500, 100_000):
         engine = _engine(spark, chunk=chunk)
         engine.prepare(inputs, lambda _m: None)  # type: ignore[arg-type]
-        parts = list(
-            engine.tabulate(
-                lp, source=SeededSource(5), noise=True, evaluate=False, nonnegative=False
-            )
-        )
+        parts = list(engine.tabulate(lp, source=SeededSource(5), noise=True, evaluate=False))
         outs.append(pl.concat([p.t1 for p in parts]))
         engine.close()
     assert outs[0].equals(outs[1])
@@ -344,7 +340,6 @@ def engine_secure(spark: object, inputs: object, lp: object) -> Iterator[object]
         source=None,
         noise=True,
         evaluate=False,
-        nonnegative=False,
     )
     engine.close()
 
@@ -393,9 +388,7 @@ def test_levels_leave_no_broadcast_relations_behind(synth_small, spark) -> None:
         relations: list[int] = []
         heaps: list[int] = []
         for _ in range(10):
-            for part in engine.tabulate(
-                lp, source=SeededSource(1), noise=True, evaluate=False, nonnegative=False
-            ):
+            for part in engine.tabulate(lp, source=SeededSource(1), noise=True, evaluate=False):
                 assert part.t1.height > 0
             relations.append(_live_heap(spark, (relation,))[relation])
             gc.collect()  # the last level's Python objects too: what is left is the JVM's

@@ -343,7 +343,9 @@ class DiscreteLaplaceLaw(NoiseLaw):
         with mp.workprec(_PREC):
             return float(1 - self._tail_mp(int(m)))
 
-    def _cdf_ge(self, x: int, q: Fraction) -> bool:
+    def cdf_ge(self, x: int, q: Fraction) -> bool:
+        """Is ``P(X ≤ x) ≥ q``? Decided exactly for the rational ``q`` (certified
+        high-precision arithmetic; used for quantiles and zero-suppression thresholds)."""
         for prec in (_PREC, 4 * _PREC, 16 * _PREC):
             with mp.workprec(prec):
                 t = _mp(self.t)
@@ -359,9 +361,9 @@ class DiscreteLaplaceLaw(NoiseLaw):
             raise ValueError(f"quantile level must be strictly between 0 and 1, got {q!r}")
         qq = Fraction(q)
         x = math.floor(self._approx_quantile(q))
-        while not self._cdf_ge(x, qq):
+        while not self.cdf_ge(x, qq):
             x += 1
-        while self._cdf_ge(x - 1, qq):
+        while self.cdf_ge(x - 1, qq):
             x -= 1
         return x
 
@@ -596,7 +598,9 @@ class DiscreteGaussianLaw(NoiseLaw):
                 out[i] = 0.5 - 0.5 * self._central_float(-kk - 1)[0]
         return np.clip(out, 0.0, 1.0).reshape(k.shape)
 
-    def _cdf_ge(self, x: int, q: Fraction) -> bool:
+    def cdf_ge(self, x: int, q: Fraction) -> bool:
+        """Is ``P(X ≤ x) ≥ q``? Decided exactly for the rational ``q`` (certified
+        high-precision arithmetic; used for quantiles and zero-suppression thresholds)."""
         # P(X ≤ x) ≥ q ⇔ P(|X| ≤ x) ≥ 2q − 1 (x ≥ 0) or P(|X| ≤ −x−1) ≤ 1 − 2q (x < 0)
         if x >= 0:
             target = 2 * q - 1
@@ -614,9 +618,9 @@ class DiscreteGaussianLaw(NoiseLaw):
 
         qq = Fraction(q)
         x = round(float(ndtri(q)) * self._sf)
-        while not self._cdf_ge(x, qq):
+        while not self.cdf_ge(x, qq):
             x += 1
-        while self._cdf_ge(x - 1, qq):
+        while self.cdf_ge(x - 1, qq):
             x -= 1
         return x
 

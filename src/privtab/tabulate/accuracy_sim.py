@@ -70,8 +70,8 @@ def published_chunks(
     """The published T1/T2 rows of one level, chunk by chunk, exactly as a release publishes
     them (:func:`privtab.tabulate.publish.publish_chunk`: zero suppression on the raw noisy
     totals, clamping, sex marginals). The one place that drives the engine."""
-    for part in engine.tabulate(plan, source=source, noise=True, evaluate=False, nonnegative=False):
-        out = publish_chunk(part.t1, part.t2, plan, rule, nonnegative=nonnegative)
+    for part in engine.tabulate(plan, source=source, noise=True, evaluate=False):
+        out = publish_chunk(part, rule, nonnegative=nonnegative)
         yield out.t1, out.t2
 
 
@@ -103,9 +103,7 @@ def _truth(engine: Engine, plan: LevelPlan) -> _Truth:
     forced = replace(plan, thresholds=(-3, -2, -1))
     t1s, t2s = [], []
     maps = _age_maps()
-    for part in engine.tabulate(
-        forced, source=SeededSource(0), noise=False, evaluate=False, nonnegative=False
-    ):
+    for part in engine.tabulate(forced, source=SeededSource(0), noise=False, evaluate=False):
         t1s.append(
             part.t1.select(
                 *GROUP,
@@ -351,9 +349,7 @@ def true_sizes(engine: Engine, plan: LevelPlan) -> pl.DataFrame:
     (``TO``): one noise-free run (NOT private)."""
     parts = [
         part.t1.select(*GROUP, pl.col("COUNT").alias("N"), (pl.col("STAT_LEVEL") == -1).alias("TO"))
-        for part in engine.tabulate(
-            plan, source=SeededSource(0), noise=False, evaluate=False, nonnegative=False
-        )
+        for part in engine.tabulate(plan, source=SeededSource(0), noise=False, evaluate=False)
     ]
     return pl.concat(parts)
 

@@ -19,12 +19,12 @@ published count is an exact count plus one independent draw of its stage's mecha
 (exact samplers of :mod:`privtab.random`: discrete Gaussian σ² = 1/(2ρ), geometric scale
 1/ε); the stages it drew from are what :class:`privtab.tabulate.charges.RunLedger` charges.
 Everything after the draws — statistic levels from noisy totals, T1 totals as sums of noisy
-cells, clamping at zero — is post-processing of noisy values.
+cells, clamping at zero (:meth:`NoisyGroups.clamped`) — is post-processing of noisy values.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import polars as pl
@@ -158,7 +158,7 @@ class CellTable:
     exact: NDArray[np.int64]
     """``groups × (2 · bins)`` exact cells, sex-major (never published)."""
     noisy: NDArray[np.int64]
-    """The published cells (noisy, clamped at 0 when asked)."""
+    """The noisy cells (raw; clamped by :meth:`NoisyGroups.clamped`)."""
 
     @property
     def n_bins(self) -> int:
@@ -169,31 +169,38 @@ class CellTable:
 
 @dataclass(frozen=True)
 class NoisyGroups:
-    """What the algorithm publishes for a chunk's groups, as arrays."""
+    """What the algorithm publishes for a chunk's groups, as arrays (raw noisy counts: never
+    clamped here; :meth:`clamped` is the post-processing a release applies)."""
 
     count: NDArray[np.int64]
-    """The T1 count of every group before the final clamping: a noisy total, or the sum
-    of its (published, possibly clamped) noisy cells."""
+    """The T1 count of every group: a noisy total, or the sum of its noisy cells."""
     stat: NDArray[np.int8]
     """Statistic level: −1 TotalOnly, 0 total, 1/2/3 Sex × Age4/9/23."""
     stage1: NDArray[np.int64]
-    """The noisy stage-1 total before clamping (meaningless where ``stat == TOTAL_ONLY``)."""
+    """The noisy stage-1 total (meaningless where ``stat == TOTAL_ONLY``)."""
     total_only: NDArray[np.bool_]
     cells: tuple[CellTable, ...]
     exact: NDArray[np.int64]
-    """Exact totals (for the non-private evaluation only; never published)."""
+    """Exact totals (for the non-private evaluation only; never published; empty after
+    :meth:`noisy_only`)."""
     draws: int
     stages_used: frozenset[str]
-    nonnegative: bool = False
-    """Whether published counts are clamped at 0."""
 
-    def published_count(self) -> NDArray[np.int64]:
-        """T1's ``COUNT``: :attr:`count`, clamped at 0 when asked."""
-        return np.maximum(self.count, 0) if self.nonnegative else self.count
+    def noisy_only(self) -> NoisyGroups:
+        """The same groups without the exact counts (what leaves the algorithm for
+        publication: noisy counts and public facts only)."""
+        none = np.zeros(0, dtype=np.int64)
+        return replace(self, exact=none, cells=tuple(replace(t, exact=none) for t in self.cells))
 
-    def published_stage1(self) -> NDArray[np.int64]:
-        """T1's ``STAGE1_COUNT``: :attr:`stage1`, clamped at 0 when asked."""
-        return np.maximum(self.stage1, 0) if self.nonnegative else self.stage1
+    def clamped(self) -> NoisyGroups:
+        """Counts clamped at 0 (post-processing, no privacy cost): every cell, then each
+        group's count = the sum of its clamped cells (groups without cells: its noisy total
+        clamped), the stage-1 total clamped. Statistic levels are unchanged."""
+        cells = tuple(replace(t, noisy=np.maximum(t.noisy, 0)) for t in self.cells)
+        count = np.maximum(self.count, 0)
+        for t in cells:
+            count[t.groups] = t.noisy.reshape(t.groups.size, -1).sum(axis=1)
+        return replace(self, count=count, stage1=np.maximum(self.stage1, 0), cells=cells)
 
 
 def run_algorithm(
@@ -201,33 +208,33 @@ def run_algorithm(
     total_only: NDArray[np.bool_],
     exact: ExactCounts,
     draw: NoiseDraw,
-    *,
-    nonnegative: bool = False,
 ) -> NoisyGroups:
     """SafeTab seed Algorithms 1–3 for one chunk (see the module docstring).
 
-    ``total_only`` marks the chunk's TotalOnly groups. ``nonnegative`` clamps published
-    counts at 0 (post-processing: no privacy cost): cells are clamped here, so totals of
-    groups with cells are the sums of the clamped cells; other counts are clamped when
-    published (:meth:`NoisyGroups.published_count`). Statistic levels always use the raw
-    stage-1 totals.
+    ``total_only`` marks the chunk's TotalOnly groups. Every count is raw (unclamped):
+    clamping at 0 is post-processing of the release (:meth:`NoisyGroups.clamped`).
     """
     truth = exact.total
     count = np.zeros(truth.size, dtype=np.int64)
-    stage1 = np.zeros(truth.size, dtype=np.int64)
-    stat = np.full(truth.size, TOTAL_ONLY, dtype=np.int8)
     to_idx = np.flatnonzero(total_only)
     count[to_idx] = draw(plan.total, truth[to_idx])
-    ad_idx = np.flatnonzero(~total_only)
-    stage1[ad_idx] = draw(plan.stage1, truth[ad_idx])
-    stat[ad_idx] = plan.stat_level(stage1[ad_idx])
-    lv0 = ad_idx[stat[ad_idx] == 0]
+    if to_idx.size == 0:  # no TotalOnly group (every sub-state level): whole arrays
+        stage1 = draw(plan.stage1, truth)
+        stat = plan.stat_level(stage1)
+    else:
+        ad_idx = np.flatnonzero(~total_only)
+        stage1 = np.zeros(truth.size, dtype=np.int64)
+        stat = np.full(truth.size, TOTAL_ONLY, dtype=np.int8)
+        stage1[ad_idx] = draw(plan.stage1, truth[ad_idx])
+        stat[ad_idx] = plan.stat_level(stage1[ad_idx])
+    # TotalOnly groups have stat −1: the groups of each level, in group order
+    lv0 = np.flatnonzero(stat == 0)
     count[lv0] = draw(plan.stage2, truth[lv0])
     cells = []
     for k in (1, 2, 3):
-        groups = ad_idx[stat[ad_idx] == k]
+        groups = np.flatnonzero(stat == k)
         if groups.size:
-            table = _cell_table(plan, k, groups, exact, draw, nonnegative)
+            table = _cell_table(plan, k, groups, exact, draw)
             count[groups] = table.noisy.reshape(groups.size, -1).sum(axis=1)
             cells.append(table)
     return NoisyGroups(
@@ -239,7 +246,6 @@ def run_algorithm(
         exact=truth,
         draws=draw.draws,
         stages_used=frozenset(draw.used),
-        nonnegative=nonnegative,
     )
 
 
@@ -249,13 +255,10 @@ def _cell_table(
     groups: NDArray[np.int64],
     exact: ExactCounts,
     draw: NoiseDraw,
-    nonnegative: bool,
 ) -> CellTable:
     """Exact and noisy Sex × Age cells of ``groups`` at statistic level ``k``."""
     bins = STAT_LEVEL_BINS[k]
     assert bins is not None
     cells = exact.cells(groups, bins).reshape(-1)
     noisy = draw(plan.stage2, cells)
-    if nonnegative:
-        np.maximum(noisy, 0, out=noisy)
     return CellTable(k, groups, cells, noisy)

@@ -1,9 +1,9 @@
-"""One chunk of a level: exact counts in, noisy T1/T2 out (what every engine runs).
+"""One chunk of a level: exact counts in, noisy counts out (what every engine runs).
 
 :func:`tabulate_groups` is the single entry point of the algorithm for an engine: the
 Polars engine calls it in-process, the Spark engine on its executors. It draws the noise
-(:mod:`privtab.tabulate.algorithm`), builds the tables (:mod:`privtab.tabulate.tables`) and
-the chunk's tallies, and — only when asked, for tests — the non-private evaluation.
+(:mod:`privtab.tabulate.algorithm`), counts the chunk's tallies and — only when asked, for
+tests — the non-private evaluation; the result carries noisy counts only.
 """
 
 from __future__ import annotations
@@ -16,7 +16,6 @@ from privtab.tabulate.domain import Domain
 from privtab.tabulate.evaluation import evaluate_groups
 from privtab.tabulate.plan import LevelPlan
 from privtab.tabulate.results import ChunkResult, Tallies
-from privtab.tabulate.tables import t1_frame, t2_frame
 
 __all__ = ["tabulate_groups"]
 
@@ -29,7 +28,6 @@ def tabulate_groups(
     source: RandomSource | None,
     noise: bool = True,
     evaluate: bool = False,
-    nonnegative: bool = False,
 ) -> ChunkResult:
     """SafeTab seed Algorithms 1–3 for the groups of ``dom`` (a level or a slice of its
     regions), whose exact counts are ``exact`` (per group and per (group, sex, age); ``G``
@@ -37,24 +35,24 @@ def tabulate_groups(
 
     ``source`` must be secure for a publishable release (the run checks); ``noise=False``
     is for tests only (exact counts, not private). ``evaluate`` compares the released counts
-    with the truth — a non-private diagnostic, never written to a release. ``nonnegative``
-    clamps published counts at 0 (post-processing).
+    with the truth — a non-private diagnostic, never written to a release. The result holds
+    the raw noisy counts only (the exact ones are dropped here); publishing them —
+    suppression, clamping, frames — is :func:`privtab.tabulate.publish.publish_chunk`'s.
     """
     total_only = np.tile(dom.total_only, len(dom.regions))
-    out = run_algorithm(plan, total_only, exact, NoiseDraw(source, noise), nonnegative=nonnegative)
-    t1, t2 = t1_frame(plan, dom, out), t2_frame(plan, dom, out)
+    out = run_algorithm(plan, total_only, exact, NoiseDraw(source, noise))
     stat = {TOTAL_ONLY: int(out.total_only.sum())}
     for k in (0, 1, 2, 3):
         stat[k] = int(((out.stat == k) & ~out.total_only).sum())
     tallies = Tallies(
         regions=len(dom.regions),
         iterations=len(dom.codes),
-        t1_rows=t1.height,
-        t2_rows=t2.height,
+        t1_rows=dom.size,
+        t2_rows=sum(int(t.noisy.size) for t in out.cells),
         stat_levels=stat,
         noise_draws=out.draws,
         stages_used=out.stages_used,
         memberships=int(exact.total.sum()),
         evaluation=evaluate_groups(plan, out) if evaluate else {},
     )
-    return ChunkResult(plan, t1, t2, tallies)
+    return ChunkResult(plan, dom, out.noisy_only(), tallies)

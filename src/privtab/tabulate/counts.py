@@ -38,7 +38,7 @@ from privtab.tabulate.aggregate import COMBO, Cells
 from privtab.tabulate.algorithm import SEX_AGES, ExactCounts, sex_age
 from privtab.tabulate.domain import Domain
 
-__all__ = ["CellMatrix", "exact_counts", "region_incidence", "unit_regions"]
+__all__ = ["CellMatrix", "exact_counts", "region_counts", "region_incidence", "unit_regions"]
 
 
 def _csr(
@@ -140,19 +140,33 @@ def region_incidence(
     return sparse.csr_array(csc)
 
 
+def region_counts(
+    cm: CellMatrix, rows: tuple[int, int], unit_region: NDArray[np.int64], dom: Domain
+) -> sparse.csr_array:
+    """``M = S X``: persons per (region of ``dom``, sex, age) × code combination, from the
+    rows ``[a, b)`` of ``cm`` (:func:`region_incidence`). The same for every iteration
+    level of a geography: the engine reuses it between consecutive levels."""
+    product: sparse.csr_array = region_incidence(cm, rows, unit_region, dom) @ cm.rows(rows)
+    return product
+
+
 def exact_counts(
     cm: CellMatrix,
     rows: tuple[int, int],
     unit_region: NDArray[np.int64],
     iterations: sparse.csr_array,
     dom: Domain,
+    by_region: sparse.csr_array | None = None,
 ) -> ExactCounts:
     """Exact persons per (group, sex, age) of the groups of ``dom`` (``G`` indexes ``dom``
     region-major from 0) from the rows ``[a, b)`` of ``cm`` — every row whose unit is in a
     region of ``dom`` must be among them — and the level's iteration incidence
-    ``iterations`` (combinations × ``dom.codes``): ``F = (S X) B`` (module docstring)."""
+    ``iterations`` (combinations × ``dom.codes``): ``F = (S X) B`` (module docstring).
+    ``by_region``: ``S X`` if already computed (:func:`region_counts` of the same rows,
+    regions and geography)."""
     n_it = len(dom.codes)
-    by_region = region_incidence(cm, rows, unit_region, dom) @ cm.rows(rows)
+    if by_region is None:
+        by_region = region_counts(cm, rows, unit_region, dom)
     f = sparse.coo_array(by_region @ iterations)
     row = f.row.astype(np.int64)
     group = (row // SEX_AGES) * n_it + f.col

@@ -373,9 +373,12 @@ def _check_values(
     return valid
 
 
-def _check_duplicates(df: pl.DataFrame, table: str, log: ProblemLog) -> None:
+def _check_duplicates(df: pl.DataFrame, table: str, log: ProblemLog) -> bool:
+    """Report every key seen twice; return whether there was one."""
     keys = [c for c in CENSUS_COLUMNS[table] if c != "COUNT"]
     dup = df.filter(pl.struct(keys).is_duplicated()).sort(_FILE, _LINE)
+    if dup.height == 0:
+        return False
     later = dup.filter(~pl.struct(keys).is_first_distinct())
     firsts = dup.filter(pl.struct(keys).is_first_distinct()).select(
         *keys, pl.format("{} line {}", pl.col(_FILE), pl.col(_LINE)).alias("_FIRST")
@@ -388,6 +391,7 @@ def _check_duplicates(df: pl.DataFrame, table: str, log: ProblemLog) -> None:
         f"the same {', '.join(keys)} appears more than once",
         value="_V",
     )
+    return True
 
 
 def _bin_table() -> pl.DataFrame:
@@ -539,25 +543,31 @@ def _public_domain(geography: Geography, reference: ReferenceData, rules: Output
     from privtab.data import GeoLevel
     from privtab.data.levels import Granularity
 
-    regions: list[tuple[str, str]] = []
-    t1: list[tuple[str, str]] = []
-    t2: list[tuple[str, str]] = []
+    regions: list[pl.DataFrame] = []
+    t1: list[pl.DataFrame] = []
+    t2: list[pl.DataFrame] = []
     geos = sorted({g for g, _ in rules.levels})
     for g in geos:
         geo = GeoLevel(g)
-        regions.extend((g, r) for r in geography.domain(geo))
+        detailed = geo.granularity is Granularity.DETAILED
+        regions.append(_keyed(g, "REGION_ID", list(geography.domain(geo))))
         for lv in sorted(lv for gg, lv in rules.levels if gg == g):
-            for it in reference.select(lv, geo.granularity):
-                t1.append((g, it.code))
-                total_only = geo.granularity is Granularity.DETAILED and bool(it.detailed_only)
-                if not total_only:
-                    t2.append((g, it.code))
-    schema = {"REGION_TYPE": pl.String, "REGION_ID": pl.String}
-    cschema = {"REGION_TYPE": pl.String, "ITERATION_CODE": pl.String}
+            its = reference.select(lv, geo.granularity)
+            t1.append(_keyed(g, "ITERATION_CODE", [it.code for it in its]))
+            # TotalOnly iterations (detailed-only at a detailed geography) have no cells
+            cells = [it.code for it in its if not (detailed and it.detailed_only)]
+            t2.append(_keyed(g, "ITERATION_CODE", cells))
     return _Domain(
-        pl.DataFrame(regions, schema=schema, orient="row"),
-        pl.DataFrame(t1, schema=cschema, orient="row"),
-        pl.DataFrame(t2, schema=cschema, orient="row"),
+        pl.concat([_keyed("", "REGION_ID", []), *regions]),
+        pl.concat([_keyed("", "ITERATION_CODE", []), *t1]),
+        pl.concat([_keyed("", "ITERATION_CODE", []), *t2]),
+    )
+
+
+def _keyed(region_type: str, column: str, values: list[str]) -> pl.DataFrame:
+    """``(REGION_TYPE, column)`` rows: ``region_type`` beside each of ``values``."""
+    return pl.DataFrame({column: values}, schema={column: pl.String}).select(
+        pl.lit(region_type, dtype=pl.String).alias("REGION_TYPE"), column
     )
 
 
@@ -581,7 +591,14 @@ def _check_domain(df: pl.DataFrame, codes: pl.DataFrame, dom: _Domain, log: Prob
     )
 
 
-def _check_companion(directory: Path, table: str, df: pl.DataFrame, log: ProblemLog) -> int | None:
+def _check_companion(
+    directory: Path, table: str, df: pl.DataFrame, log: ProblemLog, duplicates: bool
+) -> int | None:
+    """One error row per published row (``df``: the table's valid rows; ``duplicates``:
+    whether ``df`` repeats a key). The writer writes both from the same frames, so a
+    companion whose keys equal ``df``'s row by row (same number of rows) has no extra, no
+    missing and — when ``df`` has no duplicate — no duplicate row: decided by one
+    comparison; otherwise the joins find and locate every problem."""
     path = directory / ERROR_FILES[table]
     if not path.exists():
         log.add(Problem(str(path), "companion", f"the error table of {table} is missing"))
@@ -592,7 +609,10 @@ def _check_companion(directory: Path, table: str, df: pl.DataFrame, log: Problem
     if missing:
         log.add(Problem(str(path), "companion", f"lacks the key columns {missing}"))
         return comp.height
-    comp = comp.select([pl.col(c).cast(pl.String) for c in keys]).with_row_index(_LINE, 1)
+    comp = comp.select([pl.col(c).cast(pl.String) for c in keys])
+    if not duplicates and comp.height == df.height and comp.equals(df.select(keys)):
+        return comp.height
+    comp = comp.with_row_index(_LINE, 1)
     comp = comp.with_columns(pl.lit(str(path)).alias(_FILE), pl.col(_LINE).cast(pl.Int64))
     extra = comp.join(df.select(keys), on=keys, how="anti")
     _report(log, extra, str(path), "companion", f"an error row with no published {table} row")
@@ -668,9 +688,9 @@ def validate_output(
         if df is None:
             continue
         valid = _check_values(df, table, rules, log)
-        _check_duplicates(valid, table, log)
+        duplicates = _check_duplicates(valid, table, log)
         tables[table] = valid
-        n = _check_companion(d, table, valid, log)
+        n = _check_companion(d, table, valid, log, duplicates)
         if n is not None:
             summary.files[ERROR_FILES[table]] = n
         if (d / table).is_dir() and (d / f"{table}.parquet").is_file():

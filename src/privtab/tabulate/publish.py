@@ -1,8 +1,9 @@
 """From a chunk's noisy tables to its published rows, as the 2020 production code published.
 
-The engine's chunk (:class:`~privtab.tabulate.results.ChunkResult`, drawn with
-``nonnegative=False``) holds the raw noisy counts. :func:`publish_chunk` turns it into the
-rows written, in production's order (``safetab_p_analytics.py``):
+The engine's chunk (:class:`~privtab.tabulate.results.ChunkResult`) holds the raw noisy
+counts as arrays. :func:`publish_chunk` turns it into the rows written, in production's
+order (``safetab_p_analytics.py``), deciding on the arrays and building frames only for
+the rows published:
 
 1. **zero suppression** (:mod:`privtab.tabulate.suppression`): T1 rows of stage-2 totals
    (and TotalOnly totals) at sub-state geographies whose *raw* noisy count is ≤ the
@@ -10,7 +11,8 @@ rows written, in production's order (``safetab_p_analytics.py``):
    for every ``zero_suppression_chance`` (also one whose threshold is negative);
 2. **clamping at zero** when negative counts are not allowed: every T2 cell, every other
    T1 count and the stage-1 count are clamped; a group with Sex × Age cells gets as T1 the
-   **sum of its clamped cells** (production's T1 for those groups);
+   **sum of its clamped cells** (production's T1 for those groups;
+   :meth:`~privtab.tabulate.algorithm.NoisyGroups.clamped`);
 3. **sex marginals**: for every group with cells, two T2 rows (``SEX`` 1 and 2,
    ``AGESTART = AGEEND = "*"``) holding the sum of that sex's (published) cells, with the
    noise law of that sum in the companion columns.
@@ -24,13 +26,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
 import polars as pl
 
 from privtab.tabulate.errors import count_error
 from privtab.tabulate.plan import LevelPlan
-from privtab.tabulate.suppression import SuppressionRule, suppress
+from privtab.tabulate.results import ChunkResult
+from privtab.tabulate.suppression import SuppressionRule, suppression_mask
+from privtab.tabulate.tables import t1_frame, t2_frame
 
-__all__ = ["GROUP", "MARGINAL_AGE", "PublishedChunk", "clamp", "publish_chunk", "sex_marginals"]
+__all__ = ["GROUP", "MARGINAL_AGE", "PublishedChunk", "publish_chunk", "sex_marginals"]
 
 GROUP = ["REGION_ID", "REGION_TYPE", "ITERATION_CODE"]
 """The key of a population group (T1's key; T2's without the cell columns)."""
@@ -46,22 +51,6 @@ class PublishedChunk:
     t1: pl.DataFrame
     t2: pl.DataFrame
     suppressed: int
-
-
-def clamp(t1: pl.DataFrame, t2: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """Counts clamped at 0: T2 cells, then each group's T1 = Σ its clamped cells (groups
-    without cells: their total clamped), the stage-1 count clamped."""
-    t2 = t2.with_columns(pl.col("COUNT").clip(lower_bound=0))
-    sums = t2.group_by(GROUP).agg(pl.col("COUNT").sum().alias("_S"))
-    t1 = (
-        t1.join(sums, on=GROUP, how="left", maintain_order="left")
-        .with_columns(
-            pl.coalesce("_S", pl.col("COUNT").clip(lower_bound=0)).alias("COUNT"),
-            pl.col("STAGE1_COUNT").clip(lower_bound=0),
-        )
-        .drop("_S")
-    )
-    return t1, t2
 
 
 def sex_marginals(t2: pl.DataFrame, plan: LevelPlan) -> pl.DataFrame:
@@ -96,13 +85,21 @@ def sex_marginals(t2: pl.DataFrame, plan: LevelPlan) -> pl.DataFrame:
     ).select(t2.columns)
 
 
-def publish_chunk(
-    t1: pl.DataFrame, t2: pl.DataFrame, plan: LevelPlan, rule: SuppressionRule, *, nonnegative: bool
-) -> PublishedChunk:
-    """One chunk's published rows from its raw (unclamped) noisy T1/T2 (module docstring)."""
-    kept = suppress(t1, rule)
-    t1 = kept.t1
+def publish_chunk(part: ChunkResult, rule: SuppressionRule, *, nonnegative: bool) -> PublishedChunk:
+    """One chunk's published rows from its raw (unclamped) noisy counts (module docstring).
+
+    Suppression and clamping are decided on the arrays; frames are built only for the T1
+    rows kept (most sub-state groups of a large level are dropped)."""
+    if rule.active and part.dom.geo.value != rule.region_type:
+        raise ValueError(
+            f"publish: rule of level {rule.level} applied to REGION_TYPE {part.dom.geo.value}"
+        )
+    groups = part.groups
+    drop = suppression_mask(groups.count, groups.stat, rule)
+    kept = np.flatnonzero(~drop)
     if nonnegative:
-        t1, t2 = clamp(t1, t2)
-    t2 = pl.concat([t2, sex_marginals(t2, plan)])
-    return PublishedChunk(t1, t2, kept.removed)
+        groups = groups.clamped()
+    t1 = t1_frame(part.plan, part.dom, groups, kept)
+    t2 = t2_frame(part.plan, part.dom, groups)
+    t2 = pl.concat([t2, sex_marginals(t2, part.plan)])
+    return PublishedChunk(t1, t2, int(drop.sum()))

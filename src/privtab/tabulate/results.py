@@ -1,6 +1,6 @@
 """What tabulating a level produces: one value per chunk, one per level.
 
-* :class:`ChunkResult` — one chunk's T1/T2 frames and its :class:`Tallies`;
+* :class:`ChunkResult` — one chunk's noisy counts (arrays) and its :class:`Tallies`;
 * :class:`Tallies` — counts about a chunk or a level: the public ones (rows, statistic
   levels, noisy draws — all derived from noisy output or the public domain) and the
   confidential ones (exact memberships, the non-private evaluation), which only the run
@@ -17,6 +17,8 @@ from typing import Any
 
 import polars as pl
 
+from privtab.tabulate.algorithm import NoisyGroups
+from privtab.tabulate.domain import Domain
 from privtab.tabulate.evaluation import merge_evaluations
 from privtab.tabulate.plan import LevelPlan
 
@@ -43,12 +45,29 @@ class Tallies:
 
 @dataclass(frozen=True)
 class ChunkResult:
-    """One chunk of a level: its published tables and tallies."""
+    """One chunk of a level: its groups' noisy counts as arrays (no exact count), its
+    domain and tallies. The release publishes it from the arrays
+    (:func:`privtab.tabulate.publish.publish_chunk`: frames only for the rows it keeps);
+    :attr:`t1` / :attr:`t2` are the chunk's whole raw tables (every group, unclamped)."""
 
     plan: LevelPlan
-    t1: pl.DataFrame
-    t2: pl.DataFrame
+    dom: Domain
+    groups: NoisyGroups
     tallies: Tallies
+
+    @property
+    def t1(self) -> pl.DataFrame:
+        """One raw T1 row per group of the chunk (:func:`privtab.tabulate.tables.t1_frame`)."""
+        from privtab.tabulate.tables import t1_frame
+
+        return t1_frame(self.plan, self.dom, self.groups)
+
+    @property
+    def t2(self) -> pl.DataFrame:
+        """One raw T2 row per Sex × Age cell (:func:`privtab.tabulate.tables.t2_frame`)."""
+        from privtab.tabulate.tables import t2_frame
+
+        return t2_frame(self.plan, self.dom, self.groups)
 
 
 @dataclass(frozen=True)

@@ -147,7 +147,7 @@ class ReleaseTables:
 
     def write(self, part: ChunkResult) -> None:
         assert self._rule is not None, "start_level before write"
-        out = publish_chunk(part.t1, part.t2, part.plan, self._rule, nonnegative=self.nonnegative)
+        out = publish_chunk(part, self._rule, nonnegative=self.nonnegative)
         self.writer.write(out.t1, out.t2)
         self.suppressed += out.suppressed
         self._level["suppression"]["suppressed_rows"] += out.suppressed
@@ -214,7 +214,6 @@ def tabulate_level(
         source=ctx.source,
         noise=ctx.opts.noise,
         evaluate=ctx.opts.evaluate,
-        nonnegative=False,  # clamped when published, after zero suppression (publish.py)
     ):
         ctx.check()
         tables.write(part)

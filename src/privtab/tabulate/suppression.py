@@ -89,11 +89,6 @@ def _law(mechanism: NoiseMechanism) -> DiscreteGaussianLaw | DiscreteLaplaceLaw:
     )
 
 
-def _cdf_at_least(law: DiscreteGaussianLaw | DiscreteLaplaceLaw, x: int, q: Fraction) -> bool:
-    """Is ``P(noise ≤ x) ≥ q``? Decided exactly (the laws' certified comparison)."""
-    return law._cdf_ge(x, q)
-
-
 def suppression_threshold(
     noise: StagePlan | NoiseMechanism,
     chance: Fraction | float | str | None,
@@ -112,9 +107,9 @@ def suppression_threshold(
     law = _law(mech)
     # a float guess, then the exact decision walks to the smallest t
     t = int(np.asarray(law.quantile(float(c))).item())
-    while not _cdf_at_least(law, t, c):
+    while not law.cdf_ge(t, c):
         t += 1
-    while _cdf_at_least(law, t - 1, c):
+    while law.cdf_ge(t - 1, c):
         t -= 1
     return t
 

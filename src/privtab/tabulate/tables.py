@@ -18,7 +18,7 @@ import numpy as np
 import polars as pl
 from numpy.typing import NDArray
 
-from privtab.tabulate.algorithm import CellTable, NoisyGroups
+from privtab.tabulate.algorithm import TOTAL_ONLY, CellTable, NoisyGroups
 from privtab.tabulate.domain import Domain
 from privtab.tabulate.errors import count_error
 from privtab.tabulate.plan import LevelPlan
@@ -68,48 +68,58 @@ def _constant(value: str, n: int) -> pl.Series:
     return pl.Series([value] * min(n, 1), dtype=pl.String).extend_constant(value, max(n - 1, 0))
 
 
-def _errors(plan: LevelPlan, out: NoisyGroups) -> tuple[NDArray[Any], NDArray[Any], NDArray[Any]]:
-    """Variance, exact MOE95 and count source (index into :data:`SOURCES`) per group."""
-    size = out.count.size
-    variance = np.zeros(size)
-    moe = np.zeros(size, dtype=np.int64)
-    source = np.zeros(size, dtype=np.int64)
-    e_total, e_stage2 = count_error(plan.total.mechanism), count_error(plan.stage2.mechanism)
-    variance[out.total_only], moe[out.total_only] = e_total.variance, e_total.moe95
-    lv0 = out.stat == 0
-    variance[lv0], moe[lv0], source[lv0] = e_stage2.variance, e_stage2.moe95, 1
-    for table in out.cells:
-        e_sum = count_error(plan.stage2.mechanism, 2 * table.n_bins)
-        g = table.groups
-        variance[g], moe[g], source[g] = e_sum.variance, e_sum.moe95, 2
-    return variance, moe, source
+def _errors(
+    plan: LevelPlan, stat: NDArray[np.int8]
+) -> tuple[NDArray[Any], NDArray[Any], NDArray[Any]]:
+    """Variance, exact MOE95 and count source (index into :data:`SOURCES`) of groups at
+    statistic levels ``stat`` (a lookup by level: −1 TotalOnly total, 0 stage-2 total,
+    1..3 the sum of ``2 · bins`` cells)."""
+    from privtab.data.ages import STAT_LEVEL_BINS
+
+    variance = np.zeros(5)
+    moe = np.zeros(5, dtype=np.int64)
+    source = np.array([0, 1, 2, 2, 2], dtype=np.int64)
+    present = np.unique(stat).tolist() if stat.size else []
+    for level in present:
+        if level == TOTAL_ONLY:
+            e = count_error(plan.total.mechanism)
+        elif level == 0:
+            e = count_error(plan.stage2.mechanism)
+        else:
+            bins = STAT_LEVEL_BINS[level]
+            assert bins is not None
+            e = count_error(plan.stage2.mechanism, 2 * bins.n_bins)
+        variance[level + 1], moe[level + 1] = e.variance, e.moe95
+    at = stat.astype(np.int64) + 1
+    return variance[at], moe[at], source[at]
 
 
-def t1_frame(plan: LevelPlan, dom: Domain, out: NoisyGroups) -> pl.DataFrame:
-    """One T1 row per group of ``dom`` (region-major), with its error."""
-    size = dom.size
+def t1_frame(
+    plan: LevelPlan, dom: Domain, out: NoisyGroups, rows: NDArray[np.int64] | None = None
+) -> pl.DataFrame:
+    """One T1 row per group of ``dom`` (region-major) with its error — or only the groups
+    ``rows`` (indices into ``dom``, increasing), e.g. those zero suppression keeps."""
+    g = np.arange(dom.size, dtype=np.int64) if rows is None else rows
+    n = g.size
     n_it = max(len(dom.codes), 1)
-    g = np.arange(size, dtype=np.int64)
-    variance, moe, source = _errors(plan, out)
-    has1 = ~out.total_only
+    stat = out.stat[g]
+    total_only = out.total_only[g]
+    variance, moe, source = _errors(plan, stat)
+    has1 = ~total_only
     e_stage1 = count_error(plan.stage1.mechanism)
     return pl.DataFrame(
         {
             "REGION_ID": _gather(dom.regions, g // n_it),
-            "REGION_TYPE": _constant(dom.geo.value, size),
+            "REGION_TYPE": _constant(dom.geo.value, n),
             "ITERATION_CODE": _gather(dom.codes, g % n_it),
-            "COUNT": out.published_count(),
-            "STAT_LEVEL": out.stat,
+            "COUNT": out.count[g],
+            "STAT_LEVEL": stat,
             "COUNT_SOURCE": _gather(SOURCES, source),
-            "NOISE": _constant(plan.stage1.noise, size),
-            "NOISE_SCALE": np.where(
-                out.total_only, plan.total.noise_scale, plan.stage2.noise_scale
-            ),
+            "NOISE": _constant(plan.stage1.noise, n),
+            "NOISE_SCALE": np.where(total_only, plan.total.noise_scale, plan.stage2.noise_scale),
             "VARIANCE": variance,
             "MOE95": moe,
-            "STAGE1_COUNT": pl.Series(out.published_stage1(), dtype=pl.Int64).set(
-                pl.Series(~has1), None
-            ),
+            "STAGE1_COUNT": pl.Series(out.stage1[g], dtype=pl.Int64).set(pl.Series(~has1), None),
             "STAGE1_NOISE_SCALE": np.where(has1, plan.stage1.noise_scale, np.nan),
             "STAGE1_VARIANCE": np.where(has1, e_stage1.variance, np.nan),
         },

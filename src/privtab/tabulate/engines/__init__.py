@@ -46,10 +46,10 @@ class Engine(Protocol):
         source: RandomSource | None,
         noise: bool,
         evaluate: bool,
-        nonnegative: bool,
     ) -> Iterator[ChunkResult]:
-        """The level's noisy T1/T2 in one or more chunks of its public domain (a level with
-        an empty domain is never asked for)."""
+        """The level's raw noisy counts in one or more chunks of its public domain (a level
+        with an empty domain is never asked for); publishing them — zero suppression,
+        clamping — is the caller's (:func:`privtab.tabulate.publish.publish_chunk`)."""
         ...
 
     def close(self) -> None: ...

@@ -15,6 +15,14 @@ for the memoised combination → iteration expansion (then polars joins) that TR
 and, as the first level with ≈ 7 M groups, for first-touch page faults of its buffers. The
 iteration incidence now costs ≈ 0.1–0.2 s once, and measured in CPU seconds (10⁶ persons,
 levels run in both orders) the two levels are equal: COUNTY 2 3.7/3.4 s, TRACT 2 4.1/3.3 s.
+
+A level with a tiny domain (USA: 1 region) still costs ≈ 0.6–1 s at 10⁷ persons: its
+``S X`` reads every cell of ``X`` (5.8 M at 10⁷; its 256 output rows each gather ≈ 5,000
+of 354,000 combinations, ≈ 0.5 s), ``(S X) B`` ≈ 0.3 s, and the first level of each
+iteration level and granularity builds ``B`` (≈ 0.3 s). The noise, the tables and the
+report data of such a level cost milliseconds. ``S X`` does not depend on the iteration
+level, so the second level of a geography reuses the first one's (:meth:`PolarsEngine.
+_region_counts`).
 """
 
 from __future__ import annotations
@@ -32,7 +40,7 @@ from privtab.data.membership import iteration_matrix
 from privtab.random import RandomSource
 from privtab.tabulate.aggregate import aggregate_persons
 from privtab.tabulate.chunk import tabulate_groups
-from privtab.tabulate.counts import CellMatrix, exact_counts, unit_regions
+from privtab.tabulate.counts import CellMatrix, exact_counts, region_counts, unit_regions
 from privtab.tabulate.domain import NESTED_IN_STATE, Domain, level_domain, state_chunks
 from privtab.tabulate.plan import LevelPlan
 from privtab.tabulate.results import ChunkResult
@@ -65,6 +73,7 @@ class PolarsEngine:
         self._state_units: dict[str, tuple[int, int]] = {}
         self._iterations: dict[tuple[object, ...], sparse.csr_array] = {}
         self._regions: dict[GeoLevel, NDArray[np.int64]] = {}
+        self._by_region: tuple[tuple[object, ...], sparse.csr_array] | None = None
 
     def prepare(self, inputs: SafeTabInputs, say: Say) -> int:
         say(f"validating and aggregating {inputs.persons_path}")
@@ -133,26 +142,37 @@ class PolarsEngine:
         source: RandomSource | None,
         noise: bool,
         evaluate: bool,
-        nonnegative: bool,
     ) -> Iterator[ChunkResult]:
         assert self.matrix is not None, "call prepare() first"
         assert self.inputs is not None
         dom = level_domain(plan, self.inputs.geography, self.inputs.reference)
         iterations = self._iteration_matrix(plan, dom)
         unit_region = self._unit_regions(dom.geo)
-        for part, rows in self._chunks(dom):
-            exact = exact_counts(self.matrix, rows, unit_region, iterations, part)
-            yield tabulate_groups(
-                plan,
-                part,
-                exact,
-                source=source,
-                noise=noise,
-                evaluate=evaluate,
-                nonnegative=nonnegative,
-            )
+        chunks = self._chunks(dom)
+        for part, rows in chunks:
+            by_region = self._region_counts(part, rows, unit_region, keep=len(chunks) == 1)
+            exact = exact_counts(self.matrix, rows, unit_region, iterations, part, by_region)
+            yield tabulate_groups(plan, part, exact, source=source, noise=noise, evaluate=evaluate)
+
+    def _region_counts(
+        self, part: Domain, rows: tuple[int, int], unit_region: NDArray[np.int64], *, keep: bool
+    ) -> sparse.csr_array:
+        """``S X`` of a chunk. The levels of a geography follow each other (iteration levels
+        1 and 2), so a one-chunk level's ``S X`` (``keep``) is kept for the next level: one
+        product fewer per geography. A level in several chunks keeps none (its next level
+        starts with another chunk): memory stays that of one chunk."""
+        assert self.matrix is not None
+        key = (part.geo, part.first_region, len(part.regions), rows)
+        if self._by_region is not None and self._by_region[0] == key:
+            return self._by_region[1]
+        self._by_region = None  # free the previous one before computing the next
+        product = region_counts(self.matrix, rows, unit_region, part)
+        if keep:
+            self._by_region = (key, product)
+        return product
 
     def close(self) -> None:
+        self._by_region = None
         self.matrix = None
         self._iterations.clear()
         self._regions.clear()

@@ -28,8 +28,10 @@ aggregated and joined to population groups:
    computed on the driver) → exact counts per (group, sex, age). The public domain
    (regions × iterations, region-major) is cut into chunks of whole regions; one marker row
    per chunk guarantees that every chunk — empty groups included — reaches an executor,
-   which runs the algorithm on it and returns the chunk's T1/T2 (Arrow IPC) to the driver,
-   one partition at a time (:meth:`pyspark.RDD.toLocalIterator` of the DataFrame's rows).
+   which runs the algorithm on it and returns the chunk's noisy counts (arrays, pickled;
+   no exact count) to the driver, one partition at a time (:meth:`pyspark.RDD.
+   toLocalIterator` of the DataFrame's rows); the driver publishes them as the polars
+   engine's (:func:`privtab.tabulate.publish.publish_chunk`).
 
 **Privacy.** The guarantee is the plan's (seed Theorems 1 and 3; :mod:`privtab.tabulate.
 engine`): every group of the public domain is tabulated exactly once, with the parameters
@@ -39,8 +41,8 @@ own :class:`privtab.random.SecureSource` (AES-256-CTR keyed from the executor's
 chunk ``c`` of level ``L`` then uses ``SeededSource(f"{seed}-{L}-{c}")`` (all stages of the
 chunk are drawn from it in order), independent of Spark's partitioning, and the release is
 marked not private (:func:`privtab.tabulate.run_release` refuses seeded sources unless
-``allow_insecure``). Exact counts never leave the executors except inside the noisy chunk
-outputs (``evaluate=True`` adds non-private error statistics, for tests).
+``allow_insecure``). Exact counts never leave the executors (the chunk outputs hold noisy
+counts only; ``evaluate=True`` adds non-private error statistics, for tests).
 
 Spark session: pass one (``SparkEngine(spark=...)``), or let the engine use the active one
 (``spark-submit`` — master and configuration then come from its command line), or create
@@ -50,7 +52,6 @@ Spark session: pass one (``SparkEngine(spark=...)``), or let the engine use the 
 from __future__ import annotations
 
 import gc
-import io
 import os
 import pickle
 import sys
@@ -71,7 +72,7 @@ from privtab.data.persons import code_strings, scan_persons, validate_persons
 from privtab.data.spec import FIELDS, PERSON_COLUMNS, RACE_COLUMNS, bad_row_sql, person_spec
 from privtab.random import RandomSource, SecureSource, SeededSource
 from privtab.tabulate.aggregate import COMBO
-from privtab.tabulate.algorithm import ExactCounts
+from privtab.tabulate.algorithm import ExactCounts, NoisyGroups
 from privtab.tabulate.chunk import tabulate_groups
 from privtab.tabulate.domain import Domain, level_domain
 from privtab.tabulate.plan import LevelPlan
@@ -93,7 +94,7 @@ _DEFAULT_CONF = {
     "spark.sql.shuffle.partitions": "8",
     "spark.ui.showConsoleProgress": "false",
 }
-_OUT_SCHEMA = "chunk long, t1 binary, t2 binary, meta binary"
+_OUT_SCHEMA = "chunk long, groups binary, meta binary"
 _CELLS_PER_PARTITION = 250_000
 """Cells per partition of the cached cell table (:meth:`SparkEngine.prepare`)."""
 _KEYS_PER_TASK = 1_000_000
@@ -268,7 +269,6 @@ class SparkEngine:
         source: RandomSource | None,
         noise: bool,
         evaluate: bool,
-        nonnegative: bool,
     ) -> Iterator[ChunkResult]:
         """The level's noisy T1/T2, one :class:`ChunkResult` per chunk of its domain, in
         domain order (region-major). Noise is drawn on the executors (module docstring)."""
@@ -286,7 +286,7 @@ class SparkEngine:
         spark = self.spark
         parts = max(1, min(n_chunks, spark.sparkContext.defaultParallelism * 4))
         shared = spark.sparkContext.broadcast(
-            pickle.dumps((plan, dom, per_chunk, _seed_of(source), noise, evaluate, nonnegative))
+            pickle.dumps((plan, dom, per_chunk, _seed_of(source), noise, evaluate))
         )
         session_parts = int(spark.conf.get("spark.sql.shuffle.partitions") or "200")
         spark.conf.set("spark.sql.shuffle.partitions", str(self._agg_parts(combo_it, dom)))
@@ -302,10 +302,12 @@ class SparkEngine:
             # pickle serialization. Test: test_levels_leave_no_broadcast_relations_behind.
             for row in out.rdd.toLocalIterator(prefetchPartitions=True):
                 tallies = pickle.loads(row["meta"])
+                groups = pickle.loads(row["groups"])
                 assert isinstance(tallies, Tallies)
-                t1 = pl.read_ipc(io.BytesIO(row["t1"]))
-                t2 = pl.read_ipc(io.BytesIO(row["t2"]))
-                yield ChunkResult(plan, t1, t2, tallies)
+                assert isinstance(groups, NoisyGroups)
+                c = int(row["chunk"])
+                part = dom.slice(c * per_chunk, min((c + 1) * per_chunk, len(dom.regions)))
+                yield ChunkResult(plan, part, groups, tallies)
         finally:
             spark.conf.set("spark.sql.shuffle.partitions", str(session_parts))
             shared.destroy()  # the driver's copy too (unpersist keeps it)
@@ -402,7 +404,7 @@ def _chunk_task(shared: Any) -> Callable[[Iterator[Any]], Iterator[Any]]:
     def run(batches: Iterator[Any]) -> Iterator[Any]:
         import pyarrow as pa
 
-        plan, dom, per_chunk, seed, noise, evaluate, nonnegative = pickle.loads(shared.value)
+        plan, dom, per_chunk, seed, noise, evaluate = pickle.loads(shared.value)
         frames = [pl.DataFrame(pl.from_arrow(b)) for b in batches if b.num_rows]
         if not frames:
             return
@@ -432,28 +434,17 @@ def _chunk_task(shared: Any) -> Callable[[Iterator[Any]], Iterator[Any]]:
                 source=src,
                 noise=noise,
                 evaluate=evaluate,
-                nonnegative=nonnegative,
             )
-            t1, t2 = _ipc(res.t1), _ipc(res.t2)
+            # the chunk's noisy counts (arrays; no exact count) and tallies, pickled
+            groups, meta = pickle.dumps(res.groups), pickle.dumps(res.tallies)
             yield pa.RecordBatch.from_pydict(
-                {"chunk": [c], "t1": [t1], "t2": [t2], "meta": [pickle.dumps(res.tallies)]},
+                {"chunk": [c], "groups": [groups], "meta": [meta]},
                 schema=pa.schema(
-                    [
-                        ("chunk", pa.int64()),
-                        ("t1", pa.binary()),
-                        ("t2", pa.binary()),
-                        ("meta", pa.binary()),
-                    ]
+                    [("chunk", pa.int64()), ("groups", pa.binary()), ("meta", pa.binary())]
                 ),
             )
 
     return run
-
-
-def _ipc(frame: pl.DataFrame) -> bytes:
-    buf = io.BytesIO()
-    frame.write_ipc(buf, compression="lz4")
-    return buf.getvalue()
 
 
 # ---------------------------------------------------------------------- helpers
