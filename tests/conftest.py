@@ -34,14 +34,6 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(skip)
 
 
-def pytest_configure(config: pytest.Config) -> None:
-    """Under pytest-xdist, ``-n N`` (its ``load`` distribution) becomes ``loadgroup``: the
-    same, but tests marked ``xdist_group(NAME)`` all run on one worker (the Spark tests
-    share one SparkSession instead of starting a JVM per worker)."""
-    if getattr(config.option, "dist", "no") == "load":
-        config.option.dist = "loadgroup"
-
-
 @pytest.fixture(autouse=True, scope="session")
 def _private_release_ledger(tmp_path_factory: pytest.TempPathFactory) -> None:
     """Private releases made by tests go to a release ledger of their own (inherited by

@@ -9,8 +9,8 @@ seeded noise drawn on the executors, the released counts cover the truth within 
 What runs where (issue 20, item 7: ``make test`` within 4 minutes on 2 cores). The default
 suite keeps one Spark-vs-polars release equivalence (text input: every level, every code
 path of the engine, the same test ``make test-extras`` runs), the validation-error classes
-and the tricky valid input on ``local[2]``; all Spark tests share one session (one
-``xdist_group``: one JVM start per run). The other variants are ``slow``, each with its
+and the tricky valid input on ``local[2]`` (one session per xdist worker that runs
+them). The other variants are ``slow``, each with its
 reason at the test; ``make test-all`` runs them, on ``local[2]`` and ``local-cluster``.
 """
 
@@ -40,17 +40,12 @@ from privtab.tabulate.engines.spark import SparkEngine
 from tests.data.conftest import person_line, write_persons
 from tests.tabulate.conftest import CoveragePool, demo_params, release_tables
 
-pytestmark = [
-    pytest.mark.filterwarnings(
-        "ignore::privtab.mechanisms.InsecureReleaseWarning",
-        "ignore::FutureWarning",
-        "ignore::DeprecationWarning",
-        "ignore::ResourceWarning",
-    ),
-    # one worker runs every Spark test, so one SparkSession (≈ 15 s of JVM start) serves
-    # them all (tests/conftest.py turns pytest-xdist's ``load`` into ``loadgroup``)
-    pytest.mark.xdist_group("spark"),
-]
+pytestmark = pytest.mark.filterwarnings(
+    "ignore::privtab.mechanisms.InsecureReleaseWarning",
+    "ignore::FutureWarning",
+    "ignore::DeprecationWarning",
+    "ignore::ResourceWarning",
+)
 
 EXACT = {"noise": False, "allow_insecure": True, "report": False, "pld_grid": 1e-2}
 US = ["10", "44"]  # the US run only (the synthetic set also holds PR persons, untabulated)
