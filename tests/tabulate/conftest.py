@@ -6,7 +6,7 @@ from __future__ import annotations
 import csv
 import json
 import shutil
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -99,39 +99,49 @@ def reference_tabulation(
             for geo, region in _regions(row, us):
                 domains[geo.value].add(region)
     members: dict[tuple[frozenset[int], int, int, Granularity], list[str]] = {}
+    # each level's iterations as plain tuples (code, ethnicity?, alone?, codes), read once
+    selected: dict[tuple[int, Granularity], list[tuple[str, bool, bool, frozenset[int]]]] = {}
 
     def iterations(codes: frozenset[int], eth: int, lv: int, gran: Granularity) -> list[str]:
         key = (codes, eth, lv, gran)
         if key not in members:
+            if (lv, gran) not in selected:
+                selected[(lv, gran)] = [
+                    (it.code, it.kind is IterationKind.ETHNICITY, bool(it.alone), it.codes)
+                    for it in ref.select(lv, gran)
+                ]
             out = []
-            for it in ref.select(lv, gran):
-                if it.kind is IterationKind.ETHNICITY:
-                    ok = eth in it.codes
-                elif it.alone:
-                    ok = codes <= it.codes
+            for code, ethnic, alone, it_codes in selected[(lv, gran)]:
+                if ethnic:
+                    ok = eth in it_codes
+                elif alone:
+                    ok = codes <= it_codes
                 else:
-                    ok = bool(codes & it.codes)
+                    ok = bool(codes & it_codes)
                 if ok:
-                    out.append(it.code)
+                    out.append(code)
             members[key] = out
         return members[key]
 
-    t1: dict[tuple[str, str, str], int] = defaultdict(int)
-    ages: dict[tuple[str, str, str, int, int], int] = defaultdict(int)
+    # persons with the same block, codes, ethnicity, sex and age count alike: count them once
+    people: Counter[tuple[str, frozenset[int], int, int, int]] = Counter()
     with (data / "person-records.txt").open() as fh:
         for row in csv.DictReader(fh, delimiter="|"):
-            b = blocks[row["TABBLKST"] + row["TABBLKCOU"] + row["TABTRACTCE"] + row["TABBLK"]]
             codes = frozenset(
                 int(row[f"QRACE{i}"]) for i in range(1, 9) if row[f"QRACE{i}"] != "Null"
             )
-            eth, sex, age = int(row["QSPAN"]), int(row["QSEX"]), int(row["QAGE"])
-            for geo, region in _regions(b, us):
-                if geo.scope not in scopes:
-                    continue
-                for lv in levels[geo.scope]:
-                    for it in iterations(codes, eth, lv, geo.granularity):
-                        t1[(geo.value, region, it)] += 1
-                        ages[(geo.value, region, it, sex, age)] += 1
+            block = row["TABBLKST"] + row["TABBLKCOU"] + row["TABTRACTCE"] + row["TABBLK"]
+            people[(block, codes, int(row["QSPAN"]), int(row["QSEX"]), int(row["QAGE"]))] += 1
+    t1: dict[tuple[str, str, str], int] = defaultdict(int)
+    ages: dict[tuple[str, str, str, int, int], int] = defaultdict(int)
+    for (block, codes, eth, sex, age), n in people.items():
+        for geo, region in _regions(blocks[block], us):
+            if geo.scope not in scopes:
+                continue
+            for lv in levels[geo.scope]:
+                for it in iterations(codes, eth, lv, geo.granularity):
+                    t1[(geo.value, region, it)] += n
+                    ages[(geo.value, region, it, sex, age)] += n
     return Truth(dict(t1), dict(ages), dict(domains))
 
 

@@ -94,11 +94,19 @@ def _check_exact(out: Path, truth: Truth, config: Path) -> None:
     assert marg.join(sums, on=keys).filter(pl.col("COUNT") != pl.col("S")).height == 0
 
 
-def test_exact_counts_synthetic(synth_small, ref, tmp_path: Path) -> None:
+@pytest.fixture(scope="module")
+def exact_release(synth_small, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
+    """The noise-off release of the small synthetic nation (its folder and release.json),
+    read by the exactness test and the state-chunk test (built once)."""
     config, data = synth_small
-    out = tmp_path / "release"
-    res = run_release(config, data, out, EXACT)
-    assert res.release["private"] is False
+    out = tmp_path_factory.mktemp("exact") / "release"
+    return out, run_release(config, data, out, EXACT).release
+
+
+def test_exact_counts_synthetic(synth_small, ref, exact_release) -> None:
+    config, data = synth_small
+    out, release = exact_release
+    assert release["private"] is False
     truth = reference_tabulation(data, ref, SYNTH_STATES, [Scope.US, Scope.PR])
     _check_exact(out, truth, config)
     # some groups reach every statistic level, so all branches were exercised
@@ -279,13 +287,13 @@ def test_nonnegative_and_zero_suppression(synth_small, tmp_path: Path) -> None:
     assert (joined["COUNT_SOURCE"] == "sum_of_t2").all()
 
 
-def test_state_chunks_give_the_same_release(synth_small, tmp_path: Path) -> None:
+def test_state_chunks_give_the_same_release(synth_small, exact_release, tmp_path: Path) -> None:
     """Out-of-core mode: tabulating county/tract/place levels state by state (here forced
     to one state per chunk) releases exactly the same tables as whole levels."""
     from privtab.tabulate.engines.polars import PolarsEngine
 
     config, data = synth_small
-    whole = run_release(config, data, tmp_path / "whole", EXACT)
+    whole, whole_release = exact_release
     # one state per chunk: by the groups bound, then by the cells bound
     for name, small in (
         ("chunked", PolarsEngine(max_chunk_groups=1)),
@@ -295,13 +303,11 @@ def test_state_chunks_give_the_same_release(synth_small, tmp_path: Path) -> None
             noise=False, allow_insecure=True, report=False, pld_grid=1e-2, engine=small
         )
         chunked = run_release(config, data, tmp_path / name, opts)
-        for a, b in zip(
-            release_tables(tmp_path / "whole"), release_tables(tmp_path / name), strict=True
-        ):
+        for a, b in zip(release_tables(whole), release_tables(tmp_path / name), strict=True):
             assert a.height == b.height
             assert a.sort(a.columns).equals(b.sort(b.columns))
-        assert whole.release["runs"] == chunked.release["runs"]
-    assert "chunk" not in json.dumps(whole.release["runs"])
+        assert whole_release["runs"] == chunked.release["runs"]
+    assert "chunk" not in json.dumps(whole_release["runs"])
 
 
 def test_state_chunks_split_on_state_boundaries() -> None:

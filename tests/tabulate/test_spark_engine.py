@@ -5,6 +5,13 @@ input); every bad-input class raises the same :class:`InputValidationError` kind
 counts; valid inputs give identical cells (the race-key packing done in Spark); with
 seeded noise drawn on the executors, the released counts cover the truth within their exact
 95% MOE at the exact rate (binomial error), as ``test_release.py`` checks for polars.
+
+What runs where (issue 20, item 7: ``make test`` within 4 minutes on 2 cores). The default
+suite keeps one Spark-vs-polars release equivalence (text input: every level, every code
+path of the engine, the same test ``make test-extras`` runs), the validation-error classes
+and the tricky valid input on ``local[2]`` (one session per xdist worker that runs
+them). The other variants are ``slow``, each with its
+reason at the test; ``make test-all`` runs them, on ``local[2]`` and ``local-cluster``.
 """
 
 from __future__ import annotations
@@ -130,7 +137,15 @@ def _same_tables(a: Path, b: Path) -> None:
         assert x.equals(y), stem
 
 
-@pytest.mark.parametrize("fmt", ["txt", "parquet"])
+@pytest.mark.parametrize(
+    "fmt",
+    [
+        "txt",
+        # slow (≈ 45 s): a second whole Spark release that differs from txt only in the
+        # Spark engine's Parquet reader (the polars Parquet path stays in tests/data)
+        pytest.param("parquet", marks=pytest.mark.slow),
+    ],
+)
 def test_exact_equivalence(synth_small, spark, tmp_path: Path, fmt: str) -> None:
     """Noise off: the Spark release is row for row the polars release."""
     _, data = synth_small
@@ -164,6 +179,7 @@ def test_exact_equivalence(synth_small, spark, tmp_path: Path, fmt: str) -> None
     assert got.release["guarantee"] == ref.release["guarantee"]
 
 
+@pytest.mark.slow  # ≈ 45 s: a second whole release on Spark, with the tuning knobs forced
 def test_exact_equivalence_forced_preaggregation_and_small_tasks(
     synth_small, spark, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -217,10 +233,10 @@ BAD_ROWS: dict[str, list[str]] = {
 }
 
 
-@pytest.mark.parametrize("kind", sorted(BAD_ROWS))
-def test_same_validation_errors(spark, tmp_path: Path, kind: str) -> None:
-    rows = [person_line(), *BAD_ROWS[kind], person_line(QAGE="077")]
-    inputs = _inputs(tmp_path, rows, k=2 if kind == "too_many_race_codes" else None)
+def _same_errors(spark: object, tmp_path: Path, rows: list[str], k: int | None) -> set[str]:
+    """Spark's validation of ``rows`` reports exactly privtab's problems and counts (and
+    so the polars engine's); returns the kinds Spark reported."""
+    inputs = _inputs(tmp_path, rows, k=k)
     log = ProblemLog()  # privtab's naming validation: what both engines must report
     validate_persons(
         inputs.persons_path,  # type: ignore[attr-defined]
@@ -238,9 +254,27 @@ def test_same_validation_errors(spark, tmp_path: Path, kind: str) -> None:
     with pytest.raises(InputValidationError) as spark_err:
         engine.prepare(inputs, lambda _m: None)  # type: ignore[arg-type]
     engine.close()
-    assert kind in spark_err.value.kinds()
     assert spark_err.value.counts == expected.value.counts
     assert spark_err.value.problems == expected.value.problems
+    return set(spark_err.value.kinds())
+
+
+def test_same_validation_errors_every_class_in_one_file(spark, tmp_path: Path) -> None:
+    """Every bad-row class of ``BAD_ROWS`` in one file (``max_race_codes`` 2, so the
+    three-code row is too many; no other row has more than two codes): Spark reports every
+    class, with the same problems (rows, columns, values) and exact counts as privtab's
+    validation — in one Spark job. The per-class test below (one job per class) is slow."""
+    rows = [person_line(), *(r for kind in sorted(BAD_ROWS) for r in BAD_ROWS[kind])]
+    assert _same_errors(spark, tmp_path, [*rows, person_line(QAGE="077")], k=2) >= set(BAD_ROWS)
+
+
+# slow (16 Spark jobs, ≈ 4 s each idle): the one-file test above checks every class
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", sorted(BAD_ROWS))
+def test_same_validation_errors(spark, tmp_path: Path, kind: str) -> None:
+    rows = [person_line(), *BAD_ROWS[kind], person_line(QAGE="077")]
+    k = 2 if kind == "too_many_race_codes" else None
+    assert kind in _same_errors(spark, tmp_path, rows, k)
 
 
 def test_same_cells_on_valid_tricky_input(spark, tmp_path: Path) -> None:
@@ -278,6 +312,8 @@ def test_same_cells_on_valid_tricky_input(spark, tmp_path: Path) -> None:
 # noise on the executors: the error model
 
 
+@pytest.mark.slow  # ≈ 60 s: two seeded releases on Spark; the exact equivalence (noise off)
+# and the seeded-chunk test cover the code, test_release.py the error model on polars
 def test_error_model_coverage_on_spark(synth_small, spark, tmp_path: Path) -> None:
     """Seeded noise drawn on the executors: coverage of the exact 95% MOE at the exact
     rate within 6 binomial standard errors, per level and kind (pooled over two runs)."""
@@ -309,6 +345,7 @@ def test_error_model_coverage_on_spark(synth_small, spark, tmp_path: Path) -> No
     assert (both["COUNT"] != both["COUNT_B"]).mean() > 0.5  # type: ignore[operator]
 
 
+@pytest.mark.slow  # ≈ 25 s: four tabulations of the largest level, each with its own prepare
 def test_seeded_chunks_reproducible_and_secure_by_default(spark, tmp_path: Path) -> None:
     """The same seed and chunk size give the same release; without a seed each
     task draws from its own SecureSource and the release is private."""
@@ -363,6 +400,7 @@ def _live_heap(spark: object, classes: tuple[str, ...]) -> dict[str, int]:
     return counts
 
 
+@pytest.mark.slow  # ≈ 45 s: ten tabulations of one level, each followed by two full-GC jmaps
 @pytest.mark.skipif(shutil.which("jmap") is None, reason="needs the JDK's jmap")
 def test_levels_leave_no_broadcast_relations_behind(synth_small, spark) -> None:
     """Regression (issue 5): each level's broadcast join relations must be freed after the
