@@ -19,8 +19,11 @@ zero-concentrated DP bound with the optimal conversion (Canonne, Kamath & Steink
 from __future__ import annotations
 
 import html
+import json
 import math
-from collections.abc import Callable, Mapping
+import threading
+from collections.abc import Callable, Iterable, Mapping
+from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -45,6 +48,8 @@ __all__ = [
     "Headline",
     "PrivacyCurves",
     "headline",
+    "pld_epsilon_curve",
+    "prefetch_pld_curves",
     "privacy_curves",
     "privacy_figure",
     "privacy_table",
@@ -234,7 +239,7 @@ def _bound_function(
 ) -> Callable[[FloatArray], FloatArray] | None:
     """ε(δ) of one analysis of a run, recomputed from its plan (None: not drawable)."""
     from privtab.accounting.conversions import rdp_epsilon_order, zcdp_epsilon
-    from privtab.tabulate.privacy import plan_pld, plan_rdp
+    from privtab.tabulate.privacy import plan_rdp
 
     total = float(plan.total_budget)
     if key.startswith("zcdp_") and key[5:] in ("analytic", "grid", "optimal"):
@@ -247,15 +252,70 @@ def _bound_function(
         how: Literal["optimal", "grid"] = "optimal" if key == "rdp" else "grid"
         return lambda d: np.array([rdp_epsilon_order(curve, float(x), how)[0] for x in d])
     if key == "pld":
-        pld = plan_pld(plan, grid=float(entry.get("grid", 1e-3)))
-        return lambda d: np.asarray(pld.epsilon_curve(d), dtype=np.float64)
+        grid = float(entry.get("grid", 1e-3))
+        return lambda d: pld_epsilon_curve(plan, grid, d)
     return None
+
+
+def curve_deltas(delta: float) -> FloatArray:
+    """The δ of the curve: :data:`DEFAULT_DELTAS` and the release's own δ."""
+    return np.unique(np.append(DEFAULT_DELTAS, delta))
+
+
+_CURVES: dict[tuple[str, float, bytes], Future[FloatArray]] = {}
+_CURVES_LOCK = threading.Lock()
+_CURVES_KEPT = 8  # a long Python session keeps only the latest few curves
+
+
+def pld_epsilon_curve(plan: ReleasePlan, grid: float, deltas: FloatArray) -> FloatArray:
+    """ε(δ) of the plan's privacy loss distribution at ``grid``, for every δ of ``deltas``.
+
+    Each (plan, grid, δs) is computed once per process: a run starts it in the background
+    while it tabulates (:func:`prefetch_pld_curves`), and the report, which asks for the
+    same curve, waits for that result instead of solving ~100 ε(δ) again. The curve is a
+    function of the public plan only, so computing it early costs no privacy.
+    """
+    from privtab.tabulate.privacy import plan_pld
+
+    key = (json.dumps(plan.to_dict(), sort_keys=True, default=str), grid, deltas.tobytes())
+    with _CURVES_LOCK:
+        future, mine = _CURVES.get(key), False
+        if future is None:
+            future, mine = Future(), True
+            _CURVES[key] = future
+            while len(_CURVES) > _CURVES_KEPT:
+                del _CURVES[next(iter(_CURVES))]
+    if mine:
+        try:
+            curve = plan_pld(plan, grid=grid).epsilon_curve(deltas)
+            future.set_result(np.asarray(curve, dtype=np.float64))
+        except BaseException as exc:  # the caller sees it; a later call tries again
+            with _CURVES_LOCK:
+                _CURVES.pop(key, None)
+            future.set_exception(exc)
+    return future.result()
+
+
+def prefetch_pld_curves(plans: Iterable[ReleasePlan], delta: float, grid: float) -> None:
+    """Compute the report's PLD curves of ``plans`` now (in a background thread of the run).
+
+    A plan whose curve cannot be computed is left to the report, which raises the error
+    itself if it needs that curve (a run that drew no noise is not drawn at all)."""
+    for plan in plans:
+        try:
+            pld_epsilon_curve(plan, grid, curve_deltas(delta))
+        except Exception:  # the report recomputes the curve and reports the error
+            continue
 
 
 def privacy_curves(release: Mapping[str, Any], deltas: FloatArray | None = None) -> PrivacyCurves:
     """Every valid bound of every run over ``deltas`` (default :data:`DEFAULT_DELTAS` and the
     release's δ), and their pointwise minimum per run and maximum over runs."""
-    d = np.unique(np.append(DEFAULT_DELTAS if deltas is None else deltas, release_delta(release)))
+    d = (
+        curve_deltas(release_delta(release))
+        if deltas is None
+        else np.unique(np.append(deltas, release_delta(release)))
+    )
     bounds: dict[tuple[str, str], FloatArray] = {}
     run_tightest: dict[str, FloatArray] = {}
     for scope, run in release["runs"].items():

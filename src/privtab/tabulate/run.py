@@ -263,6 +263,12 @@ def _tabulate_and_describe(
     t0 = time.monotonic()
     # the privacy analyses depend on the public plan only: computed while tabulating
     analyses = {s: background(partial(analyse_plan, p, ctx.opts)) for s, p in plans.items()}
+    if ctx.opts.report:  # the report's ε(δ) curves, also from the public plan only
+        from privtab.tabulate.report_privacy import prefetch_pld_curves
+
+        background(
+            partial(prefetch_pld_curves, list(plans.values()), ctx.opts.delta, ctx.opts.pld_grid)
+        )
     with ReleaseTables(ctx, tmp) as tables:
         runs, levels = tabulate_runs(ctx, inputs, plans, full, tables, analyses)
     ctx.seconds["tabulate_and_write"] = time.monotonic() - t0
