@@ -215,3 +215,29 @@ def test_the_recorded_command_uses_the_commands_own_flags() -> None:
     got = bench.command_line("safetab", {"tumult": "/py", "stage2": False, "lock": None})
     assert got == "privtab bench safetab --tumult-python /py --no-stage2"
     assert bench.command_line("safetab", {"stage2": True}) == "privtab bench safetab"
+
+
+def test_every_benchmark_command_runs_with_its_declared_options(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Each ``privtab bench NAME`` reaches the runner with its declared options, parsed —
+    and without the replay-only ones (``scale --from-log``), which crashed ``bench scale``."""
+    seen: dict[str, dict[str, Any]] = {}
+
+    def fake_execute(name: str, options: dict[str, Any], **kw: Any) -> dict[str, Any]:
+        seen[name] = options
+        return {
+            "benchmark": name,
+            "result": {},
+            "machine": {"cpu": "test", "cores": 2},
+            "load_average_before": [0.0] * 3,
+            "load_average_after": [0.0] * 3,
+            "command": f"privtab bench {name}",
+        }
+
+    monkeypatch.setattr(bench, "execute", fake_execute)
+    for name, b in bench.BENCHMARKS.items():
+        res = runner.invoke(app, ["bench", name, "--json"])
+        assert res.exit_code == 0, (name, res.output)
+        assert json.loads(res.stdout)["benchmark"] == name
+        assert set(seen[name]) == {o.name for o in b.options if not o.replay}, name

@@ -59,7 +59,7 @@ def _command(bench: Benchmark) -> Callable[..., None]:
         replay = {o.name: values.pop(o.name) for o in bench.options if o.replay}
         if any(v is not None for v in replay.values()):
             return _replay(replay, json_out, record)
-        options = {o.name: o.argument(values[o.name]) for o in bench.options}
+        options = {o.name: o.argument(values[o.name]) for o in bench.options if not o.replay}
         info(f"bench {bench.name}: {bench.summary}…")
         rec = _execute(bench.name, options, work=None if work is None else Path(work), keep=keep)
         _show(rec, json_out, record)
