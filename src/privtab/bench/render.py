@@ -116,19 +116,34 @@ def render(records: Sequence[dict[str, Any]], figure: str | None = None) -> str:
     return "\n".join(out)
 
 
+def _scale_series(records: Sequence[dict[str, Any]]) -> list[tuple[str, list[dict[str, Any]]]]:
+    """The scale runs grouped by the day they were measured, newest day first; within a
+    day the latest run of each size (a day's runs are one version of the code)."""
+    days: dict[str, dict[int, dict[str, Any]]] = {}
+    for r in records:
+        if r["benchmark"] == "scale":
+            day = str(r.get("started_at", "?"))[:10]
+            for run in r["result"]["runs"]:
+                days.setdefault(day, {})[run["persons"]] = run
+    ordered = sorted(days.items(), reverse=True)
+    return [(d, sorted(runs.values(), key=lambda r: r["persons"])) for d, runs in ordered]
+
+
 def scale_figure(records: Sequence[dict[str, Any]], out: Path) -> Path | None:
     """The log-log figure of the scale records: whole release vs persons (time, aggregation,
-    peak memory, cells) and seconds per level vs the level's public domain size."""
-    runs = [run for r in records if r["benchmark"] == "scale" for run in r["result"]["runs"]]
-    runs = sorted({run["persons"]: run for run in runs}.values(), key=lambda r: r["persons"])
-    if not runs:
+    peak memory, cells) and seconds per level vs the level's public domain size. The newest
+    day's runs are drawn in full; earlier days' whole-release times are drawn faded, so a
+    point measured on older code is never read as today's."""
+    series = _scale_series(records)
+    if not series:
         return None
     from matplotlib.figure import Figure
 
+    day, runs = series[0]
     fig = Figure(figsize=(10, 4), layout="constrained")
     a, b = fig.subplots(1, 2)
     ps = [r["persons"] for r in runs]
-    a.loglog(ps, [r["wall_seconds"] for r in runs], "o-", label="wall time (s)")
+    a.loglog(ps, [r["wall_seconds"] for r in runs], "o-", label=f"wall time (s), {day}")
     agg = [
         (r["persons"], r["release"]["seconds"]["aggregate"])
         for r in runs
@@ -138,9 +153,18 @@ def scale_figure(records: Sequence[dict[str, Any]], out: Path) -> Path | None:
         a.loglog(*zip(*agg, strict=True), "^:", label="validate + aggregate (s)")
     a.loglog(ps, [r["peak_rss_gb"] for r in runs], "s--", label="peak RSS (GiB)")
     a.loglog(ps, [r["cells"] / 1e6 for r in runs], "d-.", label="cells (millions)")
+    for old_day, old in series[1:]:
+        a.loglog(
+            [r["persons"] for r in old],
+            [r["wall_seconds"] for r in old],
+            "o-",
+            color="#bbbbbb",
+            lw=0.8,
+            label=f"wall time (s), {old_day} (older code)",
+        )
     a.set_xlabel("persons")
     a.set_title("whole release vs persons")
-    a.legend()
+    a.legend(fontsize="small")
     a.grid(True, which="both", alpha=0.3)
     for r in runs:
         g = [lv["groups"] for lv in r["levels"] if lv["groups"] > 0]
@@ -148,7 +172,7 @@ def scale_figure(records: Sequence[dict[str, Any]], out: Path) -> Path | None:
         b.loglog(g, s, "o", label=f"{r['persons']:.3g} persons")
     b.set_xlabel("population groups in the level's public domain")
     b.set_ylabel("seconds for the level")
-    b.set_title("per level vs domain size")
+    b.set_title(f"per level vs domain size ({day})")
     b.legend()
     b.grid(True, which="both", alpha=0.3)
     out.parent.mkdir(parents=True, exist_ok=True)
