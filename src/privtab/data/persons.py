@@ -453,30 +453,6 @@ class _Checker:
         self.codes = code_strings(reference)
         self.blocks = None if geography is None else geography.blocks.select(BLOCK)
 
-    def _report(
-        self,
-        log: ProblemLog,
-        kind: str,
-        bad: pl.DataFrame,
-        column: str | pl.Expr,
-        value: pl.Expr,
-        message: str | pl.Expr,
-    ) -> None:
-        if bad.height == 0:
-            return
-        col = pl.lit(column) if isinstance(column, str) else column
-        msg = pl.lit(message) if isinstance(message, str) else message
-        take = bad.head(max(1, log.room(self.file, kind))).select(
-            ROW, col.alias("_C"), value.cast(pl.String).alias("_V"), msg.alias("_M")
-        )
-        log.add_many(
-            bad.height,
-            [
-                Problem(self.file, kind, m, row=int(r), column=c, value=v)
-                for r, c, v, m in take.iter_rows()
-            ],
-        )
-
     def check(self, b: pl.DataFrame, log: ProblemLog) -> pl.DataFrame:
         """Report every problem of a batch; return its valid rows (raw strings)."""
         n = len(PERSON_COLUMNS)
@@ -491,8 +467,23 @@ class _Checker:
             value: pl.Expr,
             message: str | pl.Expr,
         ) -> None:
+            """Flag the rows where ``cond`` holds and log them (up to the log's room)."""
             flags.append(cond)
-            self._report(log, kind, b.filter(cond), column, value, message)
+            bad = b.filter(cond)
+            if bad.height == 0:
+                return
+            col = pl.lit(column) if isinstance(column, str) else column
+            msg = pl.lit(message) if isinstance(message, str) else message
+            take = bad.head(max(1, log.room(self.file, kind))).select(
+                ROW, col.alias("_C"), value.cast(pl.String).alias("_V"), msg.alias("_M")
+            )
+            log.add_many(
+                bad.height,
+                [
+                    Problem(self.file, kind, m, row=int(r), column=c, value=v)
+                    for r, c, v, m in take.iter_rows()
+                ],
+            )
 
         name_problems(self.spec, self.codes, run)
         if self.blocks is not None:
@@ -501,16 +492,13 @@ class _Checker:
             ).fill_null(False)
             with_key = b.filter(ids).with_columns(block_key_expr())
             missing = with_key.join(self.blocks, on=BLOCK, how="anti")
-            self._report(
-                log,
+            run(
                 "block_not_in_grfc",
-                missing,
+                pl.col(ROW).is_in(missing[ROW].implode()),
                 "TABBLK",
                 pl.concat_str(BLOCK_COLUMNS),
                 pl.format("block {}|{}|{}|{} is not in GRF-C", *(pl.col(c) for c in BLOCK_COLUMNS)),
             )
-            if missing.height:
-                flags.append(pl.col(ROW).is_in(missing[ROW].implode()))
         if not flags:
             return b
         return b.filter(~pl.any_horizontal(flags))
