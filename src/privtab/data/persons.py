@@ -37,8 +37,7 @@ key is looked up in the sorted GRF-C keys (once per run of equal keys: files are
 sorted by block). Only the rows it flags go through the naming checks (:class:`_Checker`,
 the rules compiled to regexes), which produce the messages. Both flag exactly the same rows
 (property test), so the messages, kinds, rows and counts are those of the naming checks.
-Valid rows are handed on as typed numpy arrays (:class:`TypedPersons`). The lazy
-:func:`scan_canonical` compiles the same rules to cheap polars casts (:class:`_FastPath`).
+Valid rows are handed on as typed numpy arrays (:class:`TypedPersons`).
 """
 
 from __future__ import annotations
@@ -52,7 +51,7 @@ import numpy as np
 import polars as pl
 from numpy.typing import NDArray
 
-from privtab.data._scan import CodedBatch, diagnose_unreadable, is_blank_row, open_table
+from privtab.data._scan import CodedBatch, diagnose_unreadable, open_table
 from privtab.data._tables import NULL, ROW
 from privtab.data.errors import Problem, ProblemLog, checked
 from privtab.data.geography import BLOCK, UNIT, Geography, block_key_expr
@@ -69,7 +68,6 @@ from privtab.data.spec import (
     Digits,
     FieldRule,
     RowRule,
-    bad_row_polars,
     code_int,
     field_count_message,
     name_problems,
@@ -121,42 +119,6 @@ def canonical_persons(raw: pl.LazyFrame | pl.DataFrame) -> pl.LazyFrame:
             race_keys_expr(RACE_COLUMNS),
         )
         .unnest("RACE_KEYS")
-    )
-
-
-def scan_canonical(
-    path: str | Path,
-    reference: ReferenceData | None,
-    geography: Geography | None,
-    max_race_codes: int = 8,
-) -> pl.LazyFrame:
-    """One lazy, streamable query: canonical columns of every row plus a ``_BAD`` flag.
-
-    Columns: ``ROW``, ``BLOCK``, ``UNIT`` (with a geography), ``QAGE``, ``QSEX``,
-    ``QSPAN``, ``RACE_KEY1``, ``RACE_KEY2``, ``_BAD``. For an engine that aggregates in a
-    single streaming pass: aggregate the rows with ``~_BAD`` and count the ``_BAD`` ones;
-    if that count is not zero, nothing may be written — run :func:`validate_persons` (or
-    :class:`PersonReader`) to name every problem, then raise. ``_BAD`` is exactly the set of
-    rows the naming checks reject (tested). Typed values of bad rows are meaningless.
-    """
-    table = checked(
-        lambda log: open_table(Path(path), PERSON_COLUMNS, log, optional_null=RACE_COLUMNS)
-    )
-    fast = _FastPath(reference, geography, max_race_codes)
-    return (
-        fast.lazy(table.frame.filter(~is_blank_row(PERSON_COLUMNS)))
-        .with_columns(race_keys_expr(RACE_COLUMNS))
-        .unnest("RACE_KEYS")
-        .select(
-            ROW,
-            BLOCK,
-            *([UNIT] if fast.has_units else []),
-            "QAGE",
-            "QSEX",
-            "QSPAN",
-            *RACE_KEYS,
-            "_BAD",
-        )
     )
 
 
@@ -438,52 +400,6 @@ class _CodedPath:
         return kept, bad, persons
 
 
-class _FastPath:
-    """Types a batch and flags every row with any problem: the rules of
-    :func:`privtab.data.spec.person_spec`, compiled to cheap casts (``fast=True``), plus the
-    join with the GRF-C blocks.
-
-    Rows it flags go through :class:`_Checker`, which names each problem; rows it passes
-    are exactly those :class:`_Checker` finds no problem in (tested property).
-    """
-
-    def __init__(
-        self, reference: ReferenceData | None, geography: Geography | None, max_race_codes: int
-    ) -> None:
-        self.spec = person_spec(max_race_codes)
-        self.codes = code_strings(reference)
-        self.blocks = (
-            None
-            if geography is None
-            else geography.blocks.with_columns(pl.lit(True).alias("_IN_GRFC"))
-        )
-        self.has_units = geography is not None
-
-    def typed(self, b: pl.DataFrame) -> pl.DataFrame:
-        """Typed columns of a raw batch plus ``_BAD`` (eager)."""
-        return self.lazy(b.lazy()).collect()
-
-    def lazy(self, raw: pl.LazyFrame) -> pl.LazyFrame:
-        """Typed columns (meaningless where ``_BAD``) plus the boolean ``_BAD``, lazily."""
-        # the code columns as integers first: the race rules then compare integers
-        ints = {c: f"_I_{c}" for c in (*RACE_COLUMNS, "QSPAN")}
-        block = pl.concat_str(list(BLOCK_COLUMNS)).cast(pl.UInt64, strict=False)
-        t = raw.with_columns(code_int(c).alias(n) for c, n in ints.items()).select(
-            ROW,
-            block.alias(BLOCK),
-            pl.col("QAGE").cast(pl.UInt8, strict=False),
-            pl.col("QSEX").cast(pl.UInt8, strict=False),
-            *(pl.col(ints[c]).alias(c) for c in RACE_COLUMNS),
-            pl.col(ints["QSPAN"]).alias("QSPAN"),
-            bad_row_polars(self.spec, self.codes, pl.col(FIELDS), ints).alias("_BAD"),
-        )
-        if self.blocks is None:
-            return t
-        return t.join(self.blocks.lazy(), on=BLOCK, how="left", maintain_order="left").with_columns(
-            (pl.col("_BAD") | pl.col("_IN_GRFC").is_null()).alias("_BAD")
-        )
-
-
 def _report_unexplained(file: str, rows: pl.DataFrame, log: ProblemLog) -> None:
     log.add_many(
         rows.height,
@@ -537,30 +453,6 @@ class _Checker:
         self.codes = code_strings(reference)
         self.blocks = None if geography is None else geography.blocks.select(BLOCK)
 
-    def _report(
-        self,
-        log: ProblemLog,
-        kind: str,
-        bad: pl.DataFrame,
-        column: str | pl.Expr,
-        value: pl.Expr,
-        message: str | pl.Expr,
-    ) -> None:
-        if bad.height == 0:
-            return
-        col = pl.lit(column) if isinstance(column, str) else column
-        msg = pl.lit(message) if isinstance(message, str) else message
-        take = bad.head(max(1, log.room(self.file, kind))).select(
-            ROW, col.alias("_C"), value.cast(pl.String).alias("_V"), msg.alias("_M")
-        )
-        log.add_many(
-            bad.height,
-            [
-                Problem(self.file, kind, m, row=int(r), column=c, value=v)
-                for r, c, v, m in take.iter_rows()
-            ],
-        )
-
     def check(self, b: pl.DataFrame, log: ProblemLog) -> pl.DataFrame:
         """Report every problem of a batch; return its valid rows (raw strings)."""
         n = len(PERSON_COLUMNS)
@@ -575,8 +467,23 @@ class _Checker:
             value: pl.Expr,
             message: str | pl.Expr,
         ) -> None:
+            """Flag the rows where ``cond`` holds and log them (up to the log's room)."""
             flags.append(cond)
-            self._report(log, kind, b.filter(cond), column, value, message)
+            bad = b.filter(cond)
+            if bad.height == 0:
+                return
+            col = pl.lit(column) if isinstance(column, str) else column
+            msg = pl.lit(message) if isinstance(message, str) else message
+            take = bad.head(max(1, log.room(self.file, kind))).select(
+                ROW, col.alias("_C"), value.cast(pl.String).alias("_V"), msg.alias("_M")
+            )
+            log.add_many(
+                bad.height,
+                [
+                    Problem(self.file, kind, m, row=int(r), column=c, value=v)
+                    for r, c, v, m in take.iter_rows()
+                ],
+            )
 
         name_problems(self.spec, self.codes, run)
         if self.blocks is not None:
@@ -585,16 +492,13 @@ class _Checker:
             ).fill_null(False)
             with_key = b.filter(ids).with_columns(block_key_expr())
             missing = with_key.join(self.blocks, on=BLOCK, how="anti")
-            self._report(
-                log,
+            run(
                 "block_not_in_grfc",
-                missing,
+                pl.col(ROW).is_in(missing[ROW].implode()),
                 "TABBLK",
                 pl.concat_str(BLOCK_COLUMNS),
                 pl.format("block {}|{}|{}|{} is not in GRF-C", *(pl.col(c) for c in BLOCK_COLUMNS)),
             )
-            if missing.height:
-                flags.append(pl.col(ROW).is_in(missing[ROW].implode()))
         if not flags:
             return b
         return b.filter(~pl.any_horizontal(flags))
@@ -613,7 +517,6 @@ __all__ = [
     "code_strings",
     "read_persons",
     "report_field_counts",
-    "scan_canonical",
     "scan_persons",
     "validate_persons",
 ]

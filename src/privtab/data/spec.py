@@ -441,24 +441,6 @@ def count_polars(conds: Iterable[Cond]) -> pl.Expr:
     return pl.sum_horizontal([to_polars(c).cast(pl.UInt8) for c in conds])
 
 
-def bad_row_polars(
-    spec: TableSpec,
-    codes: pl.Series | None,
-    n_fields: pl.Expr | None = None,
-    ints: dict[str, str] | None = None,
-) -> pl.Expr:
-    """True for every row with any problem (wrong field count, null, bad UTF-8, any rule):
-    the cheap per-batch flag (``fast`` compilation; ``ints`` as in :func:`to_polars`).
-    Nulls count as bad."""
-    checks = [pl.col(c).is_null() for c in spec.columns if c not in spec.null_marker_columns]
-    checks += [
-        to_polars(r.bad(), codes, fast=True, ints=ints) for r in spec.rules(codes is not None)
-    ]
-    if n_fields is not None:
-        checks.append(n_fields != len(spec.columns))
-    return pl.any_horizontal(checks).fill_null(True)
-
-
 # ---------------------------------------------------------------------------- Spark SQL
 def _q(text: str) -> str:
     """A Spark SQL string literal."""
@@ -502,7 +484,8 @@ def to_sql(cond: Cond, codes: Sequence[str] | None = None) -> str:
 
 
 def bad_row_sql(spec: TableSpec, codes: Sequence[str] | None, n_fields: str | None) -> str:
-    """Spark SQL of the same per-row flag as :func:`bad_row_polars` (nulls count as bad)."""
+    """True (Spark SQL) for every row with any problem (wrong field count, null, any rule):
+    the per-row flag of the Spark engine's single pass. Nulls count as bad."""
     checks = [f"({_ident(c)} IS NULL)" for c in spec.columns if c not in spec.null_marker_columns]
     checks += [f"COALESCE({to_sql(r.bad(), codes)}, TRUE)" for r in spec.rules(codes is not None)]
     if n_fields is not None:
@@ -560,7 +543,6 @@ __all__ = [
     "FieldRule",
     "RowRule",
     "TableSpec",
-    "bad_row_polars",
     "bad_row_sql",
     "field_count_message",
     "grfc_spec",

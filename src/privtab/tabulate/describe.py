@@ -21,7 +21,7 @@ from privtab.release.document import LevelEntry, ReleaseDocument, RunEntry
 from privtab.release.record import RunRecord
 from privtab.tabulate.context import RunContext
 from privtab.tabulate.output import outputs_manifest
-from privtab.tabulate.plan import LevelPlan, ReleasePlan
+from privtab.tabulate.plan import LevelPlan
 from privtab.tabulate.results import LevelSummary
 
 if TYPE_CHECKING:
@@ -79,12 +79,10 @@ def empty_entry(lv: LevelPlan) -> LevelEntry:
 
 
 def release_document(
-    ctx: RunContext,
-    inputs: SafeTabInputs,
-    plans: dict[Scope, ReleasePlan],
-    runs: dict[Scope, RunEntry],
-    tables: ReleaseTables,
+    ctx: RunContext, inputs: SafeTabInputs, runs: dict[Scope, RunEntry], tables: ReleaseTables
 ) -> ReleaseDocument:
+    """``release.json`` of the tabulated runs; its ``plan`` is that of the run with the
+    largest guarantee (a run that drew noise: a skipped run is charged nothing)."""
     guarantee = ExactGuarantee.parallel(r.guarantee for r in runs.values())
     worst = max(runs, key=lambda s: runs[s].guarantee.as_zcdp().value)
     outputs = outputs_manifest(tables.directory, tables.writer.files)
@@ -97,7 +95,7 @@ def release_document(
             "persons, so the release satisfies the larger of their guarantees (parallel "
             "composition). Floats are rounded up; the exact value is beside them."
         ),
-        "plan": plans[worst].to_dict(),
+        "plan": dict(runs[worst].plan),
         "engine": ctx.engine.name,
         "config": inputs.config.to_dict(),
         "public_inputs": {p.name: {"sha256": sha256_file(p)} for p in public},

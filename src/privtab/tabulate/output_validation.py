@@ -331,6 +331,12 @@ def _report_each_file(
         _report(log, part, str(f), kind, message, column=column, value=value)
 
 
+def _at_row(rows: pl.DataFrame, file: str, line: str, *extra: pl.Expr) -> pl.DataFrame:
+    """``rows`` placed at the file and line held in its columns ``file`` and ``line`` (a
+    joined table's row, e.g. the T1 row of a group), for :func:`_report_each_file`."""
+    return rows.select(pl.col(file).alias(_FILE), pl.col(line).alias(_LINE), *extra)
+
+
 # ----------------------------------------------------------------------------- checks
 def _check_values(
     df: pl.DataFrame, table: str, rules: OutputRules | None, log: ProblemLog
@@ -474,11 +480,7 @@ def _check_t1_sums(t1: pl.DataFrame, cells: pl.DataFrame, log: ProblemLog) -> No
     wrong = joined.filter(pl.col("_T1").is_not_null() & (pl.col("_T1") != pl.col("_S")))
     _report_each_file(
         log,
-        wrong.select(
-            pl.col("_F1").alias(_FILE),
-            pl.col("_L1").alias(_LINE),
-            pl.format("T1 {} ≠ Σ cells {}", "_T1", "_S").alias("_V"),
-        ),
+        _at_row(wrong, "_F1", "_L1", pl.format("T1 {} ≠ Σ cells {}", "_T1", "_S").alias("_V")),
         "t1_sum",
         "T1 COUNT is not the sum of the group's T2 cells",
         value="_V",
@@ -508,19 +510,20 @@ def _check_marginals(cells: pl.DataFrame, margs: pl.DataFrame, log: ProblemLog) 
     )
     _report_each_file(
         log,
-        both.filter(pl.col("_S").is_null()).select(
-            pl.col("_FM").alias(_FILE), pl.col("_LM").alias(_LINE)
-        ),
+        _at_row(both.filter(pl.col("_S").is_null()), "_FM", "_LM"),
         "marginal_sum",
         "a sex marginal row without T2 cells for that sex",
     )
     _report_each_file(
         log,
-        both.filter(
-            pl.col("_S").is_not_null() & pl.col("_M").is_not_null() & (pl.col("_S") != pl.col("_M"))
-        ).select(
-            pl.col("_FM").alias(_FILE),
-            pl.col("_LM").alias(_LINE),
+        _at_row(
+            both.filter(
+                pl.col("_S").is_not_null()
+                & pl.col("_M").is_not_null()
+                & (pl.col("_S") != pl.col("_M"))
+            ),
+            "_FM",
+            "_LM",
             pl.format("marginal {} ≠ Σ cells {}", "_M", "_S").alias("_V"),
         ),
         "marginal_sum",

@@ -41,7 +41,7 @@ from typing import Any, Literal
 import numpy as np
 
 from privtab.accounting import RDP, zcdp_epsilon
-from privtab.accounting.conversions import rdp_epsilon_order, zcdp_optimal_order
+from privtab.accounting.conversions import RDPMethod, rdp_epsilon_order, zcdp_optimal_order
 from privtab.accounting.curves import geometric_rdp_divergence, geometric_rdp_paper_value
 from privtab.accounting.guarantees import FloatArray
 from privtab.accounting.pld import (
@@ -249,6 +249,19 @@ def _pld_bounds(plan: ReleasePlan, delta: float, grid: float) -> tuple[float, fl
     raise RuntimeError(f"the PLD analysis found no feasible grid (last tried {grid:.3g})")
 
 
+def _rdp_entry(
+    curve: RDP, delta: float, orders: RDPMethod, method: str, *, valid: bool | None = None
+) -> dict[str, Any]:
+    """One RDP analysis of ``curve`` at ``delta``: ε, the order α it is reached at, and
+    (for the paper's curve) ``valid: False``."""
+    eps, alpha = rdp_epsilon_order(curve, delta, orders)
+    entry: dict[str, Any] = {"epsilon": eps, "delta": delta, "alpha": alpha}
+    if valid is not None:
+        entry["valid"] = valid
+    entry["method"] = method
+    return entry
+
+
 def analyse(
     plan: ReleasePlan, delta: float, *, pld_grid: float = 1e-3
 ) -> dict[str, dict[str, Any]]:
@@ -263,28 +276,19 @@ def analyse(
     if plan.privacy_defn == "puredp":
         out["pure"] = {"epsilon": total, "delta": 0.0, "method": "Σ ε_i (seed Thm 1)"}
         exact = plan_rdp(plan)
-        eps, alpha = rdp_epsilon_order(exact, delta, "optimal")
-        out["rdp"] = {
-            "epsilon": eps,
-            "delta": delta,
-            "alpha": alpha,
-            "method": "Thm 2 with the exact geometric divergence, CKS, optimal α",
-        }
-        eps_g, alpha_g = rdp_epsilon_order(exact, delta, "grid")
-        out["rdp_grid"] = {
-            "epsilon": eps_g,
-            "delta": delta,
-            "alpha": alpha_g,
-            "method": "Thm 2 exact divergence, α ∈ {1.01, …, 10}",
-        }
-        eps_p, alpha_p = rdp_epsilon_order(plan_rdp(plan, paper_curve=True), delta, "grid")
-        out["rdp_paper"] = {
-            "epsilon": eps_p,
-            "delta": delta,
-            "alpha": alpha_p,
-            "valid": False,
-            "method": "paper's Cor. 1 curve on its α grid (understates; invalid)",
-        }
+        out["rdp"] = _rdp_entry(
+            exact, delta, "optimal", "Thm 2 with the exact geometric divergence, CKS, optimal α"
+        )
+        out["rdp_grid"] = _rdp_entry(
+            exact, delta, "grid", "Thm 2 exact divergence, α ∈ {1.01, …, 10}"
+        )
+        out["rdp_paper"] = _rdp_entry(
+            plan_rdp(plan, paper_curve=True),
+            delta,
+            "grid",
+            "paper's Cor. 1 curve on its α grid (understates; invalid)",
+            valid=False,
+        )
     else:
         for m in ("analytic", "grid", "optimal"):
             out[f"zcdp_{m}"] = {

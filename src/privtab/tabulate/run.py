@@ -274,7 +274,7 @@ def _tabulate_and_describe(
     ctx.seconds["tabulate_and_write"] = time.monotonic() - t0
     ctx.phase("write")
     validate_staged(ctx, inputs, tmp)
-    document = release_document(ctx, inputs, plans, runs, tables)
+    document = release_document(ctx, inputs, runs, tables)
     document.write(tmp)
     if not document.private:
         write_not_private(tmp, document.noise)
