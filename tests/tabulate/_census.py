@@ -18,6 +18,7 @@ import polars as pl
 from privtab.data import SafeTabInputs
 from privtab.random import SeededSource
 from privtab.tabulate import ReleasePlan
+from privtab.tabulate.chunk import Drawing
 from privtab.tabulate.engines import make_engine
 from privtab.tabulate.plan import LevelPlan
 from privtab.tabulate.run import RunOptions, run_release
@@ -46,9 +47,7 @@ def engine_levels(
             for lv in plan.levels:
                 if levels is not None and lv.key not in levels:
                     continue
-                parts = list(
-                    engine.tabulate(lv, source=source, noise=seed is not None, evaluate=False)
-                )
+                parts = list(engine.tabulate(lv, Drawing(source, noise=seed is not None)))
                 yield LevelTables(
                     scope.value,
                     lv,

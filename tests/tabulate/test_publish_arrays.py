@@ -21,6 +21,7 @@ from privtab.data import GeoLevel, Scope, load_inputs
 from privtab.random import SeededSource
 from privtab.tabulate import ReleasePlan
 from privtab.tabulate.algorithm import TOTAL_ONLY, NoisyGroups
+from privtab.tabulate.chunk import Drawing
 from privtab.tabulate.domain import Domain
 from privtab.tabulate.engines import make_engine
 from privtab.tabulate.publish import GROUP, publish_chunk, sex_marginals
@@ -61,7 +62,7 @@ def test_publishing_on_arrays_equals_frame_then_filter(synth_small, chance: Frac
             plan = ReleasePlan.from_config(inputs.config, inputs.reference, scope)
             for lv in plan.levels:
                 rule = suppression_rule(lv, chance)
-                parts = engine.tabulate(lv, source=SeededSource(9), noise=True, evaluate=False)
+                parts = engine.tabulate(lv, Drawing(SeededSource(9)))
                 for part in parts:
                     for nonnegative in (False, True):
                         got = publish_chunk(part, rule, nonnegative=nonnegative)
@@ -133,7 +134,7 @@ def test_chunks_carry_no_exact_count(synth_small) -> None:
     try:
         plan = ReleasePlan.from_config(inputs.config, inputs.reference, Scope.US)
         lv = plan.level("(STATE, 2)")
-        for part in engine.tabulate(lv, source=SeededSource(1), noise=True, evaluate=False):
+        for part in engine.tabulate(lv, Drawing(SeededSource(1))):
             assert part.groups.exact.size == 0
             assert part.groups.cells
             assert all(t.exact.size == 0 for t in part.groups.cells)
@@ -167,8 +168,8 @@ def test_region_counts_reused_by_the_next_level_of_a_one_chunk_geography(
     try:
         for key in ("(STATE, 1)", "(STATE, 2)"):
             lv = plan.level(key)
-            (part,) = engine.tabulate(lv, source=SeededSource(2), noise=False, evaluate=False)
-            (again,) = fresh.tabulate(lv, source=SeededSource(2), noise=False, evaluate=False)
+            (part,) = engine.tabulate(lv, Drawing(SeededSource(2), noise=False))
+            (again,) = fresh.tabulate(lv, Drawing(SeededSource(2), noise=False))
             assert part.t1.equals(again.t1)
             assert part.t2.equals(again.t2)
             fresh.close()
@@ -177,9 +178,7 @@ def test_region_counts_reused_by_the_next_level_of_a_one_chunk_geography(
         assert calls == ["STATE", "STATE", "STATE"]  # engine once, fresh engines twice
         small = polars_engine.PolarsEngine(max_chunk_groups=100)
         small.prepare(inputs, lambda _m: None)
-        parts = list(
-            small.tabulate(plan.level("(COUNTY, 1)"), source=None, noise=False, evaluate=False)
-        )
+        parts = list(small.tabulate(plan.level("(COUNTY, 1)"), Drawing(None, noise=False)))
         assert len(parts) > 1
         assert small._by_region is None
         small.close()

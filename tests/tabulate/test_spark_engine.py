@@ -35,6 +35,7 @@ from privtab.data.persons import validate_persons
 from privtab.random import SeededSource
 from privtab.tabulate import RunOptions, run_release
 from privtab.tabulate.aggregate import aggregate_persons
+from privtab.tabulate.chunk import Drawing
 from privtab.tabulate.engines.polars import PolarsEngine
 from privtab.tabulate.engines.spark import SparkEngine
 from tests.data.conftest import person_line, write_persons
@@ -360,7 +361,7 @@ def test_seeded_chunks_reproducible_and_secure_by_default(spark, tmp_path: Path)
     for chunk in (500, 500, 100_000):
         engine = _engine(spark, chunk=chunk)
         engine.prepare(inputs, lambda _m: None)  # type: ignore[arg-type]
-        parts = list(engine.tabulate(lp, source=SeededSource(5), noise=True, evaluate=False))
+        parts = list(engine.tabulate(lp, Drawing(SeededSource(5))))
         outs.append(pl.concat([p.t1 for p in parts]))
         engine.close()
     assert outs[0].equals(outs[1])
@@ -372,12 +373,7 @@ def test_seeded_chunks_reproducible_and_secure_by_default(spark, tmp_path: Path)
 def engine_secure(spark: object, inputs: object, lp: object) -> Iterator[object]:
     engine = _engine(spark, chunk=500)
     engine.prepare(inputs, lambda _m: None)  # type: ignore[arg-type]
-    yield from engine.tabulate(
-        lp,  # type: ignore[arg-type]
-        source=None,
-        noise=True,
-        evaluate=False,
-    )
+    yield from engine.tabulate(lp, Drawing(None))
     engine.close()
 
 
@@ -426,7 +422,7 @@ def test_levels_leave_no_broadcast_relations_behind(synth_small, spark) -> None:
         relations: list[int] = []
         heaps: list[int] = []
         for _ in range(10):
-            for part in engine.tabulate(lp, source=SeededSource(1), noise=True, evaluate=False):
+            for part in engine.tabulate(lp, Drawing(SeededSource(1))):
                 assert part.t1.height > 0
             relations.append(_live_heap(spark, (relation,))[relation])
             gc.collect()  # the last level's Python objects too: what is left is the JVM's

@@ -38,6 +38,7 @@ from privtab.data import SafeTabInputs
 from privtab.data.ages import STAT_LEVEL_BINS
 from privtab.random import SeededSource
 from privtab.tabulate.accuracy import WORKLOADS, LevelAccuracy, bucket_label, size_bucket
+from privtab.tabulate.chunk import Drawing
 from privtab.tabulate.engines import Engine
 from privtab.tabulate.errors import count_error
 from privtab.tabulate.plan import LevelPlan
@@ -70,7 +71,7 @@ def published_chunks(
     """The published T1/T2 rows of one level, chunk by chunk, exactly as a release publishes
     them (:func:`privtab.tabulate.publish.publish_chunk`: zero suppression on the raw noisy
     totals, clamping, sex marginals). The one place that drives the engine."""
-    for part in engine.tabulate(plan, source=source, noise=True, evaluate=False):
+    for part in engine.tabulate(plan, Drawing(source)):
         out = publish_chunk(part, rule, nonnegative=nonnegative)
         yield out.t1, out.t2
 
@@ -103,7 +104,7 @@ def _truth(engine: Engine, plan: LevelPlan) -> _Truth:
     forced = replace(plan, thresholds=(-3, -2, -1))
     t1s, t2s = [], []
     maps = _age_maps()
-    for part in engine.tabulate(forced, source=SeededSource(0), noise=False, evaluate=False):
+    for part in engine.tabulate(forced, Drawing(SeededSource(0), noise=False)):
         t1s.append(
             part.t1.select(
                 *GROUP,
@@ -349,7 +350,7 @@ def true_sizes(engine: Engine, plan: LevelPlan) -> pl.DataFrame:
     (``TO``): one noise-free run (NOT private)."""
     parts = [
         part.t1.select(*GROUP, pl.col("COUNT").alias("N"), (pl.col("STAT_LEVEL") == -1).alias("TO"))
-        for part in engine.tabulate(plan, source=SeededSource(0), noise=False, evaluate=False)
+        for part in engine.tabulate(plan, Drawing(SeededSource(0), noise=False))
     ]
     return pl.concat(parts)
 

@@ -8,6 +8,8 @@ tests — the non-private evaluation; the result carries noisy counts only.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from privtab.random import RandomSource
@@ -17,7 +19,23 @@ from privtab.tabulate.evaluation import evaluate_groups
 from privtab.tabulate.plan import LevelPlan
 from privtab.tabulate.results import ChunkResult, Tallies
 
-__all__ = ["tabulate_groups"]
+__all__ = ["Drawing", "tabulate_groups"]
+
+
+@dataclass(frozen=True)
+class Drawing:
+    """How an engine draws a level's chunks — the settings that travel together from the run
+    to :func:`tabulate_groups` on every engine.
+
+    ``source``: the random source (``None``: a fresh secure source per chunk; a seeded one is
+    for tests and marks the release not private); ``noise=False``: exact counts, tests only,
+    not private; ``evaluate``: keep the non-private comparison with the truth (tests and
+    diagnostics, never written to a release).
+    """
+
+    source: RandomSource | None = None
+    noise: bool = True
+    evaluate: bool = False
 
 
 def tabulate_groups(

@@ -21,6 +21,7 @@ from privtab.errors import InputError, RunFailedError, UsageError
 from privtab.release.document import RunEntry
 from privtab.release.marking import parquet_metadata
 from privtab.tabulate.charges import RunLedger
+from privtab.tabulate.chunk import Drawing
 from privtab.tabulate.context import RunContext, RunOptions
 from privtab.tabulate.describe import empty_entry, level_entry
 from privtab.tabulate.domain import level_domain
@@ -209,12 +210,8 @@ def tabulate_level(
 ) -> LevelSummary:
     t0 = time.monotonic()
     tallies = []
-    for part in ctx.engine.tabulate(
-        lp,
-        source=ctx.source,
-        noise=ctx.opts.noise,
-        evaluate=ctx.opts.evaluate,
-    ):
+    drawing = Drawing(ctx.source, noise=ctx.opts.noise, evaluate=ctx.opts.evaluate)
+    for part in ctx.engine.tabulate(lp, drawing):
         ctx.check()
         tables.write(part)
         tallies.append(part.tallies)  # the frames are written: only the tallies are kept

@@ -19,7 +19,7 @@ from typing import Protocol
 
 from privtab.data import SafeTabInputs
 from privtab.errors import UsageError
-from privtab.random import RandomSource
+from privtab.tabulate.chunk import Drawing
 from privtab.tabulate.plan import LevelPlan
 from privtab.tabulate.results import ChunkResult
 
@@ -39,14 +39,7 @@ class Engine(Protocol):
         :class:`privtab.data.InputValidationError` before anything is written."""
         ...
 
-    def tabulate(
-        self,
-        plan: LevelPlan,
-        *,
-        source: RandomSource | None,
-        noise: bool,
-        evaluate: bool,
-    ) -> Iterator[ChunkResult]:
+    def tabulate(self, plan: LevelPlan, drawing: Drawing) -> Iterator[ChunkResult]:
         """The level's raw noisy counts in one or more chunks of its public domain (a level
         with an empty domain is never asked for); publishing them — zero suppression,
         clamping — is the caller's (:func:`privtab.tabulate.publish.publish_chunk`)."""

@@ -37,9 +37,8 @@ from scipy import sparse
 from privtab.data import GeoLevel, SafeTabInputs
 from privtab.data.geography import UNIT
 from privtab.data.membership import iteration_matrix
-from privtab.random import RandomSource
 from privtab.tabulate.aggregate import aggregate_persons
-from privtab.tabulate.chunk import tabulate_groups
+from privtab.tabulate.chunk import Drawing, tabulate_groups
 from privtab.tabulate.counts import CellMatrix, exact_counts, region_counts, unit_regions
 from privtab.tabulate.domain import NESTED_IN_STATE, Domain, level_domain, state_chunks
 from privtab.tabulate.plan import LevelPlan
@@ -135,14 +134,7 @@ class PolarsEngine:
             self._regions[geo] = unit_regions(self.inputs.geography, geo)
         return self._regions[geo]
 
-    def tabulate(
-        self,
-        plan: LevelPlan,
-        *,
-        source: RandomSource | None,
-        noise: bool,
-        evaluate: bool,
-    ) -> Iterator[ChunkResult]:
+    def tabulate(self, plan: LevelPlan, drawing: Drawing) -> Iterator[ChunkResult]:
         assert self.matrix is not None, "call prepare() first"
         assert self.inputs is not None
         dom = level_domain(plan, self.inputs.geography, self.inputs.reference)
@@ -152,7 +144,14 @@ class PolarsEngine:
         for part, rows in chunks:
             by_region = self._region_counts(part, rows, unit_region, keep=len(chunks) == 1)
             exact = exact_counts(self.matrix, rows, unit_region, iterations, part, by_region)
-            yield tabulate_groups(plan, part, exact, source=source, noise=noise, evaluate=evaluate)
+            yield tabulate_groups(
+                plan,
+                part,
+                exact,
+                source=drawing.source,
+                noise=drawing.noise,
+                evaluate=drawing.evaluate,
+            )
 
     def _region_counts(
         self, part: Domain, rows: tuple[int, int], unit_region: NDArray[np.int64], *, keep: bool

@@ -73,7 +73,7 @@ from privtab.data.spec import FIELDS, PERSON_COLUMNS, RACE_COLUMNS, bad_row_sql,
 from privtab.random import RandomSource, SecureSource, SeededSource
 from privtab.tabulate.aggregate import COMBO
 from privtab.tabulate.algorithm import ExactCounts, NoisyGroups
-from privtab.tabulate.chunk import tabulate_groups
+from privtab.tabulate.chunk import Drawing, tabulate_groups
 from privtab.tabulate.domain import Domain, level_domain
 from privtab.tabulate.plan import LevelPlan
 from privtab.tabulate.results import ChunkResult, Tallies
@@ -262,14 +262,7 @@ class SparkEngine:
         return persons
 
     # ------------------------------------------------------------------ tabulate
-    def tabulate(
-        self,
-        plan: LevelPlan,
-        *,
-        source: RandomSource | None,
-        noise: bool,
-        evaluate: bool,
-    ) -> Iterator[ChunkResult]:
+    def tabulate(self, plan: LevelPlan, drawing: Drawing) -> Iterator[ChunkResult]:
         """The level's noisy T1/T2, one :class:`ChunkResult` per chunk of its domain, in
         domain order (region-major). Noise is drawn on the executors (module docstring)."""
         if self._cells is None or self.inputs is None or self.combos is None:
@@ -286,7 +279,9 @@ class SparkEngine:
         spark = self.spark
         parts = max(1, min(n_chunks, spark.sparkContext.defaultParallelism * 4))
         shared = spark.sparkContext.broadcast(
-            pickle.dumps((plan, dom, per_chunk, _seed_of(source), noise, evaluate))
+            pickle.dumps(
+                (plan, dom, per_chunk, _seed_of(drawing.source), drawing.noise, drawing.evaluate)
+            )
         )
         session_parts = int(spark.conf.get("spark.sql.shuffle.partitions") or "200")
         spark.conf.set("spark.sql.shuffle.partitions", str(self._agg_parts(combo_it, dom)))
