@@ -44,7 +44,7 @@ from pathlib import Path
 from typing import Any
 
 from privtab.atomic import InterruptGuard, atomic_directory, check_output
-from privtab.data import SafeTabInputs, Scope, load_inputs
+from privtab.data import SafeTabInputs, load_inputs
 from privtab.data.inputs import resolve_config_path
 from privtab.errors import RunFailedError, UsageError
 from privtab.mechanisms.base import release_source
@@ -56,10 +56,10 @@ from privtab.tabulate.context import Progress, RunCancelledError, RunContext, Ru
 from privtab.tabulate.describe import release_document, run_record
 from privtab.tabulate.engines import Engine, make_engine
 from privtab.tabulate.ledgering import cancel_quietly, commit_quietly, fingerprints, reserve_release
-from privtab.tabulate.plan import ReleasePlan
 from privtab.tabulate.results import LevelSummary
 from privtab.tabulate.runs import (
     ReleaseTables,
+    RunPlans,
     aggregate,
     analyse_plan,
     check_free_space,
@@ -237,14 +237,14 @@ def _build(ctx: RunContext, tmp: Path) -> _Built:
     )
     opt = ctx.opts.nonnegative
     ctx.nonnegative = not inputs.config.allow_negative_counts if opt is None else opt
-    plans, full = effective_plans(inputs)
-    check_free_space(tmp, plans, inputs, ctx)
+    plans = effective_plans(inputs)
+    check_free_space(tmp, plans.drawn, inputs, ctx)
     ctx.inputs_record = fingerprints(inputs)
-    ctx.reservation = reserve_release(ctx, inputs, plans)
+    ctx.reservation = reserve_release(ctx, inputs, plans.drawn)
     ctx.seconds["inputs"] = time.monotonic() - t0
     ctx.phase("inputs")
     persons = aggregate(ctx, inputs)
-    document, levels = _tabulate_and_describe(ctx, inputs, plans, full, tmp)
+    document, levels = _tabulate_and_describe(ctx, inputs, plans, tmp)
     if ctx.reservation is not None and not document.guarantee.fits(
         ctx.reservation.entry.guarantee
     ):  # pragma: no cover - the charges never exceed the plan (RunLedger refuses it)
@@ -255,22 +255,23 @@ def _build(ctx: RunContext, tmp: Path) -> _Built:
 def _tabulate_and_describe(
     ctx: RunContext,
     inputs: SafeTabInputs,
-    plans: dict[Scope, ReleasePlan],
-    full: dict[Scope, ReleasePlan],
+    plans: RunPlans,
     tmp: Path,
 ) -> tuple[ReleaseDocument, list[LevelSummary]]:
     """Every level into T1/T2, then ``release.json``, the markers and the report."""
     t0 = time.monotonic()
     # the privacy analyses depend on the public plan only: computed while tabulating
-    analyses = {s: background(partial(analyse_plan, p, ctx.opts)) for s, p in plans.items()}
+    analyses = {s: background(partial(analyse_plan, p, ctx.opts)) for s, p in plans.drawn.items()}
     if ctx.opts.report:  # the report's ε(δ) curves, also from the public plan only
         from privtab.tabulate.report_privacy import prefetch_pld_curves
 
         background(
-            partial(prefetch_pld_curves, list(plans.values()), ctx.opts.delta, ctx.opts.pld_grid)
+            partial(
+                prefetch_pld_curves, list(plans.drawn.values()), ctx.opts.delta, ctx.opts.pld_grid
+            )
         )
     with ReleaseTables(ctx, tmp) as tables:
-        runs, levels = tabulate_runs(ctx, inputs, plans, full, tables, analyses)
+        runs, levels = tabulate_runs(ctx, inputs, plans, tables, analyses)
     ctx.seconds["tabulate_and_write"] = time.monotonic() - t0
     ctx.phase("write")
     validate_staged(ctx, inputs, tmp)

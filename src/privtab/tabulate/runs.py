@@ -11,7 +11,7 @@ from __future__ import annotations
 import shutil
 import time
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from fractions import Fraction
 from pathlib import Path
 from typing import Any
@@ -34,6 +34,7 @@ from privtab.tabulate.suppression import SuppressionRule, suppression_rule
 
 __all__ = [
     "ReleaseTables",
+    "RunPlans",
     "aggregate",
     "analyse_plan",
     "check_free_space",
@@ -46,12 +47,20 @@ T1_BYTES_PER_ROW = 12
 and its newline; for the free-space check before the expensive part)."""
 
 
-def effective_plans(
-    inputs: SafeTabInputs,
-) -> tuple[dict[Scope, ReleasePlan], dict[Scope, ReleasePlan]]:
-    """Each run's plan restricted to the levels whose public domain is not empty, and each
-    run's full plan. A level with no public population group draws no noise and is not
-    charged; a run with no such level is skipped entirely (listed, charged nothing)."""
+@dataclass(frozen=True)
+class RunPlans:
+    """The plans of a release's runs: ``full``, each run's whole plan (every level is
+    listed in ``release.json``), and ``drawn``, each run restricted to the levels whose
+    public domain is not empty — the levels that draw noise and are charged (a run with no
+    such level is absent: skipped, listed, charged nothing)."""
+
+    full: dict[Scope, ReleasePlan]
+    drawn: dict[Scope, ReleasePlan]
+
+
+def effective_plans(inputs: SafeTabInputs) -> RunPlans:
+    """The :class:`RunPlans` of ``inputs``: the domains are public (reference files and
+    GRF-C), so which levels draw noise is known before any person is read."""
     plans: dict[Scope, ReleasePlan] = {}
     full: dict[Scope, ReleasePlan] = {}
     for scope in inputs.config.scopes:
@@ -60,7 +69,7 @@ def effective_plans(
         if keep:
             plans[scope] = replace(full[scope], levels=tuple(keep))
     assert plans, "load_inputs refuses a config without any public group"
-    return plans, full
+    return RunPlans(full=full, drawn=plans)
 
 
 def domain_size(lv: LevelPlan, inputs: SafeTabInputs) -> int:
@@ -165,18 +174,17 @@ class ReleaseTables:
 def tabulate_runs(
     ctx: RunContext,
     inputs: SafeTabInputs,
-    plans: dict[Scope, ReleasePlan],
-    full: dict[Scope, ReleasePlan],
+    plans: RunPlans,
     tables: ReleaseTables,
     analyses: dict[Scope, Callable[[], dict[str, Any]]],
 ) -> tuple[dict[Scope, RunEntry], list[LevelSummary]]:
     tables.chance = inputs.config.zero_suppression_chance or Fraction(0)
-    n_levels = sum(len(p.levels) for p in plans.values())
+    n_levels = sum(len(p.levels) for p in plans.drawn.values())
     done = [0]
     runs: dict[Scope, RunEntry] = {}
     results: list[LevelSummary] = []
-    for scope, whole in full.items():
-        plan = plans.get(scope)
+    for scope, whole in plans.full.items():
+        plan = plans.drawn.get(scope)
         if plan is not None:
             tables.start_run(scope)
         kept = {lv.key for lv in plan.levels} if plan else set()
