@@ -37,6 +37,8 @@ from privtab.report import (
 )
 from privtab.report.references import Citations
 from privtab.tabulate.report_privacy import (
+    NO_CURVES,
+    PldCurves,
     headline,
     privacy_curves,
     privacy_figure,
@@ -174,11 +176,17 @@ def _banner(release: Mapping[str, Any]) -> str:
     )
 
 
-def write_report(path: Path, release: dict[str, Any], levels: Sequence[LevelSummary]) -> Path:
+def write_report(
+    path: Path,
+    release: dict[str, Any],
+    levels: Sequence[LevelSummary],
+    known: PldCurves = NO_CURVES,
+) -> Path:
     """Write the release's HTML report to ``path`` (atomically, mode 0644).
 
     ``release`` is ``release.json``'s object; T1/T2 rows for the examples are read from the
-    folder of ``path``. ``levels`` is accepted for the callers' convenience and not used."""
+    folder of ``path``. ``levels`` is accepted for the callers' convenience and not used;
+    ``known``: PLD curves the run computed ahead (:func:`prefetch_pld_curves`)."""
     del levels  # its evaluation tallies are confidential; release.json has the public ones
     rows = [
         {"scope": scope, **d}
@@ -189,7 +197,7 @@ def write_report(path: Path, release: dict[str, Any], levels: Sequence[LevelSumm
     cite = Citations()
     drawn = runs_that_drew_noise(release)
     top = headline(drawn, cite)
-    curve = privacy_figure(drawn, privacy_curves(drawn), top, cite)
+    curve = privacy_figure(drawn, privacy_curves(drawn, known=known), top, cite)
     sections = [
         "<h2>Privacy guarantee</h2>"
         + privacy_table(drawn)

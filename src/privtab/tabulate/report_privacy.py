@@ -21,9 +21,7 @@ from __future__ import annotations
 import html
 import json
 import math
-import threading
 from collections.abc import Callable, Iterable, Mapping
-from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -45,10 +43,11 @@ from privtab.tabulate.report_text import ANALYSES, analysis_name, run_words
 
 __all__ = [
     "DEFAULT_DELTAS",
+    "NO_CURVES",
     "Headline",
+    "PldCurves",
     "PrivacyCurves",
     "headline",
-    "pld_epsilon_curve",
     "prefetch_pld_curves",
     "privacy_curves",
     "privacy_figure",
@@ -235,7 +234,7 @@ class PrivacyCurves:
 
 
 def _bound_function(
-    key: str, plan: ReleasePlan, entry: Mapping[str, Any]
+    key: str, plan: ReleasePlan, entry: Mapping[str, Any], known: PldCurves
 ) -> Callable[[FloatArray], FloatArray] | None:
     """ε(δ) of one analysis of a run, recomputed from its plan (None: not drawable)."""
     from privtab.accounting.conversions import rdp_epsilon_order, zcdp_epsilon
@@ -253,7 +252,7 @@ def _bound_function(
         return lambda d: np.array([rdp_epsilon_order(curve, float(x), how)[0] for x in d])
     if key == "pld":
         grid = float(entry.get("grid", 1e-3))
-        return lambda d: pld_epsilon_curve(plan, grid, d)
+        return lambda d: known.get(plan, grid, d)
     return None
 
 
@@ -262,55 +261,56 @@ def curve_deltas(delta: float) -> FloatArray:
     return np.unique(np.append(DEFAULT_DELTAS, delta))
 
 
-_CURVES: dict[tuple[str, float, bytes], Future[FloatArray]] = {}
-_CURVES_LOCK = threading.Lock()
-_CURVES_KEPT = 8  # a long Python session keeps only the latest few curves
+def _plan_key(plan: ReleasePlan, grid: float) -> tuple[str, float]:
+    return json.dumps(plan.to_dict(), sort_keys=True, default=str), grid
 
 
-def pld_epsilon_curve(plan: ReleasePlan, grid: float, deltas: FloatArray) -> FloatArray:
-    """ε(δ) of the plan's privacy loss distribution at ``grid``, for every δ of ``deltas``.
+@dataclass(frozen=True)
+class PldCurves:
+    """ε(δ) curves of privacy loss distributions computed ahead of the report, by plan and
+    grid (:func:`prefetch_pld_curves`). :meth:`get` returns a known curve when it was
+    computed for the same plan, grid and δs, and solves it otherwise. Public plans only:
+    computing them early costs no privacy."""
 
-    Each (plan, grid, δs) is computed once per process: a run starts it in the background
-    while it tabulates (:func:`prefetch_pld_curves`), and the report, which asks for the
-    same curve, waits for that result instead of solving ~100 ε(δ) again. The curve is a
-    function of the public plan only, so computing it early costs no privacy.
-    """
+    curves: Mapping[tuple[str, float], tuple[FloatArray, FloatArray]]
+
+    def get(self, plan: ReleasePlan, grid: float, deltas: FloatArray) -> FloatArray:
+        from privtab.tabulate.privacy import plan_pld
+
+        known = self.curves.get(_plan_key(plan, grid))
+        if known is not None and np.array_equal(known[0], deltas):
+            return known[1]
+        return np.asarray(plan_pld(plan, grid=grid).epsilon_curve(deltas), dtype=np.float64)
+
+
+NO_CURVES = PldCurves({})
+"""No curve computed ahead: the report solves every one."""
+
+
+def prefetch_pld_curves(plans: Iterable[ReleasePlan], delta: float, grid: float) -> PldCurves:
+    """The report's PLD curves of ``plans`` at ``delta``'s δ range (a run computes them in a
+    background thread while it tabulates, and hands them to the report). A plan whose
+    curve cannot be computed is left out: the report solves it and reports the error
+    itself if it needs that curve (a run that drew no noise is not drawn at all)."""
     from privtab.tabulate.privacy import plan_pld
 
-    key = (json.dumps(plan.to_dict(), sort_keys=True, default=str), grid, deltas.tobytes())
-    with _CURVES_LOCK:
-        future, mine = _CURVES.get(key), False
-        if future is None:
-            future, mine = Future(), True
-            _CURVES[key] = future
-            while len(_CURVES) > _CURVES_KEPT:
-                del _CURVES[next(iter(_CURVES))]
-    if mine:
-        try:
-            curve = plan_pld(plan, grid=grid).epsilon_curve(deltas)
-            future.set_result(np.asarray(curve, dtype=np.float64))
-        except BaseException as exc:  # the caller sees it; a later call tries again
-            with _CURVES_LOCK:
-                _CURVES.pop(key, None)
-            future.set_exception(exc)
-    return future.result()
-
-
-def prefetch_pld_curves(plans: Iterable[ReleasePlan], delta: float, grid: float) -> None:
-    """Compute the report's PLD curves of ``plans`` now (in a background thread of the run).
-
-    A plan whose curve cannot be computed is left to the report, which raises the error
-    itself if it needs that curve (a run that drew no noise is not drawn at all)."""
+    deltas = curve_deltas(delta)
+    out: dict[tuple[str, float], tuple[FloatArray, FloatArray]] = {}
     for plan in plans:
         try:
-            pld_epsilon_curve(plan, grid, curve_deltas(delta))
+            curve = plan_pld(plan, grid=grid).epsilon_curve(deltas)
         except Exception:  # the report recomputes the curve and reports the error
             continue
+        out[_plan_key(plan, grid)] = (deltas, np.asarray(curve, dtype=np.float64))
+    return PldCurves(out)
 
 
-def privacy_curves(release: Mapping[str, Any], deltas: FloatArray | None = None) -> PrivacyCurves:
+def privacy_curves(
+    release: Mapping[str, Any], deltas: FloatArray | None = None, known: PldCurves = NO_CURVES
+) -> PrivacyCurves:
     """Every valid bound of every run over ``deltas`` (default :data:`DEFAULT_DELTAS` and the
-    release's δ), and their pointwise minimum per run and maximum over runs."""
+    release's δ), and their pointwise minimum per run and maximum over runs; PLD curves
+    already in ``known`` (same plan, grid and δs) are not solved again."""
     d = (
         curve_deltas(release_delta(release))
         if deltas is None
@@ -322,7 +322,7 @@ def privacy_curves(release: Mapping[str, Any], deltas: FloatArray | None = None)
         plan = ReleasePlan.from_dict(run["plan"])
         mine = []
         for key, entry in run["privacy"].items():
-            fn = _bound_function(key, plan, entry) if _valid(entry) else None
+            fn = _bound_function(key, plan, entry, known) if _valid(entry) else None
             if fn is not None:
                 bounds[(scope, key)] = fn(d)
                 mine.append(bounds[(scope, key)])

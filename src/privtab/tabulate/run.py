@@ -56,6 +56,7 @@ from privtab.tabulate.context import Progress, RunCancelledError, RunContext, Ru
 from privtab.tabulate.describe import release_document, run_record
 from privtab.tabulate.engines import Engine, make_engine
 from privtab.tabulate.ledgering import cancel_quietly, commit_quietly, fingerprints, reserve_release
+from privtab.tabulate.report_privacy import NO_CURVES, prefetch_pld_curves
 from privtab.tabulate.results import LevelSummary
 from privtab.tabulate.runs import (
     ReleaseTables,
@@ -262,14 +263,12 @@ def _tabulate_and_describe(
     t0 = time.monotonic()
     # the privacy analyses depend on the public plan only: computed while tabulating
     analyses = {s: background(partial(analyse_plan, p, ctx.opts)) for s, p in plans.drawn.items()}
-    if ctx.opts.report:  # the report's ε(δ) curves, also from the public plan only
-        from privtab.tabulate.report_privacy import prefetch_pld_curves
-
-        background(
-            partial(
-                prefetch_pld_curves, list(plans.drawn.values()), ctx.opts.delta, ctx.opts.pld_grid
-            )
-        )
+    # the report's ε(δ) curves, also from the public plan only
+    curves = background(
+        partial(prefetch_pld_curves, list(plans.drawn.values()), ctx.opts.delta, ctx.opts.pld_grid)
+        if ctx.opts.report
+        else lambda: NO_CURVES
+    )
     with ReleaseTables(ctx, tmp) as tables:
         runs, levels = tabulate_runs(ctx, inputs, plans, tables, analyses)
     ctx.seconds["tabulate_and_write"] = time.monotonic() - t0
@@ -283,5 +282,5 @@ def _tabulate_and_describe(
         from privtab.tabulate.report import write_report
 
         ctx.progress("writing report.html")
-        write_report(tmp / "report.html", document.to_json(), levels)
+        write_report(tmp / "report.html", document.to_json(), levels, curves())
     return document, levels
