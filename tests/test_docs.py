@@ -39,6 +39,7 @@ import importlib
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import traceback
@@ -200,6 +201,10 @@ LISTS = [p for p in pages() if command_list(p)[0]]
 @pytest.mark.parametrize("page", LISTS, ids=[p.name for p in LISTS])
 def test_command_lists_run(page: Path, tmp_path: Path) -> None:
     run, _ = command_list(page)
+    from privtab.data import production_config_dir
+
+    # `--config params/` in the lists is the reader's own config folder: the production one
+    shutil.copytree(production_config_dir(), tmp_path / "params")
     step = {"lang": "console", "line": 0, "page": page.name, "not_run": None, "shown_in": None}
     plan = tmp_path / ".docs-plan.json"
     plan.write_text(json.dumps([{**step, "code": "".join(f"$ {c}\n" for c in run)}]))

@@ -150,7 +150,8 @@ def tables(res: dict[str, Any]) -> list[Table]:
                 f"{r['ours_os_urandom_per_s']:,.0f}",
             ]
         )
-    met = ", ".join(f"{k}: {v}" for k, v in res["targets_met"].items())
+    said = {True: "yes", False: "no", None: "not measured (no OpenDP)"}
+    met = ", ".join(f"{k}: {said[v]}" for k, v in res["targets_met"].items())
     opendp_n = res["opendp_n"]
     title = (
         f"Exact secure samplers (privtab n = {res['n']:,}, OpenDP n = "

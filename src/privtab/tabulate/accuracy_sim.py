@@ -117,7 +117,7 @@ def _truth(engine: Engine, plan: LevelPlan) -> _Truth:
         )
         t2s.append(nz.join(maps, on="A23", how="left"))
     groups = pl.concat(t1s)
-    fine = pl.concat(t2s) if t2s else pl.DataFrame()
+    fine = pl.concat(t2s)  # an engine yields at least one chunk for a non-empty domain
     cells = [fine.select(*GROUP, "SEX", pl.col("A23").alias("AGESTART"), "AGEEND", "TRUE")]
     for tag in ("4", "9"):
         cells.append(
@@ -131,7 +131,7 @@ def _truth(engine: Engine, plan: LevelPlan) -> _Truth:
                 "TRUE",
             )
         )
-    return _Truth(groups, pl.concat(cells) if fine.height else fine)
+    return _Truth(groups, pl.concat(cells))  # renamed also when no cell is non-zero
 
 
 @dataclass
