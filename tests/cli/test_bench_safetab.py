@@ -209,3 +209,42 @@ def test_cli_forwards_engine_and_tumult_result(
     assert seen["tumult_max_seconds"] == 60
     res = runner.invoke(app, ["bench", "safetab", "--engine", "dask"])
     assert res.exit_code != 0
+
+
+def test_privtab_side_takes_the_person_count_from_the_synthetic_input(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``safetab run --json`` names no person count (confidential since the signable
+    release), so the benchmark reads it from its synthetic input's ``synth.json`` — before,
+    the record read ``summary["persons"]`` and every ``privtab bench safetab`` crashed with
+    exit 3 (KeyError) after the privtab run."""
+    import subprocess
+
+    mod = _mod()
+    data = tmp_path / "in"
+    data.mkdir()
+    (data / "synth.json").write_text(json.dumps({"persons": 1234, "seed": 1}))
+    summary = {  # the keys of privtab.tabulate.summary.release_summary: no "persons"
+        "out": "x",
+        "private": True,
+        "run_record": None,
+        "t1_rows": 7,
+        "t2_rows": 3,
+        "guarantee": {},
+        "epsilon": {},
+        "delta": 1e-10,
+        "levels": [{"scope": "US", "level": "(USA, 1)", "groups": 52, "noise_draws": 60,
+                    "stat_levels": {}}],
+        "seconds": {"aggregate": 1.0},
+    }  # fmt: skip
+
+    def fake_run(cmd: list[str], lock: str | None, log: Path | None = None) -> Any:
+        done = subprocess.CompletedProcess(cmd, 0, json.dumps(summary), "")
+        return done, 2.0, 10.0
+
+    monkeypatch.setattr(mod, "run_measured", fake_run)
+    monkeypatch.setattr(mod, "time_v", list)
+    got = mod.run_privtab(data, tmp_path / "out", None)
+    assert got["persons"] == 1234
+    assert got["persons_per_second"] == 617
+    assert got["cells_released"] == 10
