@@ -241,3 +241,64 @@ def test_every_benchmark_command_runs_with_its_declared_options(
         assert res.exit_code == 0, (name, res.output)
         assert json.loads(res.stdout)["benchmark"] == name
         assert set(seen[name]) == {o.name for o in b.options if not o.replay}, name
+
+
+def test_the_heavy_benchmarks_make_their_input_once_and_never_replace_one(
+    tmp_path: Path,
+) -> None:
+    """``synthetic_input`` (floor, scale, safetab): made when absent, reused when its
+    synth.json records the persons (and the seed when asked), an error otherwise."""
+    # private on purpose: what the heavy benchmarks share, tested without a long run
+    from privtab.bench._common import synthetic_input
+
+    data = tmp_path / "synth-40"
+    made, seconds = synthetic_input(data, 40, 3, "--states", "DC")
+    assert seconds is not None
+    assert seconds > 0
+    assert (made["persons"], made["seed"], made["states"]) == (40, 3, ["11"])
+    assert json.loads((data / "synth.json").read_text())["persons"] == 40
+    again, seconds = synthetic_input(data, 40, 9)  # the seed is checked only when asked
+    assert seconds is None
+    assert again["seed"] == 3
+    with pytest.raises(RuntimeError, match="different synthetic input"):
+        synthetic_input(data, 40, 9, same_seed=True)
+    with pytest.raises(RuntimeError, match=r"different synthetic input \(40\)"):
+        synthetic_input(data, 41, 3)
+    assert json.loads((data / "synth.json").read_text())["seed"] == 3
+
+
+def test_a_benchmark_release_keeps_its_own_ledger(tmp_path: Path) -> None:
+    # private on purpose: what the heavy benchmarks share, tested without a long run
+    from privtab.bench._common import release_command
+
+    cmd = release_command(tmp_path / "in", tmp_path / "work" / "rel", "--format", "parquet")
+    assert cmd[1:4] == ["safetab", "run", "--data"]
+    assert cmd[cmd.index("--ledger") + 1] == str(tmp_path / "work" / "ledger.json")
+    assert cmd[-2:] == ["--format", "parquet"]
+    assert "--json" in cmd
+
+
+def test_a_timed_run_keeps_its_stderr_and_reads_time_v(tmp_path: Path) -> None:
+    import sys
+
+    # private on purpose: what the heavy benchmarks share, tested without a long run
+    from privtab.bench._common import run_timed, time_v, time_v_cpu, time_v_rss_kb
+
+    log = tmp_path / "ok.stderr"
+    figures, proc = run_timed([sys.executable, "-c", "print(42)"], log)
+    assert proc.stdout == "42\n"
+    assert log.read_text() == proc.stderr
+    assert figures["wall_seconds"] > 0
+    assert figures["load_average_before"]
+    if time_v():
+        assert figures["cpu_seconds"] is not None
+        assert figures["peak_rss_mb"] > 0
+    bad = [sys.executable, "-c", "import sys; sys.exit('went wrong')"]
+    with pytest.raises(RuntimeError, match=r"failed \(1\)"):
+        run_timed(bad, tmp_path / "bad.stderr")
+    assert "went wrong" in (tmp_path / "bad.stderr").read_text()
+    text = "\tUser time (seconds): 1.25\n\tSystem time (seconds): 0.50\n"
+    text += "\tMaximum resident set size (kbytes): 3609716\n"
+    assert (time_v_cpu(text), time_v_rss_kb(text)) == (1.75, 3609716)
+    assert time_v_cpu("") is None
+    assert time_v_rss_kb("") is None

@@ -514,30 +514,38 @@ class ReleaseLedger:
                 file=str(self._path),
             ) from exc
 
-    def _new_entry(
+    def _add(
         self,
         dataset: str,
         guarantee: ExactGuarantee,
         release: str | Path,
         plan: str,
-        over: bool,
+        lifetime: ExactGuarantee | None,
+        allow_more: bool,
         note: str,
         status: Status,
     ) -> LedgerEntry:
-        if not dataset:
-            raise ValueError("a release needs a data-set key")
-        return LedgerEntry(
-            id=uuid.uuid4().hex[:12],
-            when=datetime.now(UTC).isoformat(timespec="seconds"),
-            dataset=dataset,
-            release=str(release),
-            plan=plan,
-            guarantee=guarantee,
-            over_lifetime=over,
-            note=note,
-            status=status,
-            process=f"{socket.gethostname()}:{os.getpid()}",
-        )
+        """:meth:`check` and append an entry of ``status`` in one locked transaction — the
+        one body of :meth:`reserve` (``pending``) and :meth:`record` (``published``): no
+        other process can record between the check and the entry."""
+        with self._transaction() as doc:
+            over = self._check(doc, dataset, guarantee, lifetime, allow_more)
+            if not dataset:
+                raise ValueError("a release needs a data-set key")
+            entry = LedgerEntry(
+                id=uuid.uuid4().hex[:12],
+                when=datetime.now(UTC).isoformat(timespec="seconds"),
+                dataset=dataset,
+                release=str(release),
+                plan=plan,
+                guarantee=guarantee,
+                over_lifetime=over,
+                note=note,
+                status=status,
+                process=f"{socket.gethostname()}:{os.getpid()}",
+            )
+            doc.entries.append(entry)
+        return entry
 
     def reserve(
         self,
@@ -556,10 +564,7 @@ class ReleaseLedger:
         the release is in place, or :meth:`Reservation.cancel` if the run ends before
         anything was published. A pending entry counts as spent until settled.
         """
-        with self._transaction() as doc:
-            over = self._check(doc, dataset, guarantee, lifetime, allow_more)
-            entry = self._new_entry(dataset, guarantee, release, plan, over, note, "pending")
-            doc.entries.append(entry)
+        entry = self._add(dataset, guarantee, release, plan, lifetime, allow_more, note, "pending")
         return Reservation(self, entry)
 
     def record(
@@ -575,11 +580,7 @@ class ReleaseLedger:
     ) -> LedgerEntry:
         """:meth:`check` and record a published release in one locked transaction (for a
         release that already exists; a run that is about to publish uses :meth:`reserve`)."""
-        with self._transaction() as doc:
-            over = self._check(doc, dataset, guarantee, lifetime, allow_more)
-            entry = self._new_entry(dataset, guarantee, release, plan, over, note, "published")
-            doc.entries.append(entry)
-        return entry
+        return self._add(dataset, guarantee, release, plan, lifetime, allow_more, note, "published")
 
     def settle(
         self, entry_id: str, *, published: bool, release: str | Path | None = None

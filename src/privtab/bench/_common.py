@@ -7,6 +7,7 @@ rich table in the terminal (``privtab bench NAME``) and as Markdown in
 
 from __future__ import annotations
 
+import json
 import os
 import platform
 import re
@@ -82,15 +83,29 @@ def privtab_exe() -> str:
     return str(Path(sys.executable).with_name("privtab"))
 
 
+def release_command(data: Path, out: Path, *options: str) -> list[str]:
+    """``privtab safetab run`` of the input ``data`` into ``out`` with ``--json`` and
+    ``options``, recorded in a ledger of its own beside ``out``: a benchmark on synthetic
+    data never charges the user's release ledger."""
+    cmd = [privtab_exe(), "safetab", "run", "--data", str(data), "--out", str(out), "--json"]
+    return [*cmd, "--ledger", str(out.parent / "ledger.json"), *options]
+
+
 def time_v() -> list[str]:
     """``/usr/bin/time -v`` when available (wall time and peak RSS of a child)."""
     return ["/usr/bin/time", "-v"] if Path("/usr/bin/time").exists() else []
 
 
+def time_v_rss_kb(stderr: str) -> int | None:
+    """Peak RSS (kB, as printed) from ``/usr/bin/time -v`` output."""
+    m = re.search(r"Maximum resident set size \(kbytes\): (\d+)", stderr)
+    return None if m is None else int(m.group(1))
+
+
 def time_v_rss_mb(stderr: str) -> float | None:
     """Peak RSS (MiB) from ``/usr/bin/time -v`` output."""
-    m = re.search(r"Maximum resident set size \(kbytes\): (\d+)", stderr)
-    return None if m is None else round(int(m.group(1)) / 1024, 1)
+    kb = time_v_rss_kb(stderr)
+    return None if kb is None else round(kb / 1024, 1)
 
 
 def time_v_wall(stderr: str) -> float | None:
@@ -102,6 +117,36 @@ def time_v_wall(stderr: str) -> float | None:
     for part in m.group(1).split(":"):
         seconds = seconds * 60.0 + float(part)
     return round(seconds, 2)
+
+
+def time_v_cpu(stderr: str) -> float | None:
+    """CPU seconds (user + system) from ``/usr/bin/time -v`` output."""
+    user = re.search(r"User time \(seconds\): ([\d.]+)", stderr)
+    system = re.search(r"System time \(seconds\): ([\d.]+)", stderr)
+    if user is None or system is None:
+        return None
+    return round(float(user.group(1)) + float(system.group(1)), 2)
+
+
+def run_timed(cmd: list[str], log: Path) -> tuple[dict[str, Any], subprocess.CompletedProcess[str]]:
+    """Run ``cmd`` under ``/usr/bin/time -v``, its stderr kept in ``log`` (also when it
+    fails: ``RuntimeError`` with its last lines). Returns its figures — wall seconds
+    (time -v's, else measured here), CPU seconds (user + system), peak RSS (MiB) and the
+    load average before — and the finished process."""
+    load = load_average()
+    start = time.perf_counter()
+    proc = subprocess.run([*time_v(), *cmd], capture_output=True, text=True, check=False)
+    wall = time.perf_counter() - start
+    log.write_text(proc.stderr)
+    if proc.returncode != 0:
+        tail = proc.stderr.strip().splitlines()[-3:]
+        raise RuntimeError(f"{' '.join(cmd[:3])} failed ({proc.returncode}): {' '.join(tail)}")
+    return {
+        "wall_seconds": time_v_wall(proc.stderr) or round(wall, 2),
+        "cpu_seconds": time_v_cpu(proc.stderr),
+        "peak_rss_mb": time_v_rss_mb(proc.stderr),
+        "load_average_before": load,
+    }, proc
 
 
 # --------------------------------------------------------------------------- process tree RSS
@@ -183,3 +228,30 @@ def lock_acquired(stderr: str) -> dict[str, Any]:
     if m is None:
         return {"started_at": now(), "load_average_before": load_average()}
     return {"started_at": m[1], "load_average_before": [float(m[i]) for i in (2, 3, 4)]}
+
+
+def synthetic_input(
+    data: Path,
+    persons: int,
+    seed: int,
+    *options: str,
+    lock: str | None = None,
+    same_seed: bool = False,
+) -> tuple[dict[str, Any], float | None]:
+    """The synthetic input in ``data`` that every heavy benchmark reads: reused when its
+    ``synth.json`` records ``persons`` persons (and ``seed`` too, with ``same_seed``), else
+    made there by ``privtab synth --persons N --out DATA --seed S --quiet --json OPTIONS``
+    (:func:`run_measured`, under ``flock lock`` when given). A folder that holds another
+    synthetic input is an error: a benchmark never replaces an input. Returns the input's
+    record (``synth.json``, what ``privtab synth --json`` prints) and the seconds
+    ``privtab synth`` took (``None``: reused)."""
+    meta = data / "synth.json"
+    if meta.is_file():
+        got: dict[str, Any] = json.loads(meta.read_text())
+        if got.get("persons") == persons and (not same_seed or got.get("seed") == seed):
+            return got, None
+        raise RuntimeError(f"{data} holds a different synthetic input ({got.get('persons')})")
+    cmd = [privtab_exe(), "synth", "--persons", str(persons), "--out", str(data)]
+    cmd += ["--seed", str(seed), "--quiet", "--json", *options]
+    res, wall, _ = run_measured(cmd, lock)
+    return json.loads(res.stdout), wall

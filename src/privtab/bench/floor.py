@@ -20,23 +20,11 @@ other jobs on a shared machine).
 from __future__ import annotations
 
 import json
-import re
-import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
-from privtab.bench._common import (
-    Table,
-    load_average,
-    machine,
-    privtab_exe,
-    table,
-    time_v,
-    time_v_rss_mb,
-    time_v_wall,
-)
+from privtab.bench._common import Table, machine, release_command, run_timed, synthetic_input, table
 
 #: what the benchmark measures, for docs/benchmarks.md
 ABOUT = """\
@@ -90,44 +78,6 @@ def floor_pass(persons: Path) -> dict[str, int]:
     return {"persons": int(cells["N"].sum()), "cells": cells.height}
 
 
-def _cpu_seconds(stderr: str) -> float | None:
-    user = re.search(r"User time \(seconds\): ([\d.]+)", stderr)
-    system = re.search(r"System time \(seconds\): ([\d.]+)", stderr)
-    if user is None or system is None:
-        return None
-    return round(float(user.group(1)) + float(system.group(1)), 2)
-
-
-def _measured(cmd: list[str], log: Path) -> tuple[dict[str, Any], str]:
-    """Run ``cmd`` under ``/usr/bin/time -v``: its wall, CPU, peak RSS and load; stdout."""
-    load = load_average()
-    start = time.perf_counter()
-    proc = subprocess.run([*time_v(), *cmd], capture_output=True, text=True, check=False)
-    wall = time.perf_counter() - start
-    log.write_text(proc.stderr)
-    if proc.returncode != 0:
-        tail = proc.stderr.strip().splitlines()[-3:]
-        raise RuntimeError(f"{' '.join(cmd[:3])} failed ({proc.returncode}): {' '.join(tail)}")
-    return {
-        "wall_seconds": time_v_wall(proc.stderr) or round(wall, 2),
-        "cpu_seconds": _cpu_seconds(proc.stderr),
-        "peak_rss_mb": time_v_rss_mb(proc.stderr),
-        "load_average_before": load,
-    }, proc.stdout
-
-
-def _inputs(persons: int, root: Path, seed: int) -> Path:
-    """``root/synth-N`` (made with ``privtab synth`` unless it holds N persons already)."""
-    inputs = root / f"synth-{persons}"
-    meta = inputs / "synth.json"
-    if meta.exists() and json.loads(meta.read_text()).get("persons") == persons:
-        return inputs
-    cmd = [privtab_exe(), "synth", "--persons", str(persons), "--out", str(inputs)]
-    cmd += ["--seed", str(seed), "--format", "parquet", "--quiet", "--overwrite"]
-    subprocess.run(cmd, check=True)
-    return inputs
-
-
 def run(
     persons: int = 10_000_000,
     data: Path | None = None,
@@ -138,7 +88,8 @@ def run(
     if work is None:
         raise ValueError("the floor benchmark needs a work directory")
     work = Path(work)
-    inputs = _inputs(persons, Path(data) if data is not None else work, seed)
+    inputs = (Path(data) if data is not None else work) / f"synth-{persons}"
+    synthetic_input(inputs, persons, seed, "--format", "parquet")
     file = inputs / "person-records.parquet"
     code = (
         f"import json, pathlib; from {__name__} import floor_pass; "
@@ -146,15 +97,13 @@ def run(
     )
     floor_cmd = [sys.executable, "-c", code]
     floors = []
-    first, out = _measured(floor_cmd, work / "floor-before.stderr")
-    floors.append({**first, **json.loads(out)})
-    rel_cmd = [privtab_exe(), "safetab", "run", "--data", str(inputs), "--out"]
-    rel_cmd += [str(work / f"rel-{persons}"), "--overwrite", "--format", "parquet", "--json"]
-    rel_cmd += ["--ledger", str(work / "ledger.json")]  # not the user's ledger: synthetic data
-    release, out = _measured(rel_cmd, work / "release.stderr")
-    summary = json.loads(out)
-    second, out = _measured(floor_cmd, work / "floor-after.stderr")
-    floors.append({**second, **json.loads(out)})
+    first, proc = run_timed(floor_cmd, work / "floor-before.stderr")
+    floors.append({**first, **json.loads(proc.stdout)})
+    rel_cmd = release_command(inputs, work / f"rel-{persons}", "--overwrite", "--format", "parquet")
+    release, proc = run_timed(rel_cmd, work / "release.stderr")
+    summary = json.loads(proc.stdout)
+    second, proc = run_timed(floor_cmd, work / "floor-after.stderr")
+    floors.append({**second, **json.loads(proc.stdout)})
     best = min(floors, key=lambda f: f["wall_seconds"])
     best_cpu = min(f["cpu_seconds"] or float("inf") for f in floors)
     return {

@@ -57,8 +57,9 @@ from privtab.bench._common import (
     load_average,
     lock_acquired,
     machine,
-    privtab_exe,
+    release_command,
     run_measured,
+    synthetic_input,
     table,
     time_v,
     time_v_rss_mb,
@@ -90,23 +91,15 @@ LEVEL_LINE = re.compile(
 def ensure_input(
     data: Path, persons: int, seed: int, states: str | None, lock: str | None
 ) -> dict[str, Any]:
-    """Reuse ``data`` if its synth.json matches, else generate it with ``privtab synth``."""
-    meta = data / "synth.json"
-    if meta.is_file():
-        got = json.loads(meta.read_text())
-        if got.get("persons") == persons and (states is None or got.get("seed") == seed):
-            return {"generated": False, **_synth_facts(got)}
-        raise RuntimeError(f"{data} holds a different synthetic input ({got.get('persons')})")
-    cmd = [privtab_exe(), "synth", "--persons", str(persons), "--out", str(data)]
-    cmd += ["--seed", str(seed), "--quiet", "--json"]
-    if states:
-        cmd += ["--states", states]
-    res, wall, _ = run_measured(cmd, lock)
-    return {
-        "generated": True,
-        "synth_seconds": round(wall, 2),
-        **_synth_facts(json.loads(res.stdout)),
-    }
+    """Reuse ``data`` if its synth.json matches, else generate it with ``privtab synth``
+    (:func:`~privtab.bench._common.synthetic_input`)."""
+    options = ("--states", states) if states else ()
+    got, seconds = synthetic_input(
+        data, persons, seed, *options, lock=lock, same_seed=states is not None
+    )
+    if seconds is None:
+        return {"generated": False, **_synth_facts(got)}
+    return {"generated": True, "synth_seconds": round(seconds, 2), **_synth_facts(got)}
 
 
 def _synth_facts(s: dict[str, Any]) -> dict[str, Any]:
@@ -196,8 +189,7 @@ def privtab_command(
     data: Path, out: Path, engine: str = "polars", cores: int = 1, driver_memory: str = "6g"
 ) -> list[str]:
     """``privtab safetab run`` for ``engine`` (spark: ``local[cores]`` + Tumult's settings)."""
-    cmd = [privtab_exe(), "safetab", "run", "--data", str(data), "--out", str(out), "--json"]
-    cmd += ["--ledger", str(out.parent / "ledger.json")]  # synthetic data: not the user's ledger
+    cmd = release_command(data, out)
     if engine == "spark":
         cmd += ["--engine", "spark", "--spark-master", f"local[{cores}]"]
         for k, v in spark_settings(cores, driver_memory).items():

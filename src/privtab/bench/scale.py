@@ -15,12 +15,20 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from privtab.bench._common import Table, load_average, machine, privtab_exe, table, time_v
+from privtab.bench._common import (
+    Table,
+    machine,
+    release_command,
+    run_timed,
+    synthetic_input,
+    table,
+    time_v_rss_kb,
+    time_v_wall,
+)
 
 #: what the benchmark measures, for docs/benchmarks.md
 ABOUT = """\
@@ -55,16 +63,11 @@ def parse_run(stderr: str, time_v: str) -> dict[str, Any]:
                 "seconds": float(m.group(10)),
             }
         )
-    wall = re.search(r"Elapsed \(wall clock\) time.*: ([\d:.]+)", time_v)
-    rss = re.search(r"Maximum resident set size \(kbytes\): (\d+)", time_v)
+    rss = time_v_rss_kb(time_v)
     cells = re.search(r"([\d,]+) persons in ([\d,]+) cells", stderr)
-    seconds = 0.0
-    if wall:
-        for part in wall.group(1).split(":"):
-            seconds = seconds * 60 + float(part)
     return {
-        "wall_seconds": seconds,
-        "peak_rss_gb": int(rss.group(1)) / 1024**2 if rss else None,
+        "wall_seconds": time_v_wall(time_v) or 0.0,
+        "peak_rss_gb": None if rss is None else rss / 1024**2,
         "persons": _num(cells.group(1)) if cells else None,
         "cells": _num(cells.group(2)) if cells else None,
         "levels": levels,
@@ -85,18 +88,12 @@ def run(
     runs = []
     for n in persons:
         inputs = root / f"synth-{n}"
-        if not (inputs / "synth.json").exists():
-            synth = [privtab_exe(), "synth", "--persons", str(n), "--out", str(inputs)]
-            synth += ["--seed", "7", "--format", fmt, "--quiet"]
-            subprocess.run(synth, check=True)
-        cmd = [privtab_exe(), "safetab", "run", "--data", str(inputs)]
-        cmd += ["--out", str(Path(work) / f"rel-{n}"), "--overwrite", "--format", fmt, "--json"]
-        cmd += ["--ledger", str(Path(work) / "ledger.json")]  # synthetic data: not the user's
-        load = load_average()
-        proc = subprocess.run([*time_v(), *cmd], capture_output=True, text=True, check=True)
-        (Path(work) / f"rel-{n}.stderr").write_text(proc.stderr)
+        synthetic_input(inputs, n, 7, "--format", fmt)
+        cmd = release_command(inputs, Path(work) / f"rel-{n}", "--overwrite", "--format", fmt)
+        measured, proc = run_timed(cmd, Path(work) / f"rel-{n}.stderr")
         result = parse_run(proc.stderr, proc.stderr)
         result["release"] = json.loads(proc.stdout)
+        load = measured["load_average_before"]
         result.update(command=" ".join(["/usr/bin/time -v", *cmd]), load_average_before=load)
         runs.append(result)
     return {"machine": mach, "format": fmt, "runs": runs}

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import typer
 
-from privtab.cli._render import ConfigOption, JsonOption, emit
+from privtab.cli._render import ConfigOption, JsonOption, OverwriteOutOption, emit
 
 
 def register(app: typer.Typer) -> None:
@@ -49,7 +49,7 @@ def accuracy_cmd(
     out: str | None = typer.Option(
         None, "--out", "-o", help="Write the report folder (JSON, CSV per level, HTML)."
     ),
-    overwrite: bool = typer.Option(False, "--overwrite", help="Replace an existing --out."),
+    overwrite: OverwriteOutOption = False,
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress on stderr."),
     as_json: JsonOption = False,
 ) -> None:

@@ -12,6 +12,7 @@ from privtab.cli._render import (
     ConfigOption,
     DeltaOption,
     JsonOption,
+    OverwriteOutOption,
     QuietOption,
     emit,
     group,
@@ -83,7 +84,7 @@ def run_cmd(
     data: str = typer.Option(..., "--data", "-d", help="Directory with person-records and GRF-C."),
     out: str = typer.Option(..., "--out", "-o", help="Release directory to create."),
     config: ConfigOption = None,
-    overwrite: bool = typer.Option(False, "--overwrite", help="Replace an existing --out."),
+    overwrite: OverwriteOutOption = False,
     delta: float = typer.Option(1e-10, "--delta", help="δ of the reported (ε, δ) guarantees."),
     pld_grid: PldGrid = 1e-3,
     nonnegative: bool | None = typer.Option(

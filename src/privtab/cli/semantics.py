@@ -9,6 +9,8 @@ fine-grained accounting of a per-query allocation (the 2020 TopDown one by defau
 
 from __future__ import annotations
 
+from typing import Annotated
+
 import typer
 
 from privtab._options import numbers, open_unit
@@ -17,6 +19,9 @@ from privtab.cli._render import JsonOption, emit, fail, group, print_json, show,
 DEFAULT_LEVELS = "0.01,0.05,0.1"
 DEFAULT_RATIOS = "1.25,2,5,10,100"
 DEFAULT_PRIORS = "0.05,0.4,0.75"
+
+Levels = Annotated[str, typer.Option("--levels", help="Significance levels.")]
+HtmlOut = Annotated[str | None, typer.Option("--html", help="Write an HTML report here.")]
 
 
 def register(app: typer.Typer) -> None:
@@ -45,7 +50,7 @@ def semantics(
         help="A release folder or release.json: its guarantee and, for a privtab release, "
         "every run with its worst-case person.",
     ),
-    levels: str = typer.Option(DEFAULT_LEVELS, "--levels", help="Significance levels."),
+    levels: Levels = DEFAULT_LEVELS,
     ratios: str = typer.Option(DEFAULT_RATIOS, "--ratios", help="Posterior ratios (> 1)."),
     dg_queries: int = typer.Option(
         1, "--dg-queries", min=1, help="zCDP: discrete Gaussian queries sharing the budget."
@@ -64,7 +69,7 @@ def semantics(
     confidence: float = typer.Option(
         0.95, "--confidence", help="zCDP/RDP: probability with which the posterior bounds hold."
     ),
-    html_out: str | None = typer.Option(None, "--html", help="Write an HTML report here."),
+    html_out: HtmlOut = None,
     as_json: JsonOption = False,
 ) -> None:
     """Power and Bayesian bounds for one guarantee, as a table, JSON or HTML report.
@@ -121,9 +126,9 @@ def topdown(
     within: str | None = typer.Option(
         None, "--within", help="Also protect the exact location inside this level's unit."
     ),
-    levels: str = typer.Option(DEFAULT_LEVELS, "--levels", help="Significance levels."),
+    levels: Levels = DEFAULT_LEVELS,
     ratios: str = typer.Option("2,10", "--ratios", help="Posterior ratios (> 1)."),
-    html_out: str | None = typer.Option(None, "--html", help="Write an HTML report here."),
+    html_out: HtmlOut = None,
     as_json: JsonOption = False,
 ) -> None:
     """Per-block and per-concern ρ of an allocation, with power and Bayesian bounds.

@@ -135,13 +135,6 @@ class TableRelease:
         return out
 
 
-def _resolve(source: RandomSource | None, allow_insecure: bool, name: str) -> RandomSource:
-    """The release source (secure default); an insecure one only with ``allow_insecure``
-    (:func:`privtab.mechanisms.base.release_source`: error, or a warning and
-    ``private: false``)."""
-    return release_source(source, allow_insecure, name)
-
-
 def _positive(name: str, v: float) -> float:
     x = float(v)
     if not (x > 0 and math.isfinite(x)):
@@ -188,7 +181,7 @@ class _TableMechanism:
         """Release a noisy table. ``integer=True`` adds the non-negative integer table with
         the same margins nearest in ℓ₁ (post-processing, seed Remark 33)."""
         x = self._check(table)
-        src = _resolve(source, allow_insecure, self.name)
+        src = release_source(source, allow_insecure, self.name)
         y = self._perturb(x, src)
         rows, cols = x.sum(axis=1), x.sum(axis=0)
         it = None
@@ -209,7 +202,7 @@ class _TableMechanism:
         """``size`` independent outputs of the mechanism on ``table`` (``size × r × c``),
         by the same code path as :meth:`release` — for audits and error studies."""
         x = self._check(table)
-        return self._perturb_many(x, int(size), _resolve(source, allow_insecure, self.name))
+        return self._perturb_many(x, int(size), release_source(source, allow_insecure, self.name))
 
     def _perturb(self, x: NDArray[np.int64], source: RandomSource) -> FloatArray:
         return np.asarray(self._perturb_many(x, 1, source)[0], dtype=np.float64)
