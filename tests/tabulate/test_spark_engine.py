@@ -424,11 +424,12 @@ def _live_heap(spark: object, classes: tuple[str, ...]) -> dict[str, int]:
 @pytest.mark.slow  # ≈ 45 s: ten tabulations of one level, each followed by two full-GC jmaps
 @pytest.mark.skipif(shutil.which("jmap") is None, reason="needs the JDK's jmap")
 def test_levels_leave_no_broadcast_relations_behind(synth_small, spark) -> None:
-    """Regression (issue 5): each level's broadcast join relations must be freed after the
-    level. DataFrame.toLocalIterator kept them alive for good (one more live
-    LongToUnsafeRowMap per broadcast join and query: 135 MB of heap per level at 10^6
-    persons), so a 10^7 release ran a 6 GB driver heap out. Tabulating the same level ten
-    times must leave the live hash relations and the live heap where they were."""
+    """Regression (issue 5): a level must leave nothing behind in the driver's JVM. The
+    Spark SQL engine's DataFrame.toLocalIterator kept every level's broadcast hash
+    relations alive (135 MB of heap per level at 10^6 persons: a 6 GB heap ran out at
+    10^7). The engine now joins nothing in Spark SQL (the tasks multiply sparse matrices)
+    and broadcasts its public tables once per run; tabulating the same level ten times
+    must leave the live hash relations and the live heap where they were."""
     if spark.sparkContext.master == CLUSTER:  # type: ignore[attr-defined]
         pytest.skip("a driver-heap regression: local[2] has the driver's JVM to itself")
     import gc
@@ -455,12 +456,9 @@ def test_levels_leave_no_broadcast_relations_behind(synth_small, spark) -> None:
     finally:
         engine.close()
     grown = heaps[-1] - heaps[1]
-    # measured (20,000 persons, 1 GB heap): with the leak 3, 5, 7, 9, 11, 12, 12, … live
-    # relations and +244 MB of live heap over rounds 2-10; without the engine's Python GC
-    # 3, 3, 5, 3, 5, 5, 7, …; fixed: 3 (5 while the last level's are still live: under
-    # pytest-xdist 3, 3, 3, 3, 3, 3, …, 5) and a few MB
-    # the engine frees the previous level's objects when a level starts, so the last
-    # level's two relations (cells ⋈ regions, ⋈ iterations) may still be live at a check
-    assert relations[-1] <= relations[1] + 2, relations
+    # measured with the Spark SQL engine (20,000 persons, 1 GB heap): with the leak 3, 5, 7,
+    # 9, 11, 12, 12, … live relations and +244 MB of live heap over rounds 2-10; fixed: 3
+    # and a few MB. The task-based engine: no relation at all
+    assert relations[-1] <= relations[1], relations
     print("relations", relations, "heap", [h - heaps[0] for h in heaps])
     assert grown < 50 * 2**20, grown

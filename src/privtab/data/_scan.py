@@ -104,26 +104,25 @@ class FilePart:
     end: int
 
 
-def table_parts(path: Path, rows: int, text_bytes: int) -> list[FilePart]:
-    """The parts of a table, in file order: groups of whole Parquet row groups of about
-    ``rows`` rows, or text byte ranges of ``text_bytes`` after the header line."""
+def table_parts(path: Path, parts: int) -> list[FilePart]:
+    """At most ``parts`` parts of a table of about equal size, in file order: runs of whole
+    Parquet row groups (of about equal rows), or text byte ranges after the header line."""
+    n = max(1, parts)
     if format_of(path) == "parquet":
         import pyarrow.parquet as pq
 
         with pq.ParquetFile(path) as pf:
             sizes = [pf.metadata.row_group(i).num_rows for i in range(pf.num_row_groups)]
-        out: list[FilePart] = []
-        first, held = 0, 0
-        for i, n in enumerate(sizes):
-            held += n
-            if held >= rows or i == len(sizes) - 1:
-                out.append(FilePart(first, i + 1))
-                first, held = i + 1, 0
-        return out
+        ends = np.cumsum(sizes)
+        total = int(ends[-1]) if sizes else 0
+        cuts = sorted({int(np.searchsorted(ends, total * k / n, side="left")) + 1
+                       for k in range(1, n)} | {len(sizes)})  # fmt: skip
+        firsts = [0, *cuts[:-1]]
+        return [FilePart(a, b) for a, b in zip(firsts, cuts, strict=True) if b > a]
     with path.open("rb") as fh:
         start = len(fh.readline())
     size = path.stat().st_size
-    step = max(1, text_bytes)
+    step = max(1, -(-(size - start) // n))
     return [FilePart(a, min(a + step, size)) for a in range(start, size, step)]
 
 

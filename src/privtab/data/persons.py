@@ -6,8 +6,9 @@ Format (Census, unchanged): ``person-records.txt``, pipe-delimited with a header
 (values as strings or integers; a null race code = ``Null``).
 
 Validation is the rules of :func:`privtab.data.spec.person_spec` (declared once, compiled
-to polars here and to Spark SQL by the Spark engine), evaluated batch by batch (default
-2¹⁸ rows), so 10⁸ rows are checked in bounded memory. Each problem names file, line (text:
+to polars), evaluated batch by batch (default 2¹⁸ rows), so 10⁸ rows are checked in bounded
+memory; the Spark engine runs this reader in its tasks, each on a part of the file
+(:func:`person_parts`, :attr:`PersonReader.part`). Each problem names file, line (text:
 the 1-based line number, the header being line 1; Parquet: the row position), column and
 value; the first rows of each kind are kept and every offending row is counted. Kinds:
 
@@ -204,11 +205,11 @@ class PersonReader:
         self.log.raise_if_any()
 
 
-def person_parts(path: str | Path, rows: int, text_bytes: int) -> list[FilePart]:
-    """The parts of a person file for parallel readers (:class:`PersonReader`'s ``part``):
-    groups of whole Parquet row groups of about ``rows`` rows, or text byte ranges of
-    ``text_bytes`` (each part holds the lines that start in it)."""
-    return table_parts(Path(path), rows, text_bytes)
+def person_parts(path: str | Path, parts: int) -> list[FilePart]:
+    """At most ``parts`` parts of a person file of about equal size, for parallel readers
+    (:class:`PersonReader`'s ``part``): runs of whole Parquet row groups, or text byte
+    ranges (each part holds the lines that start in it)."""
+    return table_parts(Path(path), parts)
 
 
 def validate_persons(

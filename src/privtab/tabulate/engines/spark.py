@@ -10,9 +10,10 @@ reader and validation of :class:`privtab.data.persons.PersonReader`, the aggrega
 where each piece runs and moves the pieces between processes.
 
 1. **Partition map** (public, from the GRF-C): consecutive states are grouped into
-   partitions of about equal GRF-C blocks (:class:`_Layout`); a partition holds whole
-   states, so every level nested in states (state, county, tract, place) is tabulated
-   inside one task per partition, without any shuffle.
+   partitions of about equal GRF-C blocks (:class:`_Layout`; how many: ``partitions``,
+   the Spark setting :data:`PARTITIONS_CONF`, or from the file's size and the cluster's
+   cores); a partition holds whole states, so every level nested in states (state, county,
+   tract, place) is tabulated inside one task per partition, without any shuffle.
 2. **Read + validate + aggregate** (:meth:`SparkEngine.prepare`). The person file (text or
    Parquet) is cut into parts (:func:`privtab.data.persons.person_parts`: whole Parquet row
    groups, or text byte ranges cut at line starts); each task reads its parts with
@@ -131,7 +132,13 @@ PART_ROWS = 1 << 21
 """Rows per part of a Parquet person file (whole row groups) read by one task."""
 PART_BYTES = 1 << 27
 """Bytes per part of a text person file read by one task."""
-PARTITION_PERSONS = 1 << 22
+PARTITIONS_CONF = "spark.privtab.partitions"
+"""A Spark setting (``--spark-conf``, ``spark-submit --conf``): the partitions of the cells
+(whole states; at most one per state), instead of the engine's default."""
+WAVE_CONF = "spark.privtab.waveGroups"
+"""A Spark setting: the engine's ``max_wave_groups`` (a larger wave keeps more executors busy
+on a big level, and costs the driver ≈ 30 bytes per group)."""
+PARTITION_PERSONS = 1 << 23
 """Persons per partition aimed at (estimated from the file's size before it is read)."""
 _TEXT_BYTES_PER_PERSON = 60
 _DEFAULT_CONF = {
@@ -362,6 +369,14 @@ class SparkEngine:
 
     def close(self) -> None:
         """Release cached data and broadcasts; stop the session if this engine created it."""
+        self._release()
+        if self._own and self._spark is not None:
+            self._spark.stop()
+            self._spark = None
+            self._own = False
+
+    def _release(self) -> None:
+        """Drop the cached cells and the broadcasts of the last run."""
         for shared in self._shared.values():
             shared.destroy()
         self._shared.clear()
@@ -369,10 +384,6 @@ class SparkEngine:
             self._cells.unpersist()
             self._cells = None
         gc.collect()
-        if self._own and self._spark is not None:
-            self._spark.stop()
-            self._spark = None
-            self._own = False
 
     # ------------------------------------------------------------------ prepare
     def prepare(self, inputs: SafeTabInputs, say: Say) -> int:
@@ -383,12 +394,12 @@ class SparkEngine:
         """
         from pyspark import StorageLevel
 
-        self.close()
+        self._release()
         path = Path(inputs.persons_path)
         scan_persons(path)  # header / format check (raises InputValidationError)
         sc = _spark_context(self.spark)
         layout = _Layout.of(inputs.geography, self._partitions(path, sc.defaultParallelism))
-        parts = person_parts(path, PART_ROWS, PART_BYTES)
+        parts = person_parts(path, self._parts(path, sc.defaultParallelism))
         say(
             f"validating and aggregating {path} with Spark ({sc.master}): "
             f"{len(parts)} parts → {len(layout.states)} partitions of whole states"
@@ -417,20 +428,32 @@ class SparkEngine:
         say(f"{persons:,} persons in {n_cells:,} cells")
         return persons
 
+    def _parts(self, path: Path, cores: int) -> int:
+        """Parts of the person file, one task each: about :data:`PART_ROWS` rows (text:
+        :data:`PART_BYTES` bytes) each, a multiple of the cluster's cores."""
+        cores = max(1, cores)
+        if format_of(path) == "parquet":
+            size, unit = _parquet_rows(path), PART_ROWS
+        else:
+            size, unit = path.stat().st_size, PART_BYTES
+        return cores * -(-max(1, size) // (unit * cores))
+
     def _partitions(self, path: Path, cores: int) -> int:
-        """Partitions of whole states: the engine's setting, else enough for about
-        :data:`PARTITION_PERSONS` persons each (estimated from the file's size) and at
-        least the cluster's cores."""
+        """Partitions of whole states: the engine's ``partitions``, else the session's
+        :data:`PARTITIONS_CONF`, else enough for about :data:`PARTITION_PERSONS` persons
+        each (estimated from the file's size), rounded up to a multiple of the cluster's
+        cores (each wave of tasks then keeps every core busy)."""
         if self.partitions is not None:
             return self.partitions
+        conf = _spark_context(self.spark).getConf().get(PARTITIONS_CONF)
+        if conf:
+            return max(1, int(conf))
         if format_of(path) == "parquet":
-            import pyarrow.parquet as pq
-
-            with pq.ParquetFile(path) as pf:
-                rows = int(pf.metadata.num_rows)
+            rows = _parquet_rows(path)
         else:
             rows = path.stat().st_size // _TEXT_BYTES_PER_PERSON
-        return max(max(1, cores), -(-rows // PARTITION_PERSONS))
+        cores = max(1, cores)
+        return cores * -(-max(1, rows) // (PARTITION_PERSONS * cores))
 
     def _read(
         self, sc: Any, inputs: SafeTabInputs, layout: _Layout, parts: list[FilePart]
@@ -486,7 +509,9 @@ class SparkEngine:
         sc = _spark_context(self.spark)
         ranges = self._layout.region_ranges(dom)
         task = partial(_nested_level, job, its, regions, ranges)
-        for wave in _waves(ranges, len(dom.codes), self.max_wave_groups):
+        conf = sc.getConf().get(WAVE_CONF)
+        most = int(conf) if conf else self.max_wave_groups
+        for wave in _waves(ranges, len(dom.codes), max(1, most)):
             yield from map(_widened, sc.runJob(self._cells, task, wave))
 
     def _iterations(self, plan: LevelPlan, dom: Domain) -> Broadcast[Any]:
@@ -647,6 +672,13 @@ def _whole_level(
 
 
 # ---------------------------------------------------------------------- helpers
+def _parquet_rows(path: Path) -> int:
+    import pyarrow.parquet as pq
+
+    with pq.ParquetFile(path) as pf:
+        return int(pf.metadata.num_rows)
+
+
 def _seed_of(source: RandomSource | None) -> str | None:
     """``None`` for a secure source (tasks draw their own entropy); for a seeded test
     source, its seed (or, for another non-private source, 128 bits drawn from it)."""
