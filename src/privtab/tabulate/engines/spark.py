@@ -68,6 +68,7 @@ from __future__ import annotations
 import gc
 import os
 import sys
+import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, replace
 from functools import partial
@@ -342,11 +343,38 @@ class SparkEngine:
         # iteration incidence per (iteration level, granularity) and the unit → region
         # map per geography
         self._shared: dict[object, Broadcast[Any]] = {}
+        self._starting: threading.Thread | None = None
+        self._start_error: BaseException | None = None
 
     # ------------------------------------------------------------------ session
+    def start(self) -> None:
+        """Start creating the session in the background (the JVM takes seconds to start:
+        it then overlaps the reading of the config, reference files and GRF-C); a failure
+        is raised where the session is first used."""
+        if self._spark is None and self._starting is None:
+            self._starting = threading.Thread(
+                target=self._start_quietly, name="privtab-spark-start", daemon=True
+            )
+            self._starting.start()
+
+    def _start_quietly(self) -> None:
+        try:
+            self._session()
+        except BaseException as exc:  # re-raised by the spark property
+            self._start_error = exc
+
     @property
     def spark(self) -> SparkSession:
-        """The session (created on first use)."""
+        """The session (created on first use, or by :meth:`start`)."""
+        if self._starting is not None:
+            self._starting.join()
+            self._starting = None
+            if self._start_error is not None:
+                error, self._start_error = self._start_error, None
+                raise error
+        return self._session()
+
+    def _session(self) -> SparkSession:
         if self._spark is None:
             from pyspark.sql import SparkSession
 
@@ -369,11 +397,18 @@ class SparkEngine:
 
     def close(self) -> None:
         """Release cached data and broadcasts; stop the session if this engine created it."""
-        self._release()
+        if self._starting is not None:
+            self._starting.join()
+            self._starting = None
         if self._own and self._spark is not None:
+            # stopping the session frees its cache and broadcasts at once
+            self._shared.clear()
+            self._cells = None
             self._spark.stop()
             self._spark = None
             self._own = False
+        else:
+            self._release()
 
     def _release(self) -> None:
         """Drop the cached cells and the broadcasts of the last run."""
