@@ -23,6 +23,7 @@ from privtab.data.membership import unpack_race_codes
 from privtab.data.persons import (
     PERSON_COLUMNS,
     PersonReader,
+    person_parts,
     scan_persons,
     validate_persons,
 )
@@ -254,3 +255,63 @@ def test_reader_canonical_columns(data_dir: Path, ref: ReferenceData) -> None:
     assert [(p.kind, p.row) for p in log] == [("invalid_sex", 7)]
     # the unit column joins straight to every level's region id
     assert set(good.columns) == {"BLOCK", "UNIT", "QAGE", "QSEX", "QSPAN", "RACE_KEY1", "RACE_KEY2"}
+
+
+def _read_by_parts(path: Path, ref: ReferenceData, geo: object, n_parts: int) -> tuple:
+    """Every part of ``path`` read alone (as the Spark engine's tasks do): the problems
+    numbered in the file and merged in order, the rows read, the valid rows."""
+    log = ProblemLog()
+    before = 1 if path.suffix == ".txt" else 0  # the header line
+    read, valid = 0, []
+    parts = person_parts(path, n_parts)
+    for part in parts:
+        reader = PersonReader(path, ref, geo, 8, batch_rows=3, part=part)  # type: ignore[arg-type]
+        valid += list(reader.batches())
+        log.extend(reader.log.shifted(before))
+        before += reader.part_rows
+        read += reader.rows_read
+    return log, read, pl.concat(valid), len(parts)
+
+
+@pytest.mark.parametrize("fmt", ["txt", "crlf", "parquet"])
+def test_parts_read_alone_give_the_whole_files_problems(
+    data_dir: Path, ref: ReferenceData, fmt: str
+) -> None:
+    """The Spark engine's tasks read parts of the file alone (text: byte ranges cut at line
+    starts; Parquet: row groups): with the rows of the parts before added, their problems
+    are the whole-file reader's — same rows, examples and counts — and every row is read
+    once (blank lines, CRLF, a last line without newline, cuts inside lines)."""
+    lines = [person_line(QAGE=f"{i % 100:03d}") for i in range(60)]
+    for i in (3, 17, 18, 40, 59):
+        lines[i] = person_line(QSEX="9")
+    lines[25] = person_line(QRACE2="1000")
+    lines[30] = ""  # a blank line keeps its number
+    lines[31] = "1|2|3"
+    for i in range(44, 56):
+        lines[i] = person_line(TABBLK="9999")  # more than ten of a kind: counts, first ten
+    path = write_persons(data_dir / PERSONS, lines)
+    if fmt == "crlf":
+        path.write_bytes(path.read_bytes().replace(b"\n", b"\r\n").rstrip(b"\r\n"))
+    geo = read_geography(data_dir / "GRF-C.txt")
+    if fmt == "parquet":
+        frame = pl.read_csv(path, separator="|", infer_schema=False)  # no blank/short line
+        path.unlink()
+        path = data_dir / "person-records.parquet"
+        frame.write_parquet(path, row_group_size=7)
+    whole = ProblemLog()
+    rows = validate_persons(path, ref, geo, 8, whole)
+    want = read_persons_valid(path, ref, geo)
+    for n_parts in (20, 6, 1):
+        log, read, valid, n = _read_by_parts(path, ref, geo, n_parts)
+        assert log.counts == whole.counts
+        assert log.problems == whole.problems
+        assert read == rows
+        assert valid.equals(want)
+        assert n <= n_parts
+        assert n > 1 or n_parts == 1
+    assert {p.kind for p in whole} >= {"invalid_sex", "block_not_in_grfc", "duplicate_race_code"}
+
+
+def read_persons_valid(path: Path, ref: ReferenceData, geo: object) -> pl.DataFrame:
+    reader = PersonReader(path, ref, geo, 8)  # type: ignore[arg-type]
+    return pl.concat(list(reader.batches()))

@@ -85,8 +85,9 @@ def test_sparse_products_equal_the_joins_for_every_level(prepared) -> None:
 
 
 def test_state_chunks_partition_a_level(prepared) -> None:
-    """A level tabulated one state per chunk (rows of the cell matrix of that state only)
-    has exactly the entries of the whole level."""
+    """A level tabulated one state per chunk (rows of the cell matrix of that state only,
+    :meth:`StateRows.chunks`, as both engines cut levels) has exactly the entries of the
+    whole level."""
     inputs, _ = prepared
     engine = PolarsEngine(max_chunk_groups=1)
     engine.prepare(inputs, lambda _m: None)
@@ -98,7 +99,8 @@ def test_state_chunks_partition_a_level(prepared) -> None:
         b = engine._iteration_matrix(plan, dom)
         region = engine._unit_regions(dom.geo)
         whole = exact_counts(engine.matrix, (0, engine.matrix.unit.size), region, b, dom)
-        chunks = engine._chunks(dom)
+        assert engine._states is not None
+        chunks = engine._states.chunks(dom, 1, engine.max_chunk_cells)
         assert len(chunks) == len({r[:2] for r in dom.regions}) > 1
         parts = []
         for part, rows in chunks:

@@ -53,13 +53,13 @@ if PHASE == "aggregate":  # hold inside the engine's aggregation pass
     else:
         import privtab.tabulate.engines.spark as spark
 
-        original = spark._typed_persons
+        original = spark.person_parts
 
-        def typed(*a, **k):
+        def parts(*a, **k):
             hold("aggregate")
             return original(*a, **k)
 
-        spark._typed_persons = typed
+        spark.person_parts = parts
 from privtab.cli import main
 
 sys.argv = ["privtab", "safetab", "run", *sys.argv[3:]]

@@ -36,6 +36,7 @@ from privtab.random import SeededSource
 from privtab.tabulate import RunOptions, run_release
 from privtab.tabulate.aggregate import aggregate_persons
 from privtab.tabulate.chunk import Drawing
+from privtab.tabulate.counts import CellMatrix
 from privtab.tabulate.engines.polars import PolarsEngine
 from privtab.tabulate.engines.spark import SparkEngine
 from tests.data.conftest import person_line, write_persons
@@ -181,23 +182,22 @@ def test_exact_equivalence(synth_small, spark, tmp_path: Path, fmt: str) -> None
 
 
 @pytest.mark.slow  # ≈ 45 s: a second whole release on Spark, with the tuning knobs forced
-def test_exact_equivalence_forced_preaggregation_and_small_tasks(
+def test_exact_equivalence_many_parts_partitions_waves_and_chunks(
     synth_small, spark, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Noise off, every level pre-aggregated per region before its expansion to iterations,
-    small cell partitions and many reduce tasks: still row for row the polars release."""
+    """Noise off, the file read in many small parts, the cells in many partitions, every
+    level fetched in many waves and tabulated in small chunks: still row for row the
+    polars release."""
     from privtab.tabulate.engines import spark as spark_engine
 
-    monkeypatch.setattr(spark_engine, "_PREAGG_FACTOR", 0)
-    monkeypatch.setattr(spark_engine, "_CELLS_PER_PARTITION", 2_000)
-    monkeypatch.setattr(spark_engine, "_KEYS_PER_TASK", 5_000)
+    monkeypatch.setattr(spark_engine, "PART_BYTES", 50_000)
     _, data = synth_small
     config = demo_params(tmp_path / "params", US)
     run_release(config, data, tmp_path / "polars", RunOptions(**EXACT))  # type: ignore[arg-type]
-    engine = _engine(spark, chunk=5_000)
+    engine = SparkEngine(spark=spark, max_chunk_groups=5_000, max_wave_groups=1, partitions=7)  # type: ignore[arg-type]
     run_release(config, data, tmp_path / "spark", RunOptions(engine=engine, **EXACT))  # type: ignore[arg-type]
     _same_tables(tmp_path / "polars", tmp_path / "spark")
-    assert spark.conf.get("spark.sql.shuffle.partitions") == "2"  # type: ignore[attr-defined]
+    assert len(engine._layout.states) > 1  # type: ignore[union-attr]
 
 
 # --------------------------------------------------------------------------------------
@@ -236,7 +236,8 @@ BAD_ROWS: dict[str, list[str]] = {
 
 def _same_errors(spark: object, tmp_path: Path, rows: list[str], k: int | None) -> set[str]:
     """Spark's validation of ``rows`` reports exactly privtab's problems and counts (and
-    so the polars engine's); returns the kinds Spark reported."""
+    so the polars engine's); returns the kinds Spark reported. The file is read in parts of
+    a few lines (each by its own task), so the tasks' problems are numbered in the file."""
     inputs = _inputs(tmp_path, rows, k=k)
     log = ProblemLog()  # privtab's naming validation: what both engines must report
     validate_persons(
@@ -251,10 +252,18 @@ def _same_errors(spark: object, tmp_path: Path, rows: list[str], k: int | None) 
     with pytest.raises(InputValidationError) as polars_err:
         PolarsEngine().prepare(inputs, lambda _m: None)  # type: ignore[arg-type]
     assert polars_err.value.problems == expected.value.problems
+    from privtab.tabulate.engines import spark as spark_engine
+
     engine = _engine(spark)
-    with pytest.raises(InputValidationError) as spark_err:
-        engine.prepare(inputs, lambda _m: None)  # type: ignore[arg-type]
-    engine.close()
+    part_bytes = spark_engine.PART_BYTES
+    spark_engine.PART_BYTES = 400  # about five lines per part
+    try:
+        with pytest.raises(InputValidationError) as spark_err:
+            engine.prepare(inputs, lambda _m: None)  # type: ignore[arg-type]
+    finally:
+        spark_engine.PART_BYTES = part_bytes
+        engine.close()
+    assert str(spark_err.value) == str(expected.value)
     assert spark_err.value.counts == expected.value.counts
     assert spark_err.value.problems == expected.value.problems
     return set(spark_err.value.kinds())
@@ -297,15 +306,30 @@ def test_same_cells_on_valid_tricky_input(spark, tmp_path: Path) -> None:
     assert engine.prepare(inputs, lambda _m: None) == polars.persons == 6  # type: ignore[arg-type]
     assert engine.combos is not None
     assert engine._cells is not None
-    keys = [UNIT, *RACE_KEYS, "QSPAN", "QSEX", "QAGE", "N"]
+    keys = [UNIT, *RACE_KEYS, "QSPAN", "SEX_AGE", "N"]
 
-    def canon(cells: pl.DataFrame, combos: pl.DataFrame) -> pl.DataFrame:
-        return cells.join(combos, on="C").select(pl.col(k).cast(pl.Int64) for k in keys).sort(keys)
+    def canon(matrices: list[CellMatrix], combos: pl.DataFrame) -> pl.DataFrame:
+        frames = []
+        for m in matrices:
+            coo = m.matrix.tocoo()
+            frames.append(
+                pl.DataFrame(
+                    {
+                        UNIT: m.unit[coo.row],
+                        "SEX_AGE": m.sex_age[coo.row],
+                        "C": coo.col.astype("uint32"),
+                        "N": coo.data.astype("int64"),
+                    }
+                )
+            )
+        cells = pl.concat(frames).join(combos, on="C")
+        return cells.select(pl.col(k).cast(pl.Int64) for k in keys).sort(keys)
 
-    spark_cells = pl.DataFrame(pl.from_arrow(engine._cells.toArrow()))
-    assert canon(spark_cells.with_columns(pl.col("C").cast(pl.UInt32)), engine.combos).equals(
-        canon(polars.cells, polars.combos)
-    )
+    # a test may collect the (tiny) cell matrices of the partitions; the engine never does
+    parts = engine._cells.map(lambda pc: pc[1].matrix).collect()
+    assert len(parts) == len(engine._layout.states) > 1  # type: ignore[union-attr]
+    expected = canon([CellMatrix.from_cells(polars)], polars.combos)
+    assert canon(parts, engine.combos).equals(expected)
     engine.close()
 
 
@@ -348,8 +372,9 @@ def test_error_model_coverage_on_spark(synth_small, spark, tmp_path: Path) -> No
 
 @pytest.mark.slow  # ≈ 25 s: four tabulations of the largest level, each with its own prepare
 def test_seeded_chunks_reproducible_and_secure_by_default(spark, tmp_path: Path) -> None:
-    """The same seed and chunk size give the same release; without a seed each
-    task draws from its own SecureSource and the release is private."""
+    """With a seed, the release does not depend on the chunk size nor the partitioning
+    (each state draws from its own seeded source); without a seed each task draws from its
+    own SecureSource."""
     rows = [person_line(QAGE=f"{a:03d}") for a in range(0, 100, 3)]
     inputs = _inputs(tmp_path, rows)
     from privtab.data import Scope
@@ -358,14 +383,14 @@ def test_seeded_chunks_reproducible_and_secure_by_default(spark, tmp_path: Path)
     plan = ReleasePlan.from_config(inputs.config, inputs.reference, Scope.US)  # type: ignore[attr-defined]
     lp = max(plan.levels, key=lambda lv: lv.iteration_level)
     outs = []
-    for chunk in (500, 500, 100_000):
-        engine = _engine(spark, chunk=chunk)
+    for chunk, partitions in ((500, 1), (500, 1), (100_000, 3)):
+        engine = SparkEngine(spark=spark, max_chunk_groups=chunk, partitions=partitions)  # type: ignore[arg-type]
         engine.prepare(inputs, lambda _m: None)  # type: ignore[arg-type]
         parts = list(engine.tabulate(lp, Drawing(SeededSource(5))))
         outs.append(pl.concat([p.t1 for p in parts]))
         engine.close()
     assert outs[0].equals(outs[1])
-    assert outs[0].height == outs[2].height
+    assert outs[0].equals(outs[2])
     secure = list(engine_secure(spark, inputs, lp))
     assert pl.concat([p.t1 for p in secure]).height == outs[0].height
 
@@ -399,11 +424,12 @@ def _live_heap(spark: object, classes: tuple[str, ...]) -> dict[str, int]:
 @pytest.mark.slow  # ≈ 45 s: ten tabulations of one level, each followed by two full-GC jmaps
 @pytest.mark.skipif(shutil.which("jmap") is None, reason="needs the JDK's jmap")
 def test_levels_leave_no_broadcast_relations_behind(synth_small, spark) -> None:
-    """Regression (issue 5): each level's broadcast join relations must be freed after the
-    level. DataFrame.toLocalIterator kept them alive for good (one more live
-    LongToUnsafeRowMap per broadcast join and query: 135 MB of heap per level at 10^6
-    persons), so a 10^7 release ran a 6 GB driver heap out. Tabulating the same level ten
-    times must leave the live hash relations and the live heap where they were."""
+    """Regression (issue 5): a level must leave nothing behind in the driver's JVM. The
+    Spark SQL engine's DataFrame.toLocalIterator kept every level's broadcast hash
+    relations alive (135 MB of heap per level at 10^6 persons: a 6 GB heap ran out at
+    10^7). The engine now joins nothing in Spark SQL (the tasks multiply sparse matrices)
+    and broadcasts its public tables once per run; tabulating the same level ten times
+    must leave the live hash relations and the live heap where they were."""
     if spark.sparkContext.master == CLUSTER:  # type: ignore[attr-defined]
         pytest.skip("a driver-heap regression: local[2] has the driver's JVM to itself")
     import gc
@@ -430,12 +456,9 @@ def test_levels_leave_no_broadcast_relations_behind(synth_small, spark) -> None:
     finally:
         engine.close()
     grown = heaps[-1] - heaps[1]
-    # measured (20,000 persons, 1 GB heap): with the leak 3, 5, 7, 9, 11, 12, 12, … live
-    # relations and +244 MB of live heap over rounds 2-10; without the engine's Python GC
-    # 3, 3, 5, 3, 5, 5, 7, …; fixed: 3 (5 while the last level's are still live: under
-    # pytest-xdist 3, 3, 3, 3, 3, 3, …, 5) and a few MB
-    # the engine frees the previous level's objects when a level starts, so the last
-    # level's two relations (cells ⋈ regions, ⋈ iterations) may still be live at a check
-    assert relations[-1] <= relations[1] + 2, relations
+    # measured with the Spark SQL engine (20,000 persons, 1 GB heap): with the leak 3, 5, 7,
+    # 9, 11, 12, 12, … live relations and +244 MB of live heap over rounds 2-10; fixed: 3
+    # and a few MB. The task-based engine: no relation at all
+    assert relations[-1] <= relations[1], relations
     print("relations", relations, "heap", [h - heaps[0] for h in heaps])
     assert grown < 50 * 2**20, grown

@@ -10,6 +10,7 @@ batches (:func:`iter_batches`) so that memory stays bounded for 10⁸ rows.
 
 from __future__ import annotations
 
+import io
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -86,6 +87,87 @@ class OpenTable:
         """The same batches, dictionary-encoded (see :func:`coded_batches`)."""
         return coded_batches(self, rows)
 
+    def part_batches(self, part: FilePart, rows: int) -> tuple[int, Iterator[CodedBatch]]:
+        """The rows of one :class:`FilePart` as dictionary-encoded batches, numbered from 1
+        within the part (``ROW``), and the number of rows (text: lines) the part holds."""
+        return part_batches(self, part, rows)
+
+
+@dataclass(frozen=True)
+class FilePart:
+    """A piece of a table for one reader (a Spark task): Parquet row groups ``[start,
+    end)``, or the text lines that start at bytes ``[start, end)`` of the file. Its rows are
+    numbered from 1 within the part; the file's numbers follow by adding the rows of the
+    parts before it (and the header line of a text file)."""
+
+    start: int
+    end: int
+
+
+def table_parts(path: Path, parts: int) -> list[FilePart]:
+    """At most ``parts`` parts of a table of about equal size, in file order: runs of whole
+    Parquet row groups (of about equal rows), or text byte ranges after the header line."""
+    n = max(1, parts)
+    if format_of(path) == "parquet":
+        import pyarrow.parquet as pq
+
+        with pq.ParquetFile(path) as pf:
+            sizes = [pf.metadata.row_group(i).num_rows for i in range(pf.num_row_groups)]
+        ends = np.cumsum(sizes)
+        total = int(ends[-1]) if sizes else 0
+        cuts = sorted({int(np.searchsorted(ends, total * k / n, side="left")) + 1
+                       for k in range(1, n)} | {len(sizes)})  # fmt: skip
+        firsts = [0, *cuts[:-1]]
+        return [FilePart(a, b) for a, b in zip(firsts, cuts, strict=True) if b > a]
+    with path.open("rb") as fh:
+        start = len(fh.readline())
+    size = path.stat().st_size
+    step = max(1, -(-(size - start) // n))
+    return [FilePart(a, min(a + step, size)) for a in range(start, size, step)]
+
+
+def _part_bytes(path: Path, part: FilePart) -> bytes:
+    """The text lines that start at bytes ``[start, end)`` (the last one read to its end)."""
+    with path.open("rb") as fh:
+        fh.seek(max(part.start - 1, 0))
+        if part.start > 0 and fh.read(1) != b"\n":
+            fh.readline()  # a line that started before the part: the previous part's
+        at = fh.tell()
+        if at >= part.end:
+            return b""
+        data = fh.read(part.end - at)
+        if not data.endswith(b"\n"):
+            data += fh.readline()
+        return data
+
+
+def part_batches(table: OpenTable, part: FilePart, rows: int) -> tuple[int, Iterator[CodedBatch]]:
+    """See :meth:`OpenTable.part_batches`."""
+    if format_of(table.path) == "parquet":
+        import pyarrow.parquet as pq
+
+        with pq.ParquetFile(table.path) as pf:
+            groups = range(part.start, min(part.end, pf.num_row_groups))
+            held = sum(pf.metadata.row_group(i).num_rows for i in groups)
+        return held, _parquet_coded(table, rows, groups)
+    data = _part_bytes(table.path, part)
+    lines = data.count(b"\n") + (1 if data and not data.endswith(b"\n") else 0)
+    if not lines:
+        return 0, iter(())
+    raw = pl.read_csv(
+        io.BytesIO(data),
+        separator=_LINE_SEPARATOR,
+        has_header=False,
+        schema={_LINE: pl.String},
+        quote_char=None,
+        empty_string_is_null=False,
+        row_index_name=ROW,
+        row_index_offset=1,
+        encoding="utf8-lossy",
+    )
+    frame = _line_fields(raw.lazy(), table.header, table.expected).collect()
+    return lines, _text_coded(table, (frame.slice(i, rows) for i in range(0, frame.height, rows)))
+
 
 @dataclass(frozen=True)
 class Coded:
@@ -151,29 +233,20 @@ def open_table(
             return None
         if not check_header(name, found, expected, log, extra_ok=extra_ok):
             return None
-        index = {c: found.index(c) for c in expected}
-        parts = pl.col(_LINE).str.split(SEPARATOR)
-        lf = (
-            pl.scan_csv(
-                path,
-                separator=_LINE_SEPARATOR,
-                has_header=False,
-                skip_rows=1,
-                schema={_LINE: pl.String},
-                quote_char=None,
-                empty_string_is_null=False,
-                row_index_name=ROW,
-                row_index_offset=2,  # the header is line 1
-                encoding="utf8-lossy",
-            )
-            .filter(pl.col(_LINE) != "")
-            .select(
-                pl.col(ROW).cast(pl.UInt64),
-                parts.list.len().cast(pl.UInt32).alias(FIELDS),
-                *(parts.list.get(index[c], null_on_oob=True).alias(c) for c in expected),
-            )
+        lines = pl.scan_csv(
+            path,
+            separator=_LINE_SEPARATOR,
+            has_header=False,
+            skip_rows=1,
+            schema={_LINE: pl.String},
+            quote_char=None,
+            empty_string_is_null=False,
+            row_index_name=ROW,
+            row_index_offset=2,  # the header is line 1
+            encoding="utf8-lossy",
         )
         header = tuple(found)
+        lf = _line_fields(lines, header, expected)
     else:
         try:
             lf = pl.scan_parquet(path, row_index_name=ROW, row_index_offset=1, low_memory=True)
@@ -191,6 +264,20 @@ def open_table(
             *_normalized(expected, optional_null),
         )
     return OpenTable(path, lf, header, tuple(expected), tuple(optional_null))
+
+
+def _line_fields(
+    lines: pl.LazyFrame, header: Sequence[str], expected: Sequence[str]
+) -> pl.LazyFrame:
+    """Text lines (``ROW``, the whole line) → ``ROW``, :data:`FIELDS` and the expected
+    columns (by their position in ``header``); blank lines dropped."""
+    index = {c: list(header).index(c) for c in expected}
+    parts = pl.col(_LINE).str.split(SEPARATOR)
+    return lines.filter(pl.col(_LINE) != "").select(
+        pl.col(ROW).cast(pl.UInt64),
+        parts.list.len().cast(pl.UInt32).alias(FIELDS),
+        *(parts.list.get(index[c], null_on_oob=True).alias(c) for c in expected),
+    )
 
 
 def _normalized(expected: Sequence[str], optional_null: Sequence[str]) -> list[pl.Expr]:
@@ -234,19 +321,30 @@ def coded_batches(table: OpenTable, rows: int) -> Iterator[CodedBatch]:
     file stores them so); text batches are encoded with pyarrow. Checks then run once per
     distinct value of a column instead of once per row.
     """
-    path = table.path
+    if format_of(table.path) == "txt":
+        return _text_coded(table, iter_batches(table.frame, rows))
+    return _parquet_coded(table, rows, None)
+
+
+def _text_coded(table: OpenTable, frames: Iterator[pl.DataFrame]) -> Iterator[CodedBatch]:
     seen: dict[str, tuple[pa.Array, pl.Series]] = {}
-    if format_of(path) == "txt":
-        for df in iter_batches(table.frame, rows):
-            cols = {c: _coded(df[c].to_arrow(), c, (), seen) for c in table.expected}
-            yield CodedBatch(df[ROW].to_numpy(), df[FIELDS].to_numpy(), cols)
-        return
+    for df in frames:
+        cols = {c: _coded(df[c].to_arrow(), c, (), seen) for c in table.expected}
+        yield CodedBatch(df[ROW].to_numpy(), df[FIELDS].to_numpy(), cols)
+
+
+def _parquet_coded(
+    table: OpenTable, rows: int, row_groups: Sequence[int] | None
+) -> Iterator[CodedBatch]:
+    """Parquet batches read as dictionaries (every row group, or ``row_groups``: their rows
+    numbered from 1)."""
     import pyarrow.parquet as pq
 
+    seen: dict[str, tuple[pa.Array, pl.Series]] = {}
     offset = 1
     expected = list(table.expected)
-    with pq.ParquetFile(path, read_dictionary=expected) as pf:
-        for rb in pf.iter_batches(batch_size=rows, columns=expected):
+    with pq.ParquetFile(table.path, read_dictionary=expected) as pf:
+        for rb in pf.iter_batches(batch_size=rows, columns=expected, row_groups=row_groups):
             n = rb.num_rows
             cols = {c: _coded(rb.column(c), c, table.optional_null, seen) for c in expected}
             rows_ = np.arange(offset, offset + n, dtype=np.uint64)
@@ -343,6 +441,7 @@ __all__ = [
     "FIELDS",
     "Coded",
     "CodedBatch",
+    "FilePart",
     "Format",
     "OpenTable",
     "coded_batches",
@@ -353,5 +452,7 @@ __all__ = [
     "is_blank_row",
     "iter_batches",
     "open_table",
+    "part_batches",
     "table_batches",
+    "table_parts",
 ]

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
 from privtab._json import fields_dict
@@ -85,19 +85,30 @@ class ProblemLog:
     """Collects problems, keeping the first ``examples`` of each (file, kind) and exact counts.
 
     ``add`` records one offending row; ``add_many`` records a vectorised check's result
-    (its total count and its first example rows).
+    (its total count and its first example rows). The examples kept are the first in row
+    order (a row's problems in the order found), whatever the order they are added in: a
+    file read in batches or in parts (:meth:`shifted`, :meth:`extend`) keeps the same ones.
     """
 
     examples: int = DEFAULT_EXAMPLES
-    _problems: list[Problem] = field(default_factory=list)
+    _kept: dict[tuple[str, str], list[tuple[tuple[bool, int], int, Problem]]] = field(
+        default_factory=dict
+    )
     _counts: dict[tuple[str, str], int] = field(default_factory=dict)
-    _kept: dict[tuple[str, str], int] = field(default_factory=dict)
+    _files: dict[str, int] = field(default_factory=dict)
+    _seq: int = 0
 
     def _keep(self, problem: Problem) -> None:
-        key = (problem.file, problem.kind)
-        if self._kept.get(key, 0) < self.examples:
-            self._problems.append(problem)
-            self._kept[key] = self._kept.get(key, 0) + 1
+        kept = self._kept.setdefault((problem.file, problem.kind), [])
+        self._files.setdefault(problem.file, len(self._files))
+        self._seq += 1
+        entry = ((problem.row is not None, problem.row or 0), self._seq, problem)
+        if len(kept) < self.examples:
+            kept.append(entry)
+            return
+        last = max(range(len(kept)), key=lambda i: kept[i][:2])
+        if entry[:2] < kept[last][:2]:
+            kept[last] = entry
 
     def add(self, problem: Problem) -> None:
         key = (problem.file, problem.kind)
@@ -119,18 +130,34 @@ class ProblemLog:
 
     def extend(self, other: ProblemLog) -> None:
         """Merge another log into this one (counts add up; examples are kept in order)."""
-        for p in other._problems:
+        for p in other.problems:
             self._keep(p)
         for key, n in other._counts.items():
             self._counts[key] = self._counts.get(key, 0) + n
 
+    def shifted(self, rows: int) -> ProblemLog:
+        """This log with every row number moved by ``rows`` (a part of a file read alone,
+        its rows numbered from 1: ``rows`` is the file's rows before the part). Merging
+        the shifted logs of a file's parts in order (:meth:`extend`) gives the log of one
+        reader of the whole file: the same examples and counts."""
+        out = ProblemLog(examples=self.examples)
+        for p in self.problems:
+            out._keep(p if p.row is None else replace(p, row=p.row + rows))
+        out._counts = dict(self._counts)
+        return out
+
     def room(self, file: str, kind: str) -> int:
         """How many more example rows of (file, kind) will be kept."""
-        return max(0, self.examples - self._kept.get((file, kind), 0))
+        return max(0, self.examples - len(self._kept.get((file, kind), ())))
 
     @property
     def problems(self) -> tuple[Problem, ...]:
-        return tuple(self._problems)
+        """The kept problems: files in the order they were first reported, each file's in
+        row order (file-level problems first; a row's problems in the order found). So the
+        list does not depend on how the file was cut into batches or parts."""
+        entries = [e for kept in self._kept.values() for e in kept]
+        entries.sort(key=lambda e: (self._files[e[2].file], e[0], e[1]))
+        return tuple(p for _, _, p in entries)
 
     @property
     def counts(self) -> dict[tuple[str, str], int]:
@@ -140,7 +167,7 @@ class ProblemLog:
         return bool(self._counts)
 
     def __iter__(self) -> Iterator[Problem]:
-        return iter(self._problems)
+        return iter(self.problems)
 
     def raise_if_any(self) -> None:
         """Raise :class:`InputValidationError` if any problem was recorded."""
@@ -206,7 +233,7 @@ class InputValidationError(InputError, ValueError):
         for p in self.problems:
             lines.append(f"  {p}")
             shown[(p.file, p.kind)] = shown.get((p.file, p.kind), 0) + 1
-        for (file, kind), n in self.counts.items():
+        for (file, kind), n in sorted(self.counts.items()):
             more = n - shown.get((file, kind), 0)
             if more > 0:
                 lines.append(f"  {file}: ... and {more} more row(s) with [{kind}]")

@@ -6,8 +6,9 @@ Format (Census, unchanged): ``person-records.txt``, pipe-delimited with a header
 (values as strings or integers; a null race code = ``Null``).
 
 Validation is the rules of :func:`privtab.data.spec.person_spec` (declared once, compiled
-to polars here and to Spark SQL by the Spark engine), evaluated batch by batch (default
-2¹⁸ rows), so 10⁸ rows are checked in bounded memory. Each problem names file, line (text:
+to polars), evaluated batch by batch (default 2¹⁸ rows), so 10⁸ rows are checked in bounded
+memory; the Spark engine runs this reader in its tasks, each on a part of the file
+(:func:`person_parts`, :attr:`PersonReader.part`). Each problem names file, line (text:
 the 1-based line number, the header being line 1; Parquet: the row position), column and
 value; the first rows of each kind are kept and every offending row is counted. Kinds:
 
@@ -51,7 +52,14 @@ import numpy as np
 import polars as pl
 from numpy.typing import NDArray
 
-from privtab.data._scan import CodedBatch, diagnose_unreadable, open_table
+from privtab.data._scan import (
+    CodedBatch,
+    FilePart,
+    diagnose_unreadable,
+    format_of,
+    open_table,
+    table_parts,
+)
 from privtab.data._tables import NULL, ROW
 from privtab.data.errors import Problem, ProblemLog, checked
 from privtab.data.geography import BLOCK, UNIT, Geography, block_key_expr
@@ -130,7 +138,10 @@ class PersonReader:
     ``log``. After the last batch call :meth:`raise_if_invalid` (nothing may be written
     before that). ``reference`` (code list) and ``geography`` (GRF-C blocks) enable the
     code and block checks; ``states`` restricts the yielded rows to those states (every row
-    is still validated).
+    is still validated). ``part`` reads one :class:`FilePart` of the file only (a Spark
+    task's, :func:`person_parts`): its problems are logged with rows numbered from 1 within
+    the part (:meth:`shifted_log` numbers them in the file), and ``part_rows`` is then the
+    rows (text: lines) it holds.
     """
 
     path: Path
@@ -142,6 +153,8 @@ class PersonReader:
     log: ProblemLog = field(default_factory=ProblemLog)
     rows_read: int = 0
     rows_valid: int = 0
+    part: FilePart | None = None
+    part_rows: int = 0
 
     def __post_init__(self) -> None:
         self.path = Path(self.path)
@@ -163,8 +176,12 @@ class PersonReader:
         coded = _CodedPath(self.reference, self.geography, self.max_race_codes)
         checker = _Checker(name, self.reference, self.geography, self.max_race_codes)
         states = None if self.states is None else np.asarray([int(x) for x in self.states])
+        if self.part is None:
+            coded_batches = table.coded_batches(self.batch_rows)
+        else:
+            self.part_rows, coded_batches = table.part_batches(self.part, self.batch_rows)
         try:
-            for batch in table.coded_batches(self.batch_rows):
+            for batch in coded_batches:
                 kept, bad, typed = coded.check(batch)
                 self.rows_read += int(np.count_nonzero(kept))
                 flagged = kept & bad
@@ -180,10 +197,19 @@ class PersonReader:
                 if good.any():
                     yield typed.take(good)
         except pl.exceptions.ComputeError as exc:
+            if self.part is not None:
+                raise  # the file's line numbers are the whole file's: diagnosed by its reader
             diagnose_unreadable(self.path, exc, self.log)
 
     def raise_if_invalid(self) -> None:
         self.log.raise_if_any()
+
+
+def person_parts(path: str | Path, parts: int) -> list[FilePart]:
+    """At most ``parts`` parts of a person file of about equal size, for parallel readers
+    (:class:`PersonReader`'s ``part``): runs of whole Parquet row groups, or text byte
+    ranges (each part holds the lines that start in it)."""
+    return table_parts(Path(path), parts)
 
 
 def validate_persons(
@@ -419,7 +445,7 @@ def report_field_counts(
     a short line as its missing fields, a long one by its count."""
     if rows.height == 0:
         return
-    take = rows.head(max(1, log.room(file, "wrong_field_count")))
+    take = rows.head(log.examples)  # the log keeps the first rows of every batch's
     n = len(header)
     log.add_many(
         rows.height,
@@ -474,7 +500,8 @@ class _Checker:
                 return
             col = pl.lit(column) if isinstance(column, str) else column
             msg = pl.lit(message) if isinstance(message, str) else message
-            take = bad.head(max(1, log.room(self.file, kind))).select(
+            # up to ``examples`` each time: the log keeps the first rows of all its checks
+            take = bad.head(log.examples).select(
                 ROW, col.alias("_C"), value.cast(pl.String).alias("_V"), msg.alias("_M")
             )
             log.add_many(
@@ -511,10 +538,13 @@ __all__ = [
     "PERSON_COLUMNS",
     "PERSON_STEM",
     "RACE_COLUMNS",
+    "FilePart",
     "PersonReader",
     "TypedPersons",
     "canonical_persons",
     "code_strings",
+    "format_of",
+    "person_parts",
     "read_persons",
     "report_field_counts",
     "scan_persons",

@@ -4,17 +4,15 @@ Each rule is data: the column, the problem ``kind``, the message, and a conditio
 raw strings of a row written in a small expression language (:class:`Cond`). The same
 declarations are compiled
 
-- to **Polars** expressions, exactly (:func:`to_polars`: regex patterns, the *naming*
-  checks that produce the messages) or cheaply (``fast=True``: unsigned casts and byte
-  lengths instead of regexes, for the per-batch flag of every row);
-- to **Spark SQL** (:func:`to_sql`), the flag the Spark engine evaluates per row.
-
-Both engines flag exactly the rows the naming checks reject (property tests), and the
-messages come from one place, so they are identical on both engines (the Spark engine
-names the problems of a flagged file with the Polars naming checks on the driver).
+to **Polars** expressions, exactly (:func:`to_polars`: regex patterns, the *naming* checks
+that produce the messages) or cheaply (``fast=True``: unsigned casts and byte lengths
+instead of regexes, for the per-batch flag of every row). The fast flag rejects exactly the
+rows the naming checks reject (property tests). Both engines run these same checks (the
+Spark engine in its tasks, on parts of the file), so their messages are identical by
+construction.
 
 Patterns use ASCII digits only (``[0-9]``, never ``\\d``, which is Unicode-aware in Rust's
-regex engine): a value is valid on both engines or on neither.
+regex engine).
 
 Row order of the checks: a text row with the wrong number of fields is reported as such
 (and nothing else is checked in it — its fields are misaligned); a missing value (a Parquet
@@ -441,58 +439,6 @@ def count_polars(conds: Iterable[Cond]) -> pl.Expr:
     return pl.sum_horizontal([to_polars(c).cast(pl.UInt8) for c in conds])
 
 
-# ---------------------------------------------------------------------------- Spark SQL
-def _q(text: str) -> str:
-    """A Spark SQL string literal."""
-    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
-
-
-def _ident(column: str) -> str:
-    return f"`{column}`"
-
-
-def to_sql(cond: Cond, codes: Sequence[str] | None = None) -> str:
-    """The Spark SQL text of ``cond`` over the raw string columns (``codes``: code list)."""
-
-    def go(c: Cond) -> str:
-        return to_sql(c, codes)
-
-    if isinstance(cond, Digits):
-        # \z: the very end (Java's $ also matches before a final line terminator)
-        return f"({_ident(cond.column)} RLIKE {_q('^(?:' + cond.regex() + ')' + chr(92) + 'z')})"
-    if isinstance(cond, OneOf | KnownCode):
-        values = cond.values if isinstance(cond, OneOf) else codes
-        if values is None:
-            raise ValueError("KnownCode needs the code list")
-        return f"({_ident(cond.column)} IN ({', '.join(_q(v) for v in values)}))"
-    if isinstance(cond, IntBetween):
-        v = f"TRY_CAST({_ident(cond.column)} AS BIGINT)"
-        return f"({v} BETWEEN {cond.lo} AND {cond.hi})"
-    if isinstance(cond, Equal):
-        other = _ident(cond.other) if cond.other is not None else _q(str(cond.value))
-        return f"({_ident(cond.column)} = {other})"
-    if isinstance(cond, Not):
-        return f"(NOT {go(cond.x)})"
-    if isinstance(cond, AllOf):
-        return "(" + " AND ".join(go(x) for x in cond.xs) + ")"
-    if isinstance(cond, AnyOf):
-        return "(" + " OR ".join(go(x) for x in cond.xs) + ")"
-    if isinstance(cond, MoreThan):
-        terms = " + ".join(f"(CASE WHEN {go(x)} THEN 1 ELSE 0 END)" for x in cond.xs)
-        return f"(({terms}) > {cond.k})"
-    raise TypeError(f"unknown condition {cond!r}")
-
-
-def bad_row_sql(spec: TableSpec, codes: Sequence[str] | None, n_fields: str | None) -> str:
-    """True (Spark SQL) for every row with any problem (wrong field count, null, any rule):
-    the per-row flag of the Spark engine's single pass. Nulls count as bad."""
-    checks = [f"({_ident(c)} IS NULL)" for c in spec.columns if c not in spec.null_marker_columns]
-    checks += [f"COALESCE({to_sql(r.bad(), codes)}, TRUE)" for r in spec.rules(codes is not None)]
-    if n_fields is not None:
-        checks.append(f"({n_fields} != {len(spec.columns)})")
-    return "(" + " OR ".join(checks) + ")"
-
-
 # ---------------------------------------------------------------------------- naming
 Report = Callable[[str, pl.Expr, "str | pl.Expr", pl.Expr, "str | pl.Expr"], None]
 """``report(kind, bad, column, value, message)``: records the rows where ``bad`` holds."""
@@ -543,11 +489,9 @@ __all__ = [
     "FieldRule",
     "RowRule",
     "TableSpec",
-    "bad_row_sql",
     "field_count_message",
     "grfc_spec",
     "name_problems",
     "person_spec",
     "to_polars",
-    "to_sql",
 ]

@@ -24,7 +24,7 @@ from __future__ import annotations
 import queue
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -37,7 +37,16 @@ from privtab.data.geography import UNIT
 from privtab.data.membership import RACE_KEYS, pack_race_codes
 from privtab.data.persons import RACE_COLUMNS, TypedPersons
 
-__all__ = ["COMBO", "Cells", "aggregate_persons", "cells_from_frame"]
+__all__ = [
+    "COMBO",
+    "ROW_SHIFT",
+    "Cells",
+    "aggregate_persons",
+    "aggregate_typed",
+    "cells_from_frame",
+    "merge_packed",
+    "packed_cells",
+]
 
 COMBO = "C"
 """Column of the combination id (distinct RACE_KEY1, RACE_KEY2, QSPAN)."""
@@ -342,6 +351,46 @@ class _Partitions:
         return pl.concat(out, rechunk=True)
 
 
+def packed_cells(cells: Cells, ids: NDArray[np.uint32] | None = None) -> pl.DataFrame:
+    """The cells as ``K`` (one UInt64: unit, sex, age, combination id — :func:`_packed_key`'s
+    layout, so sorted keys are cells in the rows' order of the cell matrix) and ``N``; with
+    ``ids``, combination ``c`` becomes ``ids[c]`` (a reader's own numbering → the run's)."""
+    frame = cells.cells
+    combo = frame[COMBO].to_numpy().astype(np.uint64)
+    if ids is not None:
+        combo = ids.astype(np.uint64)[combo]
+    u64 = np.uint64
+    key = frame[UNIT].to_numpy().astype(u64) * u64(_SHIFT_UNIT)
+    key += (frame["QSEX"].to_numpy().astype(u64) - u64(1)) * u64(_SHIFT_SEX)
+    key += frame["QAGE"].to_numpy().astype(u64) * u64(_SHIFT_AGE)
+    key += combo
+    return pl.DataFrame({"K": key, "N": frame["N"]}, schema={"K": pl.UInt64, "N": pl.UInt32})
+
+
+def merge_packed(
+    frames: Sequence[pl.DataFrame],
+) -> tuple[NDArray[np.uint64], NDArray[np.uint32]]:
+    """The exact sum of partial packed cell tables (:func:`packed_cells`, one numbering of
+    the combinations): distinct keys, sorted, and their persons. Partial tables of parts of
+    a file sorted by block hardly overlap: a sort and a check for equal neighbours."""
+    if not frames:
+        return np.zeros(0, np.uint64), np.zeros(0, np.uint32)
+    keys = np.concatenate([f["K"].to_numpy() for f in frames])
+    n = np.concatenate([f["N"].to_numpy() for f in frames])
+    order = np.argsort(keys, kind="stable")
+    keys, n = keys[order], n[order]
+    starts = np.flatnonzero(np.r_[True, keys[1:] != keys[:-1]]) if keys.size else order
+    if starts.size < keys.size:
+        n = np.add.reduceat(n, starts).astype(np.uint32)
+        keys = keys[starts]
+    return keys, n
+
+
+ROW_SHIFT = _COMBO_BITS
+"""A packed cell key (:func:`packed_cells`) shifted right by this many bits is the cell's
+row of the cell matrix, ``UNIT · 256 + sex × age``; its low bits are the combination."""
+
+
 def _prefetch(batches: Iterator[_T], depth: int = 2) -> Iterator[_T]:
     """Run ``batches`` (reading + validation) in a thread, ``depth`` batches ahead.
 
@@ -424,18 +473,39 @@ def aggregate_persons(
     column, value); nothing has been written at that point.
     """
     reader = inputs.person_reader(batch_rows=batch_rows)
-    combos = _ComboIds(sorted(inputs.reference.codes))
     units = inputs.geography.units
     starts = units.group_by("TABBLKST").agg(pl.col(UNIT).min())[UNIT].to_list()
-    store = _Partitions(starts, min_pending=merge_rows)
     started = time.monotonic()
     typed = reader.typed_batches()
-    batches = _prefetch(typed) if prefetch else typed
-    for batch in batches:
-        store.add(_counted(_packed_key(batch, combos.ids(batch))))
+
+    def read() -> None:
         if progress is not None:
             progress(reader.rows_read, time.monotonic() - started)
+
+    batches = _prefetch(typed) if prefetch else typed
+    cells = aggregate_typed(batches, inputs.reference.codes, starts, merge_rows, read)
     reader.raise_if_invalid()
+    return cells
+
+
+def aggregate_typed(
+    batches: Iterable[TypedPersons],
+    codes: Iterable[int],
+    unit_starts: Sequence[int],
+    merge_rows: int = 1 << 23,
+    after_batch: Callable[[], None] | None = None,
+) -> Cells:
+    """The cells of validated typed rows (:meth:`privtab.data.persons.PersonReader.
+    typed_batches`): combination ids over the reference ``codes`` (:class:`_ComboIds`,
+    numbered in order of appearance), packed keys counted by a sort, partial tables kept
+    per range of units starting at ``unit_starts`` (the states) and merged exactly.
+    The cells come out sorted by unit, sex, age and combination id."""
+    combos = _ComboIds(sorted(codes))
+    store = _Partitions(list(unit_starts), min_pending=merge_rows)
+    for batch in batches:
+        store.add(_counted(_packed_key(batch, combos.ids(batch))))
+        if after_batch is not None:
+            after_batch()
     # sorted by the packed key = by unit first: engines slice the cells of a state cheaply
     cells = store.cells()
     return Cells(cells, combos.table, int(cells["N"].sum() or 0))

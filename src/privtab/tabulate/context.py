@@ -135,7 +135,9 @@ def _engine(name: str, master: str | None, items: Sequence[str]) -> str | Engine
     if name == "spark" and (master or conf):
         from privtab.tabulate.engines.spark import SparkEngine
 
-        return SparkEngine(master=master, config=conf or None)
+        engine = SparkEngine(master=master, config=conf or None)
+        engine.start()  # the JVM starts while the run reads its inputs
+        return engine
     return name
 
 

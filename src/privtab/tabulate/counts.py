@@ -25,6 +25,7 @@ themselves: only noisy outputs derived from them are published.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -34,11 +35,20 @@ from scipy import sparse
 
 from privtab.data import Geography, GeoLevel
 from privtab.data.geography import UNIT
-from privtab.tabulate.aggregate import COMBO, Cells
+from privtab.tabulate.aggregate import COMBO, ROW_SHIFT, Cells
 from privtab.tabulate.algorithm import SEX_AGES, ExactCounts, sex_age
-from privtab.tabulate.domain import Domain
+from privtab.tabulate.domain import NESTED_IN_STATE, Domain, state_chunks
 
-__all__ = ["CellMatrix", "exact_counts", "region_counts", "region_incidence", "unit_regions"]
+__all__ = [
+    "CellMatrix",
+    "StateRows",
+    "counts_from_regions",
+    "exact_counts",
+    "region_counts",
+    "region_incidence",
+    "state_units",
+    "unit_regions",
+]
 
 
 def _csr(
@@ -89,6 +99,19 @@ class CellMatrix:
         matrix = _csr(data, frame[COMBO].to_numpy(), indptr, (rows.size, cells.combos.height))
         return cls(matrix, rows // SEX_AGES, rows % SEX_AGES)
 
+    @classmethod
+    def from_packed(
+        cls, keys: NDArray[np.uint64], n: NDArray[np.uint32], columns: int
+    ) -> CellMatrix:
+        """From sorted distinct packed cell keys and their persons
+        (:func:`privtab.tabulate.aggregate.merge_packed`)."""
+        key = (keys >> np.uint64(ROW_SHIFT)).astype(np.int64)
+        starts = np.flatnonzero(np.r_[True, key[1:] != key[:-1]]) if key.size else key
+        rows = key[starts]
+        combo = (keys & np.uint64((1 << ROW_SHIFT) - 1)).astype(np.int64)
+        matrix = _csr(n, combo, np.r_[starts, key.size], (rows.size, columns))
+        return cls(matrix, rows // SEX_AGES, rows % SEX_AGES)
+
     @property
     def cells(self) -> int:
         return int(self.matrix.nnz)
@@ -110,6 +133,37 @@ class CellMatrix:
         return _csr(m.data[p0:p1], m.indices[p0:p1], m.indptr[a : b + 1] - p0, (b - a, m.shape[1]))
 
 
+@dataclass(frozen=True)
+class StateRows:
+    """A cell matrix (the nation's, or the states of one Spark partition) and the geo units
+    of each of its states (``state_units``: state → first and last UNIT; a state's units
+    are one contiguous range, units being numbered state by state)."""
+
+    matrix: CellMatrix
+    state_units: Mapping[str, tuple[int, int]]
+
+    def rows_of(self, states: Sequence[str]) -> tuple[int, int]:
+        """The rows of the matrix whose units lie between the first unit of the first of
+        ``states`` and the last unit of the last (the states are consecutive)."""
+        spans = [self.state_units[s] for s in states if s in self.state_units]
+        if not spans:
+            return (0, 0)
+        return self.matrix.rows_of_units(min(a for a, _ in spans), max(b for _, b in spans))
+
+    def chunks(
+        self, dom: Domain, max_groups: int, max_cells: int
+    ) -> list[tuple[Domain, tuple[int, int]]]:
+        """The chunks of ``dom`` and their rows: runs of whole states of at most
+        ``max_groups`` groups and ``max_cells`` cells (unless one state has more,
+        :func:`privtab.tabulate.domain.state_chunks`) for a level nested in states; the
+        whole domain and every row otherwise."""
+        if dom.geo not in NESTED_IN_STATE:
+            return [(dom, (0, self.matrix.unit.size))]
+        per_state = {s: self.matrix.cells_in(self.rows_of([s])) for s in self.state_units}
+        cuts = state_chunks(dom, max_groups, per_state, max_cells)
+        return [(dom.slice(lo, hi), self.rows_of(states)) for lo, hi, states in cuts]
+
+
 def unit_regions(geography: Geography, geo: GeoLevel) -> NDArray[np.int64]:
     """Region index (in the level's sorted domain) of every UNIT, −1 outside the level."""
     units = geography.units.select(UNIT, pl.col(geo.value).to_physical().alias("_R"))
@@ -118,6 +172,17 @@ def unit_regions(geography: Geography, geo: GeoLevel) -> NDArray[np.int64]:
     reg = units["_R"].fill_null(-1).to_numpy()
     out[units[UNIT].to_numpy()] = reg
     return out
+
+
+def state_units(geography: Geography) -> dict[str, tuple[int, int]]:
+    """The first and last UNIT of every state of the GRF-C (public)."""
+    spans = geography.units.group_by("TABBLKST").agg(
+        pl.col(UNIT).min().alias("first"), pl.col(UNIT).max().alias("last")
+    )
+    return {
+        str(st): (int(a), int(b))
+        for st, a, b in zip(spans["TABBLKST"], spans["first"], spans["last"], strict=True)
+    }
 
 
 def region_incidence(
@@ -164,9 +229,18 @@ def exact_counts(
     ``iterations`` (combinations × ``dom.codes``): ``F = (S X) B`` (module docstring).
     ``by_region``: ``S X`` if already computed (:func:`region_counts` of the same rows,
     regions and geography)."""
-    n_it = len(dom.codes)
     if by_region is None:
         by_region = region_counts(cm, rows, unit_region, dom)
+    return counts_from_regions(by_region, iterations, dom)
+
+
+def counts_from_regions(
+    by_region: sparse.csr_array, iterations: sparse.csr_array, dom: Domain
+) -> ExactCounts:
+    """Exact persons per (group, sex, age) of ``dom`` from ``M = S X`` (:func:`region_counts`
+    of every row whose unit is in a region of ``dom``, or the sum of such products over
+    disjoint sets of rows): ``F = M B``."""
+    n_it = len(dom.codes)
     f = sparse.coo_array(by_region @ iterations)
     row = f.row.astype(np.int64)
     group = (row // SEX_AGES) * n_it + f.col

@@ -63,7 +63,9 @@ def make_engine(name: str) -> Engine:
             )
         from privtab.tabulate.engines.spark import SparkEngine
 
-        return SparkEngine()
+        engine = SparkEngine()
+        engine.start()  # the JVM starts while the run reads its inputs
+        return engine
     raise UsageError(f"unknown engine {name!r}: choose {' or '.join(ENGINES)}")
 
 

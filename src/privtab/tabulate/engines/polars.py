@@ -35,12 +35,18 @@ from numpy.typing import NDArray
 from scipy import sparse
 
 from privtab.data import GeoLevel, SafeTabInputs
-from privtab.data.geography import UNIT
 from privtab.data.membership import iteration_matrix
 from privtab.tabulate.aggregate import aggregate_persons
 from privtab.tabulate.chunk import Drawing, tabulate_groups
-from privtab.tabulate.counts import CellMatrix, exact_counts, region_counts, unit_regions
-from privtab.tabulate.domain import NESTED_IN_STATE, Domain, level_domain, state_chunks
+from privtab.tabulate.counts import (
+    CellMatrix,
+    StateRows,
+    exact_counts,
+    region_counts,
+    state_units,
+    unit_regions,
+)
+from privtab.tabulate.domain import Domain, level_domain
 from privtab.tabulate.plan import LevelPlan
 from privtab.tabulate.results import ChunkResult
 
@@ -69,7 +75,7 @@ class PolarsEngine:
         self.matrix: CellMatrix | None = None
         self.inputs: SafeTabInputs | None = None
         self.combos = pl.DataFrame()
-        self._state_units: dict[str, tuple[int, int]] = {}
+        self._states: StateRows | None = None
         self._iterations: dict[tuple[object, ...], sparse.csr_array] = {}
         self._regions: dict[GeoLevel, NDArray[np.int64]] = {}
         self._by_region: tuple[tuple[object, ...], sparse.csr_array] | None = None
@@ -87,35 +93,9 @@ class PolarsEngine:
         self.matrix = CellMatrix.from_cells(cells)
         self.combos = cells.combos
         self.inputs = inputs
-        # a state's units are one contiguous UNIT range (units are sorted by state first)
-        spans = inputs.geography.units.group_by("TABBLKST").agg(
-            pl.col(UNIT).min().alias("first"), pl.col(UNIT).max().alias("last")
-        )
-        self._state_units = {
-            str(st): (int(a), int(b))
-            for st, a, b in zip(spans["TABBLKST"], spans["first"], spans["last"], strict=True)
-        }
+        self._states = StateRows(self.matrix, state_units(inputs.geography))
         say(f"{cells.persons:,} persons in {cells.cells.height:,} cells")
         return cells.persons
-
-    def _rows_of(self, states: list[str]) -> tuple[int, int]:
-        """The rows of the cell matrix whose units lie between the first unit of the first
-        of ``states`` and the last unit of the last (the chunk's states are consecutive)."""
-        assert self.matrix is not None
-        spans = [self._state_units[s] for s in states if s in self._state_units]
-        if not spans:
-            return (0, 0)
-        return self.matrix.rows_of_units(min(a for a, _ in spans), max(b for _, b in spans))
-
-    def _chunks(self, dom: Domain) -> list[tuple[Domain, tuple[int, int]]]:
-        """The chunks of ``dom`` (whole states for levels nested in states) and their rows."""
-        assert self.matrix is not None
-        every = (0, self.matrix.unit.size)
-        if dom.geo not in NESTED_IN_STATE:
-            return [(dom, every)]
-        per_state = {s: self.matrix.cells_in(self._rows_of([s])) for s in self._state_units}
-        cuts = state_chunks(dom, self.max_chunk_groups, per_state, self.max_chunk_cells)
-        return [(dom.slice(lo, hi), self._rows_of(states)) for lo, hi, states in cuts]
 
     def _iteration_matrix(self, plan: LevelPlan, dom: Domain) -> sparse.csr_array:
         """Combination × iteration incidence; the same for every geography of a
@@ -140,7 +120,8 @@ class PolarsEngine:
         dom = level_domain(plan, self.inputs.geography, self.inputs.reference)
         iterations = self._iteration_matrix(plan, dom)
         unit_region = self._unit_regions(dom.geo)
-        chunks = self._chunks(dom)
+        assert self._states is not None
+        chunks = self._states.chunks(dom, self.max_chunk_groups, self.max_chunk_cells)
         for part, rows in chunks:
             by_region = self._region_counts(part, rows, unit_region, keep=len(chunks) == 1)
             exact = exact_counts(self.matrix, rows, unit_region, iterations, part, by_region)
@@ -173,5 +154,6 @@ class PolarsEngine:
     def close(self) -> None:
         self._by_region = None
         self.matrix = None
+        self._states = None
         self._iterations.clear()
         self._regions.clear()

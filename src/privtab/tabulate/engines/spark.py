@@ -1,114 +1,303 @@
-"""The Spark engine of SafeTab-P: the same plan and per-level steps, aggregated on PySpark.
+"""The Spark engine of SafeTab-P: the embedded engine's algorithm, run in Spark tasks.
 
 ``privtab safetab run --engine spark`` (or ``RunOptions(engine="spark")``) runs the release
-with :class:`SparkEngine`. The algorithm is defined once: every chunk of a level's public
-domain is tabulated by :func:`privtab.tabulate.chunk.tabulate_groups` (SafeTab seed
-Algorithms 1–3) — on the **executors**, with noise from privtab's exact samplers
-(:mod:`privtab.random`). What differs from the embedded engine is only how persons are
-aggregated and joined to population groups:
+with :class:`SparkEngine`. One algorithm, two places to run it: the Spark tasks run the
+same Python code as the embedded engine (:mod:`privtab.tabulate.engines.polars`) — the
+reader and validation of :class:`privtab.data.persons.PersonReader`, the aggregation of
+:func:`privtab.tabulate.aggregate.aggregate_typed`, the sparse algebra of
+:mod:`privtab.tabulate.counts` (``F = (S X) B``) and the algorithm of
+:func:`privtab.tabulate.chunk.tabulate_groups` — on pieces of the data; Spark only decides
+where each piece runs and moves the pieces between processes.
 
-1. **Read + validate + aggregate** (:meth:`SparkEngine.prepare`, one pass over the person
-   file, text or Parquet, read by Spark). The header is checked by privtab's reader; every
-   row is then checked by the rules of :func:`privtab.data.spec.person_spec` compiled to
-   Spark SQL (:func:`privtab.data.spec.bad_row_sql` — the same declarations the polars
-   reader compiles: ids, age 0–115, sex, householder, CENRACE, race codes known / not
-   duplicated / no code after ``Null`` / at most ``max_race_codes``, ethnicity code, field
-   count, missing values, invalid UTF-8) plus the join with the GRF-C blocks, and typed;
-   the race codes are sorted and packed
-   into ``RACE_KEY1``/``RACE_KEY2`` (:func:`privtab.data.pack_race_codes`'s layout), and
-   rows are counted per (bad flag, geo unit, code combination, ethnicity, sex, age). If any
-   row is flagged, privtab's naming validation (:func:`privtab.data.validate_persons`) runs
-   on the driver and raises the same :class:`~privtab.data.InputValidationError` (file, row,
-   column, value) as the polars engine — before anything is written. A valid file costs one
-   Spark pass; an invalid one also one streaming polars pass on the driver (which must then
-   be able to read the file).
-2. **Per level** (:meth:`SparkEngine.tabulate`): cells → regions (broadcast join with the
-   unit → region table of the level, from the GRF-C) → iterations (broadcast join with the
-   expansion of the *distinct* code combinations, :func:`privtab.data.iteration_matrix`,
-   computed on the driver) → exact counts per (group, sex, age). The public domain
-   (regions × iterations, region-major) is cut into chunks of whole regions; one marker row
-   per chunk guarantees that every chunk — empty groups included — reaches an executor,
-   which runs the algorithm on it and returns the chunk's noisy counts (arrays, pickled;
-   no exact count) to the driver, one partition at a time (:meth:`pyspark.RDD.
-   toLocalIterator` of the DataFrame's rows); the driver publishes them as the polars
-   engine's (:func:`privtab.tabulate.publish.publish_chunk`).
+1. **Partition map** (public, from the GRF-C): consecutive states are grouped into
+   partitions of about equal GRF-C blocks (:class:`_Layout`; how many: ``partitions``,
+   the Spark setting :data:`PARTITIONS_CONF`, or from the file's size and the cluster's
+   cores); a partition holds whole states, so every level nested in states (state, county,
+   tract, place) is tabulated inside one task per partition, without any shuffle.
+2. **Read + validate + aggregate** (:meth:`SparkEngine.prepare`). The person file (text or
+   Parquet) is cut into parts (:func:`privtab.data.persons.person_parts`: whole Parquet row
+   groups, or text byte ranges cut at line starts); each task reads its parts with
+   privtab's reader, validates every row with privtab's checks and aggregates the valid
+   rows into cells, split by partition. A Spark shuffle brings each partition's partial
+   cells together; a task sums them (exactly) and numbers its code combinations. The
+   driver gets, per part, the rows it holds and its problems (rows numbered within the
+   part), numbers them in the file and raises the same :class:`~privtab.data.
+   InputValidationError` (file, row, column, value) as the polars engine — before anything
+   is written, and without reading the file itself (except for a file the reader cannot
+   parse, which the driver's reader diagnoses). It also gets each partition's distinct code
+   combinations (no count), numbers them globally and broadcasts them; each partition then
+   becomes a :class:`~privtab.tabulate.counts.CellMatrix` of its states (global combination
+   ids), cached in Spark (memory, spilled to disk if needed). Cells never go to the driver.
+3. **Per level** (:meth:`SparkEngine.tabulate`), one Spark job. The small public things go
+   to the tasks once per run as broadcasts: the combination × iteration incidence ``B`` of
+   each iteration level and granularity, the unit → region map of each geography. *A level
+   nested in states*: each task of the partitions holding regions of the level computes
+   ``(S X) B`` for its states, cuts them into chunks of whole states
+   (:meth:`~privtab.tabulate.counts.StateRows.chunks`, as the embedded engine does), draws
+   each chunk's noise and returns its noisy counts (:class:`~privtab.tabulate.results.
+   ChunkResult`, no exact count) to the driver; partitions are run in *waves* of at most
+   ``max_wave_groups`` population groups (one job each), so the driver holds one wave's
+   noisy counts at a time, and publishes them in domain order
+   (:func:`privtab.tabulate.publish.publish_chunk`). *USA and AIANNH levels* (regions
+   across states): each task computes its partial ``S X``; a Spark shuffle sums them on an
+   executor (exact counts cross the shuffle between executors, never the driver), where
+   one task multiplies by ``B`` and draws the level's noise.
 
-**Privacy.** The guarantee is the plan's (seed Theorems 1 and 3; :mod:`privtab.tabulate.
-engine`): every group of the public domain is tabulated exactly once, with the parameters
-of the plan. Noise is drawn on the executors from the exact samplers: each task creates its
-own :class:`privtab.random.SecureSource` (AES-256-CTR keyed from the executor's
-``os.urandom``; no seed is shared or shipped). For tests only, a seeded source may be given:
-chunk ``c`` of level ``L`` then uses ``SeededSource(f"{seed}-{L}-{c}")`` (all stages of the
-chunk are drawn from it in order), independent of Spark's partitioning, and the release is
-marked not private (:func:`privtab.tabulate.run_release` refuses seeded sources unless
-``allow_insecure``). Exact counts never leave the executors (the chunk outputs hold noisy
-counts only; ``evaluate=True`` adds non-private error statistics, for tests).
+**Privacy.** The guarantee is the plan's (seed Theorems 1 and 3): every group of the
+public domain is tabulated exactly once, with the parameters of the plan (the chunks of a
+level partition its domain: whole states, each state in one partition). Noise is drawn in
+the tasks from the exact samplers: each task creates its own
+:class:`privtab.random.SecureSource` (AES-256-CTR keyed from the executor's
+``os.urandom``; no seed is shared or shipped). For tests only, a seeded source may be
+given: a level nested in states is then drawn state by state, state ``s`` of level ``L``
+from ``SeededSource(f"{seed}-{L}-{s}")``, and a level across states from
+``SeededSource(f"{seed}-{L}")`` — independent of the partitioning, the chunk size and the
+cluster — and the release is marked not private (:func:`privtab.tabulate.run_release`
+refuses seeded sources unless ``allow_insecure``). Exact counts never reach the driver
+(``evaluate=True`` adds non-private error statistics, for tests).
 
 Spark session: pass one (``SparkEngine(spark=...)``), or let the engine use the active one
 (``spark-submit`` — master and configuration then come from its command line), or create
-``master`` (default ``local[2]``, or ``$PRIVTAB_SPARK_MASTER``) with ``config``.
+``master`` (default ``local[2]``, or ``$PRIVTAB_SPARK_MASTER``) with ``config``. The tasks
+read the person file by its path: on a cluster it must be at the same path on every node
+(a shared volume). Cluster settings and sizing: docs/safetab.md §8.
 """
 
 from __future__ import annotations
 
 import gc
 import os
-import pickle
 import sys
-from collections.abc import Callable, Iterator, Mapping
+import threading
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass, replace
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import polars as pl
+from numpy.typing import NDArray
 from scipy import sparse
 
-from privtab.data import SafeTabInputs
-from privtab.data.ages import MAX_AGE
+from privtab.data import Geography, ReferenceData, SafeTabInputs
 from privtab.data.errors import ProblemLog
 from privtab.data.geography import UNIT
 from privtab.data.membership import RACE_KEYS, iteration_matrix
-from privtab.data.persons import code_strings, scan_persons, validate_persons
-from privtab.data.spec import FIELDS, PERSON_COLUMNS, RACE_COLUMNS, bad_row_sql, person_spec
+from privtab.data.persons import (
+    FilePart,
+    PersonReader,
+    format_of,
+    person_parts,
+    scan_persons,
+    validate_persons,
+)
 from privtab.random import RandomSource, SecureSource, SeededSource
-from privtab.tabulate.aggregate import COMBO
-from privtab.tabulate.algorithm import ExactCounts, NoisyGroups
+from privtab.tabulate.aggregate import (
+    COMBO,
+    Cells,
+    aggregate_typed,
+    merge_packed,
+    packed_cells,
+)
 from privtab.tabulate.chunk import Drawing, tabulate_groups
-from privtab.tabulate.domain import Domain, level_domain
+from privtab.tabulate.counts import (
+    CellMatrix,
+    StateRows,
+    counts_from_regions,
+    exact_counts,
+    region_counts,
+    state_units,
+    unit_regions,
+)
+from privtab.tabulate.domain import NESTED_IN_STATE, Domain, level_domain
 from privtab.tabulate.plan import LevelPlan
-from privtab.tabulate.results import ChunkResult, Tallies
+from privtab.tabulate.results import ChunkResult
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark import RDD, Broadcast
+    from pyspark.sql import SparkSession
 
-__all__ = ["DEFAULT_CHUNK_GROUPS", "SparkEngine"]
+__all__ = ["DEFAULT_CHUNK_GROUPS", "DEFAULT_WAVE_GROUPS", "SparkEngine"]
 
 Say = Callable[[str], None]
 
-DEFAULT_CHUNK_GROUPS = 1 << 20
-"""Population groups per chunk of a level's domain (one executor call each)."""
-_LINE = "_LINE"
-_SEP = "\x1f"  # never occurs in Census text files: each line is read as one field
+DEFAULT_CHUNK_GROUPS = 1 << 23
+"""Population groups per chunk of a level (as the embedded engine): one ``tabulate_groups``."""
+DEFAULT_CHUNK_CELLS = 1 << 25
+"""Cells per chunk (unless one state has more), as the embedded engine."""
+DEFAULT_WAVE_GROUPS = 1 << 23
+"""Population groups of a level whose noisy counts the driver fetches in one job (at least
+one partition's): bounds the driver's memory (≈ 30-60 bytes per group)."""
+PART_ROWS = 1 << 21
+"""Rows per part of a Parquet person file (whole row groups) read by one task."""
+PART_BYTES = 1 << 27
+"""Bytes per part of a text person file read by one task."""
+PARTITIONS_CONF = "spark.privtab.partitions"
+"""A Spark setting (``--spark-conf``, ``spark-submit --conf``): the partitions of the cells
+(whole states; at most one per state), instead of the engine's default."""
+WAVE_CONF = "spark.privtab.waveGroups"
+"""A Spark setting: the engine's ``max_wave_groups`` (a larger wave keeps more executors busy
+on a big level, and costs the driver ≈ 30 bytes per group)."""
+PARTITION_PERSONS = 1 << 23
+"""Persons per partition aimed at (estimated from the file's size before it is read)."""
+_TEXT_BYTES_PER_PERSON = 60
 _DEFAULT_CONF = {
-    "spark.sql.execution.arrow.pyspark.enabled": "true",
-    "spark.sql.shuffle.partitions": "8",
     "spark.ui.showConsoleProgress": "false",
+    "spark.ui.enabled": "false",
+    # the JVM only moves bytes between Python processes here: its optimising compiler
+    # costs more CPU than it saves (10^7 persons, local[2]: −4 CPU s at start-up)
+    "spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1",
 }
-_OUT_SCHEMA = "chunk long, groups binary, meta binary"
-_CELLS_PER_PARTITION = 250_000
-"""Cells per partition of the cached cell table (:meth:`SparkEngine.prepare`)."""
-_KEYS_PER_TASK = 1_000_000
-"""Estimated (group, sex, age) keys per reduce task of a level's exact counts."""
-_PREAGG_FACTOR = 4
-"""Levels with at most 1/_PREAGG_FACTOR as many regions as geo units pre-aggregate the
-cells per region before the expansion to iterations (:meth:`SparkEngine.tabulate`)."""
+_TASK_ENV = {"POLARS_MAX_THREADS": "1", "OMP_NUM_THREADS": "1"}
+"""Every task runs on one core (Spark runs one task per core): polars and Arrow in a task
+use one thread, not a pool per task spinning for the same cores."""
 
 
-def _spark_modules() -> tuple[Any, Any]:
-    from pyspark.sql import functions as F  # noqa: N812
-    from pyspark.sql import types as T  # noqa: N812
+@dataclass(frozen=True)
+class _Layout:
+    """The public partition map: the states of each partition (consecutive, whole) and
+    the first geo unit of each (units are numbered state by state)."""
 
-    return F, T
+    states: tuple[tuple[str, ...], ...]
+    first_units: tuple[int, ...]
+    state_units: Mapping[str, tuple[int, int]]
+
+    @classmethod
+    def of(cls, geography: Geography, partitions: int) -> _Layout:
+        """At most ``partitions`` runs of consecutive states, each of at most its share of
+        the GRF-C's blocks unless one state has more."""
+        spans = state_units(geography)
+        order = sorted(spans, key=lambda s: spans[s][0])
+        blocks = geography.blocks[UNIT].to_numpy()
+        weight = [
+            int(np.count_nonzero((blocks >= spans[s][0]) & (blocks <= spans[s][1]))) for s in order
+        ]
+        n = max(1, min(partitions, len(order)))
+        target = sum(weight) / n
+        groups: list[list[str]] = [[]]
+        held = 0
+        for s, w in zip(order, weight, strict=True):
+            if groups[-1] and held + w > target and len(groups) < n:
+                groups.append([])
+                held = 0
+            groups[-1].append(s)
+            held += w
+        firsts = tuple(spans[g[0]][0] if g else 0 for g in groups)
+        return cls(tuple(tuple(g) for g in groups), firsts, spans)
+
+    def partition_of(self, units: NDArray[np.integer]) -> NDArray[np.int64]:
+        starts = np.asarray(self.first_units, dtype=np.int64)
+        found: NDArray[np.int64] = np.searchsorted(starts, units, side="right") - 1
+        return np.maximum(found, 0)
+
+    def state_rows(self, p: int, matrix: CellMatrix) -> StateRows:
+        return StateRows(matrix, {s: self.state_units[s] for s in self.states[p]})
+
+    def region_ranges(self, dom: Domain) -> list[tuple[int, int]]:
+        """The regions ``[lo, hi)`` of a level nested in states in each partition."""
+        prefix = np.asarray([r[:2] for r in dom.regions], dtype="U2")
+        return [
+            (
+                int(np.searchsorted(prefix, states[0], side="left")),
+                int(np.searchsorted(prefix, states[-1], side="right")),
+            )
+            if states
+            else (0, 0)
+            for states in self.states
+        ]
+
+
+@dataclass(frozen=True)
+class _Reading:
+    """What the reading tasks need (one broadcast per run): public inputs only."""
+
+    path: str
+    reference: ReferenceData
+    geography: Geography  # its blocks (BLOCK → UNIT) only
+    max_race_codes: int
+    layout: _Layout
+
+
+@dataclass(frozen=True)
+class _PartReport:
+    """A part's rows (text: lines), valid persons and problems (rows numbered within the
+    part), or ``unreadable`` when its lines could not be parsed."""
+
+    index: int
+    rows: int
+    persons: int
+    log: ProblemLog | None
+    unreadable: bool = False
+
+
+@dataclass(frozen=True)
+class _PartCells:
+    """A part's report and, if it had no problem, its cells (combinations numbered by the
+    part's reader: ``combos``)."""
+
+    report: _PartReport
+    cells: Cells | None
+
+
+@dataclass(frozen=True)
+class _Level:
+    """What the tasks of one level need (shipped with the job; public)."""
+
+    plan: LevelPlan
+    dom: Domain
+    seed: str | None
+    noise: bool
+    evaluate: bool
+    max_groups: int
+    max_cells: int
+
+    def source(self, secure: list[RandomSource], label: str | None) -> RandomSource:
+        """The chunk's source: seeded per (level, state) for tests, else the task's own."""
+        if self.seed is not None:
+            tail = "" if label is None else f"-{label}"
+            return SeededSource(f"{self.seed}-{self.plan.key}{tail}")
+        if not secure:
+            secure.append(SecureSource())  # this task's own OS entropy, never shared
+        return secure[0]
+
+    def draw(self, dom: Domain, exact: Any, src: RandomSource) -> ChunkResult:
+        """The chunk's noisy counts, their integers narrowed for the trip to the driver
+        (:func:`_widened` restores them)."""
+        res = tabulate_groups(
+            self.plan, dom, exact, source=src, noise=self.noise, evaluate=self.evaluate
+        )
+        g = res.groups
+        cells = tuple(replace(t, groups=_narrow(t.groups), noisy=_narrow(t.noisy)) for t in g.cells)
+        narrow = replace(g, count=_narrow(g.count), stage1=_narrow(g.stage1), cells=cells)
+        return replace(res, groups=narrow)
+
+
+def _narrow(values: NDArray[np.int64]) -> NDArray[np.signedinteger[Any]]:
+    """The smallest signed integer type that holds ``values`` (exactly)."""
+    if values.size == 0:
+        return values
+    lo, hi = int(values.min()), int(values.max())
+    for kind in (np.int8, np.int16, np.int32):
+        info = np.iinfo(kind)
+        if info.min <= lo and hi <= info.max:
+            return values.astype(kind)
+    return values
+
+
+def _widened(res: ChunkResult) -> ChunkResult:
+    """A chunk as it left the task, with its integers back in ``int64``."""
+    g = res.groups
+    i64 = np.int64
+    cells = tuple(
+        replace(t, groups=t.groups.astype(i64), noisy=t.noisy.astype(i64)) for t in g.cells
+    )
+    wide = replace(g, count=g.count.astype(i64), stage1=g.stage1.astype(i64), cells=cells)
+    return replace(res, groups=wide)
+
+
+def _spark_context(spark: SparkSession) -> Any:
+    return spark.sparkContext
 
 
 class SparkEngine:
@@ -117,7 +306,9 @@ class SparkEngine:
     ``spark``: a session to use (not stopped by :meth:`close`). Otherwise the active session
     (e.g. under ``spark-submit``) is used, or one is created with ``master`` (default
     ``$PRIVTAB_SPARK_MASTER`` or ``local[2]``) and ``config`` (any ``spark.*`` settings).
-    ``max_chunk_groups`` bounds the groups of a level tabulated by one executor call.
+    ``max_chunk_groups`` bounds the groups of one ``tabulate_groups`` call, ``partitions``
+    (default: from the file's size and the cluster's cores) the partitions of the cells,
+    ``max_wave_groups`` the groups whose noisy counts the driver fetches at once.
     """
 
     name = "spark"
@@ -129,32 +320,61 @@ class SparkEngine:
         config: Mapping[str, str] | None = None,
         *,
         max_chunk_groups: int = DEFAULT_CHUNK_GROUPS,
+        max_wave_groups: int = DEFAULT_WAVE_GROUPS,
+        partitions: int | None = None,
         app_name: str = "privtab-safetab",
     ) -> None:
-        if max_chunk_groups < 1:
-            raise ValueError("max_chunk_groups must be positive")
+        if max_chunk_groups < 1 or max_wave_groups < 1 or (partitions or 1) < 1:
+            raise ValueError("max_chunk_groups, max_wave_groups and partitions must be positive")
         self._spark = spark
         self._own = False
         self.master = master or os.environ.get("PRIVTAB_SPARK_MASTER", "local[2]")
         self.config = dict(config or {})
         self.max_chunk_groups = int(max_chunk_groups)
+        self.max_chunk_cells = DEFAULT_CHUNK_CELLS
+        self.max_wave_groups = int(max_wave_groups)
+        self.partitions = partitions
         self.app_name = app_name
         self.inputs: SafeTabInputs | None = None
         self.combos: pl.DataFrame | None = None
-        self._cells: DataFrame | None = None
-        self._n_units = 0
-        self._n_cells = 0
-        # driver-created tables, built once and reused by the levels that share them: the
-        # combination → iteration maps, one per (iteration level, granularity) — the same
-        # for every geography of a granularity — and the unit → region tables, one per
-        # geography (US and PR levels of a geography, both iteration levels)
-        self._combo_its: dict[tuple[object, ...], tuple[pl.DataFrame, DataFrame]] = {}
-        self._unit_regions: dict[str, DataFrame] = {}
+        self._cells: RDD[tuple[int, StateRows]] | None = None
+        self._layout: _Layout | None = None
+        # broadcast once per run, reused by the levels that share them: the combination →
+        # iteration incidence per (iteration level, granularity) and the unit → region
+        # map per geography
+        self._shared: dict[object, Broadcast[Any]] = {}
+        self._starting: threading.Thread | None = None
+        self._start_error: BaseException | None = None
 
     # ------------------------------------------------------------------ session
+    def start(self) -> None:
+        """Start creating the session in the background (the JVM takes seconds to start:
+        it then overlaps the reading of the config, reference files and GRF-C); a failure
+        is raised where the session is first used."""
+        if self._spark is None and self._starting is None:
+            self._starting = threading.Thread(
+                target=self._start_quietly, name="privtab-spark-start", daemon=True
+            )
+            self._starting.start()
+
+    def _start_quietly(self) -> None:
+        try:
+            self._session()
+        except BaseException as exc:  # re-raised by the spark property
+            self._start_error = exc
+
     @property
     def spark(self) -> SparkSession:
-        """The session (created on first use)."""
+        """The session (created on first use, or by :meth:`start`)."""
+        if self._starting is not None:
+            self._starting.join()
+            self._starting = None
+            if self._start_error is not None:
+                error, self._start_error = self._start_error, None
+                raise error
+        return self._session()
+
+    def _session(self) -> SparkSession:
         if self._spark is None:
             from pyspark.sql import SparkSession
 
@@ -168,384 +388,337 @@ class SparkEngine:
                     if self.master.startswith("local"):
                         # local workers must run this interpreter (privtab importable)
                         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-                for k, v in {**_DEFAULT_CONF, **self.config}.items():
+                task_env = {f"spark.executorEnv.{k}": v for k, v in _TASK_ENV.items()}
+                for k, v in {**_DEFAULT_CONF, **task_env, **self.config}.items():
                     builder = builder.config(k, v)
                 self._spark = builder.getOrCreate()
                 self._own = True
         return self._spark
 
     def close(self) -> None:
-        """Release cached data; stop the session if this engine created it."""
-        self._combo_its.clear()
-        self._unit_regions.clear()
-        gc.collect()  # the last level's DataFrames (see tabulate)
-        if self._cells is not None:
-            self._cells.unpersist()
-            self._cells = None
+        """Release cached data and broadcasts; stop the session if this engine created it."""
+        if self._starting is not None:
+            self._starting.join()
+            self._starting = None
         if self._own and self._spark is not None:
+            # stopping the session frees its cache and broadcasts at once
+            self._shared.clear()
+            self._cells = None
             self._spark.stop()
             self._spark = None
             self._own = False
+        else:
+            self._release()
+
+    def _release(self) -> None:
+        """Drop the cached cells and the broadcasts of the last run."""
+        for shared in self._shared.values():
+            shared.destroy()
+        self._shared.clear()
+        if self._cells is not None:
+            self._cells.unpersist()
+            self._cells = None
+        gc.collect()
 
     # ------------------------------------------------------------------ prepare
     def prepare(self, inputs: SafeTabInputs, say: Say) -> int:
-        """Validate and aggregate the person file in Spark (one pass); return the persons.
+        """Validate and aggregate the person file in Spark tasks; return the persons.
 
         Raises :class:`privtab.data.InputValidationError` (file, row, column, value, from
-        privtab's naming validation) if any row is invalid; nothing is written before.
+        privtab's validation in the tasks) if any row is invalid; nothing is written before.
         """
-        F, _ = _spark_modules()
-        self._combo_its.clear()
-        self._unit_regions.clear()
+        from pyspark import StorageLevel
+
+        self._release()
         path = Path(inputs.persons_path)
         scan_persons(path)  # header / format check (raises InputValidationError)
-        say(f"validating and aggregating {path} with Spark ({self.spark.sparkContext.master})")
-        # the row checks are wide expressions: constraint propagation only costs time here
-        self.spark.conf.set("spark.sql.constraintPropagation.enabled", "false")
-        typed = _typed_persons(self.spark, path, inputs)
-        keys = [UNIT, *RACE_KEYS, "QSPAN", "QSEX", "QAGE"]
-        agg = typed.groupBy("_BAD", *keys).agg(F.count(F.lit(1)).alias("N")).persist()
+        sc = _spark_context(self.spark)
+        layout = _Layout.of(inputs.geography, self._partitions(path, sc.defaultParallelism))
+        parts = person_parts(path, self._parts(path, sc.defaultParallelism))
+        say(
+            f"validating and aggregating {path} with Spark ({sc.master}): "
+            f"{len(parts)} parts → {len(layout.states)} partitions of whole states"
+        )
+        read = self._read(sc, inputs, layout, parts).persist(StorageLevel.MEMORY_AND_DISK)
         try:
-            bad = agg.filter(F.col("_BAD")).agg(F.sum("N")).collect()[0][0]
-            if bad:
-                say(f"{int(bad):,} invalid rows: naming every problem")
-                log = ProblemLog()
-                validate_persons(
-                    path, inputs.reference, inputs.geography, inputs.config.max_race_codes, log
+            found = sorted(read.map(_summary).collect(), key=lambda r: r[0].index)
+            self._raise_if_invalid(inputs, [report for report, _ in found])
+            combos, ids = _numbered_combos([c for _, c in found])
+            # kept until close(): the cached cells' lineage refers to it
+            self._shared["ids"] = shared = sc.broadcast(ids)
+            cells = (
+                read.flatMap(partial(_split_cells, shared, layout))
+                .partitionBy(len(layout.states), _identity)
+                .mapPartitionsWithIndex(
+                    partial(_partition_cells, layout, combos.height), preservesPartitioning=True
                 )
-                log.raise_if_any()
-                raise RuntimeError(  # pragma: no cover - the two checks agree (tested)
-                    f"{int(bad)} rows of {path} were flagged invalid by Spark but not explained"
-                )
-            good = agg.filter(~F.col("_BAD")).drop("_BAD")
-            combos_rows = good.select(*RACE_KEYS, "QSPAN").distinct().toArrow()
-            combos = (
-                pl.DataFrame(pl.from_arrow(combos_rows))
-                .select(
-                    pl.col(RACE_KEYS[0]).cast(pl.UInt64),
-                    pl.col(RACE_KEYS[1]).cast(pl.UInt64),
-                    pl.col("QSPAN").cast(pl.UInt16),
-                )
-                .sort(*RACE_KEYS, "QSPAN")
-                .with_row_index(COMBO)
-                .with_columns(pl.col(COMBO).cast(pl.UInt32))
+                .persist(StorageLevel.MEMORY_AND_DISK)
             )
-            combo_df = _to_spark(
-                self.spark,
-                combos.select(
-                    pl.col(COMBO).cast(pl.Int64),
-                    pl.col(RACE_KEYS[0]).cast(pl.Int64),
-                    pl.col(RACE_KEYS[1]).cast(pl.Int64),
-                    pl.col("QSPAN").cast(pl.Int32),
-                ),
-            )
-            joined = good.join(F.broadcast(combo_df), on=[*RACE_KEYS, "QSPAN"], how="inner")
-            n_cells = joined.count()
-            # partitions of at most _CELLS_PER_PARTITION cells: every level expands them to
-            # its iterations and sums them per task, a hash table that must fit the task's
-            # share of the execution memory (local[2] at 10^7 persons: 4 partitions failed
-            # with AGGREGATE_OUT_OF_MEMORY under spark.driver.memory=6g)
-            n_parts = max(
-                self.spark.sparkContext.defaultParallelism,
-                -(-n_cells // _CELLS_PER_PARTITION),
-            )
-            cells = joined.select(UNIT, COMBO, "QSEX", "QAGE", "N").repartition(n_parts).persist()
-            persons = int(cells.agg(F.sum("N")).collect()[0][0] or 0)
+            n_cells = sum(cells.map(lambda pc: pc[1].matrix.cells).collect())
         finally:
-            agg.unpersist()
-        self._cells = cells
-        self._n_units = inputs.geography.units.height
-        self._n_cells = int(n_cells)
-        self.combos = combos
-        self.inputs = inputs
+            read.unpersist()
+        persons = sum(r.persons for r, _ in found)
+        self._cells, self._layout = cells, layout
+        self.combos, self.inputs = combos, inputs
         say(f"{persons:,} persons in {n_cells:,} cells")
         return persons
+
+    def _parts(self, path: Path, cores: int) -> int:
+        """Parts of the person file, one task each: about :data:`PART_ROWS` rows (text:
+        :data:`PART_BYTES` bytes) each, a multiple of the cluster's cores."""
+        cores = max(1, cores)
+        if format_of(path) == "parquet":
+            size, unit = _parquet_rows(path), PART_ROWS
+        else:
+            size, unit = path.stat().st_size, PART_BYTES
+        return cores * -(-max(1, size) // (unit * cores))
+
+    def _partitions(self, path: Path, cores: int) -> int:
+        """Partitions of whole states: the engine's ``partitions``, else the session's
+        :data:`PARTITIONS_CONF`, else enough for about :data:`PARTITION_PERSONS` persons
+        each (estimated from the file's size), rounded up to a multiple of the cluster's
+        cores (each wave of tasks then keeps every core busy)."""
+        if self.partitions is not None:
+            return self.partitions
+        conf = _spark_context(self.spark).getConf().get(PARTITIONS_CONF)
+        if conf:
+            return max(1, int(conf))
+        if format_of(path) == "parquet":
+            rows = _parquet_rows(path)
+        else:
+            rows = path.stat().st_size // _TEXT_BYTES_PER_PERSON
+        cores = max(1, cores)
+        return cores * -(-max(1, rows) // (PARTITION_PERSONS * cores))
+
+    def _read(
+        self, sc: Any, inputs: SafeTabInputs, layout: _Layout, parts: list[FilePart]
+    ) -> RDD[_PartCells]:
+        """Each part of the person file read, validated and aggregated by a task."""
+        geo = inputs.geography
+        slim = replace(geo, units=geo.units.head(0), domains={})
+        reading = _Reading(str(inputs.persons_path), inputs.reference, slim,
+                           inputs.config.max_race_codes, layout)  # fmt: skip
+        self._shared["reading"] = shared = sc.broadcast(reading)
+        read: RDD[_PartCells] = sc.parallelize(list(enumerate(parts)), max(1, len(parts)))
+        return read.map(partial(_read_part, shared))
+
+    def _raise_if_invalid(self, inputs: SafeTabInputs, ordered: list[_PartReport]) -> None:
+        """Raise the file's validation error if any part had a problem: the parts' logs
+        numbered in the file and merged in file order (the log of one whole-file reader)."""
+        if not any(r.unreadable or r.log for r in ordered):
+            return
+        log = ProblemLog()
+        if any(r.unreadable for r in ordered):
+            # a line the reader cannot parse: the driver's reader names it (file numbering)
+            validate_persons(inputs.persons_path, inputs.reference, inputs.geography,
+                             inputs.config.max_race_codes, log)  # fmt: skip
+        else:
+            before = 1 if format_of(Path(inputs.persons_path)) == "txt" else 0  # header line
+            for r in ordered:
+                if r.log is not None:
+                    log.extend(r.log.shifted(before))
+                before += r.rows
+        log.raise_if_any()
+        raise RuntimeError(  # pragma: no cover - a part's reader flagged a row it did not name
+            f"invalid rows in {inputs.persons_path} were flagged but not explained"
+        )
 
     # ------------------------------------------------------------------ tabulate
     def tabulate(self, plan: LevelPlan, drawing: Drawing) -> Iterator[ChunkResult]:
         """The level's noisy T1/T2, one :class:`ChunkResult` per chunk of its domain, in
-        domain order (region-major). Noise is drawn on the executors (module docstring)."""
-        if self._cells is None or self.inputs is None or self.combos is None:
+        domain order. Noise is drawn in the tasks (module docstring)."""
+        if self._cells is None or self._layout is None or self.inputs is None:
             raise RuntimeError("call prepare() first")
-        # the previous level's DataFrames sit in Python reference cycles that keep their
-        # JVM plans, and with them the broadcast relations, alive through py4j until
-        # Python's cyclic GC runs — which a driver busy in polars rarely triggers
-        gc.collect()
         dom = level_domain(plan, self.inputs.geography, self.inputs.reference)
-        per_chunk = max(1, self.max_chunk_groups // len(dom.codes))
-        n_chunks = -(-len(dom.regions) // per_chunk)
-        combo_it, ci = self._combo_table(plan, dom)
-        fine = self._fine_counts(dom, ci, per_chunk).unionByName(self._markers(n_chunks))
-        spark = self.spark
-        parts = max(1, min(n_chunks, spark.sparkContext.defaultParallelism * 4))
-        shared = spark.sparkContext.broadcast(
-            pickle.dumps(
-                (plan, dom, per_chunk, _seed_of(drawing.source), drawing.noise, drawing.evaluate)
+        job = _Level(plan, dom, _seed_of(drawing.source), drawing.noise, drawing.evaluate,
+                     self.max_chunk_groups, self.max_chunk_cells)  # fmt: skip
+        its, regions = self._iterations(plan, dom), self._unit_regions(dom)
+        if dom.geo not in NESTED_IN_STATE:
+            whole = (
+                self._cells.mapPartitions(partial(_partial_counts, job, regions))
+                .reduceByKey(_add, 1)
+                .mapPartitions(partial(_whole_level, job, its))
             )
-        )
-        session_parts = int(spark.conf.get("spark.sql.shuffle.partitions") or "200")
-        spark.conf.set("spark.sql.shuffle.partitions", str(self._agg_parts(combo_it, dom)))
-        try:
-            out = fine.repartitionByRange(parts, "chunk").mapInArrow(
-                _chunk_task(shared), _OUT_SCHEMA
-            )
-            # RDD.toLocalIterator, not DataFrame.toLocalIterator (which serves partitions
-            # after its SQL execution has ended): with the DataFrame one the JVM kept every
-            # level's broadcast hash relations alive (jmap -histo:live, pyspark 4.3: two
-            # more live LongToUnsafeRowMap per level; 135 MB more live heap per level at
-            # 10^6 persons) — the cause of the 6 GB heap failures at 10^7. Same rows, same
-            # pickle serialization. Test: test_levels_leave_no_broadcast_relations_behind.
-            for row in out.rdd.toLocalIterator(prefetchPartitions=True):
-                tallies = pickle.loads(row["meta"])
-                groups = pickle.loads(row["groups"])
-                assert isinstance(tallies, Tallies)
-                assert isinstance(groups, NoisyGroups)
-                c = int(row["chunk"])
-                part = dom.slice(c * per_chunk, min((c + 1) * per_chunk, len(dom.regions)))
-                yield ChunkResult(plan, part, groups, tallies)
-        finally:
-            spark.conf.set("spark.sql.shuffle.partitions", str(session_parts))
-            shared.destroy()  # the driver's copy too (unpersist keeps it)
+            yield from map(_widened, whole.collect())
+            return
+        sc = _spark_context(self.spark)
+        ranges = self._layout.region_ranges(dom)
+        task = partial(_nested_level, job, its, regions, ranges)
+        conf = sc.getConf().get(WAVE_CONF)
+        most = int(conf) if conf else self.max_wave_groups
+        for wave in _waves(ranges, len(dom.codes), max(1, most)):
+            yield from map(_widened, sc.runJob(self._cells, task, wave))
 
-    def _combo_table(self, plan: LevelPlan, dom: Domain) -> tuple[pl.DataFrame, DataFrame]:
-        """Code combination → iteration of the level (driver side; one per iteration level
-        and granularity, reused by every geography) and its Spark copy."""
+    def _iterations(self, plan: LevelPlan, dom: Domain) -> Broadcast[Any]:
+        """Combination × iteration incidence (one per iteration level and granularity,
+        reused by every geography of the granularity), broadcast."""
         assert self.inputs is not None
         assert self.combos is not None
-        memo = (plan.iteration_level, dom.geo.granularity, dom.codes)
-        if memo not in self._combo_its:
-            incidence = sparse.coo_array(
-                iteration_matrix(
-                    self.combos, self.inputs.reference, plan.iteration_level, dom.geo.granularity
-                )
+        memo = ("B", plan.iteration_level, dom.geo.granularity, dom.codes)
+        if memo not in self._shared:
+            b = iteration_matrix(
+                self.combos, self.inputs.reference, plan.iteration_level, dom.geo.granularity
             )
-            combo_it = pl.DataFrame(
-                {COMBO: incidence.row.astype(np.int64), "_I": incidence.col.astype(np.int64)}
-            )
-            ci_df = _to_spark(self.spark, combo_it.select(pl.col(COMBO).cast(pl.Int64), "_I"))
-            self._combo_its[memo] = (combo_it, ci_df)
-        return self._combo_its[memo]
+            self._shared[memo] = _spark_context(self.spark).broadcast(b)
+        return self._shared[memo]
 
-    def _unit_region_table(self, dom: Domain) -> DataFrame:
+    def _unit_regions(self, dom: Domain) -> Broadcast[Any]:
         """Geo unit → region index of the level (from the GRF-C), one per geography."""
         assert self.inputs is not None
-        if dom.geo.value not in self._unit_regions:
-            units = self.inputs.geography.units.select(
-                pl.col(UNIT).cast(pl.Int64), pl.col(dom.geo.value).to_physical().alias("_R")
-            )
-            self._unit_regions[dom.geo.value] = _to_spark(
-                self.spark, units.drop_nulls().with_columns(pl.col("_R").cast(pl.Int64))
-            )
-        return self._unit_regions[dom.geo.value]
-
-    def _fine_counts(self, dom: Domain, ci: DataFrame, per_chunk: int) -> DataFrame:
-        """Exact persons per (chunk, group, sex, age) of the level (rows only where > 0)."""
-        F, _ = _spark_modules()
-        assert self._cells is not None
-        n_it = len(dom.codes)
-        regional = self._cells.join(F.broadcast(self._unit_region_table(dom)), on=UNIT)
-        if len(dom.regions) * _PREAGG_FACTOR <= self._n_units:
-            # a coarse level (few regions for many units): sum the cells per (region, code
-            # combination, sex, age) first, so that only these few rows are expanded to
-            # the iterations and summed again (instead of every cell's expansion)
-            regional = regional.groupBy("_R", COMBO, "QSEX", "QAGE").agg(F.sum("N").alias("N"))
-        # exact counts per (region, iteration, sex, age), keyed by one packed long
-        # ((region · iterations + iteration) · 4 + sex) · 128 + age: a one-column hash key
-        # is smaller and faster to hash than four columns (sex < 4, age ≤ 115 < 128)
-        g_all = F.col("_R").cast("long") * n_it + F.col("_I")
-        packed = (g_all * 4 + F.col("QSEX")) * 128 + F.col("QAGE")
-        g_of = F.shiftright(F.col("K"), 9)
-        chunk_of = F.floor(g_of / (per_chunk * n_it)).cast("long")
-        return (
-            regional.join(F.broadcast(ci), on=COMBO)
-            .select(packed.alias("K"), "N")
-            .groupBy("K")
-            .agg(F.sum("N").alias("N"))
-            .select(
-                chunk_of.alias("chunk"),
-                (g_of - chunk_of * (per_chunk * n_it)).alias("G"),
-                (F.shiftright(F.col("K"), 7) % 4).cast("int").alias("QSEX"),
-                (F.col("K") % 128).cast("int").alias("QAGE"),
-                F.col("N").cast("long").alias("N"),
-            )
-        )
-
-    def _markers(self, n_chunks: int) -> DataFrame:
-        """One empty row per chunk: every chunk (empty groups included) reaches a task."""
-        F, _ = _spark_modules()
-        return self.spark.range(n_chunks).select(
-            F.col("id").alias("chunk"),
-            F.lit(-1).cast("long").alias("G"),
-            F.lit(0).alias("QSEX"),
-            F.lit(0).alias("QAGE"),
-            F.lit(0).cast("long").alias("N"),
-        )
-
-    def _agg_parts(self, combo_it: pl.DataFrame, dom: Domain) -> int:
-        """Reduce tasks of the exact counts: enough for about ``_KEYS_PER_TASK`` keys each
-        (an upper bound: cells × mean iterations per code combination, at most the domain's
-        cells); never fewer than the session's ``spark.sql.shuffle.partitions``."""
-        assert self.combos is not None
-        fan_out = combo_it.height / max(1, self.combos.height)
-        keys = min(self._n_cells * fan_out, dom.size * 2 * (MAX_AGE + 1))
-        session = int(self.spark.conf.get("spark.sql.shuffle.partitions") or "200")
-        return max(session, -(-int(keys) // _KEYS_PER_TASK))
+        memo = ("R", dom.geo)
+        if memo not in self._shared:
+            ur = unit_regions(self.inputs.geography, dom.geo)
+            self._shared[memo] = _spark_context(self.spark).broadcast(ur)
+        return self._shared[memo]
 
 
-# ---------------------------------------------------------------------- executors
-def _chunk_task(shared: Any) -> Callable[[Iterator[Any]], Iterator[Any]]:
-    """The executor function: tabulate every chunk present in a partition."""
+def _waves(ranges: list[tuple[int, int]], n_it: int, most: int) -> Iterator[list[int]]:
+    """Runs of consecutive partitions holding regions, of at most ``most`` groups each
+    (at least one partition)."""
+    wave: list[int] = []
+    held = 0
+    for p, (lo, hi) in enumerate(ranges):
+        if hi <= lo:
+            continue
+        size = (hi - lo) * n_it
+        if wave and held + size > most:
+            yield wave
+            wave, held = [], 0
+        wave.append(p)
+        held += size
+    if wave:
+        yield wave
 
-    def run(batches: Iterator[Any]) -> Iterator[Any]:
-        import pyarrow as pa
 
-        plan, dom, per_chunk, seed, noise, evaluate = pickle.loads(shared.value)
-        frames = [pl.DataFrame(pl.from_arrow(b)) for b in batches if b.num_rows]
-        if not frames:
-            return
-        rows = pl.concat(frames)
-        secure: RandomSource | None = None
-        n_reg = len(dom.regions)
-        for (chunk,), part in sorted(rows.partition_by("chunk", as_dict=True).items()):
-            c = int(chunk)
-            if seed is not None:
-                src: RandomSource = SeededSource(f"{seed}-{plan.key}-{c}")
-            else:
-                if secure is None:
-                    secure = SecureSource()  # this task's own OS entropy, never shared
-                src = secure
-            lo, hi = c * per_chunk, min((c + 1) * per_chunk, n_reg)
-            fine = part.filter(pl.col("G") >= 0).select(
-                pl.col("G").cast(pl.Int64),
-                pl.col("QSEX").cast(pl.UInt8),
-                pl.col("QAGE").cast(pl.UInt8),
-                pl.col("N").cast(pl.Int64),
-            )
-            part_dom = dom.slice(lo, hi)
-            res = tabulate_groups(
-                plan,
-                part_dom,
-                ExactCounts.from_frame(fine, part_dom.size),
-                source=src,
-                noise=noise,
-                evaluate=evaluate,
-            )
-            # the chunk's noisy counts (arrays; no exact count) and tallies, pickled
-            groups, meta = pickle.dumps(res.groups), pickle.dumps(res.tallies)
-            yield pa.RecordBatch.from_pydict(
-                {"chunk": [c], "groups": [groups], "meta": [meta]},
-                schema=pa.schema(
-                    [("chunk", pa.int64()), ("groups", pa.binary()), ("meta", pa.binary())]
-                ),
-            )
+# ---------------------------------------------------------------------- tasks
+def _identity(p: int) -> int:
+    return p
 
-    return run
+
+def _add(a: sparse.csr_array, b: sparse.csr_array) -> sparse.csr_array:
+    total: sparse.csr_array = a + b
+    return total
+
+
+def _read_part(shared: Broadcast[_Reading], item: tuple[int, FilePart]) -> _PartCells:
+    """Read, validate and aggregate one part of the person file (privtab's reader and
+    aggregation); a part with a problem keeps no cell (the run stops at the driver)."""
+    r = shared.value
+    index, part = item
+    reader = PersonReader(Path(r.path), r.reference, r.geography, r.max_race_codes, part=part)
+    starts = sorted(a for a, _ in r.layout.state_units.values())
+    try:
+        cells = aggregate_typed(reader.typed_batches(), r.reference.codes, starts)
+    except pl.exceptions.ComputeError:
+        return _PartCells(_PartReport(index, 0, 0, None, unreadable=True), None)
+    if reader.log:
+        return _PartCells(_PartReport(index, reader.part_rows, 0, reader.log), None)
+    return _PartCells(_PartReport(index, reader.part_rows, cells.persons, None), cells)
+
+
+def _summary(read: _PartCells) -> tuple[_PartReport, pl.DataFrame | None]:
+    """What the driver learns of a part: its report and distinct combinations (no count)."""
+    return read.report, None if read.cells is None else read.cells.combos
+
+
+def _numbered_combos(
+    found: list[pl.DataFrame | None],
+) -> tuple[pl.DataFrame, dict[int, NDArray[np.uint32]]]:
+    """The distinct code combinations of every part, numbered in sorted order, and each
+    part's own numbering → the run's."""
+    keys = [*RACE_KEYS, "QSPAN"]
+    frames = [f for f in found if f is not None and f.height]
+    every = (
+        pl.concat([f.select(keys) for f in frames]).unique()
+        if frames
+        else pl.DataFrame(schema={keys[0]: pl.UInt64, keys[1]: pl.UInt64, keys[2]: pl.UInt16})
+    )
+    combos = every.sort(keys).with_row_index(COMBO).with_columns(pl.col(COMBO).cast(pl.UInt32))
+    ids = {}
+    for index, f in enumerate(found):
+        if f is not None:
+            joined = f.join(combos.rename({COMBO: "_G"}), on=keys, how="left").sort(COMBO)
+            ids[index] = joined["_G"].to_numpy().astype(np.uint32)
+    return combos, ids
+
+
+def _split_cells(
+    shared: Broadcast[dict[int, NDArray[np.uint32]]], layout: _Layout, read: _PartCells
+) -> Iterator[tuple[int, pl.DataFrame]]:
+    """A part's cells with the run's combination ids, packed, split by partition."""
+    if read.cells is None:
+        return
+    packed = packed_cells(read.cells, shared.value[read.report.index])
+    units = packed["K"].to_numpy() >> np.uint64(32)  # sorted: cells come sorted by unit
+    bounds = [0, *np.searchsorted(units, layout.first_units[1:]).tolist(), packed.height]
+    for p in range(len(layout.states)):
+        if bounds[p + 1] > bounds[p]:
+            yield p, packed.slice(bounds[p], bounds[p + 1] - bounds[p])
+
+
+def _partition_cells(
+    layout: _Layout, n_combos: int, p: int, items: Iterable[tuple[int, pl.DataFrame]]
+) -> Iterator[tuple[int, StateRows]]:
+    """A partition's cell matrix: the exact sum of its parts' cells."""
+    keys, n = merge_packed([frame for _, frame in items])
+    yield p, layout.state_rows(p, CellMatrix.from_packed(keys, n, n_combos))
+
+
+def _nested_level(
+    job: _Level,
+    its: Broadcast[Any],
+    regions: Broadcast[Any],
+    ranges: list[tuple[int, int]],
+    items: Iterable[tuple[int, StateRows]],
+) -> Iterator[ChunkResult]:
+    """A level nested in states on one partition: its chunks' noisy counts, in order."""
+    secure: list[RandomSource] = []
+    for p, rows in items:
+        lo, hi = ranges[p]
+        if hi <= lo:
+            continue
+        seeded = job.seed is not None  # tests: one chunk per state, seeded per state
+        chunks = rows.chunks(job.dom.slice(lo, hi), 1 if seeded else job.max_groups,
+                             job.max_cells)  # fmt: skip
+        for part, span in chunks:
+            exact = exact_counts(rows.matrix, span, regions.value, its.value, part)
+            label = part.regions[0][:2] if seeded else None
+            yield job.draw(part, exact, job.source(secure, label))
+
+
+def _partial_counts(
+    job: _Level, regions: Broadcast[Any], items: Iterable[tuple[int, StateRows]]
+) -> Iterator[tuple[int, sparse.csr_array]]:
+    """``S X`` of a level across states over one partition's rows (exact; summed by a
+    shuffle on the executors). Every partition emits one, so the level always runs."""
+    for _, rows in items:
+        every = (0, rows.matrix.unit.size)
+        yield 0, region_counts(rows.matrix, every, regions.value, job.dom)
+
+
+def _whole_level(
+    job: _Level, its: Broadcast[Any], items: Iterable[tuple[int, sparse.csr_array]]
+) -> Iterator[ChunkResult]:
+    """A level across states, in one chunk: ``(Σ S X) B`` and its noise."""
+    secure: list[RandomSource] = []
+    for _, by_region in items:
+        exact = counts_from_regions(by_region, its.value, job.dom)
+        yield job.draw(job.dom, exact, job.source(secure, None))
 
 
 # ---------------------------------------------------------------------- helpers
+def _parquet_rows(path: Path) -> int:
+    import pyarrow.parquet as pq
+
+    with pq.ParquetFile(path) as pf:
+        return int(pf.metadata.num_rows)
+
+
 def _seed_of(source: RandomSource | None) -> str | None:
-    """``None`` for a secure source (executors draw their own entropy); for a seeded test
+    """``None`` for a secure source (tasks draw their own entropy); for a seeded test
     source, its seed (or, for another non-private source, 128 bits drawn from it)."""
     if source is None or source.is_private:
         return None
     if isinstance(source, SeededSource):
         return str(source.seed)
     return f"{source.random_bits(128):032x}"
-
-
-def _to_spark(spark: SparkSession, frame: pl.DataFrame) -> DataFrame:
-    """A small driver-side polars frame as a Spark DataFrame (Arrow when supported)."""
-    table = frame.to_arrow()
-    try:
-        return spark.createDataFrame(table)
-    except (TypeError, ValueError):  # pragma: no cover - pyspark < 4 (no Arrow tables)
-        return spark.createDataFrame(frame.to_pandas())
-
-
-def _raw_persons(spark: SparkSession, path: Path) -> DataFrame:
-    """The person file's fields as strings (text or Parquet), blank lines dropped."""
-    F, T = _spark_modules()
-    n = len(PERSON_COLUMNS)
-    if path.suffix.lower() == ".txt":
-        lines = (
-            spark.read.option("header", True)
-            .option("sep", _SEP)
-            .option("quote", "")
-            .option("escape", "")
-            .option("nullValue", "\u0000")
-            .option("mode", "PERMISSIVE")
-            .option("encoding", "UTF-8")
-            # the field is named after the (already checked) header: no header warning
-            .schema(T.StructType([T.StructField("|".join(PERSON_COLUMNS), T.StringType())]))
-            .csv(str(path))
-        )
-        line = F.coalesce(F.col(f"`{'|'.join(PERSON_COLUMNS)}`"), F.lit(""))
-        arr = F.split(line, "\\|", -1)
-        raw = lines.select(
-            line.alias(_LINE),
-            F.size(arr).alias(FIELDS),
-            *(F.get(arr, i).alias(c) for i, c in enumerate(PERSON_COLUMNS)),
-        )
-    else:
-        pq = spark.read.parquet(str(path))
-        raw = pq.select(
-            F.lit("x").alias(_LINE),
-            F.lit(n).alias(FIELDS),
-            *(
-                F.coalesce(F.col(c).cast("string"), F.lit("Null")).alias(c)
-                if c in RACE_COLUMNS
-                else F.col(c).cast("string").alias(c)
-                for c in PERSON_COLUMNS
-            ),
-        )
-    # a blank line (no field holds anything) carries no data, as in the polars reader
-    blank = F.col(_LINE) == ""
-    only_separators = F.lit(True)
-    for c in PERSON_COLUMNS:
-        only_separators = only_separators & (F.coalesce(F.col(c), F.lit("")) == "")
-    return raw.filter(~(blank | only_separators)).drop(_LINE)
-
-
-def _typed_persons(spark: SparkSession, path: Path, inputs: SafeTabInputs) -> DataFrame:
-    """Canonical typed columns + ``_BAD``: the person rules compiled to Spark SQL."""
-    F, _ = _spark_modules()
-    raw = _raw_persons(spark, path)
-    spec = person_spec(inputs.config.max_race_codes)
-    codes = code_strings(inputs.reference)
-    bad = F.expr(bad_row_sql(spec, None if codes is None else codes.to_list(), FIELDS))
-    ids = ", ".join(f"`{c}`" for c in ("TABBLKST", "TABBLKCOU", "TABTRACTCE", "TABBLK"))
-    race = F.array(
-        *(F.expr(f"CASE WHEN `{c}` = 'Null' THEN 0 ELSE TRY_CAST(`{c}` AS INT) END")
-          for c in RACE_COLUMNS)
-    )  # fmt: skip
-    typed = raw.select(
-        bad.alias("_BAD"),
-        F.expr(f"TRY_CAST(concat({ids}) AS BIGINT)").alias("BLOCK"),
-        F.expr("TRY_CAST(`QAGE` AS INT)").alias("QAGE"),
-        F.expr("TRY_CAST(`QSEX` AS INT)").alias("QSEX"),
-        race.alias("_RC"),
-        F.expr("TRY_CAST(`QSPAN` AS INT)").alias("QSPAN"),
-    )
-    blocks = _to_spark(
-        spark,
-        inputs.geography.blocks.select(pl.col("BLOCK").cast(pl.Int64), pl.col(UNIT).cast(pl.Int64)),
-    )
-    typed = typed.join(blocks, on="BLOCK", how="left")
-    rc = F.col("_RC")
-    srt = F.sort_array(F.transform(rc, lambda x: F.coalesce(x, F.lit(0))), asc=False)
-    key = [
-        sum(
-            (F.get(srt, 4 * part + i).cast("long") * (1 << (48 - 16 * i)) for i in range(4)),
-            F.lit(0).cast("long"),
-        )
-        for part in (0, 1)
-    ]
-    return typed.select(
-        (F.col("_BAD") | F.col(UNIT).isNull()).alias("_BAD"),  # block not in the GRF-C
-        F.col(UNIT),
-        key[0].alias(RACE_KEYS[0]),
-        key[1].alias(RACE_KEYS[1]),
-        F.col("QSPAN"),
-        F.col("QSEX"),
-        F.col("QAGE"),
-    )
