@@ -166,8 +166,8 @@ def _mp_dg(k: int) -> tuple[dict[int, mp.mpf], mp.mpf]:
     return atoms, 1 - mp.fsum(atoms.values())
 
 
-def _mp_geometric(k: int) -> tuple[dict[int, mp.mpf], mp.mpf]:
-    e = k * mp.mpf(UNIT)
+def _mp_geometric(k: int, unit: float = UNIT) -> tuple[dict[int, mp.mpf], mp.mpf]:
+    e = k * mp.mpf(unit)
     hi = 1 / (1 + mp.exp(-e))
     return {-k: 1 - hi, k: hi}, mp.mpf(0)
 
@@ -266,6 +266,30 @@ def test_upper_bound_never_below_exact_and_tight(name: str, exact_cases) -> None
         assert up.delta(eps) >= float(true) * (1 - 1e-9)
         assert up.delta(eps) <= float(true + exact.left) * (1 + 1e-2) + 1e-300
         assert low.delta(eps) <= float(true + exact.left) * (1 + 1e-9)
+
+
+@pytest.mark.parametrize(
+    ("units", "grid"),
+    [
+        ((16, 45), 2.8e-12),
+        ((60,), 2e-12),
+        ((100,), 3e-12),
+        ((200, 30), 9e-12),
+        ((30, 30, 30), 1e-12),
+    ],
+)
+def test_tiny_losses_keep_their_relative_accuracy(units: tuple[int, ...], grid: float) -> None:
+    """Geometric noise at ε ≈ 10⁻⁹ (a budget of 10⁻⁹ on a fine grid): δ(ε) = u − e^x v was
+    taken from two sums ≈ P[L > ε] that agree to ~12 digits, and ``r1 − r2`` from two
+    numbers ≈ 1 − 10⁻¹², so ε lost its last ~10⁻¹⁶ in absolute terms — up to 3 × 10⁻⁷ of
+    it; the upper bound fell below the exact ε (and the lower above it). Against mpmath."""
+    unit = 1e-11
+    mp.mp.dps = 40
+    exact = _Exact([_mp_geometric(k, unit) for k in units], unit).epsilon(1e-10)
+    factors = [(geometric_loss(k * unit), 1) for k in units]
+    up = compose_plds(factors, grid=grid).epsilon(1e-10)
+    low = compose_plds(factors, grid=grid, pessimistic=False).epsilon(1e-10)
+    assert low <= exact <= up <= exact * (1 + 1e-9), (low, exact, up)
 
 
 def test_worst_of_is_the_largest_configuration() -> None:
