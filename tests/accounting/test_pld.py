@@ -166,28 +166,32 @@ def _mp_dg(k: int) -> tuple[dict[int, mp.mpf], mp.mpf]:
     return atoms, 1 - mp.fsum(atoms.values())
 
 
-def _mp_geometric(k: int) -> tuple[dict[int, mp.mpf], mp.mpf]:
-    e = k * mp.mpf(UNIT)
+def _mp_geometric(k: int, unit: float = UNIT) -> tuple[dict[int, mp.mpf], mp.mpf]:
+    e = k * mp.mpf(unit)
     hi = 1 / (1 + mp.exp(-e))
     return {-k: 1 - hi, k: hi}, mp.mpf(0)
+
+
+def _mp_convolve(a: dict[int, mp.mpf], b: dict[int, mp.mpf]) -> dict[int, mp.mpf]:
+    out: dict[int, mp.mpf] = {}
+    for m0, p0 in a.items():
+        for m1, p1 in b.items():
+            out[m0 + m1] = out.get(m0 + m1, mp.mpf(0)) + p0 * p1
+    return out
 
 
 class _Exact:
     """δ(ε) and ε(δ) of an enumerated composition, in mpmath at 30 digits; ``left`` (the
     mass the enumeration leaves out) bounds how far the true δ can lie above ``delta``."""
 
-    def __init__(self, factors: list[tuple[dict[int, mp.mpf], mp.mpf]]) -> None:
+    def __init__(self, factors: list[tuple[dict[int, mp.mpf], mp.mpf]], unit: float = UNIT) -> None:
         acc: dict[int, mp.mpf] = {0: mp.mpf(1)}
         kept = mp.mpf(1)
         for atoms, out in factors:
-            nxt: dict[int, mp.mpf] = {}
-            for m0, p0 in acc.items():
-                for m1, p1 in atoms.items():
-                    nxt[m0 + m1] = nxt.get(m0 + m1, mp.mpf(0)) + p0 * p1
-            acc, kept = nxt, kept * (1 - out)
+            acc, kept = _mp_convolve(acc, atoms), kept * (1 - out)
         self.left = 1 - kept
         ms = sorted(acc)
-        self.losses = [m * mp.mpf(UNIT) for m in ms]
+        self.losses = [m * mp.mpf(unit) for m in ms]
         # suffix sums of P and of P e^{-L} from each atom up
         self.tail_p = [mp.mpf(0)] * (len(ms) + 1)
         self.tail_q = [mp.mpf(0)] * (len(ms) + 1)
@@ -264,6 +268,30 @@ def test_upper_bound_never_below_exact_and_tight(name: str, exact_cases) -> None
         assert low.delta(eps) <= float(true + exact.left) * (1 + 1e-9)
 
 
+@pytest.mark.parametrize(
+    ("units", "grid"),
+    [
+        ((16, 45), 2.8e-12),
+        ((60,), 2e-12),
+        ((100,), 3e-12),
+        ((200, 30), 9e-12),
+        ((30, 30, 30), 1e-12),
+    ],
+)
+def test_tiny_losses_keep_their_relative_accuracy(units: tuple[int, ...], grid: float) -> None:
+    """Geometric noise at ε ≈ 10⁻⁹ (a budget of 10⁻⁹ on a fine grid): δ(ε) = u − e^x v was
+    taken from two sums ≈ P[L > ε] that agree to ~12 digits, and ``r1 − r2`` from two
+    numbers ≈ 1 − 10⁻¹², so ε lost its last ~10⁻¹⁶ in absolute terms — up to 3 × 10⁻⁷ of
+    it; the upper bound fell below the exact ε (and the lower above it). Against mpmath."""
+    unit = 1e-11
+    mp.mp.dps = 40
+    exact = _Exact([_mp_geometric(k, unit) for k in units], unit).epsilon(1e-10)
+    factors = [(geometric_loss(k * unit), 1) for k in units]
+    up = compose_plds(factors, grid=grid).epsilon(1e-10)
+    low = compose_plds(factors, grid=grid, pessimistic=False).epsilon(1e-10)
+    assert low <= exact <= up <= exact * (1 + 1e-9), (low, exact, up)
+
+
 def test_worst_of_is_the_largest_configuration() -> None:
     from privtab.accounting.pld import either_of, worst_of
 
@@ -283,6 +311,66 @@ def test_worst_of_is_the_largest_configuration() -> None:
         assert e_exact - 1e-12 <= e_worst <= e_exact + 2e-4
         # the per-group hull is valid too, and never tighter than the configurations
         assert hull.epsilon(d) >= e_worst - 1e-9
+
+
+def _mp_dg_integer(rho: int, half: int = 8) -> tuple[dict[int, mp.mpf], mp.mpf]:
+    """N_Z(0, σ²) with ρ = 1/(2σ²) an integer: losses (1 − 2x)ρ, integers (unit 1); atoms
+    |x| ≤ ``half`` and the mass left out (< 10⁻²⁷ for ρ ≥ 1)."""
+    s2 = 1 / (2 * mp.mpf(rho))
+    z = mp.fsum(mp.exp(-(mp.mpf(y) ** 2) / (2 * s2)) for y in range(-60, 61))
+    atoms = {
+        (1 - 2 * x) * rho: mp.exp(-(mp.mpf(x) ** 2) / (2 * s2)) / z for x in range(-half, half + 1)
+    }
+    return atoms, 1 - mp.fsum(atoms.values())
+
+
+def test_the_hull_is_not_rho_zcdp() -> None:
+    """Why a plan's PLD can exceed its zCDP bound: the per-group hull (:func:`either_of`) of
+    two ρ-zCDP options is a valid bound but not ρ-zCDP, so n composed hulls can exceed the
+    nρ-zCDP conversion while the exact worst case cannot. Eight groups, each two-stage
+    (ρ = 1 + 1) or one total (ρ = 2), checked in mpmath: the exact worst of the nine
+    configurations is below the zCDP bound of ρ = 16, the PLD of the configurations
+    (``worst_of``) matches it (losses on the grid: no discretisation), the composed hulls
+    are 0.29 above the zCDP bound — and the hull's Rényi divergence, summed from its atoms
+    at 30 digits, exceeds αρ where the options' stays below."""
+    from privtab.accounting.pld import either_of, worst_of
+
+    two = [(discrete_gaussian_loss(0.5), 2)]
+    one = [(discrete_gaussian_loss(0.25), 1)]
+    n, delta = 8, 1e-10
+    mp.mp.dps = 30
+    (stage, out_s), (total, out_t) = _mp_dg_integer(1), _mp_dg_integer(2)
+    group = _mp_convolve(stage, stage)
+    powers_two, powers_one = [{0: mp.mpf(1)}], [{0: mp.mpf(1)}]
+    for _ in range(n):
+        powers_two.append(_mp_convolve(powers_two[-1], group))
+        powers_one.append(_mp_convolve(powers_one[-1], total))
+    exact = max(
+        _Exact([(powers_two[k], 2 * k * out_s), (powers_one[n - k], (n - k) * out_t)], 1.0).epsilon(
+            delta
+        )
+        for k in range(n + 1)
+    )
+    bound = zcdp_epsilon(2.0 * n, delta, "optimal")
+    stage_loss, total_loss = two[0][0], one[0][0]
+    configs = [
+        [(stage_loss, 2 * k)] * (k > 0) + [(total_loss, n - k)] * (k < n) for k in range(n + 1)
+    ]
+    worst = worst_of(configs, grid=1e-3).epsilon(delta)
+    hull = either_of([two, one], grid=1e-3)
+    hulls = compose_plds([(hull, n)], grid=1e-3).epsilon(delta)
+    assert exact <= worst <= exact + 1e-6 < bound < hulls - 0.2, (exact, worst, bound, hulls)
+    assert hull.tail == 0
+    for alpha in (1.5, 2, 4):
+        d_hull = mp.log(
+            mp.fsum(
+                mp.exp(mp.mpf(float(lp)) + (alpha - 1) * mp.mpf(float(lv)))
+                for lv, lp in zip(hull.losses, hull.log_probs, strict=True)
+            )
+        ) / (alpha - 1)
+        d_two = 2 * mp.log(mp.fsum(p * mp.exp((alpha - 1) * lv) for lv, p in stage.items()))
+        d_one = mp.log(mp.fsum(p * mp.exp((alpha - 1) * lv) for lv, p in total.items()))
+        assert max(d_two, d_one) / (alpha - 1) <= 2 * alpha < d_hull, (alpha, d_hull)
 
 
 def test_window_matches_a_direct_convolution_far_into_the_tail() -> None:

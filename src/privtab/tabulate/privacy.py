@@ -22,7 +22,9 @@ For a plan with levels ``i`` (budget b_i, stability s_i, stage-1 fraction γ):
   exact maximum over those configurations for the types whose single total has the
   coarsest loss lattice and a per-group hull dominating both options for the others
   (:func:`_worst_configurations`). ``pld`` is a valid upper bound (connect-the-dots
-  discretisation, every numerical error counted against privacy); its ``lower`` is the
+  discretisation, every numerical error counted against privacy). The hull is not
+  ρ-zCDP (its Rényi divergence can exceed αρ), so where it is composed over many groups
+  ``pld`` can lie above the ``zcdp_*`` bounds (docs/accounting.md); its ``lower`` is the
   largest ε of the homogeneous configurations a real person can have (all groups
   two-stage; all totals) with losses rounded down — the exact worst case lies between.
   The loss grid (:func:`plan_grid`) is the requested one, refined to 1/300 of the
@@ -195,7 +197,13 @@ def plan_grid(plan: ReleasePlan, grid: float = 1e-3) -> float:
     the true ~10⁻⁵), and coarsened where every convolution window would not fit the PLD's
     memory bound (:func:`privtab.accounting.pld.feasible_grid`; the tilted variance of a
     group with two options is taken as the larger of theirs). Connect-the-dots is valid at
-    any grid: the choice trades tightness (second order in the grid) for time."""
+    any grid: the choice trades tightness (second order in the grid) for time.
+
+    The configurations are counted on a grid no finer than the windows allow for one
+    configuration (the result is never finer than that): the standard deviation can be
+    far below the losses themselves — a geometric level with a per-count ε of 200 has a
+    loss variance of ~10⁻⁸⁰ (all but e^{−200} of the mass at +ε), whose 1/300 is a grid on
+    which no factor can be put (indices beyond 2⁵², :class:`GridTooFineError`)."""
     var = var_bound = 0.0
     for lv in plan.levels:
         two, one = _stage_losses(lv)
@@ -206,6 +214,7 @@ def plan_grid(plan: ReleasePlan, grid: float = 1e-3) -> float:
         var += lv.stability * v
         var_bound += lv.stability * b
     h = min(grid, math.sqrt(var) / GRID_RESOLUTION) if var > 0 else grid
+    h = max(h, feasible_grid(math.sqrt(var_bound), 1))
     configurations = len(_worst_configurations(plan, h))
     return max(h, feasible_grid(math.sqrt(var_bound), configurations))
 
