@@ -49,7 +49,7 @@ from privtab.tabulate.report_text import STAT_LEVELS, level_words
 from privtab.tabulate.report_users import data_users_section
 from privtab.tabulate.results import LevelSummary
 
-__all__ = ["write_report"]
+__all__ = ["warm_up", "write_report"]
 
 _RUN_SHORT = {"US": "United States", "PR": "Puerto Rico"}
 
@@ -174,6 +174,19 @@ def _banner(release: Mapping[str, Any]) -> str:
         + ". Its counts carry no protection, whatever the guarantee below says: do not "
         "publish them."
     )
+
+
+def warm_up() -> None:
+    """Import the plotting library and draw a small throw-away figure (renderer, fonts), so
+    that the report's figures do not pay for it: a run calls this in a background thread
+    while it tabulates. Nothing is written and nothing depends on the release."""
+    fig, ax = new_figure(2.0, 1.0)
+    ax.barh([0.0, 1.0], [1.0, 10.0], label="warm-up")
+    ax.set_yticks([0.0, 1.0], ["a", "b"], fontsize=8)
+    ax.set_xscale("log")
+    ax.set_xlabel("x")
+    legend_outside(ax, where="top")
+    png(fig)
 
 
 def write_report(

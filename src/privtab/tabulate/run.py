@@ -263,24 +263,42 @@ def _tabulate_and_describe(
     t0 = time.monotonic()
     # the privacy analyses depend on the public plan only: computed while tabulating
     analyses = {s: background(partial(analyse_plan, p, ctx.opts)) for s, p in plans.drawn.items()}
-    # the report's ε(δ) curves, also from the public plan only
+    # the report's ε(δ) curves, also from the public plan only; and its plotting library,
+    # loaded while tabulating (the second core is mostly idle then)
     curves = background(
         partial(prefetch_pld_curves, list(plans.drawn.values()), ctx.opts.delta, ctx.opts.pld_grid)
         if ctx.opts.report
         else lambda: NO_CURVES
     )
+    warm = background(_warm_report if ctx.opts.report else lambda: None)
     with ReleaseTables(ctx, tmp) as tables:
         runs, levels = tabulate_runs(ctx, inputs, plans, tables, analyses)
     ctx.seconds["tabulate_and_write"] = time.monotonic() - t0
     ctx.phase("write")
-    validate_staged(ctx, inputs, tmp)
-    document = release_document(ctx, inputs, runs, tables)
-    document.write(tmp)
-    if not document.private:
-        write_not_private(tmp, document.noise)
-    if ctx.opts.report:
-        from privtab.tabulate.report import write_report
+    # the written tables are checked (polars, off the GIL) while release.json and the
+    # report are written; a failed check is raised first and publishes nothing
+    validated = background(partial(validate_staged, ctx, inputs, tmp))
+    try:
+        document = release_document(ctx, inputs, runs, tables)
+        document.write(tmp)
+        if not document.private:
+            write_not_private(tmp, document.noise)
+        if ctx.opts.report:
+            from privtab.tabulate.report import write_report
 
-        ctx.progress("writing report.html")
-        write_report(tmp / "report.html", document.to_json(), levels, curves())
+            warm()
+            ctx.progress("writing report.html")
+            write_report(tmp / "report.html", document.to_json(), levels, curves())
+    finally:
+        validated()
     return document, levels
+
+
+def _warm_report() -> None:
+    """Load the report's plotting library ahead (a failure here is the report's to raise)."""
+    try:
+        from privtab.tabulate.report import warm_up
+
+        warm_up()
+    except Exception:  # the report itself fails, and says why, if it cannot draw
+        return
