@@ -38,13 +38,14 @@ import errno
 import logging
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 from typing import Any
 
 from privtab.atomic import InterruptGuard, atomic_directory, check_output
-from privtab.data import SafeTabInputs, load_inputs
+from privtab.data import SafeTabInputs, Scope, load_inputs
 from privtab.data.inputs import resolve_config_path
 from privtab.errors import RunFailedError, UsageError
 from privtab.mechanisms.base import release_source
@@ -56,7 +57,13 @@ from privtab.tabulate.context import Progress, RunCancelledError, RunContext, Ru
 from privtab.tabulate.describe import release_document, run_record
 from privtab.tabulate.engines import Engine, make_engine
 from privtab.tabulate.ledgering import cancel_quietly, commit_quietly, fingerprints, reserve_release
-from privtab.tabulate.report_privacy import NO_CURVES, prefetch_pld_curves
+from privtab.tabulate.report_privacy import (
+    NO_CURVES,
+    NOTHING_AHEAD,
+    DrawnAhead,
+    PldCurves,
+    prefetch_pld_curves,
+)
 from privtab.tabulate.results import LevelSummary
 from privtab.tabulate.runs import (
     ReleaseTables,
@@ -263,14 +270,18 @@ def _tabulate_and_describe(
     t0 = time.monotonic()
     # the privacy analyses depend on the public plan only: computed while tabulating
     analyses = {s: background(partial(analyse_plan, p, ctx.opts)) for s, p in plans.drawn.items()}
-    # the report's ε(δ) curves, also from the public plan only; and its plotting library,
-    # loaded while tabulating (the second core is mostly idle then)
+    # the report's ε(δ) curves, also from the public plan only; and its figures that show
+    # the plan only, drawn while tabulating (the second core is mostly idle then)
     curves = background(
         partial(prefetch_pld_curves, list(plans.drawn.values()), ctx.opts.delta, ctx.opts.pld_grid)
         if ctx.opts.report
         else lambda: NO_CURVES
     )
-    warm = background(_warm_report if ctx.opts.report else lambda: None)
+    ahead = background(
+        partial(_report_ahead, inputs, plans, analyses, curves)
+        if ctx.opts.report
+        else lambda: NOTHING_AHEAD
+    )
     with ReleaseTables(ctx, tmp) as tables:
         runs, levels = tabulate_runs(ctx, inputs, plans, tables, analyses)
     ctx.seconds["tabulate_and_write"] = time.monotonic() - t0
@@ -286,19 +297,46 @@ def _tabulate_and_describe(
         if ctx.opts.report:
             from privtab.tabulate.report import write_report
 
-            warm()
+            figures = ahead()
             ctx.progress("writing report.html")
-            write_report(tmp / "report.html", document.to_json(), levels, curves())
+            write_report(tmp / "report.html", document.to_json(), levels, curves(), figures)
     finally:
         validated()
     return document, levels
 
 
-def _warm_report() -> None:
-    """Load the report's plotting library ahead (a failure here is the report's to raise)."""
+def _report_ahead(
+    inputs: SafeTabInputs,
+    plans: RunPlans,
+    analyses: dict[Scope, Callable[[], dict[str, Any]]],
+    curves: Callable[[], PldCurves],
+) -> DrawnAhead:
+    """The report's plotting library, loaded, and its figures that show the public plan
+    only, drawn (:func:`privtab.tabulate.report.draw_ahead`) — from the plan's part of
+    ``release.json``. A failure here is left to the report, which draws them itself."""
     try:
-        from privtab.tabulate.report import warm_up
+        from privtab.tabulate.report import draw_ahead, warm_up
 
         warm_up()
-    except Exception:  # the report itself fails, and says why, if it cannot draw
-        return
+        runs = {
+            scope.value: {
+                "plan": plan.to_dict(),
+                "privacy": analyses[scope](),
+                "levels": [
+                    {
+                        "status": "tabulated",
+                        "level": lv.key,
+                        "moe95": {
+                            "stage1": lv.stage1.moe95,
+                            "stage2_cell": lv.stage2.moe95,
+                            "total_only": lv.total.moe95,
+                        },
+                    }
+                    for lv in plan.levels
+                ],
+            }
+            for scope, plan in plans.drawn.items()
+        }
+        return draw_ahead({"config": inputs.config.to_dict(), "runs": runs}, curves())
+    except Exception:  # the report draws what is missing, and says why if it cannot
+        return NOTHING_AHEAD
