@@ -55,7 +55,7 @@ from privtab.tabulate.results import LevelSummary
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
-__all__ = ["draw_ahead", "warm_up", "write_report"]
+__all__ = ["draw_ahead", "write_report"]
 
 _RUN_SHORT = {"US": "United States", "PR": "Puerto Rico"}
 
@@ -189,19 +189,6 @@ def _banner(release: Mapping[str, Any]) -> str:
         + ". Its counts carry no protection, whatever the guarantee below says: do not "
         "publish them."
     )
-
-
-def warm_up() -> None:
-    """Import the plotting library and draw a small throw-away figure (renderer, fonts), so
-    that the report's figures do not pay for it: a run calls this in a background thread
-    while it tabulates. Nothing is written and nothing depends on the release."""
-    fig, ax = new_figure(2.0, 1.0)
-    ax.barh([0.0, 1.0], [1.0, 10.0], label="warm-up")
-    ax.set_yticks([0.0, 1.0], ["a", "b"], fontsize=8)
-    ax.set_xscale("log")
-    ax.set_xlabel("x")
-    legend_outside(ax, where="top")
-    png(fig)
 
 
 def draw_ahead(release: Mapping[str, Any], known: PldCurves = NO_CURVES) -> DrawnAhead:

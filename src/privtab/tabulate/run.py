@@ -311,13 +311,12 @@ def _report_ahead(
     analyses: dict[Scope, Callable[[], dict[str, Any]]],
     curves: Callable[[], PldCurves],
 ) -> DrawnAhead:
-    """The report's plotting library, loaded, and its figures that show the public plan
-    only, drawn (:func:`privtab.tabulate.report.draw_ahead`) — from the plan's part of
+    """The report's figures that show the public plan only, drawn (:func:`privtab.tabulate.
+    report.draw_ahead`: this also loads the plotting library) from the plan's part of
     ``release.json``. A failure here is left to the report, which draws them itself."""
     try:
-        from privtab.tabulate.report import draw_ahead, warm_up
+        from privtab.tabulate.report import draw_ahead
 
-        warm_up()
         runs = {
             scope.value: {
                 "plan": plan.to_dict(),
