@@ -8,7 +8,7 @@ import numpy as np
 import polars as pl
 import pytest
 
-from privtab.data import ReferenceData, read_geography, toy_dataset_dir
+from privtab.data import ReferenceData, persons, read_geography, toy_dataset_dir
 
 # private on purpose: the two compilations of the person checks (the reader's per-distinct-
 # value checks on dictionary-encoded batches, and the naming checks) and the row-number
@@ -46,15 +46,21 @@ def _row(rng: random.Random, clean: float) -> dict[str, str]:
     return row
 
 
+@pytest.mark.parametrize("lookup", [False, True])
 @pytest.mark.parametrize(("seed", "k"), [(1, 8), (2, 3), (3, 1), (4, 8), (5, 2)])
-def test_dictionary_path_agrees_with_detailed_checks(ref: ReferenceData, seed: int, k: int) -> None:
+def test_dictionary_path_agrees_with_detailed_checks(
+    ref: ReferenceData, seed: int, k: int, lookup: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The per-distinct-value checks of the reader (dictionary-encoded batches) flag
-    exactly the rows the naming checks reject, and drop exactly the blank rows."""
+    exactly the rows the naming checks reject, and drop exactly the blank rows — also when
+    the race-code row rules are looked up by QRACE1 (as in batches of 2¹⁶ rows or more)."""
+    monkeypatch.setattr(persons, "_LOOKUP_ROWS", 1 if lookup else 1 << 62)
     rng = random.Random(seed)
     rows = [_row(rng, clean=0.5) for _ in range(4000)]
     rows[7] = dict.fromkeys(PERSON_COLUMNS, "")  # a blank line: dropped, never reported
     one_code = {f"QRACE{i}": "Null" for i in range(2, 9)}
     rows[11] = {**_row(rng, clean=1.0), **one_code, "TABBLKCOU": "998"}  # not in the GRF-C
+    rows[13] = {**_row(rng, clean=1.0), **one_code, "QRACE1": "Null"}  # no race code at all
     b = pl.DataFrame(
         {
             ROW: list(range(2, len(rows) + 2)),

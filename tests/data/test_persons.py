@@ -222,6 +222,22 @@ def test_parquet_persons_same_problems(
     assert err.total == 2
 
 
+def test_parquet_null_in_a_column_of_valid_values(
+    data_dir: Path, reject: RejectFn, ref: ReferenceData
+) -> None:
+    """A Parquet null where a value is required is reported even when every value of the
+    column is valid (the reader's checks of a column's distinct values include the null)."""
+    raw = pl.read_csv(data_dir / PERSONS, separator="|", infer_schema=False)
+    raw = raw.with_columns(
+        pl.when(pl.int_range(pl.len()) == 2).then(None).otherwise(pl.col("QSEX")).alias("QSEX")
+    )
+    raw.write_parquet(data_dir / "person-records.parquet")
+    (data_dir / PERSONS).unlink()
+    err = reject(None, data_dir)
+    assert_problem(err, "missing_value", file="person-records.parquet", row=3, column="QSEX")
+    assert err.total == 1
+
+
 def test_validate_persons_counts_rows(data_dir: Path, ref: ReferenceData) -> None:
     log = ProblemLog()
     assert validate_persons(data_dir / PERSONS, ref, None, 8, log) == 5

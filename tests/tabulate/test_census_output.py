@@ -500,11 +500,13 @@ def test_census_tables_match_the_inputs_domain(seeded: Path, synth_small) -> Non
     assert state.height == n
 
 
+@pytest.mark.parametrize("report", [False, True])
 def test_a_release_failing_validation_is_not_published(
-    synth_small, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    synth_small, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, report: bool
 ) -> None:
     """The run validates its staged tables before the rename: a defect that writes a
-    duplicate T1 row fails the run (RunFailedError, exit 4) and publishes nothing."""
+    duplicate T1 row fails the run (RunFailedError, exit 4) and publishes nothing — also
+    when the report is being written meanwhile (the check runs beside it)."""
     import privtab.tabulate.runs as runs
     from privtab.errors import RunFailedError
     from privtab.random import SeededSource
@@ -518,7 +520,7 @@ def test_a_release_failing_validation_is_not_published(
 
     monkeypatch.setattr(runs, "publish_chunk", duplicating)
     config, data = synth_small
-    opts = RunOptions(source=SeededSource(3), allow_insecure=True, report=False, use_ledger=False)
+    opts = RunOptions(source=SeededSource(3), allow_insecure=True, report=report, use_ledger=False)
     with pytest.raises(
         RunFailedError, match=r"(?s)failed output validation.*\[duplicate\]"
     ) as info:
@@ -527,6 +529,39 @@ def test_a_release_failing_validation_is_not_published(
     assert len(str(info.value).splitlines()) <= 8
     assert not (tmp_path / "rel").exists()
     assert list(tmp_path.iterdir()) == []  # no staging folder, no run record
+
+
+@pytest.mark.parametrize("duplicate", [False, True])
+def test_a_failing_report_beside_the_check_publishes_nothing(
+    synth_small, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, duplicate: bool
+) -> None:
+    """The report is written while the tables are checked: when it fails the run fails
+    with its error (nothing published), unless the check failed too — the check's error is
+    raised then, as when the check ran first."""
+    import privtab.tabulate.report as report
+    import privtab.tabulate.runs as runs
+    from privtab.errors import RunFailedError
+    from privtab.random import SeededSource
+    from privtab.tabulate.run import RunOptions, run_release
+
+    def broken(*args: object, **kw: object) -> None:
+        raise ZeroDivisionError("the report broke")
+
+    monkeypatch.setattr(report, "write_report", broken)
+    if duplicate:
+        real = runs.publish_chunk
+
+        def duplicating(*args: object, **kw: object):  # a defective publication step
+            out = real(*args, **kw)  # type: ignore[arg-type]
+            return type(out)(pl.concat([out.t1, out.t1.head(1)]), out.t2, out.suppressed)
+
+        monkeypatch.setattr(runs, "publish_chunk", duplicating)
+    config, data = synth_small
+    opts = RunOptions(source=SeededSource(3), allow_insecure=True, use_ledger=False)
+    expected = RunFailedError if duplicate else ZeroDivisionError
+    with pytest.raises(expected):
+        run_release(config, data, tmp_path / "rel", opts, progress=None)
+    assert list(tmp_path.iterdir()) == []  # no release, no staging folder, no run record
 
 
 def test_companion_checked_row_by_row_and_by_joins(seeded: Path, tmp_path: Path) -> None:

@@ -66,3 +66,35 @@ def test_a_failed_prefetch_is_left_to_the_report(monkeypatch: pytest.MonkeyPatch
     assert not known.curves
     with pytest.raises(RuntimeError, match="no PLD"):  # … and the report raises it itself
         known.get(plan, GRID, curve_deltas(1e-10))
+
+
+@pytest.mark.filterwarnings("ignore::privtab.mechanisms.InsecureReleaseWarning")
+def test_figures_drawn_ahead_are_the_reports_own(
+    synth_small, tmp_path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The run draws the plan-only figures (ε(δ) curve, margins of error) while the levels
+    run and the report reuses them: each is drawn once, and the report is byte-identical
+    to one written afterwards from release.json with every figure drawn then."""
+    import json
+
+    from privtab.random import SeededSource
+    from privtab.tabulate import report_privacy
+    from privtab.tabulate.report import write_report
+    from privtab.tabulate.run import RunOptions, run_release
+
+    drawn: list[int] = []
+    real = report_privacy.png
+
+    def counting(fig: object) -> bytes:
+        drawn.append(1)
+        return real(fig)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(report_privacy, "png", counting)
+    config, data = synth_small
+    opts = RunOptions(source=SeededSource(5), allow_insecure=True, use_ledger=False)
+    run_release(config, data, tmp_path / "rel", opts, progress=None)
+    assert len(drawn) == 2  # drawn ahead, reused by the report
+    release = json.loads((tmp_path / "rel" / "release.json").read_text())
+    again = write_report(tmp_path / "rel" / "again.html", release, [])
+    assert len(drawn) == 4  # nothing ahead: both drawn again
+    assert again.read_bytes() == (tmp_path / "rel" / "report.html").read_bytes()

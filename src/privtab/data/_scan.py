@@ -180,6 +180,9 @@ class Coded:
 
     codes: NDArray[np.int32]
     values: pl.Series
+    nulls: bool = True
+    """Whether a row may hold the null value (the last of ``values``); ``False`` when none
+    does, so that a check of the other values alone covers every row."""
 
 
 @dataclass(frozen=True)
@@ -370,18 +373,19 @@ def _coded(
         arr = pc.dictionary_encode(arr)
     dictionary = arr.dictionary
     idx = arr.indices
-    if idx.null_count:
+    nulls = idx.null_count > 0
+    if nulls:
         idx = pc.fill_null(idx, pa.scalar(len(dictionary), idx.type))
     codes = np.asarray(idx.to_numpy(zero_copy_only=False), dtype=np.int32)
     last = seen.get(column)
     if last is not None and last[0].equals(dictionary):
-        return Coded(codes, last[1])
+        return Coded(codes, last[1], nulls)
     values = pl.from_arrow(dictionary)
     assert isinstance(values, pl.Series)
     values = values.append(pl.Series([None], dtype=values.dtype))
     normal = pl.DataFrame({column: values}).select(_normalized([column], optional_null))
     seen[column] = (dictionary, normal.to_series())
-    return Coded(codes, seen[column][1])
+    return Coded(codes, seen[column][1], nulls)
 
 
 def has_rows(path: Path) -> bool:

@@ -53,6 +53,7 @@ import polars as pl
 from numpy.typing import NDArray
 
 from privtab.data._scan import (
+    Coded,
     CodedBatch,
     FilePart,
     diagnose_unreadable,
@@ -297,6 +298,8 @@ class TypedPersons:
 
 
 _BAD, _FILLED = np.uint8(1), np.uint8(2)
+_LOOKUP_ROWS = 1 << 16
+"""Batches of at least this many rows look the row rules up by QRACE1 (tables of 2¹⁶)."""
 _BLOCK_SCALE = {"TABBLKST": 10**13, "TABBLKCOU": 10**10, "TABTRACTCE": 10**4, "TABBLK": 1}
 _TYPES: dict[str, type[np.unsignedinteger[Any]]] = {
     "QAGE": np.uint8,
@@ -330,6 +333,14 @@ class _CodedPath:
             for c in self.spec.columns
         }
         self.row_rules = [r for r in rules if isinstance(r, RowRule)]
+        ints = {c: c for c in RACE_COLUMNS}
+        self._row_rules_expr = (
+            pl.any_horizontal(
+                [to_polars(r.bad(), self.codes, fast=True, ints=ints) for r in self.row_rules]
+            ).fill_null(True)
+            if self.row_rules
+            else pl.lit(False)
+        )
         self._cache: dict[str, tuple[pl.Series, NDArray[np.uint8], NDArray[Any] | None]] = {}
         if geography is None:
             self.block_keys = self.block_units = None
@@ -389,41 +400,94 @@ class _CodedPath:
         ``bad`` True for a row with any problem; ``typed`` is meaningless where ``bad``."""
         flags = np.zeros(batch.height, np.uint8)
         typed: dict[str, NDArray[Any]] = {}
+        block_values: dict[str, NDArray[np.uint64]] = {}
         for c in self.spec.columns:
             col = batch.columns[c]
             per_flag, per_value = self._per_value(c, col.values)
-            flags |= per_flag[col.codes]
-            if per_value is not None:
+            _or_flags(flags, per_flag, col)
+            if per_value is None:
+                continue
+            if c in BLOCK_COLUMNS:
+                block_values[c] = per_value  # gathered once per run of a block (_blocks)
+            else:
                 typed[c] = per_value[col.codes]
         bad = (flags & _BAD).astype(bool)
         bad |= batch.fields != len(self.spec.columns)
-        race = np.column_stack([typed[c] for c in RACE_COLUMNS])
+        columns = [typed[c] for c in RACE_COLUMNS]
+        race = np.column_stack(columns)
         if self.row_rules:
-            ints = {c: c for c in RACE_COLUMNS}
-            frame = pl.DataFrame({c: race[:, i] for i, c in enumerate(RACE_COLUMNS)})
-            row_bad = frame.select(
-                pl.any_horizontal(
-                    [to_polars(r.bad(), self.codes, fast=True, ints=ints) for r in self.row_rules]
-                ).fill_null(True)
-            ).to_series()
-            bad |= row_bad.to_numpy()
-        block = sum((typed[c] for c in BLOCK_COLUMNS), np.zeros(batch.height, np.uint64))
-        unit = None
-        if self.block_keys is not None and self.block_units is not None:
-            if self.block_keys.size and block.size:
-                # person files are usually sorted by block: search each run of equal keys once
-                heads = np.flatnonzero(np.r_[True, block[1:] != block[:-1]])
-                pos = np.searchsorted(self.block_keys, block[heads])
-                pos = np.minimum(pos, self.block_keys.size - 1)
-                lengths = np.diff(np.r_[heads, block.size])
-                bad |= np.repeat(self.block_keys[pos] != block[heads], lengths)
-                unit = np.repeat(self.block_units[pos], lengths)
-            else:
-                bad[:] = True
-                unit = np.zeros(batch.height, np.uint32)
+            bad |= self._row_bad(columns)
+        block, unit = self._blocks(batch, block_values, bad)
         kept = (flags & _FILLED).astype(bool)
         persons = TypedPersons(block, unit, typed["QAGE"], typed["QSEX"], typed["QSPAN"], race)
         return kept, bad, persons
+
+    def _rules_bad(self, columns: Sequence[NDArray[np.uint16]]) -> NDArray[np.bool_]:
+        """Whether any row rule holds, row by row, for rows of race codes ``columns``."""
+        frame = pl.DataFrame(dict(zip(RACE_COLUMNS, columns, strict=True)))
+        return frame.select(self._row_rules_expr).to_series().to_numpy()
+
+    def _row_bad(self, columns: list[NDArray[np.uint16]]) -> NDArray[np.bool_]:
+        """:meth:`_rules_bad` of every row. The rules are a function of a row's race codes:
+        a row whose QRACE2..QRACE8 are all ``Null`` (most rows) is looked up by its QRACE1
+        in the rules' values for each distinct QRACE1 (followed by ``Null`` codes); the
+        others are evaluated one by one."""
+        first = columns[0]
+        if first.size < _LOOKUP_ROWS:
+            return self._rules_bad(columns)
+        rest = np.zeros(first.size, np.uint16)
+        for c in columns[1:]:
+            rest |= c
+        seen = np.zeros(1 << 16, bool)
+        seen[first] = True
+        firsts = np.flatnonzero(seen).astype(np.uint16)
+        zero = np.zeros(firsts.size, np.uint16)
+        alone = np.zeros(1 << 16, bool)
+        alone[firsts] = self._rules_bad([firsts, *([zero] * (len(columns) - 1))])
+        out = alone[first]
+        more = np.flatnonzero(rest)
+        if more.size:
+            out[more] = self._rules_bad([c[more] for c in columns])
+        return out
+
+    def _blocks(
+        self, batch: CodedBatch, values: dict[str, NDArray[np.uint64]], bad: NDArray[np.bool_]
+    ) -> tuple[NDArray[np.uint64], NDArray[np.uint32] | None]:
+        """Every row's block key and geo unit (flagging in ``bad`` the rows whose block is
+        not in GRF-C), from ``values``, the scaled key part of each value of each block
+        column. Person files are usually sorted by block: the key is computed and looked
+        up once per run of rows with the same block columns."""
+        n = batch.height
+        change = np.zeros(n, bool)
+        change[:1] = True
+        for c in BLOCK_COLUMNS:
+            codes = batch.columns[c].codes
+            change[1:] |= codes[1:] != codes[:-1]
+        heads = np.flatnonzero(change)
+        lengths = np.diff(np.r_[heads, n])
+        keys = np.zeros(heads.size, np.uint64)
+        for c in BLOCK_COLUMNS:
+            keys += values[c][batch.columns[c].codes[heads]]
+        block = np.repeat(keys, lengths)
+        if self.block_keys is None or self.block_units is None:
+            return block, None
+        if not (self.block_keys.size and n):
+            bad[:] = True
+            return block, np.zeros(n, np.uint32)
+        pos = np.searchsorted(self.block_keys, keys)
+        pos = np.minimum(pos, self.block_keys.size - 1)
+        bad |= np.repeat(self.block_keys[pos] != keys, lengths)
+        return block, np.repeat(self.block_units[pos], lengths)
+
+
+def _or_flags(flags: NDArray[np.uint8], per_flag: NDArray[np.uint8], col: Coded) -> None:
+    """``flags |=`` the flags of each row's value of ``col``: one constant when every value
+    a row may hold has the same flags (a typical column of valid values)."""
+    held = per_flag if col.nulls else per_flag[:-1]
+    if held.size and (held == held[0]).all():
+        flags |= held[0]
+    elif held.size:
+        flags |= per_flag[col.codes]
 
 
 def _report_unexplained(file: str, rows: pl.DataFrame, log: ProblemLog) -> None:

@@ -129,6 +129,7 @@ class _ComboIds:
         self.code = np.zeros(len(codes) + 1, dtype=np.uint16)
         ordered = sorted(codes)
         self.rank[ordered] = np.arange(1, len(ordered) + 1, dtype=np.uint64)
+        self.rank_i64 = self.rank.astype(np.int64)
         self.code[1:] = ordered
         self.bits = max(1, len(ordered).bit_length())
         self.narrow = min(len(RACE_COLUMNS), (63 - self.bits) // self.bits)
@@ -149,28 +150,56 @@ class _ComboIds:
         return ids
 
     def ids(self, persons: TypedPersons) -> NDArray[np.uint64]:
-        """The combination id of every row (new combinations get new ids)."""
+        """The combination id of every row (new combinations get new ids).
+
+        The rows are valid (:class:`privtab.data.PersonReader` yields no other): each holds
+        QRACE1 and its codes come first, so a row holds one code exactly when QRACE2 is
+        absent — most rows, looked up with a few whole-array operations; the others (one in
+        five persons) are counted and sorted on their own."""
         race = persons.race
-        n_codes = np.count_nonzero(race, axis=1)
-        span = self.rank[persons.span]
-        shift = np.uint64(self.bits)
-        token = np.zeros(race.shape[0], dtype=np.uint64)
-        # one code (most persons): it is QRACE1 (codes come first)
-        single = n_codes == 1
-        token[single] = (self.rank[race[single, 0]] << shift) | span[single]
-        # 2..narrow codes: their ranks sorted, then the ethnicity's
-        multi = np.flatnonzero((n_codes > 1) & (n_codes <= self.narrow))
-        part = np.sort(self.rank[race[multi, : self.narrow]], axis=1)
-        t = np.zeros(multi.size, dtype=np.uint64)
-        for j in range(self.narrow):
-            t = (t << shift) | part[:, j]
-        token[multi] = (t << shift) | span[multi]
-        out = np.empty(race.shape[0], dtype=np.int64)
-        wide = n_codes > self.narrow
-        out[~wide] = self._lookup(token[~wide])
-        if wide.any():
+        shift = self.bits
+        # every row's one-code token: the rank of QRACE1, then the ethnicity's
+        token = self.rank_i64[race[:, 0]]
+        token <<= shift
+        token |= self.rank_i64[persons.span]
+        multi = np.flatnonzero(race[:, 1] != 0)
+        out = self._singles(token, multi)
+        if multi.size == 0:
+            return out.astype(np.uint64)
+        span = token[multi] & ((1 << shift) - 1)
+        n_codes = np.count_nonzero(race[multi], axis=1)
+        narrow = n_codes <= self.narrow
+        rows = multi[narrow]
+        t = np.zeros(rows.size, dtype=np.int64)
+        for rank in _sorted_columns([self.rank_i64[race[rows, j]] for j in range(self.narrow)]):
+            t <<= shift
+            t |= rank
+        t <<= shift
+        t |= span[narrow]
+        out[rows] = self._lookup(t.astype(np.uint64))
+        if not narrow.all():
+            wide = multi[~narrow]
             out[wide] = self._wide(race[wide], persons.span[wide])
         return out.astype(np.uint64)
+
+    def _singles(self, token: NDArray[np.int64], multi: NDArray[np.int64]) -> NDArray[np.int64]:
+        """Ids of every row from its one-code ``token`` (those of the rows ``multi``, which
+        hold more codes, are placeholders that the caller overwrites)."""
+        if self.dense.size == 0:
+            out = np.zeros(token.size, dtype=np.int64)
+            single = np.ones(token.size, dtype=bool)
+            single[multi] = False
+            out[single] = self._lookup(token[single].astype(np.uint64))
+            return out
+        out = self.dense[token]
+        missing = out < 0
+        missing[multi] = False
+        if missing.any():
+            new_at = np.unique(token[missing])
+            self.dense[new_at] = self._new(new_at.size)
+            self.first_token.append(new_at.astype(np.uint64))
+            out = self.dense[token]
+        return out
 
     def _lookup(self, token: NDArray[np.uint64]) -> NDArray[np.int64]:
         """Ids of narrow tokens: the dense table below its size, the sorted array above."""
@@ -188,19 +217,21 @@ class _ComboIds:
             ids[small] = found
         big = ~small
         if big.any():
-            t = token[big]
-            pos = np.searchsorted(self.tokens, t)
+            # distinct tokens first: fewer, and in order (a binary search of sorted keys
+            # stays in cache)
+            distinct, inverse = np.unique(token[big], return_inverse=True)
+            pos = np.searchsorted(self.tokens, distinct)
             hit = pos < self.tokens.size
-            hit[hit] = self.tokens[pos[hit]] == t[hit]
+            hit[hit] = self.tokens[pos[hit]] == distinct[hit]
             if not hit.all():
-                fresh = np.unique(t[~hit])
+                fresh = distinct[~hit]
                 new_ids = self._new(fresh.size)
                 self.first_token.append(fresh)
                 at = np.searchsorted(self.tokens, fresh)
                 self.tokens = np.insert(self.tokens, at, fresh)
                 self.token_ids = np.insert(self.token_ids, at, new_ids)
-                pos = np.searchsorted(self.tokens, t)
-            ids[big] = self.token_ids[pos]
+                pos = np.searchsorted(self.tokens, distinct)
+            ids[big] = self.token_ids[pos][inverse.reshape(-1)]
         return ids
 
     def _wide(self, race: NDArray[np.uint16], span: NDArray[np.uint16]) -> NDArray[np.int64]:
@@ -258,6 +289,18 @@ class _ComboIds:
         return out
 
 
+def _sorted_columns(cols: list[NDArray[np.int64]]) -> list[NDArray[np.int64]]:
+    """The columns of a small matrix sorted within each row (ascending), as columns: an
+    odd-even transposition network of element-wise minima and maxima (``np.sort(axis=1)``
+    pays a call per row)."""
+    cols = list(cols)
+    for r in range(len(cols)):
+        for j in range(r % 2, len(cols) - 1, 2):
+            lo, hi = cols[j], cols[j + 1]
+            cols[j], cols[j + 1] = np.minimum(lo, hi), np.maximum(lo, hi)
+    return cols
+
+
 _SHIFT_AGE = 1 << _COMBO_BITS
 _SHIFT_SEX = 1 << (_COMBO_BITS + _AGE_BITS)
 _SHIFT_UNIT = 1 << (_COMBO_BITS + _AGE_BITS + _SEX_BITS)
@@ -286,10 +329,27 @@ def _counted(keys: NDArray[np.uint64]) -> pl.DataFrame:
 
 
 def _merge(frames: list[pl.DataFrame]) -> pl.DataFrame:
-    """Exact sum of partial (K, N) tables."""
+    """Exact sum of partial (K, N) tables, each sorted by ``K``: sorted by ``K``.
+
+    The tables are concatenated and stably sorted — little work when they follow each
+    other in key order, as the batches of a file sorted by block do (a sort of runs), —
+    then the counts of equal keys, now adjacent, are summed."""
     if len(frames) == 1:
         return frames[0]
-    return pl.concat(frames).group_by("K").agg(pl.col("N").sum().cast(pl.UInt32))
+    keys = np.concatenate([f["K"].to_numpy() for f in frames])
+    counts = np.concatenate([f["N"].to_numpy() for f in frames])
+    if keys.size > 1 and not bool((keys[1:] >= keys[:-1]).all()):
+        order = np.argsort(keys, kind="stable")
+        keys, counts = keys[order], counts[order]
+    starts = np.flatnonzero(np.r_[True, keys[1:] != keys[:-1]]) if keys.size else keys
+    summed = np.add.reduceat(counts.astype(np.uint64), starts) if keys.size else counts
+    if summed.size and summed.max() > np.iinfo(np.uint32).max:
+        raise ValueError("a cell holds more than 2³² − 1 persons")
+    frame = pl.DataFrame(
+        {"K": keys[starts], "N": summed.astype(np.uint32)},
+        schema={"K": pl.UInt64, "N": pl.UInt32},
+    )
+    return frame.with_columns(pl.col("K").set_sorted())
 
 
 class _Partitions:

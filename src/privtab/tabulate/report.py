@@ -21,7 +21,7 @@ from __future__ import annotations
 import html
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -38,18 +38,24 @@ from privtab.report import (
 from privtab.report.references import Citations
 from privtab.tabulate.report_privacy import (
     NO_CURVES,
+    NOTHING_AHEAD,
+    DrawnAhead,
     PldCurves,
     headline,
     privacy_curves,
     privacy_figure,
     privacy_table,
     runs_that_drew_noise,
+    tightest,
 )
 from privtab.tabulate.report_text import STAT_LEVELS, level_words
 from privtab.tabulate.report_users import data_users_section
 from privtab.tabulate.results import LevelSummary
 
-__all__ = ["write_report"]
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
+__all__ = ["draw_ahead", "write_report"]
 
 _RUN_SHORT = {"US": "United States", "PR": "Puerto Rico"}
 
@@ -63,20 +69,15 @@ def _bar_height(n: float) -> float:
     return 1.6 + 0.32 * n
 
 
-def _moe_figure(levels: Sequence[dict[str, Any]]) -> FigureBlock:
-    n = len(levels)
-    fig, ax = new_figure(9.0, _bar_height(3 * n / 2))
-    y = np.arange(n)[::-1].astype(float)
-    for off, key, label in (
-        (0.27, "stage1", "first-stage total"),
-        (0.0, "stage2_cell", "second-stage total or sex × age cell"),
-        (-0.27, "total_only", "total of a detailed-only group"),
-    ):
-        ax.barh(y + off, [d["moe95"][key] for d in levels], height=0.27, label=label)
-    ax.set_yticks(y, [_label(d) for d in levels], fontsize=8)
-    ax.set_xscale("log")
-    ax.set_xlabel("exact 95% margin of error (persons)")
-    legend_outside(ax, where="top")
+_MOE_KINDS = (
+    (0.27, "stage1", "first-stage total"),
+    (0.0, "stage2_cell", "second-stage total or sex × age cell"),
+    (-0.27, "total_only", "total of a detailed-only group"),
+)
+
+
+def _moe_figure(levels: Sequence[dict[str, Any]], ahead: DrawnAhead = NOTHING_AHEAD) -> FigureBlock:
+    data = tuple((_label(d), *(d["moe95"][key] for _, key, _ in _MOE_KINDS)) for d in levels)
     text = (
         "How precise each kind of count is: the margin of error is the smallest number m "
         "such that the published count lies within m of the count before noise with "
@@ -84,7 +85,21 @@ def _moe_figure(levels: Sequence[dict[str, Any]]) -> FigureBlock:
         "by adding sex × age cells (the totals of large groups) have the margin of error of "
         "the sum, listed per row in T1's MOE95 column."
     )
-    return FigureBlock("fig-moe", "Margin of error by level", png(fig), text)
+    image = ahead.png("fig-moe", data, lambda: _draw_moe(data))
+    return FigureBlock("fig-moe", "Margin of error by level", image, text)
+
+
+def _draw_moe(data: tuple[tuple[Any, ...], ...]) -> Figure:
+    n = len(data)
+    fig, ax = new_figure(9.0, _bar_height(3 * n / 2))
+    y = np.arange(n)[::-1].astype(float)
+    for i, (off, _, label) in enumerate(_MOE_KINDS, start=1):
+        ax.barh(y + off, [row[i] for row in data], height=0.27, label=label)
+    ax.set_yticks(y, [row[0] for row in data], fontsize=8)
+    ax.set_xscale("log")
+    ax.set_xlabel("exact 95% margin of error (persons)")
+    legend_outside(ax, where="top")
+    return fig
 
 
 def _stat_figure(levels: Sequence[dict[str, Any]]) -> FigureBlock:
@@ -176,28 +191,48 @@ def _banner(release: Mapping[str, Any]) -> str:
     )
 
 
-def write_report(
-    path: Path,
-    release: dict[str, Any],
-    levels: Sequence[LevelSummary],
-    known: PldCurves = NO_CURVES,
-) -> Path:
-    """Write the release's HTML report to ``path`` (atomically, mode 0644).
+def draw_ahead(release: Mapping[str, Any], known: PldCurves = NO_CURVES) -> DrawnAhead:
+    """The figures that show the public plan only — the ε(δ) curve and the margins of
+    error — drawn from a partial ``release.json`` (its runs' ``plan`` and ``privacy``,
+    ``config``, and each run's tabulated ``levels`` with their ``level`` and ``moe95``): a
+    run draws them while the levels are tabulated, and :func:`write_report` reuses each
+    one that shows the same data as the finished release."""
+    drawn = runs_that_drew_noise(release)
+    _, _, eps, delta = tightest(drawn)
+    ahead = DrawnAhead(record=True)
+    privacy_figure(drawn, privacy_curves(drawn, known=known), (delta, eps), Citations(), ahead)
+    _moe_figure(_tabulated(release), ahead)
+    return DrawnAhead(ahead.pngs)
 
-    ``release`` is ``release.json``'s object; T1/T2 rows for the examples are read from the
-    folder of ``path``. ``levels`` is accepted for the callers' convenience and not used;
-    ``known``: PLD curves the run computed ahead (:func:`prefetch_pld_curves`)."""
-    del levels  # its evaluation tallies are confidential; release.json has the public ones
-    rows = [
+
+def _tabulated(release: Mapping[str, Any]) -> list[dict[str, Any]]:
+    return [
         {"scope": scope, **d}
         for scope, run in release["runs"].items()
         for d in run["levels"]
         if d.get("status") == "tabulated"
     ]
+
+
+def write_report(
+    path: Path,
+    release: dict[str, Any],
+    levels: Sequence[LevelSummary],
+    known: PldCurves = NO_CURVES,
+    ahead: DrawnAhead = NOTHING_AHEAD,
+) -> Path:
+    """Write the release's HTML report to ``path`` (atomically, mode 0644).
+
+    ``release`` is ``release.json``'s object; T1/T2 rows for the examples are read from the
+    folder of ``path``. ``levels`` is accepted for the callers' convenience and not used;
+    ``known``: PLD curves the run computed ahead (:func:`prefetch_pld_curves`); ``ahead``:
+    figures it drew ahead (:func:`draw_ahead`), used where they show the same data."""
+    del levels  # its evaluation tallies are confidential; release.json has the public ones
+    rows = _tabulated(release)
     cite = Citations()
     drawn = runs_that_drew_noise(release)
     top = headline(drawn, cite)
-    curve = privacy_figure(drawn, privacy_curves(drawn, known=known), top, cite)
+    curve = privacy_figure(drawn, privacy_curves(drawn, known=known), top, cite, ahead)
     sections = [
         "<h2>Privacy guarantee</h2>"
         + privacy_table(drawn)
@@ -208,7 +243,7 @@ def write_report(
         "for what this means in attack success rates and posterior beliefs "
         f"({cite.cite('semantics', '§§5–7')}).</p>",
         _levels_section(release, rows),
-        figure_html(_moe_figure(rows)),
+        figure_html(_moe_figure(rows, ahead)),
         figure_html(_stat_figure(rows)),
         data_users_section(path.parent, release),
     ]

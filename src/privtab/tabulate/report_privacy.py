@@ -22,8 +22,8 @@ import html
 import json
 import math
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
-from typing import Any, Literal
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
@@ -41,9 +41,14 @@ from privtab.report.references import Citations
 from privtab.tabulate.plan import ReleasePlan
 from privtab.tabulate.report_text import ANALYSES, analysis_name, run_words
 
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
 __all__ = [
     "DEFAULT_DELTAS",
+    "NOTHING_AHEAD",
     "NO_CURVES",
+    "DrawnAhead",
     "Headline",
     "PldCurves",
     "PrivacyCurves",
@@ -53,6 +58,7 @@ __all__ = [
     "privacy_figure",
     "privacy_table",
     "runs_that_drew_noise",
+    "tightest",
 ]
 
 #: δ range of the curve: 10⁻¹⁵ … 10⁻², four points per decade (plus the release's own δ)
@@ -120,12 +126,18 @@ def _run_best(run: Mapping[str, Any]) -> tuple[str, float]:
     return key, valid[key]
 
 
-def headline(release: Mapping[str, Any], cite: Citations) -> Headline:
-    """The one sentence a non-specialist can repeat, and the line that follows it."""
-    delta = release_delta(release)
+def tightest(release: Mapping[str, Any]) -> tuple[str, str, float, float]:
+    """The release's tightest valid bound: its run, analysis, ε and δ (the largest over
+    the runs of each run's smallest valid ε, at the release's δ)."""
     best = {s: _run_best(r) for s, r in release["runs"].items()}
     scope = max(best, key=lambda s: best[s][1])
     key, eps = best[scope]
+    return scope, key, eps, release_delta(release)
+
+
+def headline(release: Mapping[str, Any], cite: Citations) -> Headline:
+    """The one sentence a non-specialist can repeat, and the line that follows it."""
+    scope, key, eps, delta = tightest(release)
     why = {
         "pld": "the tightest valid bound privtab can prove, from the worst-case person's "
         "privacy-loss distribution",
@@ -287,6 +299,33 @@ NO_CURVES = PldCurves({})
 """No curve computed ahead: the report solves every one."""
 
 
+@dataclass(frozen=True)
+class DrawnAhead:
+    """Figures drawn ahead of the report, while the levels run (:func:`privtab.tabulate.
+    report.draw_ahead`): figure id → (the data it shows, its PNG). The report reuses a
+    PNG only for exactly the data it would draw; anything else is drawn then. Public
+    plan data only: drawing early costs no privacy."""
+
+    pngs: dict[str, tuple[object, bytes]] = field(default_factory=dict)
+    record: bool = False
+    """Keep every figure drawn here (what :func:`~privtab.tabulate.report.draw_ahead`
+    does)."""
+
+    def png(self, ident: str, data: object, draw: Callable[[], Figure]) -> bytes:
+        """The PNG of figure ``ident`` showing ``data``: drawn ahead, or ``draw()`` now."""
+        ahead = self.pngs.get(ident)
+        if ahead is not None and ahead[0] == data:
+            return ahead[1]
+        image = png(draw())
+        if self.record:
+            self.pngs[ident] = (data, image)
+        return image
+
+
+NOTHING_AHEAD = DrawnAhead()
+"""No figure drawn ahead: the report draws every one."""
+
+
 def prefetch_pld_curves(plans: Iterable[ReleasePlan], delta: float, grid: float) -> PldCurves:
     """The report's PLD curves of ``plans`` at ``delta``'s δ range (a run computes them in a
     background thread while it tabulates, and hands them to the report). A plan whose
@@ -344,41 +383,26 @@ _STYLES = ["-", ":", "--", "-."]
 
 
 def privacy_figure(
-    release: Mapping[str, Any], curves: PrivacyCurves, top: Headline, cite: Citations
+    release: Mapping[str, Any],
+    curves: PrivacyCurves,
+    top: Headline | tuple[float, float],
+    cite: Citations,
+    ahead: DrawnAhead = NOTHING_AHEAD,
 ) -> FigureBlock:
-    """The release's ε(δ): the tightest valid bound (thick), every bound (thin)."""
-    from matplotlib.lines import Line2D
-
-    fig, ax = new_figure(10.0, 4.8)
-    scopes = list(release["runs"])
-    style = {s: _STYLES[i % len(_STYLES)] for i, s in enumerate(scopes)}
-    for (scope, key), eps in curves.bounds.items():
-        ax.plot(curves.deltas, eps, lw=1.0, ls=style[scope], color=_COLORS.get(key, "#7f7f7f"))
-    order = list(ANALYSES)
-    keys = sorted(
-        {k for _, k in curves.bounds},
-        key=lambda k: order.index(k) if k in order else len(order),
+    """The release's ε(δ): the tightest valid bound (thick), every bound (thin), the
+    release's point ``top`` (its headline, or its δ and ε); a PNG in ``ahead`` is reused
+    when it shows the same curves, point and runs."""
+    delta, eps = (top.delta, top.epsilon) if isinstance(top, Headline) else top
+    runs = tuple((s, run_words(s, release)) for s in release["runs"])
+    data = (
+        runs,
+        _exactly(curves.deltas),
+        tuple((s, k, _exactly(e)) for (s, k), e in curves.bounds.items()),
+        _exactly(curves.tightest),
+        delta,
+        eps,
     )
-    ax.plot(curves.deltas, curves.tightest, lw=3.2, color="#000000", alpha=0.75)
-    ax.plot([top.delta], [top.epsilon], "o", color="#000000", ms=6)
-    ax.annotate(
-        f"ε ≤ {round_up(top.epsilon)} at δ = {power_of_ten(top.delta)}",
-        (top.delta, top.epsilon),
-        xytext=(10, 12),
-        textcoords="offset points",
-        fontsize=9,
-    )
-    handles = [Line2D([], [], color="#000000", lw=3.2, alpha=0.75)]
-    labels = ["the release: tightest valid bound"]
-    handles += [Line2D([], [], color=_COLORS.get(k, "#7f7f7f"), lw=1.2) for k in keys]
-    labels += [analysis_name(k) for k in keys]
-    if len(scopes) > 1:
-        handles += [Line2D([], [], color="#555555", lw=1.0, ls=style[s]) for s in scopes]
-        labels += [run_words(s, release) for s in scopes]
-    legend_outside(ax, handles, labels)
-    ax.set_xscale("log")
-    ax.set_xlabel("δ (probability that the bound on ε may fail)")
-    ax.set_ylabel("ε")
+    image = ahead.png("fig-privacy-curve", data, lambda: _draw_privacy(runs, curves, delta, eps))
     text = (
         "The release's privacy guarantee as a curve: for every δ, an ε such that the release "
         "is (ε, δ)-differentially private for every person. The thick line is the smallest "
@@ -391,4 +415,47 @@ def privacy_figure(
         f"({cite.cite('doroshenko')}); the zero-concentrated DP conversions hold for "
         f"every mechanism with the same ρ ({cite.cite('cks')}; {cite.cite('bun-steinke')})."
     )
-    return FigureBlock("fig-privacy-curve", "Privacy-loss curve ε(δ)", png(fig), text)
+    return FigureBlock("fig-privacy-curve", "Privacy-loss curve ε(δ)", image, text)
+
+
+def _exactly(a: FloatArray) -> tuple[str, tuple[int, ...], bytes]:
+    """An array as a comparable value: equal exactly when the arrays are identical."""
+    return a.dtype.str, a.shape, a.tobytes()
+
+
+def _draw_privacy(
+    runs: tuple[tuple[str, str], ...], curves: PrivacyCurves, delta: float, eps: float
+) -> Figure:
+    from matplotlib.lines import Line2D
+
+    fig, ax = new_figure(10.0, 4.8)
+    scopes = [s for s, _ in runs]
+    style = {s: _STYLES[i % len(_STYLES)] for i, s in enumerate(scopes)}
+    for (scope, key), bound in curves.bounds.items():
+        ax.plot(curves.deltas, bound, lw=1.0, ls=style[scope], color=_COLORS.get(key, "#7f7f7f"))
+    order = list(ANALYSES)
+    keys = sorted(
+        {k for _, k in curves.bounds},
+        key=lambda k: order.index(k) if k in order else len(order),
+    )
+    ax.plot(curves.deltas, curves.tightest, lw=3.2, color="#000000", alpha=0.75)
+    ax.plot([delta], [eps], "o", color="#000000", ms=6)
+    ax.annotate(
+        f"ε ≤ {round_up(eps)} at δ = {power_of_ten(delta)}",
+        (delta, eps),
+        xytext=(10, 12),
+        textcoords="offset points",
+        fontsize=9,
+    )
+    handles = [Line2D([], [], color="#000000", lw=3.2, alpha=0.75)]
+    labels = ["the release: tightest valid bound"]
+    handles += [Line2D([], [], color=_COLORS.get(k, "#7f7f7f"), lw=1.2) for k in keys]
+    labels += [analysis_name(k) for k in keys]
+    if len(scopes) > 1:
+        handles += [Line2D([], [], color="#555555", lw=1.0, ls=style[s]) for s in scopes]
+        labels += [words for _, words in runs]
+    legend_outside(ax, handles, labels)
+    ax.set_xscale("log")
+    ax.set_xlabel("δ (probability that the bound on ε may fail)")
+    ax.set_ylabel("ε")
+    return fig

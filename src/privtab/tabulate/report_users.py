@@ -79,7 +79,8 @@ def _table(folder: Path, release: Mapping[str, Any], name: str) -> pl.LazyFrame 
     else:
         return None
     keys = [c for c in CENSUS_COLUMNS[name] if c != "COUNT"]
-    return census.join(pl.scan_parquet(companion), on=keys, how="left")
+    # in the table's row order: the example rows are shown in the order they were written
+    return census.join(pl.scan_parquet(companion), on=keys, how="left", maintain_order="left")
 
 
 def _examples(folder: Path, release: Mapping[str, Any]) -> tuple[pl.DataFrame, pl.DataFrame] | None:

@@ -38,13 +38,14 @@ import errno
 import logging
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 from typing import Any
 
 from privtab.atomic import InterruptGuard, atomic_directory, check_output
-from privtab.data import SafeTabInputs, load_inputs
+from privtab.data import SafeTabInputs, Scope, load_inputs
 from privtab.data.inputs import resolve_config_path
 from privtab.errors import RunFailedError, UsageError
 from privtab.mechanisms.base import release_source
@@ -56,7 +57,13 @@ from privtab.tabulate.context import Progress, RunCancelledError, RunContext, Ru
 from privtab.tabulate.describe import release_document, run_record
 from privtab.tabulate.engines import Engine, make_engine
 from privtab.tabulate.ledgering import cancel_quietly, commit_quietly, fingerprints, reserve_release
-from privtab.tabulate.report_privacy import NO_CURVES, prefetch_pld_curves
+from privtab.tabulate.report_privacy import (
+    NO_CURVES,
+    NOTHING_AHEAD,
+    DrawnAhead,
+    PldCurves,
+    prefetch_pld_curves,
+)
 from privtab.tabulate.results import LevelSummary
 from privtab.tabulate.runs import (
     ReleaseTables,
@@ -263,24 +270,72 @@ def _tabulate_and_describe(
     t0 = time.monotonic()
     # the privacy analyses depend on the public plan only: computed while tabulating
     analyses = {s: background(partial(analyse_plan, p, ctx.opts)) for s, p in plans.drawn.items()}
-    # the report's ε(δ) curves, also from the public plan only
+    # the report's ε(δ) curves, also from the public plan only; and its figures that show
+    # the plan only, drawn while tabulating (the second core is mostly idle then)
     curves = background(
         partial(prefetch_pld_curves, list(plans.drawn.values()), ctx.opts.delta, ctx.opts.pld_grid)
         if ctx.opts.report
         else lambda: NO_CURVES
     )
+    ahead = background(
+        partial(_report_ahead, inputs, plans, analyses, curves)
+        if ctx.opts.report
+        else lambda: NOTHING_AHEAD
+    )
     with ReleaseTables(ctx, tmp) as tables:
         runs, levels = tabulate_runs(ctx, inputs, plans, tables, analyses)
     ctx.seconds["tabulate_and_write"] = time.monotonic() - t0
     ctx.phase("write")
-    validate_staged(ctx, inputs, tmp)
-    document = release_document(ctx, inputs, runs, tables)
-    document.write(tmp)
-    if not document.private:
-        write_not_private(tmp, document.noise)
-    if ctx.opts.report:
-        from privtab.tabulate.report import write_report
+    # the written tables are checked (polars, off the GIL) while release.json and the
+    # report are written; a failed check is raised first and publishes nothing
+    validated = background(partial(validate_staged, ctx, inputs, tmp))
+    try:
+        document = release_document(ctx, inputs, runs, tables)
+        document.write(tmp)
+        if not document.private:
+            write_not_private(tmp, document.noise)
+        if ctx.opts.report:
+            from privtab.tabulate.report import write_report
 
-        ctx.progress("writing report.html")
-        write_report(tmp / "report.html", document.to_json(), levels, curves())
+            figures = ahead()
+            ctx.progress("writing report.html")
+            write_report(tmp / "report.html", document.to_json(), levels, curves(), figures)
+    finally:
+        validated()
     return document, levels
+
+
+def _report_ahead(
+    inputs: SafeTabInputs,
+    plans: RunPlans,
+    analyses: dict[Scope, Callable[[], dict[str, Any]]],
+    curves: Callable[[], PldCurves],
+) -> DrawnAhead:
+    """The report's figures that show the public plan only, drawn (:func:`privtab.tabulate.
+    report.draw_ahead`: this also loads the plotting library) from the plan's part of
+    ``release.json``. A failure here is left to the report, which draws them itself."""
+    try:
+        from privtab.tabulate.report import draw_ahead
+
+        runs = {
+            scope.value: {
+                "plan": plan.to_dict(),
+                "privacy": analyses[scope](),
+                "levels": [
+                    {
+                        "status": "tabulated",
+                        "level": lv.key,
+                        "moe95": {
+                            "stage1": lv.stage1.moe95,
+                            "stage2_cell": lv.stage2.moe95,
+                            "total_only": lv.total.moe95,
+                        },
+                    }
+                    for lv in plan.levels
+                ],
+            }
+            for scope, plan in plans.drawn.items()
+        }
+        return draw_ahead({"config": inputs.config.to_dict(), "runs": runs}, curves())
+    except Exception:  # the report draws what is missing, and says why if it cannot
+        return NOTHING_AHEAD

@@ -13,9 +13,11 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from fractions import Fraction
+from functools import partial
 from pathlib import Path
 from typing import Any
 
+from privtab.accounting.exact import ExactGuarantee
 from privtab.data import SafeTabInputs, Scope
 from privtab.errors import InputError, RunFailedError, UsageError
 from privtab.release.document import RunEntry
@@ -31,6 +33,7 @@ from privtab.tabulate.privacy import analyse
 from privtab.tabulate.publish import publish_chunk
 from privtab.tabulate.results import ChunkResult, LevelSummary, summarize
 from privtab.tabulate.suppression import SuppressionRule, suppression_rule
+from privtab.tabulate.worker import InOrder
 
 __all__ = [
     "ReleaseTables",
@@ -130,7 +133,12 @@ class ReleaseTables:
     """The T1 and T2 of a release in the Census layout (:class:`~privtab.tabulate.output.
     CensusWriter`), each chunk published as production publishes it
     (:func:`~privtab.tabulate.publish.publish_chunk`: zero suppression, clamping, sex
-    marginals) and its published rows and suppressions tallied per level."""
+    marginals) and its published rows and suppressions tallied per level.
+
+    Chunks are published and written in a background thread (:class:`~privtab.tabulate.
+    worker.InOrder`: in order, one at a time) while the engine draws the next one; the
+    tallies are complete after :meth:`flush`, and a failed write is raised by the next
+    :meth:`write`, :meth:`flush` or the exit of the ``with`` block."""
 
     def __init__(self, ctx: RunContext, tmp: Path) -> None:
         self.writer = CensusWriter(
@@ -144,9 +152,10 @@ class ReleaseTables:
         self.levels: dict[tuple[str, str], dict[str, Any]] = {}
         self._level: dict[str, Any] = {}
         self._rule: SuppressionRule | None = None
+        self._jobs = InOrder()
 
     def start_run(self, scope: Scope) -> None:
-        self.writer.start_run(scope.value)
+        self._jobs.submit(partial(self.writer.start_run, scope.value))
 
     def start_level(self, scope: Scope, lp: LevelPlan) -> None:
         """The next chunks belong to level ``lp`` of run ``scope``."""
@@ -156,19 +165,33 @@ class ReleaseTables:
         self.levels[(scope.value, lp.key)] = self._level
 
     def write(self, part: ChunkResult) -> None:
+        """Publish and write ``part`` (in the background: see the class docstring)."""
         assert self._rule is not None, "start_level before write"
-        out = publish_chunk(part, self._rule, nonnegative=self.nonnegative)
+        self._jobs.submit(partial(self._publish, part, self._rule, self._level))
+
+    def _publish(self, part: ChunkResult, rule: SuppressionRule, level: dict[str, Any]) -> None:
+        out = publish_chunk(part, rule, nonnegative=self.nonnegative)
         self.writer.write(out.t1, out.t2)
         self.suppressed += out.suppressed
-        self._level["suppression"]["suppressed_rows"] += out.suppressed
-        self._level["t1_rows"] += out.t1.height
-        self._level["t2_rows"] += out.t2.height
+        level["suppression"]["suppressed_rows"] += out.suppressed
+        level["t1_rows"] += out.t1.height
+        level["t2_rows"] += out.t2.height
+
+    def flush(self) -> None:
+        """Wait until every chunk is written (raising a write's error)."""
+        self._jobs.wait()
 
     def __enter__(self) -> ReleaseTables:
         return self
 
-    def __exit__(self, *exc: object) -> None:
-        self.writer.close()
+    def __exit__(self, exc_type: type[BaseException] | None, *exc: object) -> None:
+        try:
+            if exc_type is None:
+                self.flush()
+            else:
+                self._jobs.wait_quietly()
+        finally:
+            self.writer.close()
 
 
 def tabulate_runs(
@@ -192,17 +215,21 @@ def tabulate_runs(
             if lv.key not in kept:
                 ctx.progress(f"{scope.value} {lv.key}: empty domain (no public groups): skipped")
         ledger = RunLedger(plan or whole)
-        entries = []
+        drawn: dict[str, tuple[LevelSummary, ExactGuarantee]] = {}
         for lv in whole.levels:
             if lv.key not in kept:
-                entries.append(empty_entry(lv))
                 continue
             tables.start_level(scope, lv)
             res = tabulate_level(ctx, lv, tables, f"{scope.value} {lv.key}", done, n_levels)
-            charged = ledger.charge(lv, res.stages_used)
-            published = tables.levels[(scope.value, lv.key)]
-            entries.append(level_entry(res, charged, inputs, scope, published))
+            drawn[lv.key] = (res, ledger.charge(lv, res.stages_used))
             results.append(res)
+        tables.flush()  # the published rows of every level are tallied
+        entries = [
+            level_entry(*drawn[lv.key], inputs, scope, tables.levels[(scope.value, lv.key)])
+            if lv.key in drawn
+            else empty_entry(lv)
+            for lv in whole.levels
+        ]
         runs[scope] = RunEntry(
             scope=scope.value,
             guarantee=ledger.total,

@@ -4,16 +4,18 @@ Python runs signal handlers in the main thread only, between bytecodes — never
 long polars or numpy call. A run therefore does its work in a worker thread while the main
 thread waits (:func:`in_worker`), so SIGINT, SIGTERM and SIGHUP are honoured at once; side
 computations (the privacy analyses) run in daemon threads (:func:`background`) so that an
-interrupted process never waits for them at exit.
+interrupted process never waits for them at exit; :class:`InOrder` runs a sequence of jobs
+(writing a level's tables) one at a time beside the thread that produces them.
 """
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections.abc import Callable
 from typing import Any, TypeVar, cast
 
-__all__ = ["background", "in_worker"]
+__all__ = ["InOrder", "background", "in_worker"]
 
 T = TypeVar("T")
 
@@ -67,3 +69,45 @@ def background(fn: Callable[[], T]) -> Callable[[], T]:
         return cast(T, box["value"])
 
     return result
+
+
+class InOrder:
+    """Jobs run one at a time, in the order submitted, each in a daemon thread beside the
+    caller (e.g. writing one chunk's tables while the next chunk is drawn).
+
+    :meth:`submit` first waits for the previous job, so at most one job runs while the
+    caller prepares the next (memory holds two jobs' data, not a queue of them). A job's
+    exception is raised by the next :meth:`submit` or :meth:`wait` (and the job it would
+    have started is not run)."""
+
+    def __init__(self, name: str = "privtab-writer") -> None:
+        self.name = name
+        self._thread: threading.Thread | None = None
+        self._error: BaseException | None = None
+
+    def submit(self, fn: Callable[[], object]) -> None:
+        """Wait for the previous job (raising its error), then start ``fn``."""
+        self.wait()
+
+        def target() -> None:
+            try:
+                fn()
+            except BaseException as exc:  # raised in the caller by wait()
+                self._error = exc
+
+        self._thread = threading.Thread(target=target, name=self.name, daemon=True)
+        self._thread.start()
+
+    def wait(self) -> None:
+        """Wait until the last job is done; raise the error of a job that failed."""
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+        if self._error is not None:
+            raise self._error
+
+    def wait_quietly(self) -> None:
+        """Wait until the last job is done, ignoring any error (on the way out of a failed
+        run, whose own error is the one to report)."""
+        with contextlib.suppress(BaseException):  # the caller is already failing
+            self.wait()
