@@ -4,6 +4,8 @@ chunk and for a whole level, whatever the order of the cells."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import polars as pl
 import pytest
@@ -14,8 +16,16 @@ from privtab.data.membership import expand_iterations, iteration_matrix
 from privtab.tabulate import ReleasePlan
 from privtab.tabulate.aggregate import aggregate_persons
 from privtab.tabulate.algorithm import ExactCounts, sex_age
-from privtab.tabulate.counts import CellMatrix, exact_counts, unit_regions
-from privtab.tabulate.domain import level_domain
+from privtab.tabulate.counts import (
+    CellMatrix,
+    RegionProducts,
+    coarsening,
+    exact_counts,
+    region_counts,
+    region_rows,
+    unit_regions,
+)
+from privtab.tabulate.domain import Domain, level_domain
 from privtab.tabulate.engines.polars import PolarsEngine
 
 
@@ -63,6 +73,7 @@ def _entries(exact: ExactCounts, offset: int = 0) -> pl.DataFrame:
 def test_sparse_products_equal_the_joins_for_every_level(prepared) -> None:
     inputs, cells = prepared
     cm = CellMatrix.from_cells(cells)
+    products = RegionProducts(cm, inputs.geography)
     seen = set()
     for plan in _levels(inputs):
         dom = level_domain(plan, inputs.geography, inputs.reference)
@@ -72,10 +83,13 @@ def test_sparse_products_equal_the_joins_for_every_level(prepared) -> None:
             cells.combos, inputs.reference, plan.iteration_level, dom.geo.granularity
         )
         region = unit_regions(inputs.geography, dom.geo)
-        exact = exact_counts(cm, (0, cm.unit.size), region, b, dom)
+        exact = exact_counts(region_counts(cm, (0, cm.unit.size), region, dom), b, dom)
         want = _joined(cells, inputs, plan, dom)
         assert want.height > 0
         assert _entries(exact).equals(want), plan.key
+        # the same from the run's products (a coarse level's derived from a finer one's)
+        kept = exact_counts(products.get(dom.geo), b, dom)
+        assert _entries(kept).equals(want), plan.key
         total = want.group_by("G").agg(pl.col("N").sum())
         dense = np.zeros(dom.size, dtype=np.int64)
         dense[total["G"].to_numpy()] = total["N"].to_numpy()
@@ -85,27 +99,85 @@ def test_sparse_products_equal_the_joins_for_every_level(prepared) -> None:
 
 
 def test_state_chunks_partition_a_level(prepared) -> None:
-    """A level tabulated one state per chunk (rows of the cell matrix of that state only)
-    has exactly the entries of the whole level."""
+    """A level tabulated one state per chunk (its rows of the level's product, which are
+    ``S X`` of that state's cells only) has exactly the entries of the whole level."""
     inputs, _ = prepared
     engine = PolarsEngine(max_chunk_groups=1)
     engine.prepare(inputs, lambda _m: None)
-    assert engine.matrix is not None
+    cm, products = engine.matrix, engine.products
+    assert cm is not None
+    assert products is not None
     for plan in _levels(inputs):
         dom = level_domain(plan, inputs.geography, inputs.reference)
         if dom.geo not in (GeoLevel.COUNTY, GeoLevel.TRACT, GeoLevel.PLACE):
             continue
         b = engine._iteration_matrix(plan, dom)
-        region = engine._unit_regions(dom.geo)
-        whole = exact_counts(engine.matrix, (0, engine.matrix.unit.size), region, b, dom)
+        region = unit_regions(inputs.geography, dom.geo)
+        whole = exact_counts(products.get(dom.geo), b, dom)
         chunks = engine._chunks(dom)
         assert len(chunks) == len({r[:2] for r in dom.regions}) > 1
         parts = []
-        for part, rows in chunks:
-            assert rows[1] - rows[0] < engine.matrix.unit.size
-            ex = exact_counts(engine.matrix, rows, region, b, part)
-            parts.append(_entries(ex, part.first_region * len(dom.codes)))
+        for part in chunks:
+            rows = engine._rows_of(sorted({r[:2] for r in part.regions}))
+            assert rows[1] - rows[0] < cm.unit.size
+            alone = region_counts(cm, rows, region, part)
+            sliced = region_rows(products.get(dom.geo), part)
+            assert (alone != sliced).nnz == 0
+            parts.append(
+                _entries(exact_counts(sliced, b, part), part.first_region * len(dom.codes))
+            )
         assert pl.concat(parts).sort("G", "SA").equals(_entries(whole)), plan.key
+
+
+def test_nested_levels_are_derived_from_finer_products(prepared) -> None:
+    """The first level of a nest builds the finest level under it from the cells and each
+    coarser one from the next finer one; every product equals ``S X`` of its whole level;
+    :meth:`RegionProducts.retain` keeps only a level's own and finer products."""
+    inputs, cells = prepared
+    cm = CellMatrix.from_cells(cells)
+    products = RegionProducts(cm, inputs.geography)
+    products.get(GeoLevel.USA)
+    assert products.built == [
+        (GeoLevel.TRACT, None),
+        (GeoLevel.COUNTY, GeoLevel.TRACT),
+        (GeoLevel.STATE, GeoLevel.COUNTY),
+        (GeoLevel.USA, GeoLevel.STATE),
+    ]
+    for geo in (GeoLevel.STATE, GeoLevel.COUNTY, GeoLevel.TRACT, GeoLevel.PLACE):
+        products.retain(geo)
+        got = products.get(geo)
+        region = unit_regions(inputs.geography, geo)
+        whole = Domain(geo, inputs.geography.domain(geo), (), np.zeros(0, dtype=np.bool_))
+        assert (got != region_counts(cm, (0, cm.unit.size), region, whole)).nnz == 0, geo
+        assert geo in products._products
+        assert all(g is geo or products.nested(g, geo) for g in products._products)
+    # nothing was built twice, and only from the cells or from a nested level's product
+    assert len({geo for geo, _ in products.built}) == len(products.built) == 5
+    assert all(src is None or products.nested(src, geo) for geo, src in products.built)
+    assert got.dtype == np.uint32
+
+
+def test_coarsening_needs_whole_regions(prepared) -> None:
+    """A coarse level is derived from a finer one only when each of its regions is a union
+    of whole finer regions: a place does not cover its state, and a region split between
+    two coarser ones (a hand-made tract in two counties) is refused."""
+    inputs, _ = prepared
+    geo = inputs.geography
+    to_county = coarsening(geo, GeoLevel.TRACT, GeoLevel.COUNTY)
+    assert to_county is not None
+    tracts, counties = geo.domain(GeoLevel.TRACT), geo.domain(GeoLevel.COUNTY)
+    assert all(counties[c] == t[:5] for t, c in zip(tracts, to_county, strict=True))
+    assert coarsening(geo, GeoLevel.PLACE, GeoLevel.STATE) is None
+    assert coarsening(geo, GeoLevel.STATE, GeoLevel.PLACE) is None
+    assert coarsening(geo, GeoLevel.TRACT, GeoLevel.PR_COUNTY) is None
+    # a unit of another county given the first unit's tract: that tract is in two counties
+    units = geo.units.with_row_index("_i")
+    us = units.filter(pl.col(GeoLevel.COUNTY.value).is_not_null())
+    a = us.row(0, named=True)
+    b = us.filter(pl.col(GeoLevel.COUNTY.value) != a[GeoLevel.COUNTY.value]).row(0, named=True)
+    tract = units[GeoLevel.TRACT.value].scatter(b["_i"], a[GeoLevel.TRACT.value])
+    broken = replace(geo, units=units.drop("_i").with_columns(tract))
+    assert coarsening(broken, GeoLevel.TRACT, GeoLevel.COUNTY) is None
 
 
 def test_cell_matrix_does_not_depend_on_the_order_of_the_cells(prepared) -> None:

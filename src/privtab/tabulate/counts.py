@@ -26,6 +26,8 @@ themselves: only noisy outputs derived from them are published.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
+from typing import Any
 
 import numpy as np
 import polars as pl
@@ -38,7 +40,18 @@ from privtab.tabulate.aggregate import COMBO, Cells
 from privtab.tabulate.algorithm import SEX_AGES, ExactCounts, sex_age
 from privtab.tabulate.domain import Domain
 
-__all__ = ["CellMatrix", "exact_counts", "region_counts", "region_incidence", "unit_regions"]
+__all__ = [
+    "CellMatrix",
+    "RegionProducts",
+    "coarsening",
+    "coarser_counts",
+    "exact_counts",
+    "merge_rows",
+    "region_counts",
+    "region_incidence",
+    "region_rows",
+    "unit_regions",
+]
 
 
 def _csr(
@@ -93,6 +106,14 @@ class CellMatrix:
     def cells(self) -> int:
         return int(self.matrix.nnz)
 
+    @cached_property
+    def counts(self) -> np.dtype[Any]:
+        """The type of the region products' entries: ``uint32`` (half the memory of
+        ``int64``) when no sum of cells can exceed it — the products' entries are sums of
+        disjoint cells, at most all the persons — else ``int64``."""
+        persons = int(self.matrix.data.sum(dtype=np.uint64))
+        return np.dtype(np.uint32 if persons < np.iinfo(np.uint32).max else np.int64)
+
     def rows_of_units(self, first: int, last: int) -> tuple[int, int]:
         """The rows ``[a, b)`` of the units ``first ≤ unit ≤ last``."""
         a, b = np.searchsorted(self.unit, [first, last + 1])
@@ -120,24 +141,33 @@ def unit_regions(geography: Geography, geo: GeoLevel) -> NDArray[np.int64]:
     return out
 
 
+def merge_rows(labels: NDArray[np.int64], n_rows: int, dtype: np.dtype[Any]) -> sparse.csr_array:
+    """A 0/1 matrix of ``n_rows`` rows × ``labels.size`` columns with a 1 at
+    ``(labels[j], j)`` for every ``labels[j] ≥ 0``: multiplying a matrix by it adds up the
+    rows that share a label (and drops the rows labelled −1). ``dtype``: of the entries (the
+    other factor's, so that the product does not convert it)."""
+    inside = labels >= 0
+    indptr = np.r_[0, np.cumsum(inside)]
+    data = np.ones(int(indptr[-1]), dtype=dtype)
+    csc = sparse.csc_array((data, labels[inside], indptr), shape=(n_rows, labels.size))
+    return sparse.csr_array(csc)
+
+
 def region_incidence(
     cm: CellMatrix, rows: tuple[int, int], unit_region: NDArray[np.int64], dom: Domain
 ) -> sparse.csr_array:
     """``S``: (region of ``dom``, sex, age) × the rows ``[a, b)`` of ``cm``; a 1 where the
     row's unit lies in the region (``unit_region``: :func:`unit_regions` of the level;
-    regions outside the slice ``dom`` have no row)."""
+    regions outside the slice ``dom`` have no row). Its entries have the type of
+    :attr:`CellMatrix.counts`."""
     a, b = rows
     units = cm.unit[a:b]
     region = np.full(units.size, -1, dtype=np.int64)
     known = units < unit_region.size
     region[known] = unit_region[units[known]] - dom.first_region
     inside = (region >= 0) & (region < len(dom.regions))
-    label = region[inside] * SEX_AGES + cm.sex_age[a:b][inside]
-    # one entry per column (row of X) inside the slice: a CSC matrix straight from the labels
-    indptr = np.r_[0, np.cumsum(inside)]
-    shape = (len(dom.regions) * SEX_AGES, b - a)
-    csc = sparse.csc_array((np.ones(label.size, dtype=np.int64), label, indptr), shape=shape)
-    return sparse.csr_array(csc)
+    label = np.where(inside, region * SEX_AGES + cm.sex_age[a:b], -1)
+    return merge_rows(label, len(dom.regions) * SEX_AGES, cm.counts)
 
 
 def region_counts(
@@ -145,29 +175,150 @@ def region_counts(
 ) -> sparse.csr_array:
     """``M = S X``: persons per (region of ``dom``, sex, age) × code combination, from the
     rows ``[a, b)`` of ``cm`` (:func:`region_incidence`). The same for every iteration
-    level of a geography: the engine reuses it between consecutive levels."""
-    product: sparse.csr_array = region_incidence(cm, rows, unit_region, dom) @ cm.rows(rows)
+    level of a geography (:class:`RegionProducts` keeps it)."""
+    x = cm.rows(rows)
+    if x.dtype != cm.counts:
+        x = x.astype(cm.counts)
+    product: sparse.csr_array = region_incidence(cm, rows, unit_region, dom) @ x
     return product
 
 
+def coarsening(geography: Geography, fine: GeoLevel, coarse: GeoLevel) -> NDArray[np.int64] | None:
+    """The ``coarse`` region (index in its domain, −1: none) of every ``fine`` region, when
+    every ``coarse`` region is a union of whole ``fine`` regions — each unit's ``coarse``
+    region is a function of its ``fine`` one, and a unit outside ``fine`` is outside
+    ``coarse`` (TRACT → COUNTY → STATE → USA) — else ``None`` (PLACE → STATE: a state's
+    units outside every place). From the public geography only."""
+    units = geography.units.select(
+        pl.col(fine.value).to_physical().fill_null(-1).cast(pl.Int64).alias("f"),
+        pl.col(coarse.value).to_physical().fill_null(-1).cast(pl.Int64).alias("c"),
+    )
+    f, c = units["f"].to_numpy(), units["c"].to_numpy()
+    if np.any(c[f < 0] >= 0):
+        return None
+    out = np.full(len(geography.domain(fine)), -1, dtype=np.int64)
+    out[f[f >= 0]] = c[f >= 0]
+    return out if np.array_equal(out[f[f >= 0]], c[f >= 0]) else None
+
+
+def coarser_counts(
+    finer: sparse.csr_array, to_coarse: NDArray[np.int64], n_coarse: int
+) -> sparse.csr_array:
+    """``M`` of a coarse level from ``M`` of a finer one whose regions it is a union of
+    (:func:`coarsening`): the rows (fine region, sex, age) added up into (coarse region,
+    sex, age) — the same matrix as :func:`region_counts` of the coarse level, from a smaller
+    factor than the cells."""
+    fine_rows = np.arange(to_coarse.size * SEX_AGES, dtype=np.int64)
+    coarse = to_coarse[fine_rows // SEX_AGES]
+    label = np.where(coarse >= 0, coarse * SEX_AGES + fine_rows % SEX_AGES, -1)
+    product: sparse.csr_array = merge_rows(label, n_coarse * SEX_AGES, finer.dtype) @ finer
+    return product
+
+
+def region_rows(product: sparse.csr_array, dom: Domain) -> sparse.csr_array:
+    """The rows of a level's whole ``M`` that belong to the regions of ``dom`` (a slice of
+    the level's domain: consecutive regions), sharing the product's arrays."""
+    a = dom.first_region * SEX_AGES
+    b = a + len(dom.regions) * SEX_AGES
+    p0, p1 = int(product.indptr[a]), int(product.indptr[b])
+    return _csr(
+        product.data[p0:p1],
+        product.indices[p0:p1],
+        product.indptr[a : b + 1] - p0,
+        (b - a, product.shape[1]),
+    )
+
+
 def exact_counts(
-    cm: CellMatrix,
-    rows: tuple[int, int],
-    unit_region: NDArray[np.int64],
-    iterations: sparse.csr_array,
-    dom: Domain,
-    by_region: sparse.csr_array | None = None,
+    by_region: sparse.csr_array, iterations: sparse.csr_array, dom: Domain
 ) -> ExactCounts:
     """Exact persons per (group, sex, age) of the groups of ``dom`` (``G`` indexes ``dom``
-    region-major from 0) from the rows ``[a, b)`` of ``cm`` — every row whose unit is in a
-    region of ``dom`` must be among them — and the level's iteration incidence
-    ``iterations`` (combinations × ``dom.codes``): ``F = (S X) B`` (module docstring).
-    ``by_region``: ``S X`` if already computed (:func:`region_counts` of the same rows,
-    regions and geography)."""
+    region-major from 0) from ``by_region`` — ``M = S X`` of exactly the regions of
+    ``dom`` (:func:`region_counts`, :func:`region_rows`) — and the level's iteration
+    incidence ``iterations`` (combinations × ``dom.codes``): ``F = (S X) B`` (module
+    docstring)."""
     n_it = len(dom.codes)
-    if by_region is None:
-        by_region = region_counts(cm, rows, unit_region, dom)
     f = sparse.coo_array(by_region @ iterations)
     row = f.row.astype(np.int64)
     group = (row // SEX_AGES) * n_it + f.col
     return ExactCounts.from_entries(group, row % SEX_AGES, f.data.astype(np.int64), dom.size)
+
+
+_ORDER = {g: i for i, g in enumerate(GeoLevel)}
+
+
+class RegionProducts:
+    """``M = S X`` of each geography level, computed once per run and shared by its
+    iteration levels and chunks (:func:`region_rows`), a coarse level's from a finer one's
+    (:func:`coarser_counts`) when its regions are unions of the finer regions.
+
+    The first level of a nest (USA, or COUNTY, …) builds the finest level under it from the
+    cells — TRACT from ``X`` — and each coarser one from the next finer one (COUNTY from
+    TRACT, STATE from COUNTY, USA from STATE): one pass over the cells for the whole nest,
+    and products of fewer and fewer entries after it. :meth:`retain` drops the products a
+    level cannot use (neither its own nor finer ones), so a run that goes from coarse to
+    fine levels keeps a nest's products only until its levels are done. Every product
+    equals :func:`region_counts` of the whole level: the exact counts do not depend on how
+    they were obtained. Which levels nest is read from the public geography only
+    (:func:`coarsening`).
+    """
+
+    def __init__(self, cm: CellMatrix, geography: Geography) -> None:
+        self.cm = cm
+        self.geography = geography
+        self.levels = tuple(g for g in GeoLevel if geography.domain(g))
+        self.built: list[tuple[GeoLevel, GeoLevel | None]] = []
+        """Every product built: (level, the level it was derived from; ``None``: the cells)."""
+        self._products: dict[GeoLevel, sparse.csr_array] = {}
+        self._maps: dict[tuple[GeoLevel, GeoLevel], NDArray[np.int64] | None] = {}
+
+    def _map(self, fine: GeoLevel, coarse: GeoLevel) -> NDArray[np.int64] | None:
+        if (fine, coarse) not in self._maps:
+            self._maps[(fine, coarse)] = coarsening(self.geography, fine, coarse)
+        return self._maps[(fine, coarse)]
+
+    def nested(self, fine: GeoLevel, coarse: GeoLevel) -> bool:
+        """``coarse``'s regions are unions of ``fine``'s and ``fine`` is the finer level (of
+        two levels with the same regions, the later :class:`GeoLevel`)."""
+        if fine is coarse or not {fine, coarse} <= set(self.levels):
+            return False
+        if self._map(fine, coarse) is None:
+            return False
+        return self._map(coarse, fine) is None or _ORDER[fine] > _ORDER[coarse]
+
+    def retain(self, geo: GeoLevel) -> None:
+        """Drop every product but ``geo``'s and those of the levels nested in it."""
+        for g in [g for g in self._products if g is not geo and not self.nested(g, geo)]:
+            del self._products[g]
+
+    def get(self, geo: GeoLevel) -> sparse.csr_array:
+        """``M`` of every region of ``geo`` (kept until :meth:`retain` drops it)."""
+        if geo in self._products:
+            return self._products[geo]
+        source = self._source(geo)
+        if source is None:
+            whole = Domain(geo, self.geography.domain(geo), (), np.zeros(0, dtype=np.bool_))
+            rows = (0, self.cm.unit.size)
+            product = region_counts(self.cm, rows, unit_regions(self.geography, geo), whole)
+        else:
+            to_coarse = self._map(source, geo)
+            assert to_coarse is not None
+            n_coarse = len(self.geography.domain(geo))
+            product = coarser_counts(self.get(source), to_coarse, n_coarse)
+        self._products[geo] = product
+        self.built.append((geo, source))
+        return product
+
+    def _source(self, geo: GeoLevel) -> GeoLevel | None:
+        """The product ``geo``'s is derived from: the smallest kept product of a nested
+        level, else the next finer level (built first), else none (from the cells)."""
+        kept = [g for g in self._products if self.nested(g, geo)]
+        if kept:
+            return min(kept, key=lambda g: int(self._products[g].nnz))
+        finer = [g for g in self.levels if self.nested(g, geo)]
+        if not finer:
+            return None
+        return min(finer, key=lambda g: (len(self.geography.domain(g)), _ORDER[g]))
+
+    def clear(self) -> None:
+        self._products.clear()

@@ -29,17 +29,15 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 
-import numpy as np
 import polars as pl
-from numpy.typing import NDArray
 from scipy import sparse
 
-from privtab.data import GeoLevel, SafeTabInputs
+from privtab.data import SafeTabInputs
 from privtab.data.geography import UNIT
 from privtab.data.membership import iteration_matrix
 from privtab.tabulate.aggregate import aggregate_persons
 from privtab.tabulate.chunk import Drawing, tabulate_groups
-from privtab.tabulate.counts import CellMatrix, exact_counts, region_counts, unit_regions
+from privtab.tabulate.counts import CellMatrix, RegionProducts, exact_counts, region_rows
 from privtab.tabulate.domain import NESTED_IN_STATE, Domain, level_domain, state_chunks
 from privtab.tabulate.plan import LevelPlan
 from privtab.tabulate.results import ChunkResult
@@ -71,8 +69,7 @@ class PolarsEngine:
         self.combos = pl.DataFrame()
         self._state_units: dict[str, tuple[int, int]] = {}
         self._iterations: dict[tuple[object, ...], sparse.csr_array] = {}
-        self._regions: dict[GeoLevel, NDArray[np.int64]] = {}
-        self._by_region: tuple[tuple[object, ...], sparse.csr_array] | None = None
+        self.products: RegionProducts | None = None
 
     def prepare(self, inputs: SafeTabInputs, say: Say) -> int:
         say(f"validating and aggregating {inputs.persons_path}")
@@ -85,6 +82,7 @@ class PolarsEngine:
 
         cells = aggregate_persons(inputs, progress=progress)
         self.matrix = CellMatrix.from_cells(cells)
+        self.products = RegionProducts(self.matrix, inputs.geography)
         self.combos = cells.combos
         self.inputs = inputs
         # a state's units are one contiguous UNIT range (units are sorted by state first)
@@ -107,15 +105,15 @@ class PolarsEngine:
             return (0, 0)
         return self.matrix.rows_of_units(min(a for a, _ in spans), max(b for _, b in spans))
 
-    def _chunks(self, dom: Domain) -> list[tuple[Domain, tuple[int, int]]]:
-        """The chunks of ``dom`` (whole states for levels nested in states) and their rows."""
+    def _chunks(self, dom: Domain) -> list[Domain]:
+        """The chunks of ``dom``: whole states for levels nested in states (bounded by the
+        groups and by the cells of their states), else one."""
         assert self.matrix is not None
-        every = (0, self.matrix.unit.size)
         if dom.geo not in NESTED_IN_STATE:
-            return [(dom, every)]
+            return [dom]
         per_state = {s: self.matrix.cells_in(self._rows_of([s])) for s in self._state_units}
         cuts = state_chunks(dom, self.max_chunk_groups, per_state, self.max_chunk_cells)
-        return [(dom.slice(lo, hi), self._rows_of(states)) for lo, hi, states in cuts]
+        return [dom.slice(lo, hi) for lo, hi, _ in cuts]
 
     def _iteration_matrix(self, plan: LevelPlan, dom: Domain) -> sparse.csr_array:
         """Combination × iteration incidence; the same for every geography of a
@@ -128,22 +126,15 @@ class PolarsEngine:
             )
         return self._iterations[memo]
 
-    def _unit_regions(self, geo: GeoLevel) -> NDArray[np.int64]:
-        assert self.inputs is not None
-        if geo not in self._regions:
-            self._regions[geo] = unit_regions(self.inputs.geography, geo)
-        return self._regions[geo]
-
     def tabulate(self, plan: LevelPlan, drawing: Drawing) -> Iterator[ChunkResult]:
-        assert self.matrix is not None, "call prepare() first"
+        assert self.products is not None, "call prepare() first"
         assert self.inputs is not None
         dom = level_domain(plan, self.inputs.geography, self.inputs.reference)
         iterations = self._iteration_matrix(plan, dom)
-        unit_region = self._unit_regions(dom.geo)
-        chunks = self._chunks(dom)
-        for part, rows in chunks:
-            by_region = self._region_counts(part, rows, unit_region, keep=len(chunks) == 1)
-            exact = exact_counts(self.matrix, rows, unit_region, iterations, part, by_region)
+        self.products.retain(dom.geo)
+        whole = self.products.get(dom.geo)
+        for part in self._chunks(dom):
+            exact = exact_counts(region_rows(whole, part), iterations, part)
             yield tabulate_groups(
                 plan,
                 part,
@@ -153,25 +144,9 @@ class PolarsEngine:
                 evaluate=drawing.evaluate,
             )
 
-    def _region_counts(
-        self, part: Domain, rows: tuple[int, int], unit_region: NDArray[np.int64], *, keep: bool
-    ) -> sparse.csr_array:
-        """``S X`` of a chunk. The levels of a geography follow each other (iteration levels
-        1 and 2), so a one-chunk level's ``S X`` (``keep``) is kept for the next level: one
-        product fewer per geography. A level in several chunks keeps none (its next level
-        starts with another chunk): memory stays that of one chunk."""
-        assert self.matrix is not None
-        key = (part.geo, part.first_region, len(part.regions), rows)
-        if self._by_region is not None and self._by_region[0] == key:
-            return self._by_region[1]
-        self._by_region = None  # free the previous one before computing the next
-        product = region_counts(self.matrix, rows, unit_region, part)
-        if keep:
-            self._by_region = (key, product)
-        return product
-
     def close(self) -> None:
-        self._by_region = None
+        if self.products is not None:
+            self.products.clear()
+        self.products = None
         self.matrix = None
         self._iterations.clear()
-        self._regions.clear()
