@@ -21,8 +21,10 @@ from privtab.tabulate.counts import (
     RegionProducts,
     coarsening,
     exact_counts,
+    product,
     region_counts,
     region_rows,
+    row_blocks,
     unit_regions,
 )
 from privtab.tabulate.domain import Domain, level_domain
@@ -208,3 +210,28 @@ def test_cells_of_groups_bin_sex_and_age() -> None:
     assert fine.shape == (1, 46)
     assert fine.sum() == 6
     assert fine[0, 23 + AGE23.lookup()[30]] == 6
+
+
+def test_products_in_threads_are_the_same_matrices(prepared) -> None:
+    """Row blocks of about equal work computed in threads give, row by row, the matrices and
+    exact entries of one product (same entries in the same order)."""
+    inputs, cells = prepared
+    cm = CellMatrix.from_cells(cells)
+    plan = next(p for p in _levels(inputs) if p.geo == "TRACT" and p.iteration_level == 2)
+    dom = level_domain(plan, inputs.geography, inputs.reference)
+    region = unit_regions(inputs.geography, dom.geo)
+    one = region_counts(cm, (0, cm.unit.size), region, dom)
+    b = iteration_matrix(cells.combos, inputs.reference, 2, dom.geo.granularity)
+    for workers in (2, 3, 7):
+        blocks = row_blocks(one, b, workers)
+        assert len(blocks) == workers
+        assert blocks[0][0] == 0
+        assert blocks[-1][1] == one.shape[0]
+        many = region_counts(cm, (0, cm.unit.size), region, dom, workers)
+        for got, want in ((many, one), (product(one, b, workers), one @ b)):
+            assert np.array_equal(got.indptr, want.indptr)
+            assert np.array_equal(got.indices, want.indices)
+            assert np.array_equal(got.data, want.data)
+        serial, threaded = exact_counts(one, b, dom), exact_counts(one, b, dom, workers)
+        for field in ("total", "group", "sex_age", "n"):
+            assert np.array_equal(getattr(serial, field), getattr(threaded, field)), field

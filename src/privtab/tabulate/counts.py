@@ -25,9 +25,12 @@ themselves: only noisy outputs derived from them are published.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any
+from itertools import pairwise
+from typing import Any, TypeVar
 
 import numpy as np
 import polars as pl
@@ -40,6 +43,8 @@ from privtab.tabulate.aggregate import COMBO, Cells
 from privtab.tabulate.algorithm import SEX_AGES, ExactCounts, sex_age
 from privtab.tabulate.domain import Domain
 
+_T = TypeVar("_T")
+
 __all__ = [
     "CellMatrix",
     "RegionProducts",
@@ -47,9 +52,12 @@ __all__ = [
     "coarser_counts",
     "exact_counts",
     "merge_rows",
+    "product",
     "region_counts",
     "region_incidence",
     "region_rows",
+    "row_blocks",
+    "row_slice",
     "unit_regions",
 ]
 
@@ -87,19 +95,22 @@ class CellMatrix:
 
     @classmethod
     def from_cells(cls, cells: Cells) -> CellMatrix:
-        """From a cell table (sorted first unless already by unit, sex, age)."""
+        """From a cell table (sorted first unless already by unit, sex, age). The matrix's
+        entries and columns are the table's own ``N`` and :data:`COMBO` arrays (no copy
+        when the table is one chunk): besides the table, building it takes memory for its
+        rows only, so the peak of a national run is not the cells twice over."""
         frame = cells.cells
-        key = (frame[UNIT].cast(pl.Int64) * SEX_AGES).to_numpy() + sex_age(
-            frame["QSEX"].to_numpy(), frame["QAGE"].to_numpy()
-        )
-        if key.size and bool(np.any(key[1:] < key[:-1])):
+        found = _row_starts(frame)
+        if found is None:
             frame = frame.sort(UNIT, "QSEX", "QAGE", COMBO)
             return cls.from_cells(Cells(frame, cells.combos, cells.persons))
-        starts = np.flatnonzero(np.r_[True, key[1:] != key[:-1]]) if key.size else key
-        rows = key[starts]
-        indptr = np.r_[starts, key.size]
-        data = frame["N"].to_numpy()
-        matrix = _csr(data, frame[COMBO].to_numpy(), indptr, (rows.size, cells.combos.height))
+        starts, rows = found
+        indptr = np.r_[starts, frame.height]
+        shape = (rows.size, cells.combos.height)
+        combo = frame[COMBO].to_numpy()
+        # combination ids are < 2**24: the same bits read as int32, the index type of scipy
+        indices = combo.view(np.int32) if combo.dtype == np.uint32 else combo
+        matrix = _csr(frame["N"].to_numpy(), indices, indptr, shape)
         return cls(matrix, rows // SEX_AGES, rows % SEX_AGES)
 
     @property
@@ -125,10 +136,33 @@ class CellMatrix:
 
     def rows(self, rows: tuple[int, int]) -> sparse.csr_array:
         """The rows ``[a, b)`` as a matrix sharing this one's arrays (no copy)."""
-        a, b = rows
-        m = self.matrix
-        p0, p1 = int(m.indptr[a]), int(m.indptr[b])
-        return _csr(m.data[p0:p1], m.indices[p0:p1], m.indptr[a : b + 1] - p0, (b - a, m.shape[1]))
+        return row_slice(self.matrix, *rows)
+
+
+def _row_starts(
+    frame: pl.DataFrame, block: int = 1 << 22
+) -> tuple[NDArray[np.int64], NDArray[np.int64]] | None:
+    """The first cell of every matrix row — a run of cells with the same unit, sex and age —
+    and the row's key ``unit · 256 + sex × age``; ``None`` when the cells are not sorted
+    by that key. Computed ``block`` cells at a time (the keys of all cells at once would
+    take 8 bytes per cell)."""
+    starts: list[NDArray[np.int64]] = []
+    rows: list[NDArray[np.int64]] = []
+    last = -1
+    for lo in range(0, frame.height, block):
+        part = frame.slice(lo, block)
+        key = (part[UNIT].cast(pl.Int64) * SEX_AGES).to_numpy() + sex_age(
+            part["QSEX"].to_numpy(), part["QAGE"].to_numpy()
+        )
+        if key[0] < last or bool(np.any(key[1:] < key[:-1])):
+            return None
+        new = np.flatnonzero(np.r_[key[0] != last, key[1:] != key[:-1]])
+        starts.append(new + lo)
+        rows.append(key[new])
+        last = int(key[-1])
+    if not starts:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    return np.concatenate(starts), np.concatenate(rows)
 
 
 def unit_regions(geography: Geography, geo: GeoLevel) -> NDArray[np.int64]:
@@ -171,16 +205,20 @@ def region_incidence(
 
 
 def region_counts(
-    cm: CellMatrix, rows: tuple[int, int], unit_region: NDArray[np.int64], dom: Domain
+    cm: CellMatrix,
+    rows: tuple[int, int],
+    unit_region: NDArray[np.int64],
+    dom: Domain,
+    workers: int = 1,
 ) -> sparse.csr_array:
     """``M = S X``: persons per (region of ``dom``, sex, age) × code combination, from the
     rows ``[a, b)`` of ``cm`` (:func:`region_incidence`). The same for every iteration
-    level of a geography (:class:`RegionProducts` keeps it)."""
+    level of a geography (:class:`RegionProducts` keeps it). ``workers``: threads
+    (:func:`product`)."""
     x = cm.rows(rows)
     if x.dtype != cm.counts:
         x = x.astype(cm.counts)
-    product: sparse.csr_array = region_incidence(cm, rows, unit_region, dom) @ x
-    return product
+    return product(region_incidence(cm, rows, unit_region, dom), x, workers)
 
 
 def coarsening(geography: Geography, fine: GeoLevel, coarse: GeoLevel) -> NDArray[np.int64] | None:
@@ -202,7 +240,7 @@ def coarsening(geography: Geography, fine: GeoLevel, coarse: GeoLevel) -> NDArra
 
 
 def coarser_counts(
-    finer: sparse.csr_array, to_coarse: NDArray[np.int64], n_coarse: int
+    finer: sparse.csr_array, to_coarse: NDArray[np.int64], n_coarse: int, workers: int = 1
 ) -> sparse.csr_array:
     """``M`` of a coarse level from ``M`` of a finer one whose regions it is a union of
     (:func:`coarsening`): the rows (fine region, sex, age) added up into (coarse region,
@@ -211,37 +249,68 @@ def coarser_counts(
     fine_rows = np.arange(to_coarse.size * SEX_AGES, dtype=np.int64)
     coarse = to_coarse[fine_rows // SEX_AGES]
     label = np.where(coarse >= 0, coarse * SEX_AGES + fine_rows % SEX_AGES, -1)
-    product: sparse.csr_array = merge_rows(label, n_coarse * SEX_AGES, finer.dtype) @ finer
-    return product
+    return product(merge_rows(label, n_coarse * SEX_AGES, finer.dtype), finer, workers)
 
 
-def region_rows(product: sparse.csr_array, dom: Domain) -> sparse.csr_array:
+def region_rows(whole: sparse.csr_array, dom: Domain) -> sparse.csr_array:
     """The rows of a level's whole ``M`` that belong to the regions of ``dom`` (a slice of
     the level's domain: consecutive regions), sharing the product's arrays."""
     a = dom.first_region * SEX_AGES
-    b = a + len(dom.regions) * SEX_AGES
-    p0, p1 = int(product.indptr[a]), int(product.indptr[b])
-    return _csr(
-        product.data[p0:p1],
-        product.indices[p0:p1],
-        product.indptr[a : b + 1] - p0,
-        (b - a, product.shape[1]),
-    )
+    return row_slice(whole, a, a + len(dom.regions) * SEX_AGES)
+
+
+def row_slice(m: sparse.csr_array, a: int, b: int) -> sparse.csr_array:
+    """The rows ``[a, b)`` of ``m``, sharing its arrays (no copy)."""
+    p0, p1 = int(m.indptr[a]), int(m.indptr[b])
+    return _csr(m.data[p0:p1], m.indices[p0:p1], m.indptr[a : b + 1] - p0, (b - a, m.shape[1]))
+
+
+def row_blocks(a: sparse.csr_array, b: sparse.csr_array, parts: int) -> list[tuple[int, int]]:
+    """At most ``parts`` consecutive row ranges of ``a`` whose shares of the work of
+    ``a @ b`` (for each entry of ``a``, the entries of its row of ``b``) are about equal."""
+    if parts <= 1 or a.shape[0] < 2:
+        return [(0, a.shape[0])]
+    work = np.r_[0, np.cumsum(np.diff(b.indptr)[a.indices], dtype=np.int64)][a.indptr]
+    cuts = np.searchsorted(work, work[-1] * np.arange(1, parts) / parts)
+    bounds = np.unique(np.r_[0, cuts, a.shape[0]]).tolist()
+    return list(pairwise(bounds))
+
+
+def in_threads(fn: Callable[[tuple[int, int]], _T], blocks: list[tuple[int, int]]) -> list[_T]:
+    """``fn`` of every block, in order; in one thread per block when there are several
+    (the sparse products and numpy's array work release the GIL)."""
+    if len(blocks) == 1:
+        return [fn(blocks[0])]
+    with ThreadPoolExecutor(len(blocks), thread_name_prefix="privtab-counts") as pool:
+        return list(pool.map(fn, blocks))
+
+
+def product(a: sparse.csr_array, b: sparse.csr_array, workers: int = 1) -> sparse.csr_array:
+    """``a @ b``, the rows of ``a`` in ``workers`` blocks of about equal work computed at
+    once (:func:`row_blocks`) and stacked: the same matrix, row by row, as one product."""
+    parts = in_threads(lambda r: row_slice(a, *r) @ b, row_blocks(a, b, workers))
+    out: sparse.csr_array = parts[0] if len(parts) == 1 else sparse.vstack(parts, format="csr")
+    return out
 
 
 def exact_counts(
-    by_region: sparse.csr_array, iterations: sparse.csr_array, dom: Domain
+    by_region: sparse.csr_array, iterations: sparse.csr_array, dom: Domain, workers: int = 1
 ) -> ExactCounts:
     """Exact persons per (group, sex, age) of the groups of ``dom`` (``G`` indexes ``dom``
     region-major from 0) from ``by_region`` — ``M = S X`` of exactly the regions of
     ``dom`` (:func:`region_counts`, :func:`region_rows`) — and the level's iteration
     incidence ``iterations`` (combinations × ``dom.codes``): ``F = (S X) B`` (module
-    docstring)."""
+    docstring), in ``workers`` threads (blocks of rows of ``S X``)."""
     n_it = len(dom.codes)
-    f = sparse.coo_array(by_region @ iterations)
-    row = f.row.astype(np.int64)
-    group = (row // SEX_AGES) * n_it + f.col
-    return ExactCounts.from_entries(group, row % SEX_AGES, f.data.astype(np.int64), dom.size)
+
+    def entries(block: tuple[int, int]) -> tuple[NDArray[np.int64], ...]:
+        f = sparse.coo_array(row_slice(by_region, *block) @ iterations)
+        row = f.row.astype(np.int64) + block[0]
+        return (row // SEX_AGES) * n_it + f.col, row % SEX_AGES, f.data.astype(np.int64)
+
+    parts = in_threads(entries, row_blocks(by_region, iterations, workers))
+    group, sa, n = (x[0] if len(x) == 1 else np.concatenate(x) for x in zip(*parts, strict=True))
+    return ExactCounts.from_entries(group, sa, n, dom.size)
 
 
 _ORDER = {g: i for i, g in enumerate(GeoLevel)}
@@ -263,9 +332,10 @@ class RegionProducts:
     (:func:`coarsening`).
     """
 
-    def __init__(self, cm: CellMatrix, geography: Geography) -> None:
+    def __init__(self, cm: CellMatrix, geography: Geography, workers: int = 1) -> None:
         self.cm = cm
         self.geography = geography
+        self.workers = workers
         self.levels = tuple(g for g in GeoLevel if geography.domain(g))
         self.built: list[tuple[GeoLevel, GeoLevel | None]] = []
         """Every product built: (level, the level it was derived from; ``None``: the cells)."""
@@ -299,15 +369,16 @@ class RegionProducts:
         if source is None:
             whole = Domain(geo, self.geography.domain(geo), (), np.zeros(0, dtype=np.bool_))
             rows = (0, self.cm.unit.size)
-            product = region_counts(self.cm, rows, unit_regions(self.geography, geo), whole)
+            region = unit_regions(self.geography, geo)
+            made = region_counts(self.cm, rows, region, whole, self.workers)
         else:
             to_coarse = self._map(source, geo)
             assert to_coarse is not None
             n_coarse = len(self.geography.domain(geo))
-            product = coarser_counts(self.get(source), to_coarse, n_coarse)
-        self._products[geo] = product
+            made = coarser_counts(self.get(source), to_coarse, n_coarse, self.workers)
+        self._products[geo] = made
         self.built.append((geo, source))
-        return product
+        return made
 
     def _source(self, geo: GeoLevel) -> GeoLevel | None:
         """The product ``geo``'s is derived from: the smallest kept product of a nested

@@ -27,6 +27,7 @@ _region_counts`).
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterator
 
 import polars as pl
@@ -42,7 +43,7 @@ from privtab.tabulate.domain import NESTED_IN_STATE, Domain, level_domain, state
 from privtab.tabulate.plan import LevelPlan
 from privtab.tabulate.results import ChunkResult
 
-__all__ = ["DEFAULT_CHUNK_CELLS", "DEFAULT_CHUNK_GROUPS", "PolarsEngine"]
+__all__ = ["DEFAULT_CHUNK_CELLS", "DEFAULT_CHUNK_GROUPS", "PolarsEngine", "default_threads"]
 
 Say = Callable[[str], None]
 
@@ -50,6 +51,16 @@ DEFAULT_CHUNK_GROUPS = 1 << 23
 DEFAULT_CHUNK_CELLS = 1 << 25
 """A chunk holds at most this many cells (≈ 33.5 M) unless one state has more: bounds the
 sparse products of a chunk (tens of bytes per cell) at national scale."""
+
+
+KEPT_ITERATION_MATRICES = 2
+"""Iteration incidences kept (the newest): a run's levels go geography by geography, each
+with iteration levels 1 and 2, so two cover every reuse (≈ 0.2 GB each nationally)."""
+
+
+def default_threads() -> int:
+    """Threads for the sparse products: the machine's cores, at most 8."""
+    return max(1, min(8, os.cpu_count() or 1))
 
 
 class PolarsEngine:
@@ -61,9 +72,11 @@ class PolarsEngine:
         self,
         max_chunk_groups: int = DEFAULT_CHUNK_GROUPS,
         max_chunk_cells: int = DEFAULT_CHUNK_CELLS,
+        threads: int | None = None,
     ) -> None:
         self.max_chunk_groups = max_chunk_groups
         self.max_chunk_cells = max_chunk_cells
+        self.threads = threads if threads is not None else default_threads()
         self.matrix: CellMatrix | None = None
         self.inputs: SafeTabInputs | None = None
         self.combos = pl.DataFrame()
@@ -82,7 +95,7 @@ class PolarsEngine:
 
         cells = aggregate_persons(inputs, progress=progress)
         self.matrix = CellMatrix.from_cells(cells)
-        self.products = RegionProducts(self.matrix, inputs.geography)
+        self.products = RegionProducts(self.matrix, inputs.geography, self.threads)
         self.combos = cells.combos
         self.inputs = inputs
         # a state's units are one contiguous UNIT range (units are sorted by state first)
@@ -119,11 +132,15 @@ class PolarsEngine:
         """Combination × iteration incidence; the same for every geography of a
         granularity: built once per iteration level and granularity."""
         assert self.inputs is not None
+        assert self.matrix is not None
         memo = (plan.iteration_level, dom.geo.granularity, dom.codes)
         if memo not in self._iterations:
-            self._iterations[memo] = iteration_matrix(
+            while len(self._iterations) >= KEPT_ITERATION_MATRICES:
+                del self._iterations[next(iter(self._iterations))]  # the oldest
+            b = iteration_matrix(
                 self.combos, self.inputs.reference, plan.iteration_level, dom.geo.granularity
             )
+            self._iterations[memo] = b.astype(self.matrix.counts)
         return self._iterations[memo]
 
     def tabulate(self, plan: LevelPlan, drawing: Drawing) -> Iterator[ChunkResult]:
@@ -134,7 +151,7 @@ class PolarsEngine:
         self.products.retain(dom.geo)
         whole = self.products.get(dom.geo)
         for part in self._chunks(dom):
-            exact = exact_counts(region_rows(whole, part), iterations, part)
+            exact = exact_counts(region_rows(whole, part), iterations, part, self.threads)
             yield tabulate_groups(
                 plan,
                 part,
