@@ -11,7 +11,7 @@ import polars as pl
 import pytest
 
 from privtab.data import GeoLevel, Scope, load_inputs
-from privtab.data.ages import AGE4, AGE23
+from privtab.data.ages import AGE4, AGE9, AGE23
 from privtab.data.membership import expand_iterations, iteration_matrix
 from privtab.tabulate import ReleasePlan
 from privtab.tabulate.aggregate import aggregate_persons
@@ -21,6 +21,7 @@ from privtab.tabulate.counts import (
     RegionProducts,
     coarsening,
     exact_counts,
+    finest_age_bins,
     product,
     region_counts,
     region_rows,
@@ -43,8 +44,16 @@ def _levels(inputs):
         yield from ReleasePlan.from_config(inputs.config, inputs.reference, scope).levels
 
 
+def _bin_start(age: pl.Series) -> np.ndarray:
+    """The first age of each age's Age23 bin: exact counts are kept per (sex, Age23 bin),
+    the finest bins (Age4's and Age9's cut points are Age23's)."""
+    assert set(AGE4.cuts) | set(AGE9.cuts) <= set(AGE23.cuts)
+    return np.r_[0, AGE23.cuts][AGE23.lookup()[age.to_numpy()]]
+
+
 def _joined(cells, inputs, plan, dom) -> pl.DataFrame:
-    """Persons per (G, sex × age) by joins: cells → regions → iterations (the old way)."""
+    """Persons per (G, sex × Age23 bin) by joins: cells → regions → iterations (the old
+    way)."""
     region = unit_regions(inputs.geography, dom.geo)
     its = expand_iterations(
         cells.combos, inputs.reference, plan.iteration_level, dom.geo.granularity
@@ -55,7 +64,7 @@ def _joined(cells, inputs, plan, dom) -> pl.DataFrame:
     )
     frame = cells.cells.with_columns(
         pl.Series("R", region[cells.cells["UNIT"].to_numpy()]),
-        pl.Series("SA", sex_age(cells.cells["QSEX"].to_numpy(), cells.cells["QAGE"].to_numpy())),
+        pl.Series("SA", sex_age(cells.cells["QSEX"].to_numpy(), _bin_start(cells.cells["QAGE"]))),
     ).filter(pl.col("R") >= 0)
     return (
         frame.join(combo_it, on="C")
@@ -235,3 +244,21 @@ def test_products_in_threads_are_the_same_matrices(prepared) -> None:
         serial, threaded = exact_counts(one, b, dom), exact_counts(one, b, dom, workers)
         for field in ("total", "group", "sex_age", "n"):
             assert np.array_equal(getattr(serial, field), getattr(threaded, field)), field
+
+
+def test_finest_age_bins_keep_every_table_cell() -> None:
+    """Counting per (sex, first age of the finest bin) instead of per (sex, age) gives the
+    same Sex × Age4 / Age9 / Age23 cells; the finest bins are Age23's."""
+    rng = np.random.default_rng(4)
+    group = rng.integers(0, 7, 2000)
+    sa = sex_age(rng.integers(1, 3, 2000), rng.integers(0, 116, 2000))
+    n = rng.integers(1, 5, 2000)
+    fine = finest_age_bins()
+    assert len({int(v) for v in fine[:116]}) == AGE23.n_bins
+    raw, binned = (
+        ExactCounts.from_entries(group, sa, n, 7),
+        ExactCounts.from_entries(group, fine[sa], n, 7),
+    )
+    groups = np.arange(7)
+    for bins in (AGE4, AGE9, AGE23):
+        assert np.array_equal(raw.cells(groups, bins), binned.cells(groups, bins)), bins.name

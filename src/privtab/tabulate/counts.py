@@ -28,7 +28,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from functools import cached_property
+from functools import cache, cached_property
 from itertools import pairwise
 from typing import Any, TypeVar
 
@@ -38,6 +38,7 @@ from numpy.typing import NDArray
 from scipy import sparse
 
 from privtab.data import Geography, GeoLevel
+from privtab.data.ages import MAX_AGE, STAT_LEVEL_BINS
 from privtab.data.geography import UNIT
 from privtab.tabulate.aggregate import COMBO, Cells
 from privtab.tabulate.algorithm import SEX_AGES, ExactCounts, sex_age
@@ -51,6 +52,7 @@ __all__ = [
     "coarsening",
     "coarser_counts",
     "exact_counts",
+    "finest_age_bins",
     "merge_rows",
     "product",
     "region_counts",
@@ -187,20 +189,36 @@ def merge_rows(labels: NDArray[np.int64], n_rows: int, dtype: np.dtype[Any]) -> 
     return sparse.csr_array(csc)
 
 
+@cache
+def finest_age_bins() -> NDArray[np.int64]:
+    """Sex × age index → sex × the first age of its bin in the common refinement of the
+    statistic levels' age bins (:data:`privtab.data.ages.STAT_LEVEL_BINS`: Age4's and
+    Age9's cut points are among Age23's). Every table's (sex, age bin) cell is a union of
+    these bins, so counting persons per (region, sex, finest bin) instead of per (region,
+    sex, age) gives the same cells with fewer entries (fewer ages per combination)."""
+    cuts = sorted({c for b in STAT_LEVEL_BINS.values() if b is not None for c in b.cuts})
+    ages = np.arange(SEX_AGES // 2)
+    starts = np.r_[0, cuts][np.searchsorted(cuts, np.minimum(ages, MAX_AGE), side="right")]
+    starts = np.where(ages <= MAX_AGE, starts, ages)  # indices above every age stay apart
+    out: NDArray[np.int64] = np.concatenate([starts, starts + SEX_AGES // 2]).astype(np.int64)
+    return out
+
+
 def region_incidence(
     cm: CellMatrix, rows: tuple[int, int], unit_region: NDArray[np.int64], dom: Domain
 ) -> sparse.csr_array:
-    """``S``: (region of ``dom``, sex, age) × the rows ``[a, b)`` of ``cm``; a 1 where the
-    row's unit lies in the region (``unit_region``: :func:`unit_regions` of the level;
-    regions outside the slice ``dom`` have no row). Its entries have the type of
-    :attr:`CellMatrix.counts`."""
+    """``S``: (region of ``dom``, sex, finest age bin) × the rows ``[a, b)`` of ``cm``; a 1
+    where the row's unit lies in the region and its age in the bin (``unit_region``:
+    :func:`unit_regions` of the level; regions outside the slice ``dom`` have no row; the
+    bins are :func:`finest_age_bins`, rows indexed by the bin's first age). Its entries
+    have the type of :attr:`CellMatrix.counts`."""
     a, b = rows
     units = cm.unit[a:b]
     region = np.full(units.size, -1, dtype=np.int64)
     known = units < unit_region.size
     region[known] = unit_region[units[known]] - dom.first_region
     inside = (region >= 0) & (region < len(dom.regions))
-    label = np.where(inside, region * SEX_AGES + cm.sex_age[a:b], -1)
+    label = np.where(inside, region * SEX_AGES + finest_age_bins()[cm.sex_age[a:b]], -1)
     return merge_rows(label, len(dom.regions) * SEX_AGES, cm.counts)
 
 
