@@ -22,7 +22,7 @@ from privtab.random import SeededSource
 from privtab.tabulate import ReleasePlan
 from privtab.tabulate.algorithm import TOTAL_ONLY, NoisyGroups
 from privtab.tabulate.chunk import Drawing
-from privtab.tabulate.domain import Domain
+from privtab.tabulate.domain import Domain, level_domain
 from privtab.tabulate.engines import make_engine
 from privtab.tabulate.publish import GROUP, publish_chunk, sex_marginals
 from privtab.tabulate.results import ChunkResult, Tallies
@@ -142,46 +142,36 @@ def test_chunks_carry_no_exact_count(synth_small) -> None:
         engine.close()
 
 
-def test_region_counts_reused_by_the_next_level_of_a_one_chunk_geography(
-    synth_small, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """``S X`` does not depend on the iteration level: (STATE, 2) reuses (STATE, 1)'s when
-    the level is one chunk, with the same exact counts as a fresh engine; a level in
-    several chunks keeps none."""
+def test_region_products_built_once_per_geography(synth_small) -> None:
+    """``S X`` does not depend on the iteration level or the chunk: over a whole release
+    (levels one state per chunk) each geography's product is built once — the nested ones
+    from a finer one's — and every level's tables equal those of a fresh engine that
+    tabulates that level alone."""
     import privtab.tabulate.engines.polars as polars_engine
 
     config, data = synth_small
     inputs = load_inputs(config, data)
-    calls: list[str] = []
-    real = polars_engine.region_counts
-
-    def counting(cm, rows, unit_region, dom):  # type: ignore[no-untyped-def]
-        calls.append(dom.geo.value)
-        return real(cm, rows, unit_region, dom)
-
-    monkeypatch.setattr(polars_engine, "region_counts", counting)
-    plan = ReleasePlan.from_config(inputs.config, inputs.reference, Scope.US)
-    engine = make_engine("polars")
+    levels = [
+        lv
+        for scope in (Scope.US, Scope.PR)
+        for lv in ReleasePlan.from_config(inputs.config, inputs.reference, scope).levels
+        if level_domain(lv, inputs.geography, inputs.reference).size
+    ]
+    engine = polars_engine.PolarsEngine(max_chunk_groups=1)
     engine.prepare(inputs, lambda _m: None)
-    fresh = make_engine("polars")
-    fresh.prepare(inputs, lambda _m: None)
     try:
-        for key in ("(STATE, 1)", "(STATE, 2)"):
-            lv = plan.level(key)
-            (part,) = engine.tabulate(lv, Drawing(SeededSource(2), noise=False))
-            (again,) = fresh.tabulate(lv, Drawing(SeededSource(2), noise=False))
-            assert part.t1.equals(again.t1)
-            assert part.t2.equals(again.t2)
-            fresh.close()
+        for lv in levels:
             fresh = make_engine("polars")
             fresh.prepare(inputs, lambda _m: None)
-        assert calls == ["STATE", "STATE", "STATE"]  # engine once, fresh engines twice
-        small = polars_engine.PolarsEngine(max_chunk_groups=100)
-        small.prepare(inputs, lambda _m: None)
-        parts = list(small.tabulate(plan.level("(COUNTY, 1)"), Drawing(None, noise=False)))
-        assert len(parts) > 1
-        assert small._by_region is None
-        small.close()
+            got = list(engine.tabulate(lv, Drawing(None, noise=False)))
+            (alone,) = fresh.tabulate(lv, Drawing(None, noise=False))
+            fresh.close()
+            assert pl.concat([p.t1 for p in got]).equals(alone.t1), lv.key
+            assert pl.concat([p.t2 for p in got]).equals(alone.t2), lv.key
+        assert engine.products is not None
+        built = [geo.value for geo, _ in engine.products.built]
+        assert len(built) == len(set(built))  # each geography's product once
+        assert set(built) == {lv.geo for lv in levels}
+        assert any(source is not None for _, source in engine.products.built)
     finally:
         engine.close()
-        fresh.close()

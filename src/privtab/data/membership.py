@@ -182,16 +182,22 @@ def iteration_matrix(
 
     unpacked = unpack_race_codes(combos[RACE_KEYS[0]].to_numpy(), combos[RACE_KEYS[1]].to_numpy())
     present = unpacked != 0
-    row = np.repeat(np.arange(shape[1], dtype=np.int64), present.sum(axis=1))
-    x = _incidence(row, lookup[unpacked[present]], (shape[1], codes.size + 1))
-    hits = sparse.coo_array(x @ groups(IterationKind.RACE))
+    n_codes = present.sum(axis=1)
+    # combination × code incidence, straight in CSR form (the rows are the combinations)
+    indptr = np.r_[0, np.cumsum(n_codes)]
+    x = sparse.csr_array(
+        (np.ones(int(indptr[-1]), dtype=np.int64), lookup[unpacked[present]], indptr),
+        shape=(shape[1], codes.size + 1),
+    )
+    hits = x @ groups(IterationKind.RACE)  # codes of c in j's group
     alone = np.array([i.kind is IterationKind.RACE and i.alone for i in its], dtype=np.bool_)
-    n_codes = np.bincount(row, minlength=shape[1])
-    keep = ~alone[hits.col] | (hits.data == n_codes[hits.row])
-    eth = sparse.coo_array(groups(IterationKind.ETHNICITY)[lookup[combos[ETH].to_numpy()]])
-    rows = np.concatenate([hits.row[keep], eth.row]).astype(np.int64)
-    cols = np.concatenate([hits.col[keep], eth.col]).astype(np.int64)
-    return _incidence(rows, cols, (shape[1], shape[0]))
+    row = np.repeat(np.arange(shape[1], dtype=np.int64), np.diff(hits.indptr))
+    hits.data = (~alone[hits.indices] | (hits.data == n_codes[row])).astype(np.int64)
+    hits.eliminate_zeros()
+    eth = groups(IterationKind.ETHNICITY)[lookup[combos[ETH].to_numpy()]]
+    out = sparse.csr_array(hits + eth)
+    out.sort_indices()
+    return out
 
 
 def expand_iterations(

@@ -21,36 +21,36 @@ A level with a tiny domain (USA: 1 region) still costs ≈ 0.6–1 s at 10⁷ pe
 of 354,000 combinations, ≈ 0.5 s), ``(S X) B`` ≈ 0.3 s, and the first level of each
 iteration level and granularity builds ``B`` (≈ 0.3 s). The noise, the tables and the
 report data of such a level cost milliseconds. ``S X`` does not depend on the iteration
-level, so the second level of a geography reuses the first one's (:meth:`PolarsEngine.
-_region_counts`).
+level and a coarse geography's is a sum of rows of a finer one's, so each geography's is
+computed once per run and the nest TRACT → COUNTY → STATE → USA costs one pass over the
+cells (:class:`~privtab.tabulate.counts.RegionProducts`).
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterator
 
-import numpy as np
 import polars as pl
-from numpy.typing import NDArray
 from scipy import sparse
 
-from privtab.data import GeoLevel, SafeTabInputs
+from privtab.data import SafeTabInputs
 from privtab.data.membership import iteration_matrix
 from privtab.tabulate.aggregate import aggregate_persons
 from privtab.tabulate.chunk import Drawing, tabulate_groups
 from privtab.tabulate.counts import (
     CellMatrix,
+    RegionProducts,
     StateRows,
     exact_counts,
-    region_counts,
+    region_rows,
     state_units,
-    unit_regions,
 )
 from privtab.tabulate.domain import Domain, level_domain
 from privtab.tabulate.plan import LevelPlan
 from privtab.tabulate.results import ChunkResult
 
-__all__ = ["DEFAULT_CHUNK_CELLS", "DEFAULT_CHUNK_GROUPS", "PolarsEngine"]
+__all__ = ["DEFAULT_CHUNK_CELLS", "DEFAULT_CHUNK_GROUPS", "PolarsEngine", "default_threads"]
 
 Say = Callable[[str], None]
 
@@ -58,6 +58,16 @@ DEFAULT_CHUNK_GROUPS = 1 << 23
 DEFAULT_CHUNK_CELLS = 1 << 25
 """A chunk holds at most this many cells (≈ 33.5 M) unless one state has more: bounds the
 sparse products of a chunk (tens of bytes per cell) at national scale."""
+
+
+KEPT_ITERATION_MATRICES = 2
+"""Iteration incidences kept (the newest): a run's levels go geography by geography, each
+with iteration levels 1 and 2, so two cover every reuse (≈ 0.2 GB each nationally)."""
+
+
+def default_threads() -> int:
+    """Threads for the sparse products: the machine's cores, at most 8."""
+    return max(1, min(8, os.cpu_count() or 1))
 
 
 class PolarsEngine:
@@ -69,16 +79,17 @@ class PolarsEngine:
         self,
         max_chunk_groups: int = DEFAULT_CHUNK_GROUPS,
         max_chunk_cells: int = DEFAULT_CHUNK_CELLS,
+        threads: int | None = None,
     ) -> None:
         self.max_chunk_groups = max_chunk_groups
         self.max_chunk_cells = max_chunk_cells
+        self.threads = threads if threads is not None else default_threads()
         self.matrix: CellMatrix | None = None
         self.inputs: SafeTabInputs | None = None
         self.combos = pl.DataFrame()
         self._states: StateRows | None = None
         self._iterations: dict[tuple[object, ...], sparse.csr_array] = {}
-        self._regions: dict[GeoLevel, NDArray[np.int64]] = {}
-        self._by_region: tuple[tuple[object, ...], sparse.csr_array] | None = None
+        self.products: RegionProducts | None = None
 
     def prepare(self, inputs: SafeTabInputs, say: Say) -> int:
         say(f"validating and aggregating {inputs.persons_path}")
@@ -91,6 +102,7 @@ class PolarsEngine:
 
         cells = aggregate_persons(inputs, progress=progress)
         self.matrix = CellMatrix.from_cells(cells)
+        self.products = RegionProducts(self.matrix, inputs.geography, self.threads)
         self.combos = cells.combos
         self.inputs = inputs
         self._states = StateRows(self.matrix, state_units(inputs.geography))
@@ -101,30 +113,27 @@ class PolarsEngine:
         """Combination × iteration incidence; the same for every geography of a
         granularity: built once per iteration level and granularity."""
         assert self.inputs is not None
+        assert self.matrix is not None
         memo = (plan.iteration_level, dom.geo.granularity, dom.codes)
         if memo not in self._iterations:
-            self._iterations[memo] = iteration_matrix(
+            while len(self._iterations) >= KEPT_ITERATION_MATRICES:
+                del self._iterations[next(iter(self._iterations))]  # the oldest
+            b = iteration_matrix(
                 self.combos, self.inputs.reference, plan.iteration_level, dom.geo.granularity
             )
+            self._iterations[memo] = b.astype(self.matrix.counts)
         return self._iterations[memo]
 
-    def _unit_regions(self, geo: GeoLevel) -> NDArray[np.int64]:
-        assert self.inputs is not None
-        if geo not in self._regions:
-            self._regions[geo] = unit_regions(self.inputs.geography, geo)
-        return self._regions[geo]
-
     def tabulate(self, plan: LevelPlan, drawing: Drawing) -> Iterator[ChunkResult]:
-        assert self.matrix is not None, "call prepare() first"
+        assert self.products is not None, "call prepare() first"
         assert self.inputs is not None
         dom = level_domain(plan, self.inputs.geography, self.inputs.reference)
         iterations = self._iteration_matrix(plan, dom)
-        unit_region = self._unit_regions(dom.geo)
         assert self._states is not None
-        chunks = self._states.chunks(dom, self.max_chunk_groups, self.max_chunk_cells)
-        for part, rows in chunks:
-            by_region = self._region_counts(part, rows, unit_region, keep=len(chunks) == 1)
-            exact = exact_counts(self.matrix, rows, unit_region, iterations, part, by_region)
+        self.products.retain(dom.geo)
+        whole = self.products.get(dom.geo)
+        for part, _ in self._states.chunks(dom, self.max_chunk_groups, self.max_chunk_cells):
+            exact = exact_counts(region_rows(whole, part), iterations, part, self.threads)
             yield tabulate_groups(
                 plan,
                 part,
@@ -134,26 +143,10 @@ class PolarsEngine:
                 evaluate=drawing.evaluate,
             )
 
-    def _region_counts(
-        self, part: Domain, rows: tuple[int, int], unit_region: NDArray[np.int64], *, keep: bool
-    ) -> sparse.csr_array:
-        """``S X`` of a chunk. The levels of a geography follow each other (iteration levels
-        1 and 2), so a one-chunk level's ``S X`` (``keep``) is kept for the next level: one
-        product fewer per geography. A level in several chunks keeps none (its next level
-        starts with another chunk): memory stays that of one chunk."""
-        assert self.matrix is not None
-        key = (part.geo, part.first_region, len(part.regions), rows)
-        if self._by_region is not None and self._by_region[0] == key:
-            return self._by_region[1]
-        self._by_region = None  # free the previous one before computing the next
-        product = region_counts(self.matrix, rows, unit_region, part)
-        if keep:
-            self._by_region = (key, product)
-        return product
-
     def close(self) -> None:
-        self._by_region = None
+        if self.products is not None:
+            self.products.clear()
+        self.products = None
         self.matrix = None
         self._states = None
         self._iterations.clear()
-        self._regions.clear()

@@ -104,7 +104,6 @@ from privtab.tabulate.chunk import Drawing, tabulate_groups
 from privtab.tabulate.counts import (
     CellMatrix,
     StateRows,
-    counts_from_regions,
     exact_counts,
     region_counts,
     state_units,
@@ -681,7 +680,8 @@ def _nested_level(
         chunks = rows.chunks(job.dom.slice(lo, hi), 1 if seeded else job.max_groups,
                              job.max_cells)  # fmt: skip
         for part, span in chunks:
-            exact = exact_counts(rows.matrix, span, regions.value, its.value, part)
+            by_region = region_counts(rows.matrix, span, regions.value, part)
+            exact = exact_counts(by_region, its.value, part)
             label = part.regions[0][:2] if seeded else None
             yield job.draw(part, exact, job.source(secure, label))
 
@@ -702,7 +702,7 @@ def _whole_level(
     """A level across states, in one chunk: ``(Σ S X) B`` and its noise."""
     secure: list[RandomSource] = []
     for _, by_region in items:
-        exact = counts_from_regions(by_region, its.value, job.dom)
+        exact = exact_counts(by_region, its.value, job.dom)
         yield job.draw(job.dom, exact, job.source(secure, None))
 
 
