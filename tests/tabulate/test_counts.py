@@ -263,3 +263,27 @@ def test_finest_age_bins_keep_every_table_cell() -> None:
     groups = np.arange(7)
     for bins in (AGE4, AGE9, AGE23):
         assert np.array_equal(raw.cells(groups, bins), binned.cells(groups, bins)), bins.name
+
+
+def test_nesting_reads_the_nests_from_the_geography(prepared) -> None:
+    """The nests the Spark engine builds products for (finest first, each level derivable
+    from an earlier one) come from the public GRF-C: tracts make counties make states
+    make the nation (on the toy GRF-C places are unions of tracts too: they join the
+    nest); a nest's first level is nested in no other."""
+    from privtab.tabulate.counts import Nesting
+
+    inputs, _ = prepared
+    nesting = Nesting(inputs.geography)
+    usa = nesting.nest(GeoLevel.USA)
+    assert usa[0] is GeoLevel.TRACT
+    assert set(usa) >= {GeoLevel.TRACT, GeoLevel.COUNTY, GeoLevel.STATE, GeoLevel.USA}
+    assert nesting.nest(GeoLevel.COUNTY) == usa  # one nest, whichever member asks
+    for i, geo in enumerate(usa[1:], 1):
+        source = nesting.source(geo, usa[:i])
+        assert source is not None
+        assert nesting.map(source, geo) is not None
+    assert nesting.source(GeoLevel.TRACT, usa) is None
+    for geo in nesting.levels:
+        nest = nesting.nest(geo)
+        assert geo in nest
+        assert not any(nesting.nested(g, nest[0]) for g in nesting.levels), geo

@@ -462,3 +462,37 @@ def test_levels_leave_no_broadcast_relations_behind(synth_small, spark) -> None:
     assert relations[-1] <= relations[1], relations
     print("relations", relations, "heap", [h - heaps[0] for h in heaps])
     assert grown < 50 * 2**20, grown
+
+
+def test_nest_products_give_the_cells_tables(synth_small, spark, monkeypatch) -> None:
+    """Issue 20 (Spark within 2x of polars): the levels of a nest (TRACT → COUNTY → STATE →
+    USA) read ``S X`` from the nest's products, built once per partition and cached; every
+    level's seeded tables equal those of the per-level ``S X`` from the cells (the same
+    chunks, exact counts and draws), and the nest is dropped when a level of another nest
+    runs. Fails if a derived product (or its partition-local region map) is off."""
+    from privtab.data import GeoLevel, Scope
+    from privtab.tabulate.plan import ReleasePlan
+
+    config, data = synth_small
+    inputs = load_inputs(config, data)
+    levels = ReleasePlan.from_config(inputs.config, inputs.reference, Scope.US).levels  # type: ignore[attr-defined]
+    nested = SparkEngine(spark=spark, max_chunk_groups=500, partitions=2)  # type: ignore[arg-type]
+    nested.prepare(inputs, lambda _m: None)
+    cells = SparkEngine(spark=spark, max_chunk_groups=500, partitions=2)  # type: ignore[arg-type]
+    cells.prepare(inputs, lambda _m: None)
+    monkeypatch.setattr(cells, "_nest_products", lambda _geo: None)
+    used = set()
+    for lp in levels:
+        got = list(nested.tabulate(lp, Drawing(SeededSource(3))))
+        if nested._nest is not None:
+            used.add(nested._nest[0])
+        ref = list(cells.tabulate(lp, Drawing(SeededSource(3))))
+        assert len(got) == len(ref), lp.key
+        for a, b in zip(got, ref, strict=True):
+            assert a.t1.equals(b.t1), lp.key
+            assert a.t2.equals(b.t2), lp.key
+    chain = (GeoLevel.TRACT, GeoLevel.COUNTY, GeoLevel.STATE, GeoLevel.USA)
+    assert any(set(chain) <= set(members) for members in used), used
+    nested.close()
+    cells.close()
+    assert nested._nest is None

@@ -48,6 +48,7 @@ _T = TypeVar("_T")
 
 __all__ = [
     "CellMatrix",
+    "Nesting",
     "RegionProducts",
     "StateRows",
     "coarsening",
@@ -392,6 +393,48 @@ def exact_counts(
 _ORDER = {g: i for i, g in enumerate(GeoLevel)}
 
 
+class Nesting:
+    """Which geography levels are unions of which (from the public GRF-C only,
+    :func:`coarsening`): TRACT → COUNTY → STATE → USA, PR-TRACT → PR-COUNTY → PR-STATE."""
+
+    def __init__(self, geography: Geography) -> None:
+        self.geography = geography
+        self.levels = tuple(g for g in GeoLevel if geography.domain(g))
+        self._maps: dict[tuple[GeoLevel, GeoLevel], NDArray[np.int64] | None] = {}
+
+    def map(self, fine: GeoLevel, coarse: GeoLevel) -> NDArray[np.int64] | None:
+        """:func:`coarsening` of ``fine`` into ``coarse`` (computed once)."""
+        if (fine, coarse) not in self._maps:
+            self._maps[(fine, coarse)] = coarsening(self.geography, fine, coarse)
+        return self._maps[(fine, coarse)]
+
+    def nested(self, fine: GeoLevel, coarse: GeoLevel) -> bool:
+        """``coarse``'s regions are unions of ``fine``'s and ``fine`` is the finer level (of
+        two levels with the same regions, the later :class:`GeoLevel`)."""
+        if fine is coarse or not {fine, coarse} <= set(self.levels):
+            return False
+        if self.map(fine, coarse) is None:
+            return False
+        return self.map(coarse, fine) is None or _ORDER[fine] > _ORDER[coarse]
+
+    def regions(self, geo: GeoLevel) -> int:
+        return len(self.geography.domain(geo))
+
+    def nest(self, geo: GeoLevel) -> tuple[GeoLevel, ...]:
+        """The levels whose products can be derived together with ``geo``'s, finest first:
+        the finest level ``geo`` is nested in (or ``geo``), then every level nested in that
+        one, coarser and coarser (each derivable from an earlier one)."""
+        finer = [g for g in self.levels if self.nested(g, geo)]
+        root = min(finer, key=lambda g: (-self.regions(g), -_ORDER[g])) if finer else geo
+        members = [g for g in self.levels if g is root or self.nested(root, g)]
+        return tuple(sorted(members, key=lambda g: (-self.regions(g), -_ORDER[g])))
+
+    def source(self, geo: GeoLevel, before: tuple[GeoLevel, ...]) -> GeoLevel | None:
+        """Of the levels ``before``, the coarsest ``geo`` is nested in (``None``: none)."""
+        finer = [g for g in before if self.nested(g, geo)]
+        return min(finer, key=lambda g: (self.regions(g), _ORDER[g])) if finer else None
+
+
 class RegionProducts:
     """``M = S X`` of each geography level, computed once per run and shared by its
     iteration levels and chunks (:func:`region_rows`), a coarse level's from a finer one's
@@ -412,25 +455,14 @@ class RegionProducts:
         self.cm = cm
         self.geography = geography
         self.workers = workers
-        self.levels = tuple(g for g in GeoLevel if geography.domain(g))
+        self.nesting = Nesting(geography)
         self.built: list[tuple[GeoLevel, GeoLevel | None]] = []
         """Every product built: (level, the level it was derived from; ``None``: the cells)."""
         self._products: dict[GeoLevel, sparse.csr_array] = {}
-        self._maps: dict[tuple[GeoLevel, GeoLevel], NDArray[np.int64] | None] = {}
-
-    def _map(self, fine: GeoLevel, coarse: GeoLevel) -> NDArray[np.int64] | None:
-        if (fine, coarse) not in self._maps:
-            self._maps[(fine, coarse)] = coarsening(self.geography, fine, coarse)
-        return self._maps[(fine, coarse)]
 
     def nested(self, fine: GeoLevel, coarse: GeoLevel) -> bool:
-        """``coarse``'s regions are unions of ``fine``'s and ``fine`` is the finer level (of
-        two levels with the same regions, the later :class:`GeoLevel`)."""
-        if fine is coarse or not {fine, coarse} <= set(self.levels):
-            return False
-        if self._map(fine, coarse) is None:
-            return False
-        return self._map(coarse, fine) is None or _ORDER[fine] > _ORDER[coarse]
+        """:meth:`Nesting.nested`."""
+        return self.nesting.nested(fine, coarse)
 
     def retain(self, geo: GeoLevel) -> None:
         """Drop every product but ``geo``'s and those of the levels nested in it."""
@@ -448,7 +480,7 @@ class RegionProducts:
             region = unit_regions(self.geography, geo)
             made = region_counts(self.cm, rows, region, whole, self.workers)
         else:
-            to_coarse = self._map(source, geo)
+            to_coarse = self.nesting.map(source, geo)
             assert to_coarse is not None
             n_coarse = len(self.geography.domain(geo))
             made = coarser_counts(self.get(source), to_coarse, n_coarse, self.workers)
@@ -462,10 +494,7 @@ class RegionProducts:
         kept = [g for g in self._products if self.nested(g, geo)]
         if kept:
             return min(kept, key=lambda g: int(self._products[g].nnz))
-        finer = [g for g in self.levels if self.nested(g, geo)]
-        if not finer:
-            return None
-        return min(finer, key=lambda g: (len(self.geography.domain(g)), _ORDER[g]))
+        return self.nesting.source(geo, self.nesting.levels)
 
     def clear(self) -> None:
         self._products.clear()

@@ -66,6 +66,7 @@ read the person file by its path: on a cluster it must be at the same path on ev
 from __future__ import annotations
 
 import gc
+import logging
 import os
 import sys
 import threading
@@ -80,7 +81,7 @@ import polars as pl
 from numpy.typing import NDArray
 from scipy import sparse
 
-from privtab.data import Geography, ReferenceData, SafeTabInputs
+from privtab.data import Geography, GeoLevel, ReferenceData, SafeTabInputs
 from privtab.data.errors import ProblemLog
 from privtab.data.geography import UNIT
 from privtab.data.membership import RACE_KEYS, iteration_matrix
@@ -100,16 +101,21 @@ from privtab.tabulate.aggregate import (
     merge_packed,
     packed_cells,
 )
+from privtab.tabulate.algorithm import SEX_AGES
 from privtab.tabulate.chunk import Drawing, tabulate_groups
 from privtab.tabulate.counts import (
     CellMatrix,
+    Nesting,
     StateRows,
+    coarser_counts,
     exact_counts,
     region_counts,
+    row_slice,
     state_units,
     unit_regions,
 )
-from privtab.tabulate.domain import NESTED_IN_STATE, Domain, level_domain
+from privtab.tabulate.domain import NESTED_IN_STATE, Domain, level_domain, state_chunks
+from privtab.tabulate.engines.class_archive import ARCHIVE_CONF, ensure_archive, java_options
 from privtab.tabulate.plan import LevelPlan
 from privtab.tabulate.results import ChunkResult
 
@@ -128,8 +134,12 @@ DEFAULT_CHUNK_CELLS = 1 << 25
 DEFAULT_WAVE_GROUPS = 1 << 23
 """Population groups of a level whose noisy counts the driver fetches in one job (at least
 one partition's): bounds the driver's memory (≈ 30-60 bytes per group)."""
-PART_ROWS = 1 << 21
-"""Rows per part of a Parquet person file (whole row groups) read by one task."""
+PART_ROWS = 1 << 23
+"""Rows per part of a Parquet person file (whole row groups) read by one task (a multiple
+of the cores in all, :meth:`SparkEngine._parts`). The reader streams a part in batches, so
+a bigger part costs a task no more memory (10⁷ persons, ``local[2]``: Python workers peaked
+at 637 MiB with 6 parts of 2²¹ rows, 647 MiB with 2 of 2²³) and saves the start-up of the
+extra tasks (≈ 0.25 s each here)."""
 PART_BYTES = 1 << 27
 """Bytes per part of a text person file read by one task."""
 PARTITIONS_CONF = "spark.privtab.partitions"
@@ -141,12 +151,14 @@ on a big level, and costs the driver ≈ 30 bytes per group)."""
 PARTITION_PERSONS = 1 << 23
 """Persons per partition aimed at (estimated from the file's size before it is read)."""
 _TEXT_BYTES_PER_PERSON = 60
+DRIVER_OPTIONS = "spark.driver.extraJavaOptions"
+_LOG = logging.getLogger("privtab.tabulate")
 _DEFAULT_CONF = {
     "spark.ui.showConsoleProgress": "false",
     "spark.ui.enabled": "false",
     # the JVM only moves bytes between Python processes here: its optimising compiler
     # costs more CPU than it saves (10^7 persons, local[2]: −4 CPU s at start-up)
-    "spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1",
+    DRIVER_OPTIONS: "-XX:TieredStopAtLevel=1",
 }
 _TASK_ENV = {"POLARS_MAX_THREADS": "1", "OMP_NUM_THREADS": "1"}
 """Every task runs on one core (Spark runs one task per core): polars and Arrow in a task
@@ -237,6 +249,32 @@ class _PartCells:
 
     report: _PartReport
     cells: Cells | None
+
+
+@dataclass(frozen=True)
+class _Nest:
+    """How the tasks build one nest's region products on each partition (public): the
+    levels finest first (:meth:`privtab.tabulate.counts.Nesting.nest`), the index of the
+    member each is derived from (−1: the root, from the cells) with the map of the source's
+    regions to its own (:func:`privtab.tabulate.counts.coarsening`), and each member's
+    regions ``[lo, hi)`` in each partition (every region for a level across states: a
+    partial product, summed by a shuffle)."""
+
+    members: tuple[GeoLevel, ...]
+    root: Domain
+    sources: tuple[int, ...]
+    maps: tuple[NDArray[np.int64] | None, ...]
+    ranges: tuple[tuple[tuple[int, int], ...], ...]
+
+
+@dataclass(frozen=True)
+class _Products:
+    """A partition's region products of one nest (``M = S X`` of its regions of each
+    member level) and the cells of each of its states (for cutting chunks as
+    :meth:`privtab.tabulate.counts.StateRows.chunks` does). Exact; never sent to the driver."""
+
+    per_state: Mapping[str, int]
+    by_geo: Mapping[GeoLevel, sparse.csr_array]
 
 
 @dataclass(frozen=True)
@@ -342,6 +380,8 @@ class SparkEngine:
         # iteration incidence per (iteration level, granularity) and the unit → region
         # map per geography
         self._shared: dict[object, Broadcast[Any]] = {}
+        self._nesting: Nesting | None = None
+        self._nest: tuple[tuple[GeoLevel, ...], RDD[tuple[int, _Products]]] | None = None
         self._starting: threading.Thread | None = None
         self._start_error: BaseException | None = None
 
@@ -388,9 +428,10 @@ class SparkEngine:
                         # local workers must run this interpreter (privtab importable)
                         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
                 task_env = {f"spark.executorEnv.{k}": v for k, v in _TASK_ENV.items()}
-                for k, v in {**_DEFAULT_CONF, **task_env, **self.config}.items():
+                conf = {**_DEFAULT_CONF, **task_env, **self.config}
+                for k, v in conf.items():
                     builder = builder.config(k, v)
-                self._spark = builder.getOrCreate()
+                self._spark = _get_or_create(builder, conf)
                 self._own = True
         return self._spark
 
@@ -402,7 +443,7 @@ class SparkEngine:
         if self._own and self._spark is not None:
             # stopping the session frees its cache and broadcasts at once
             self._shared.clear()
-            self._cells = None
+            self._cells, self._nest = None, None
             self._spark.stop()
             self._spark = None
             self._own = False
@@ -411,6 +452,7 @@ class SparkEngine:
 
     def _release(self) -> None:
         """Drop the cached cells and the broadcasts of the last run."""
+        self._drop_nest()
         for shared in self._shared.values():
             shared.destroy()
         self._shared.clear()
@@ -458,6 +500,7 @@ class SparkEngine:
             read.unpersist()
         persons = sum(r.persons for r, _ in found)
         self._cells, self._layout = cells, layout
+        self._nesting = Nesting(inputs.geography)
         self.combos, self.inputs = combos, inputs
         say(f"{persons:,} persons in {n_cells:,} cells")
         return persons
@@ -531,22 +574,73 @@ class SparkEngine:
         dom = level_domain(plan, self.inputs.geography, self.inputs.reference)
         job = _Level(plan, dom, _seed_of(drawing.source), drawing.noise, drawing.evaluate,
                      self.max_chunk_groups, self.max_chunk_cells)  # fmt: skip
-        its, regions = self._iterations(plan, dom), self._unit_regions(dom)
+        its, nest = self._iterations(plan, dom), self._nest_products(dom.geo)
         if dom.geo not in NESTED_IN_STATE:
-            whole = (
-                self._cells.mapPartitions(partial(_partial_counts, job, regions))
-                .reduceByKey(_add, 1)
-                .mapPartitions(partial(_whole_level, job, its))
-            )
+            if nest is not None:
+                partials = nest.mapPartitions(partial(_partial_product, job))
+            else:
+                regions = self._unit_regions(dom.geo)
+                partials = self._cells.mapPartitions(partial(_partial_counts, job, regions))
+            whole = partials.reduceByKey(_add, 1).mapPartitions(partial(_whole_level, job, its))
             yield from map(_widened, whole.collect())
             return
         sc = _spark_context(self.spark)
         ranges = self._layout.region_ranges(dom)
-        task = partial(_nested_level, job, its, regions, ranges)
         conf = sc.getConf().get(WAVE_CONF)
         most = int(conf) if conf else self.max_wave_groups
         for wave in _waves(ranges, len(dom.codes), max(1, most)):
-            yield from map(_widened, sc.runJob(self._cells, task, wave))
+            if nest is not None:
+                task = partial(_nested_from_products, job, its, ranges)
+                yield from map(_widened, sc.runJob(nest, task, wave))
+            else:
+                regions = self._unit_regions(dom.geo)
+                task = partial(_nested_level, job, its, regions, ranges)
+                yield from map(_widened, sc.runJob(self._cells, task, wave))
+
+    def _nest_products(self, geo: GeoLevel) -> RDD[tuple[int, _Products]] | None:
+        """The cached region products of ``geo``'s nest (built by the first level of the
+        nest that runs, dropped when a level of another nest runs), or ``None`` when
+        ``geo`` is alone in its nest or the nest's finest level is not nested in states
+        (its levels then read the cells)."""
+        from pyspark import StorageLevel
+
+        assert self._nesting is not None
+        assert self._cells is not None
+        members = self._nesting.nest(geo)
+        if self._nest is not None and self._nest[0] == members:
+            return self._nest[1]
+        self._drop_nest()
+        if len(members) < 2 or members[0] not in NESTED_IN_STATE:
+            return None
+        plan = self._nest_plan(members)
+        build = partial(_build_products, plan, self._unit_regions(members[0]))
+        rdd = self._cells.mapPartitions(build, preservesPartitioning=True)
+        self._nest = (members, rdd.persist(StorageLevel.MEMORY_AND_DISK))
+        return self._nest[1]
+
+    def _nest_plan(self, members: tuple[GeoLevel, ...]) -> _Nest:
+        """The public plan of a nest's products (:class:`_Nest`)."""
+        assert self._nesting is not None
+        assert self._layout is not None
+        geography = self._nesting.geography
+        doms = [Domain(g, geography.domain(g), (), np.zeros(0, dtype=np.bool_)) for g in members]
+        n = len(self._layout.states)
+        ranges = tuple(
+            tuple(self._layout.region_ranges(d)) if d.geo in NESTED_IN_STATE
+            else ((0, len(d.regions)),) * n
+            for d in doms
+        )  # fmt: skip
+        sources, maps = [], []
+        for i, geo in enumerate(members):
+            src = self._nesting.source(geo, members[:i])
+            sources.append(-1 if src is None else members.index(src))
+            maps.append(None if src is None else self._nesting.map(src, geo))
+        return _Nest(members, doms[0], tuple(sources), tuple(maps), ranges)
+
+    def _drop_nest(self) -> None:
+        if self._nest is not None:
+            self._nest[1].unpersist()
+            self._nest = None
 
     def _iterations(self, plan: LevelPlan, dom: Domain) -> Broadcast[Any]:
         """Combination × iteration incidence (one per iteration level and granularity,
@@ -561,12 +655,12 @@ class SparkEngine:
             self._shared[memo] = _spark_context(self.spark).broadcast(b)
         return self._shared[memo]
 
-    def _unit_regions(self, dom: Domain) -> Broadcast[Any]:
+    def _unit_regions(self, geo: GeoLevel) -> Broadcast[Any]:
         """Geo unit → region index of the level (from the GRF-C), one per geography."""
         assert self.inputs is not None
-        memo = ("R", dom.geo)
+        memo = ("R", geo)
         if memo not in self._shared:
-            ur = unit_regions(self.inputs.geography, dom.geo)
+            ur = unit_regions(self.inputs.geography, geo)
             self._shared[memo] = _spark_context(self.spark).broadcast(ur)
         return self._shared[memo]
 
@@ -696,6 +790,62 @@ def _partial_counts(
         yield 0, region_counts(rows.matrix, every, regions.value, job.dom)
 
 
+def _build_products(
+    plan: _Nest, regions: Broadcast[Any], items: Iterable[tuple[int, StateRows]]
+) -> Iterator[tuple[int, _Products]]:
+    """A partition's products of one nest: the root's ``S X`` from its cells, every other
+    member's from the member it is derived from (exact; the same matrices as ``S X`` of
+    the member's regions from the cells)."""
+    for p, rows in items:
+        every = (0, rows.matrix.unit.size)
+        made: dict[GeoLevel, sparse.csr_array] = {}
+        for i, geo in enumerate(plan.members):
+            lo, hi = plan.ranges[i][p]
+            src, to_coarse = plan.sources[i], plan.maps[i]
+            if src < 0 or to_coarse is None:
+                root = plan.root.slice(lo, hi)
+                made[geo] = region_counts(rows.matrix, every, regions.value, root)
+                continue
+            flo, fhi = plan.ranges[src][p]
+            local = to_coarse[flo:fhi] - lo  # a fine region's coarse one is in this partition
+            local = np.where((local >= 0) & (local < hi - lo), local, -1)
+            made[geo] = coarser_counts(made[plan.members[src]], local, hi - lo)
+        per_state = {s: rows.matrix.cells_in(rows.rows_of([s])) for s in rows.state_units}
+        yield p, _Products(per_state, made)
+
+
+def _nested_from_products(
+    job: _Level,
+    its: Broadcast[Any],
+    ranges: list[tuple[int, int]],
+    items: Iterable[tuple[int, _Products]],
+) -> Iterator[ChunkResult]:
+    """A level nested in states on one partition, from its nest's products: the same
+    chunks, exact counts and draws as :func:`_nested_level` from the cells."""
+    secure: list[RandomSource] = []
+    for p, products in items:
+        lo, hi = ranges[p]
+        if hi <= lo:
+            continue
+        seeded = job.seed is not None  # tests: one chunk per state, seeded per state
+        here, m = job.dom.slice(lo, hi), products.by_geo[job.dom.geo]
+        most = 1 if seeded else job.max_groups
+        for a, b, _ in state_chunks(here, most, products.per_state, job.max_cells):
+            part = here.slice(a, b)
+            exact = exact_counts(row_slice(m, a * SEX_AGES, b * SEX_AGES), its.value, part)
+            label = part.regions[0][:2] if seeded else None
+            yield job.draw(part, exact, job.source(secure, label))
+
+
+def _partial_product(
+    job: _Level, items: Iterable[tuple[int, _Products]]
+) -> Iterator[tuple[int, sparse.csr_array]]:
+    """A level across states: one partition's part of its nest's product (summed by a
+    shuffle, as :func:`_partial_counts`)."""
+    for _, products in items:
+        yield 0, products.by_geo[job.dom.geo]
+
+
 def _whole_level(
     job: _Level, its: Broadcast[Any], items: Iterable[tuple[int, sparse.csr_array]]
 ) -> Iterator[ChunkResult]:
@@ -707,6 +857,35 @@ def _whole_level(
 
 
 # ---------------------------------------------------------------------- helpers
+def _get_or_create(builder: SparkSession.Builder, conf: Mapping[str, str]) -> SparkSession:
+    """The session, its driver JVM mapping the class archive
+    (:mod:`privtab.tabulate.engines.class_archive`) when this process launches the JVM and
+    nothing else sets the driver's Java options; without the archive if the JVM does not
+    start with it."""
+    archive = _class_archive(conf)
+    if archive is None:
+        return builder.getOrCreate()
+    options = f"{conf.get(DRIVER_OPTIONS, '')} {java_options(archive)}".strip()
+    try:
+        return builder.config(DRIVER_OPTIONS, options).getOrCreate()
+    except Exception as exc:
+        _LOG.warning("the Spark driver did not start with its class archive (%s): retrying", exc)
+        return builder.config(DRIVER_OPTIONS, conf.get(DRIVER_OPTIONS, "")).getOrCreate()
+
+
+def _class_archive(conf: Mapping[str, str]) -> Path | None:
+    """The class archive to map, or ``None``: turned off (:data:`ARCHIVE_CONF`), under
+    ``spark-submit``, or the caller's ``PYSPARK_SUBMIT_ARGS`` set the driver's Java
+    options (they would replace the engine's)."""
+    if str(conf.get(ARCHIVE_CONF, "true")).lower() == "false":
+        return None
+    if "PYSPARK_GATEWAY_PORT" in os.environ:
+        return None
+    if DRIVER_OPTIONS in os.environ.get("PYSPARK_SUBMIT_ARGS", ""):
+        return None
+    return ensure_archive(_LOG.info)
+
+
 def _parquet_rows(path: Path) -> int:
     import pyarrow.parquet as pq
 
