@@ -217,7 +217,8 @@ def test_privtab_side_takes_the_person_count_from_the_synthetic_input(
     """``safetab run --json`` names no person count (confidential since the signable
     release), so the benchmark reads it from its synthetic input's ``synth.json`` — before,
     the record read ``summary["persons"]`` and every ``privtab bench safetab`` crashed with
-    exit 3 (KeyError) after the privtab run."""
+    exit 3 (KeyError) after the privtab run. A level skipped for its empty public domain
+    (no groups, no noise) is left out of the measured levels (it crashed the record too)."""
     import subprocess
 
     mod = _mod()
@@ -233,8 +234,10 @@ def test_privtab_side_takes_the_person_count_from_the_synthetic_input(
         "guarantee": {},
         "epsilon": {},
         "delta": 1e-10,
-        "levels": [{"scope": "US", "level": "(USA, 1)", "groups": 52, "noise_draws": 60,
-                    "stat_levels": {}}],
+        "levels": [{"scope": "US", "level": "(USA, 1)", "status": "tabulated", "groups": 52,
+                    "noise_draws": 60, "stat_levels": {}},
+                   {"scope": "US", "level": "(AIANNH, 2)", "status": "skipped",
+                    "budget": 0.1}],
         "seconds": {"aggregate": 1.0},
     }  # fmt: skip
 
@@ -248,3 +251,5 @@ def test_privtab_side_takes_the_person_count_from_the_synthetic_input(
     assert got["persons"] == 1234
     assert got["persons_per_second"] == 617
     assert got["cells_released"] == 10
+    assert got["noise_draws"] == 60
+    assert [lv["level"] for lv in got["levels"]] == [mod._key("US", "USA", 1)]

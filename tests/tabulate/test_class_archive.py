@@ -19,6 +19,9 @@ pytest.importorskip("pyspark")
 
 from privtab.tabulate.engines import class_archive
 from privtab.tabulate.engines.class_archive import archive_path, ensure_archive
+
+# private on purpose: when the engine maps the archive and how it falls back are the
+# engine's own decisions, with no public entry point short of starting a JVM
 from privtab.tabulate.engines.spark import DRIVER_OPTIONS, _class_archive, _get_or_create
 
 

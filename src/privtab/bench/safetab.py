@@ -219,7 +219,9 @@ def run_privtab(
     per_level = {}
     for m in LEVEL_LINE.finditer(res.stderr):
         per_level[_key(m["scope"], m["geo"], int(m["it"]))] = float(m["sec"])
-    draws = sum(int(lv["noise_draws"]) for lv in summary["levels"])
+    # a level with an empty public domain is skipped (no groups, no noise): not measured
+    tabulated = [lv for lv in summary["levels"] if lv.get("status") == "tabulated"]
+    draws = sum(int(lv["noise_draws"]) for lv in tabulated)
     cells = int(summary["t1_rows"]) + int(summary["t2_rows"])
     secs = summary["seconds"]
     time_v_rss = time_v_rss_mb(res.stderr)
@@ -257,7 +259,7 @@ def run_privtab(
                 "noise_draws": lv["noise_draws"],
                 "stat_levels": lv["stat_levels"],
             }
-            for lv in summary["levels"]
+            for lv in tabulated
         ],
     }
 

@@ -96,7 +96,6 @@ DeltaOption = Annotated[float, typer.Option("--delta", help="δ of the (ε, δ) 
 OverwriteOption = Annotated[
     bool, typer.Option("--overwrite", help="Replace an output that privtab wrote.")
 ]
-OverwriteOutOption = Annotated[bool, typer.Option("--overwrite", help="Replace an existing --out.")]
 
 
 def print_json(obj: Mapping[str, Any]) -> None:

@@ -9,12 +9,11 @@ sizes and runs K seeded releases against them (the Bureau's simulation; NOT priv
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import typer
 
-from privtab.cli._render import ConfigOption, JsonOption, OverwriteOutOption, emit
+from privtab.cli._render import ConfigOption, JsonOption, OverwriteOption, QuietOption, emit, info
 
 
 def register(app: typer.Typer) -> None:
@@ -49,8 +48,8 @@ def accuracy_cmd(
     out: str | None = typer.Option(
         None, "--out", "-o", help="Write the report folder (JSON, CSV per level, HTML)."
     ),
-    overwrite: OverwriteOutOption = False,
-    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress on stderr."),
+    overwrite: OverwriteOption = False,
+    quiet: QuietOption = False,
     as_json: JsonOption = False,
 ) -> None:
     """Exact accuracy of a plan: P(workload | n), P(suppressed | n), MOEs, published rows.
@@ -61,10 +60,7 @@ def accuracy_cmd(
     """
     from privtab.tabulate.accuracy_report import accuracy_tables, config_accuracy, write_accuracy
 
-    def say(msg: str) -> None:
-        if not quiet:
-            print(f"accuracy: {msg}", file=sys.stderr, flush=True)
-
+    say = lambda msg: info(f"accuracy: {msg}")  # noqa: E731 - hidden by --quiet
     report = config_accuracy(
         config, scope=scope, levels=level, n=n, data=data, trials=trials, seed=seed, say=say
     )

@@ -12,7 +12,7 @@ from privtab.cli._render import (
     ConfigOption,
     DeltaOption,
     JsonOption,
-    OverwriteOutOption,
+    OverwriteOption,
     QuietOption,
     emit,
     group,
@@ -84,7 +84,7 @@ def run_cmd(
     data: str = typer.Option(..., "--data", "-d", help="Directory with person-records and GRF-C."),
     out: str = typer.Option(..., "--out", "-o", help="Release directory to create."),
     config: ConfigOption = None,
-    overwrite: OverwriteOutOption = False,
+    overwrite: OverwriteOption = False,
     delta: float = typer.Option(1e-10, "--delta", help="δ of the reported (ε, δ) guarantees."),
     pld_grid: PldGrid = 1e-3,
     nonnegative: bool | None = typer.Option(

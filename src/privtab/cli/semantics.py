@@ -14,7 +14,7 @@ from typing import Annotated
 import typer
 
 from privtab._options import numbers, open_unit
-from privtab.cli._render import JsonOption, emit, fail, group, print_json, show, usage_errors
+from privtab.cli._render import JsonOption, emit, fail, group, usage_errors
 
 DEFAULT_LEVELS = "0.01,0.05,0.1"
 DEFAULT_RATIOS = "1.25,2,5,10,100"
@@ -107,10 +107,8 @@ def semantics(
             html_out, g, (doc, runs, name), lv, rt, dg_queries=dg_queries,
             prior_posterior=p2p, bounds=ov["prior_to_posterior"],
         )  # fmt: skip
-    if as_json:
-        return print_json(ov)
     head, tables = overview_tables(ov, g, runs, name)
-    show(tables, head=head)
+    emit(ov, as_json, tables, head=head)
 
 
 def topdown(

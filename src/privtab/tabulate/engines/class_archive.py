@@ -28,6 +28,8 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+from privtab.atomic import atomic_file
+
 __all__ = ["ARCHIVE_CONF", "archive_path", "ensure_archive", "java_options", "main"]
 
 ARCHIVE_CONF = "spark.privtab.classArchive"
@@ -77,26 +79,26 @@ def ensure_archive(say: Callable[[str], None]) -> Path | None:
         "later sessions start ≈ 2 s sooner"
     )
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
-        # stdout/stderr are pipes inherited by the builder's JVM: run() returns when the
-        # JVM has exited too, i.e. when it has written the whole archive
-        done = subprocess.run(
-            [sys.executable, "-m", __name__, str(tmp)],
-            capture_output=True,
-            timeout=BUILD_SECONDS,
-            check=False,
-        )
-        if done.returncode == 0 and tmp.is_file() and tmp.stat().st_size > 0:
-            os.replace(tmp, path)
-            return path
-        say(f"could not build Spark's class archive (exit {done.returncode}): starting without it")
-        return None
-    except (OSError, subprocess.SubprocessError) as exc:
+        with atomic_file(path) as tmp:
+            # stdout/stderr are pipes inherited by the builder's JVM: run() returns when the
+            # JVM has exited too, i.e. when it has written the whole archive
+            done = subprocess.run(
+                [sys.executable, "-m", __name__, str(tmp)],
+                capture_output=True,
+                timeout=BUILD_SECONDS,
+                check=False,
+            )
+            if done.returncode != 0 or not tmp.is_file() or tmp.stat().st_size == 0:
+                raise _BuildFailedError(f"exit {done.returncode}")
+    except (_BuildFailedError, OSError, subprocess.SubprocessError) as exc:
         say(f"could not build Spark's class archive ({exc}): starting without it")
         return None
-    finally:
-        tmp.unlink(missing_ok=True)
+    return path
+
+
+class _BuildFailedError(Exception):
+    """The builder exited without writing an archive (it is then removed)."""
 
 
 def main(argv: list[str]) -> int:
