@@ -101,7 +101,7 @@ from privtab.tabulate.aggregate import (
     merge_packed,
     packed_cells,
 )
-from privtab.tabulate.algorithm import SEX_AGES
+from privtab.tabulate.algorithm import SEX_AGES, ExactCounts
 from privtab.tabulate.chunk import Drawing, tabulate_groups
 from privtab.tabulate.counts import (
     CellMatrix,
@@ -588,14 +588,14 @@ class SparkEngine:
         ranges = self._layout.region_ranges(dom)
         conf = sc.getConf().get(WAVE_CONF)
         most = int(conf) if conf else self.max_wave_groups
+        source: RDD[tuple[int, Any]] = self._cells if nest is None else nest
+        if nest is not None:
+            chunks = partial(_product_chunks, job, its)
+        else:
+            chunks = partial(_cell_chunks, job, its, self._unit_regions(dom.geo))
+        task = partial(_nested_level, job, ranges, chunks)
         for wave in _waves(ranges, len(dom.codes), max(1, most)):
-            if nest is not None:
-                task = partial(_nested_from_products, job, its, ranges)
-                yield from map(_widened, sc.runJob(nest, task, wave))
-            else:
-                regions = self._unit_regions(dom.geo)
-                task = partial(_nested_level, job, its, regions, ranges)
-                yield from map(_widened, sc.runJob(self._cells, task, wave))
+            yield from map(_widened, sc.runJob(source, task, wave))
 
     def _nest_products(self, geo: GeoLevel) -> RDD[tuple[int, _Products]] | None:
         """The cached region products of ``geo``'s nest (built by the first level of the
@@ -759,25 +759,48 @@ def _partition_cells(
 
 def _nested_level(
     job: _Level,
-    its: Broadcast[Any],
-    regions: Broadcast[Any],
     ranges: list[tuple[int, int]],
-    items: Iterable[tuple[int, StateRows]],
+    chunks_of: Callable[[Any, Domain, int], Iterator[tuple[Domain, ExactCounts]]],
+    items: Iterable[tuple[int, Any]],
 ) -> Iterator[ChunkResult]:
-    """A level nested in states on one partition: its chunks' noisy counts, in order."""
+    """A level nested in states on one partition: its chunks' noisy counts, in order
+    (``chunks_of``: the chunks of the partition's regions and their exact counts, from its
+    cells, :func:`_cell_chunks`, or its nest's products, :func:`_product_chunks`)."""
     secure: list[RandomSource] = []
-    for p, rows in items:
+    for p, held in items:
         lo, hi = ranges[p]
         if hi <= lo:
             continue
         seeded = job.seed is not None  # tests: one chunk per state, seeded per state
-        chunks = rows.chunks(job.dom.slice(lo, hi), 1 if seeded else job.max_groups,
-                             job.max_cells)  # fmt: skip
-        for part, span in chunks:
-            by_region = region_counts(rows.matrix, span, regions.value, part)
-            exact = exact_counts(by_region, its.value, part)
+        most = 1 if seeded else job.max_groups
+        for part, exact in chunks_of(held, job.dom.slice(lo, hi), most):
             label = part.regions[0][:2] if seeded else None
             yield job.draw(part, exact, job.source(secure, label))
+
+
+def _cell_chunks(
+    job: _Level,
+    its: Broadcast[Any],
+    regions: Broadcast[Any],
+    rows: StateRows,
+    here: Domain,
+    most: int,
+) -> Iterator[tuple[Domain, ExactCounts]]:
+    """Chunks of whole states (:meth:`StateRows.chunks`) and their ``(S X) B`` from the
+    partition's cells."""
+    for part, span in rows.chunks(here, most, job.max_cells):
+        by_region = region_counts(rows.matrix, span, regions.value, part)
+        yield part, exact_counts(by_region, its.value, part)
+
+
+def _product_chunks(
+    job: _Level, its: Broadcast[Any], products: _Products, here: Domain, most: int
+) -> Iterator[tuple[Domain, ExactCounts]]:
+    """The same chunks (the same cells per state) and counts from the nest's products."""
+    m = products.by_geo[job.dom.geo]
+    for a, b, _ in state_chunks(here, most, products.per_state, job.max_cells):
+        part = here.slice(a, b)
+        yield part, exact_counts(row_slice(m, a * SEX_AGES, b * SEX_AGES), its.value, part)
 
 
 def _partial_counts(
@@ -812,29 +835,6 @@ def _build_products(
             made[geo] = coarser_counts(made[plan.members[src]], local, hi - lo)
         per_state = {s: rows.matrix.cells_in(rows.rows_of([s])) for s in rows.state_units}
         yield p, _Products(per_state, made)
-
-
-def _nested_from_products(
-    job: _Level,
-    its: Broadcast[Any],
-    ranges: list[tuple[int, int]],
-    items: Iterable[tuple[int, _Products]],
-) -> Iterator[ChunkResult]:
-    """A level nested in states on one partition, from its nest's products: the same
-    chunks, exact counts and draws as :func:`_nested_level` from the cells."""
-    secure: list[RandomSource] = []
-    for p, products in items:
-        lo, hi = ranges[p]
-        if hi <= lo:
-            continue
-        seeded = job.seed is not None  # tests: one chunk per state, seeded per state
-        here, m = job.dom.slice(lo, hi), products.by_geo[job.dom.geo]
-        most = 1 if seeded else job.max_groups
-        for a, b, _ in state_chunks(here, most, products.per_state, job.max_cells):
-            part = here.slice(a, b)
-            exact = exact_counts(row_slice(m, a * SEX_AGES, b * SEX_AGES), its.value, part)
-            label = part.regions[0][:2] if seeded else None
-            yield job.draw(part, exact, job.source(secure, label))
 
 
 def _partial_product(
