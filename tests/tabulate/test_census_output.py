@@ -500,6 +500,19 @@ def test_census_tables_match_the_inputs_domain(seeded: Path, synth_small) -> Non
     assert state.height == n
 
 
+def _publish_a_duplicate_row(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A defective publication step: every chunk's T1 gets its first row twice."""
+    import privtab.tabulate.runs as runs
+
+    real = runs.publish_chunk
+
+    def duplicating(*args: object, **kw: object):  # type: ignore[no-untyped-def]
+        out = real(*args, **kw)  # type: ignore[arg-type]
+        return type(out)(pl.concat([out.t1, out.t1.head(1)]), out.t2, out.suppressed)
+
+    monkeypatch.setattr(runs, "publish_chunk", duplicating)
+
+
 @pytest.mark.parametrize("report", [False, True])
 def test_a_release_failing_validation_is_not_published(
     synth_small, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, report: bool
@@ -507,18 +520,11 @@ def test_a_release_failing_validation_is_not_published(
     """The run validates its staged tables before the rename: a defect that writes a
     duplicate T1 row fails the run (RunFailedError, exit 4) and publishes nothing — also
     when the report is being written meanwhile (the check runs beside it)."""
-    import privtab.tabulate.runs as runs
     from privtab.errors import RunFailedError
     from privtab.random import SeededSource
     from privtab.tabulate.run import RunOptions, run_release
 
-    real = runs.publish_chunk
-
-    def duplicating(*args: object, **kw: object):  # a defective publication step
-        out = real(*args, **kw)  # type: ignore[arg-type]
-        return type(out)(pl.concat([out.t1, out.t1.head(1)]), out.t2, out.suppressed)
-
-    monkeypatch.setattr(runs, "publish_chunk", duplicating)
+    _publish_a_duplicate_row(monkeypatch)
     config, data = synth_small
     opts = RunOptions(source=SeededSource(3), allow_insecure=True, report=report, use_ledger=False)
     with pytest.raises(
@@ -539,7 +545,6 @@ def test_a_failing_report_beside_the_check_publishes_nothing(
     with its error (nothing published), unless the check failed too — the check's error is
     raised then, as when the check ran first."""
     import privtab.tabulate.report as report
-    import privtab.tabulate.runs as runs
     from privtab.errors import RunFailedError
     from privtab.random import SeededSource
     from privtab.tabulate.run import RunOptions, run_release
@@ -549,13 +554,7 @@ def test_a_failing_report_beside_the_check_publishes_nothing(
 
     monkeypatch.setattr(report, "write_report", broken)
     if duplicate:
-        real = runs.publish_chunk
-
-        def duplicating(*args: object, **kw: object):  # a defective publication step
-            out = real(*args, **kw)  # type: ignore[arg-type]
-            return type(out)(pl.concat([out.t1, out.t1.head(1)]), out.t2, out.suppressed)
-
-        monkeypatch.setattr(runs, "publish_chunk", duplicating)
+        _publish_a_duplicate_row(monkeypatch)
     config, data = synth_small
     opts = RunOptions(source=SeededSource(3), allow_insecure=True, use_ledger=False)
     expected = RunFailedError if duplicate else ZeroDivisionError
