@@ -10,7 +10,7 @@ persons. The JVM can map the classes it loaded from an archive written by an ear
 
 The archive holds JVM classes only — nothing of any input — and lives in the user's cache
 (``$XDG_CACHE_HOME/privtab`` or ``~/.cache/privtab``, never in a release folder). It is
-built once per Spark version and Java installation, by a separate Python process that
+built once per Spark installation (environment) and Java, by a separate Python process that
 starts a bare local session, runs a small job and exits (:func:`main`); the archive is
 moved into place only when that JVM has exited and written it whole, so a run never sees
 a partial one (a truncated archive stops the JVM from starting). A failed build leaves
@@ -46,16 +46,18 @@ def _java() -> Path | None:
 
 
 def archive_path() -> Path | None:
-    """Where this Spark version's archive for this Java is kept (``None``: no Java).
-    The name changes with the pyspark version and the Java binary (path, size, mtime), so
-    an upgrade never maps an archive written for other classes."""
+    """Where this Spark installation's archive for this Java is kept (``None``: no Java).
+    The name changes with the pyspark version and folder (the jars' paths are in the
+    archive) and the Java binary (path, size, mtime), so an upgrade or another environment
+    never maps an archive written for other classes."""
     java = _java()
     if java is None:
         return None
     import pyspark
 
     st = java.stat()
-    key = f"{pyspark.__version__}|{java}|{st.st_size}|{st.st_mtime_ns}"
+    jars = Path(pyspark.__file__).parent  # another environment: other jar paths
+    key = f"{pyspark.__version__}|{jars}|{java}|{st.st_size}|{st.st_mtime_ns}"
     digest = hashlib.sha256(key.encode()).hexdigest()[:16]
     cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
     return Path(cache) / "privtab" / f"spark-{pyspark.__version__}-{digest}.jsa"
@@ -67,7 +69,7 @@ def java_options(archive: Path) -> str:
 
 
 def ensure_archive(say: Callable[[str], None]) -> Path | None:
-    """The archive, built first if missing (once per Spark version and Java: ≈ 10 s);
+    """The archive, built first if missing (once per Spark installation and Java: ≈ 10 s);
     ``None`` when there is no Java or the build failed (the caller starts without it)."""
     path = archive_path()
     if path is None:
@@ -75,7 +77,7 @@ def ensure_archive(say: Callable[[str], None]) -> Path | None:
     if path.is_file():
         return path
     say(
-        "building Spark's class archive (once per Spark and Java version): "
+        "building Spark's class archive (once per Spark installation and Java): "
         "later sessions start ≈ 2 s sooner"
     )
     path.parent.mkdir(parents=True, exist_ok=True)
