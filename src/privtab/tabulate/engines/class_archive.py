@@ -35,7 +35,7 @@ __all__ = ["ARCHIVE_CONF", "archive_path", "ensure_archive", "java_options", "ma
 ARCHIVE_CONF = "spark.privtab.classArchive"
 """A Spark setting: ``false`` starts the driver JVM without the class archive."""
 BUILD_SECONDS = 300
-"""At most this long for building the archive (≈ 10 s on the benchmark machine)."""
+"""At most this long for building the archive (10–20 s on the benchmark machine)."""
 
 
 def _java() -> Path | None:
@@ -69,7 +69,7 @@ def java_options(archive: Path) -> str:
 
 
 def ensure_archive(say: Callable[[str], None]) -> Path | None:
-    """The archive, built first if missing (once per Spark installation and Java: ≈ 10 s);
+    """The archive, built first if missing (once per Spark installation and Java: 10–20 s);
     ``None`` when there is no Java or the build failed (the caller starts without it)."""
     path = archive_path()
     if path is None:
