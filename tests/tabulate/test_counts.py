@@ -162,10 +162,10 @@ def test_nested_levels_are_derived_from_finer_products(prepared) -> None:
         whole = Domain(geo, inputs.geography.domain(geo), (), np.zeros(0, dtype=np.bool_))
         assert (got != region_counts(cm, (0, cm.unit.size), region, whole)).nnz == 0, geo
         assert geo in products._products
-        assert all(g is geo or products.nested(g, geo) for g in products._products)
+        assert all(g is geo or products.nesting.nested(g, geo) for g in products._products)
     # nothing was built twice, and only from the cells or from a nested level's product
     assert len({geo for geo, _ in products.built}) == len(products.built) == 5
-    assert all(src is None or products.nested(src, geo) for geo, src in products.built)
+    assert all(src is None or products.nesting.nested(src, geo) for geo, src in products.built)
     assert got.dtype == np.uint32
 
 

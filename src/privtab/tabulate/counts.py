@@ -420,6 +420,10 @@ class Nesting:
     def regions(self, geo: GeoLevel) -> int:
         return len(self.geography.domain(geo))
 
+    def whole(self, geo: GeoLevel) -> Domain:
+        """Every region of ``geo`` (no iterations): the rows of its products."""
+        return Domain(geo, self.geography.domain(geo), (), np.zeros(0, dtype=np.bool_))
+
     def nest(self, geo: GeoLevel) -> tuple[GeoLevel, ...]:
         """The levels whose products can be derived together with ``geo``'s, finest first:
         the finest level ``geo`` is nested in (or ``geo``), then every level nested in that
@@ -460,13 +464,9 @@ class RegionProducts:
         """Every product built: (level, the level it was derived from; ``None``: the cells)."""
         self._products: dict[GeoLevel, sparse.csr_array] = {}
 
-    def nested(self, fine: GeoLevel, coarse: GeoLevel) -> bool:
-        """:meth:`Nesting.nested`."""
-        return self.nesting.nested(fine, coarse)
-
     def retain(self, geo: GeoLevel) -> None:
         """Drop every product but ``geo``'s and those of the levels nested in it."""
-        for g in [g for g in self._products if g is not geo and not self.nested(g, geo)]:
+        for g in [g for g in self._products if g is not geo and not self.nesting.nested(g, geo)]:
             del self._products[g]
 
     def get(self, geo: GeoLevel) -> sparse.csr_array:
@@ -475,10 +475,9 @@ class RegionProducts:
             return self._products[geo]
         source = self._source(geo)
         if source is None:
-            whole = Domain(geo, self.geography.domain(geo), (), np.zeros(0, dtype=np.bool_))
             rows = (0, self.cm.unit.size)
             region = unit_regions(self.geography, geo)
-            made = region_counts(self.cm, rows, region, whole, self.workers)
+            made = region_counts(self.cm, rows, region, self.nesting.whole(geo), self.workers)
         else:
             to_coarse = self.nesting.map(source, geo)
             assert to_coarse is not None
@@ -491,7 +490,7 @@ class RegionProducts:
     def _source(self, geo: GeoLevel) -> GeoLevel | None:
         """The product ``geo``'s is derived from: the smallest kept product of a nested
         level, else the next finer level (built first), else none (from the cells)."""
-        kept = [g for g in self._products if self.nested(g, geo)]
+        kept = [g for g in self._products if self.nesting.nested(g, geo)]
         if kept:
             return min(kept, key=lambda g: int(self._products[g].nnz))
         return self.nesting.source(geo, self.nesting.levels)

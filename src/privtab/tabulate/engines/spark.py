@@ -622,8 +622,7 @@ class SparkEngine:
         """The public plan of a nest's products (:class:`_Nest`)."""
         assert self._nesting is not None
         assert self._layout is not None
-        geography = self._nesting.geography
-        doms = [Domain(g, geography.domain(g), (), np.zeros(0, dtype=np.bool_)) for g in members]
+        doms = [self._nesting.whole(g) for g in members]
         n = len(self._layout.states)
         ranges = tuple(
             tuple(self._layout.region_ranges(d)) if d.geo in NESTED_IN_STATE
@@ -825,7 +824,7 @@ def _build_products(
         for i, geo in enumerate(plan.members):
             lo, hi = plan.ranges[i][p]
             src, to_coarse = plan.sources[i], plan.maps[i]
-            if src < 0 or to_coarse is None:
+            if to_coarse is None:  # the root (src −1): from the cells
                 root = plan.root.slice(lo, hi)
                 made[geo] = region_counts(rows.matrix, every, regions.value, root)
                 continue
