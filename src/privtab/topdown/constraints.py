@@ -253,7 +253,9 @@ def check_feasible(
     the constraint and the numbers. Production only warns here; TopDown's problems would
     then be infeasible."""
     h = spine.hierarchy
-    block_ids = h.unit_ids[-1]
+    block_ids = (
+        spine.blocks.get_column("BLOCK") if "BLOCK" in spine.blocks.columns else h.unit_ids[-1]
+    )
     per_type = SHAPE[1] * SHAPE[2] * SHAPE[3]
     hhgq = np.zeros((leaves.n_units, SHAPE[0]), dtype=np.int64)
     np.add.at(hhgq, (leaves.unit, leaves.cell // per_type), leaves.count)

@@ -62,8 +62,8 @@ def float_up(x: Fraction) -> float:
 def round_up(x: Fraction, digits: int = 6) -> float:
     """``x`` rounded up to ``digits`` decimals (a published number never understates)."""
     scale = 10**digits
-    up: int = -(-(Fraction(x) * scale) // 1)
-    return up / scale
+    up = math.ceil(Fraction(x) * scale)
+    return float(Fraction(int(up), scale))
 
 
 @dataclass(frozen=True)

@@ -82,14 +82,24 @@ def _major_type() -> pl.Expr:
 
 
 def person_cells(persons: Frame) -> pl.LazyFrame:
-    """``BLOCK`` and ``CELL`` of every person (module docstring; CONTRACTS.md C1)."""
+    """``BLOCK`` and ``CELL`` of every person (module docstring; CONTRACTS.md C1); ``CELL``
+    is null where a code is outside its range (QGQTYP 101–999 or missing, QAGE 0–115,
+    CENHISP 1–2, CENRACE 01–63)."""
     n_va, n_hisp, n_race = SHAPE[1], SHAPE[2], SHAPE[3]
     hhgq = _major_type()
-    va = (pl.col("QAGE").cast(pl.Int32) >= 18).cast(pl.Int32)
-    hisp = pl.col("CENHISP").cast(pl.Int32) - 1
-    race = pl.col("CENRACE").cast(pl.Int32) - 1
+    va = (pl.col("QAGE").cast(pl.Int32, strict=False) >= 18).cast(pl.Int32)
+    hisp = pl.col("CENHISP").cast(pl.Int32, strict=False) - 1
+    race = pl.col("CENRACE").cast(pl.Int32, strict=False) - 1
+    code = pl.col("QGQTYP").cast(pl.Int32, strict=False)
+    ok = (
+        (pl.col("QGQTYP").is_null() | code.is_between(101, 999))
+        & pl.col("QAGE").cast(pl.Int32, strict=False).is_between(0, 115)
+        & hisp.is_between(0, n_hisp - 1)
+        & race.is_between(0, n_race - 1)
+    ).fill_null(False)
     cell = ((hhgq * n_va + va) * n_hisp + hisp) * n_race + race
-    return _lazy(persons).select(_block(), cell.cast(pl.Int32).alias("CELL"))
+    valid = pl.when(ok).then(cell).otherwise(None)
+    return _lazy(persons).select(_block(), valid.cast(pl.Int32).alias("CELL"))
 
 
 def _collect(lf: pl.LazyFrame) -> pl.DataFrame:
