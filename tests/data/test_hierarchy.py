@@ -37,7 +37,8 @@ def test_a_declared_three_level_country_builds() -> None:
     table = _country()
     h = COUNTRY.build(table, source="comunas.txt")
     assert h.levels == ("PAIS", "REGION", "PROVINCIA", "COMUNA")
-    assert h.size("PAIS") == 1 and h.size("REGION") == 4
+    assert h.size("PAIS") == 1
+    assert h.size("REGION") == 4
     assert h.size("COMUNA") == table.height
     # ids nest and are sorted
     assert h.ids("REGION") == ["01", "02", "03", "04"]
@@ -109,7 +110,11 @@ def _problem(table: pl.DataFrame) -> tuple[str, int | None, str | None, str | No
 
 
 def test_bad_block_tables_are_refused_with_their_location() -> None:
-    good = {"REGION": ["01", "01", "02"], "PROVINCIA": ["1", "2", "1"], "COMUNA": ["001", "002", "003"]}
+    good = {
+        "REGION": ["01", "01", "02"],
+        "PROVINCIA": ["1", "2", "1"],
+        "COMUNA": ["001", "002", "003"],
+    }
     assert _problem(pl.DataFrame(good).drop("PROVINCIA")) == (
         "missing_column",
         None,
@@ -122,8 +127,12 @@ def test_bad_block_tables_are_refused_with_their_location() -> None:
     assert _problem(pl.DataFrame(empty)) == ("empty_code", 3, "REGION", None)
     blank = dict(good, PROVINCIA=["1", "", "1"])
     assert _problem(pl.DataFrame(blank)) == ("empty_code", 3, "PROVINCIA", "")
-    dup = {"REGION": ["01", "02", "01"], "PROVINCIA": ["1", "1", "1"], "COMUNA": ["001", "003", "001"]}
-    kind, row, column, value = _problem(pl.DataFrame(dup))
+    dup = {
+        "REGION": ["01", "02", "01"],
+        "PROVINCIA": ["1", "1", "1"],
+        "COMUNA": ["001", "003", "001"],
+    }
+    kind, row, _column, value = _problem(pl.DataFrame(dup))
     assert (kind, row, value) == ("duplicate_unit", 4, "011001")
     with pytest.raises(InputValidationError, match="already given in row 2"):
         COUNTRY.build(pl.DataFrame(dup), source="comunas.txt")

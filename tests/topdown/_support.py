@@ -36,9 +36,15 @@ def _frac(token: str) -> Fraction | None:
 def certificate(name: str) -> Certificate:
     """Parse a certificate excerpt (``US-Persons`` …) with plain regular expressions."""
     text = (CERTS / f"{name}.txt").read_text(encoding="utf-8")
-    rho = Fraction(re.search(r"ρ = (\d+/\d+)", text).group(1))  # type: ignore[union-attr]
-    eps = Fraction(re.search(r"Total zCDP-implied ε = (\d+/\d+)", text).group(1))  # type: ignore[union-attr]
-    delta = Fraction(re.search(r"δ = (\d+/\d+)", text).group(1))  # type: ignore[union-attr]
+
+    def find(pattern: str) -> Fraction:
+        m = re.search(pattern, text)
+        assert m is not None, pattern
+        return Fraction(m.group(1))
+
+    rho = find(r"ρ = (\d+/\d+)")
+    eps = find(r"Total zCDP-implied ε = (\d+/\d+)")
+    delta = find(r"δ = (\d+/\d+)")
     lines = text.splitlines()
     i = lines.index(" Geography level Budget proportion") + 1
     geo: dict[str, Fraction] = {}
@@ -53,14 +59,18 @@ def certificate(name: str) -> Certificate:
     while not lines[k].startswith("Per-attribute"):
         tokens = lines[k].split()
         name_ = " ".join(tokens[: -len(levels)])
-        queries[name_] = {lv: _frac(t) for lv, t in zip(levels, tokens[-len(levels) :])}
+        queries[name_] = {
+            lv: _frac(t) for lv, t in zip(levels, tokens[-len(levels) :], strict=False)
+        }
         k += 1
     tail = "\n".join(lines[k:])
     attrs = {
         m.group(1): float(m.group(2))
         for m in re.finditer(r"\b(hhgq|votingage|hispanic|cenrace|h1)\s+(\d+\.\d+)", tail)
     }
-    geos = {m.group(1): float(m.group(2)) for m in re.finditer(r"(Block-within-\w+)\s+(\d+\.\d+)", tail)}
+    geos = {
+        m.group(1): float(m.group(2)) for m in re.finditer(r"(Block-within-\w+)\s+(\d+\.\d+)", tail)
+    }
     return Certificate(rho, eps, delta, levels, geo, queries, attrs, geos)
 
 
@@ -85,16 +95,16 @@ def _block_rows(rng: np.random.Generator, states: list[str]) -> list[dict[str, s
                     elif st == "01" and b % 7 == 3:
                         aian = "8100"  # tribal designated statistical area: not on the spine list
                     rows.append(
-                        dict(
-                            TABBLKST=st,
-                            TABBLKCOU=cou,
-                            TABTRACTCE=tract,
-                            TABBLKGRPCE=blk[0],
-                            TABBLK=blk,
-                            PLACEFP=f"{int(rng.integers(0, 3)) * 100:05d}",
-                            COUSUBFP=f"{int(rng.integers(1, 3)) * 10:05d}",
-                            AIANNHCE=aian,
-                        )
+                        {
+                            "TABBLKST": st,
+                            "TABBLKCOU": cou,
+                            "TABTRACTCE": tract,
+                            "TABBLKGRPCE": blk[0],
+                            "TABBLK": blk,
+                            "PLACEFP": f"{int(rng.integers(0, 3)) * 100:05d}",
+                            "COUSUBFP": f"{int(rng.integers(1, 3)) * 10:05d}",
+                            "AIANNHCE": aian,
+                        }
                     )
     return rows
 
@@ -118,9 +128,10 @@ def population(seed: int = 1, states: tuple[str, ...] = ("01", "09")) -> Populat
             units.append(dict(MAFID=str(mafid), **geo, RTYPE="2", QGQTYP=None,
                               HH_STATUS="1" if occupied else "2", FINAL_POP=str(size)))  # fmt: skip
             for e in range(size):
+                age = int(rng.integers(0 if e else 18, 90))
                 persons.append(dict(MAFID=str(mafid), EPNUM=str(e + 1), **geo,
                                     RELSHIP="20" if e == 0 else "21", QGQTYP=None,
-                                    QAGE=f"{int(rng.integers(0 if e else 18, 90)):03d}"))  # fmt: skip
+                                    QAGE=f"{age:03d}"))  # fmt: skip
         if rng.random() < 0.3:
             t = int(rng.integers(1, 8))
             mafid += 1
@@ -141,8 +152,8 @@ def population(seed: int = 1, states: tuple[str, ...] = ("01", "09")) -> Populat
                  "HH_STATUS", "FINAL_POP"]  # fmt: skip
     person_cols = ["MAFID", "EPNUM", "TABBLKST", "TABBLKCOU", "TABTRACTCE", "TABBLK", "RELSHIP",
                    "QGQTYP", "QSEX", "QAGE", "CENHISP", "CENRACE"]  # fmt: skip
-    u = pl.DataFrame(units, schema={c: pl.Utf8 for c in unit_cols})
-    p = pl.DataFrame(persons, schema={c: pl.Utf8 for c in person_cols})
+    u = pl.DataFrame(units, schema=dict.fromkeys(unit_cols, pl.Utf8))
+    p = pl.DataFrame(persons, schema=dict.fromkeys(person_cols, pl.Utf8))
     return Population(grfc, u, p)
 
 

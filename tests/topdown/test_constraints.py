@@ -43,9 +43,11 @@ def test_block_bounds_are_the_unit_counts() -> None:
     n = counts.select("HU", *(f"GQ{t}" for t in range(1, 8))).to_numpy()
     assert np.array_equal(block.lower, n * np.array([0, 1, 1, 1, 1, 1, 1, 1]))
     assert np.array_equal(block.upper, n * HHGQ_CAP)
-    assert block.total is None and block.group_index is None
+    assert block.total is None
+    assert block.group_index is None
     assert block.structural_zeros is not None
-    assert block.structural_zeros.sum() == 2 * 63 and block.structural_zeros[cell_index(3, 0, 1, 5)]
+    assert block.structural_zeros.sum() == 2 * 63
+    assert block.structural_zeros[cell_index(3, 0, 1, 5)]
     assert not block.structural_zeros[cell_index(3, 1, 1, 5)]
     assert "tot" not in block.invariants
 
@@ -71,13 +73,18 @@ def test_bounds_add_up_and_the_state_keeps_the_stricter() -> None:
         for t in range(8):
             others = n[i].sum() - n[i, t]
             own_lo = lb_unit[i, t] if others > 0 else tot[i]
-            own_up = min(tot[i] - (lb_unit[i].sum() - lb_unit[i, t]) if n[i, t] > 0 else 0, n[i, t] * HHGQ_CAP)
+            own_up = min(
+                tot[i] - (lb_unit[i].sum() - lb_unit[i, t]) if n[i, t] > 0 else 0,
+                n[i, t] * HHGQ_CAP,
+            )
             kids = list(h.children(k_state, i))
             assert st.lower[i, t] == max(own_lo, cons[k_state + 1].lower[kids, t].sum())
             assert st.upper[i, t] == min(own_up, cons[k_state + 1].upper[kids, t].sum())
     root = cons[0]
-    assert root.total is not None and root.total.tolist() == [pop.persons.height]
-    assert st.group_total is not None and st.group_index is not None
+    assert root.total is not None
+    assert root.total.tolist() == [pop.persons.height]
+    assert st.group_total is not None
+    assert st.group_index is not None
     states = sp.hierarchy.ids("State")
     by_state: dict[str, int] = {}
     for s, t in zip(states, tot, strict=True):
@@ -90,11 +97,14 @@ def test_the_true_data_satisfy_every_constraint_at_every_level() -> None:
         pop = population(seed)
         sp, units, levels = _setup(pop)
         h = sp.hierarchy
-        cons = build_constraints(production_strategy("us"), sp, units, [lv.totals() for lv in levels])
+        cons = build_constraints(
+            production_strategy("us"), sp, units, [lv.totals() for lv in levels]
+        )
         for k in range(len(h.levels)):
             c = cons[k]
             hh = _hhgq(levels[k], h.size(k))
-            assert np.all(hh >= c.lower) and np.all(hh <= c.upper), h.levels[k]
+            assert np.all(hh >= c.lower), h.levels[k]
+            assert np.all(hh <= c.upper), h.levels[k]
             dense = levels[k].dense(range(h.size(k)))
             assert not dense[:, nurse_minor_cells()].any()
             if c.total is not None:
@@ -119,9 +129,13 @@ def test_units_run_totals_are_exact_everywhere() -> None:
     sp = us_spine(pop.grfc, units, gq_types_in_block_groups=False)
     leaves = SparseHistograms.from_blocks(units_histograms(units), sp, 2, source="units")
     levels = leaves.levels(sp)
-    cons = build_constraints(production_strategy("units"), sp, units, [lv.totals() for lv in levels])
+    cons = build_constraints(
+        production_strategy("units"), sp, units, [lv.totals() for lv in levels]
+    )
     for k, c in enumerate(cons):
-        assert c.lower is None and c.upper is None and c.structural_zeros is None
+        assert c.lower is None
+        assert c.upper is None
+        assert c.structural_zeros is None
         assert c.total is not None
         assert np.array_equal(c.total, levels[k].totals())
     assert cons[0].total.tolist() == [int(units.get_column("HU").sum())]
@@ -143,8 +157,13 @@ def test_infeasible_data_are_refused_naming_the_block() -> None:
     cons = build_constraints(production_strategy("us"), sp, units, [lv.totals() for lv in levels])
     with pytest.raises(InputError, match="hhgq_total_ub") as err:
         check_feasible(levels[-1], cons[-1], sp)
-    assert no_gq5 in err.value.message and "hhgq 5" in err.value.message
-    minor = pop.persons.filter(pl.col("QGQTYP") == "301").head(1).with_columns(pl.lit("010").alias("QAGE"))
+    assert no_gq5 in err.value.message
+    assert "hhgq 5" in err.value.message
+    minor = (
+        pop.persons.filter(pl.col("QGQTYP") == "301")
+        .head(1)
+        .with_columns(pl.lit("010").alias("QAGE"))
+    )
     assert minor.height == 1  # population 18 has nursing facilities
     bad.persons = pl.concat([pop.persons, minor])
     sp, _, levels = _setup(bad)

@@ -33,7 +33,9 @@ def _loop_cells(persons: pl.DataFrame) -> Counter[tuple[str, int]]:
     out: Counter[tuple[str, int]] = Counter()
     for r in persons.iter_rows(named=True):
         hhgq = 0 if r["QGQTYP"] is None else min(int(r["QGQTYP"]) // 100, 7)
-        cell = cell_index(hhgq, int(int(r["QAGE"]) >= 18), int(r["CENHISP"]) - 1, int(r["CENRACE"]) - 1)
+        cell = cell_index(
+            hhgq, int(int(r["QAGE"]) >= 18), int(r["CENHISP"]) - 1, int(r["CENRACE"]) - 1
+        )
         out[(_block(r), cell)] += 1
     return out
 
@@ -44,7 +46,12 @@ def test_block_histograms_equal_a_loop_over_persons(tmp_path: Path) -> None:
     text = write_c1(pop.persons, tmp_path / "cef-persons.txt")
     parquet = tmp_path / "cef-persons.parquet"
     pop.persons.write_parquet(parquet)
-    for source in (pop.persons, pop.persons.lazy(), scan_table(text, PERSON_COLUMNS), scan_table(parquet, PERSON_COLUMNS)):
+    for source in (
+        pop.persons,
+        pop.persons.lazy(),
+        scan_table(text, PERSON_COLUMNS),
+        scan_table(parquet, PERSON_COLUMNS),
+    ):
         h = block_histograms(source)
         got = {(b, c): n for b, c, n in h.iter_rows()}
         assert got == dict(expected)
@@ -99,13 +106,20 @@ def test_persons_in_a_block_off_the_spine_are_refused() -> None:
     ghost = pop.persons.head(1).with_columns(pl.lit("9999").alias("TABBLK"))
     with pytest.raises(InputError, match="not on the spine") as err:
         SparseHistograms.from_blocks(block_histograms(pl.concat([pop.persons, ghost])), sp, CELLS)
-    assert err.value.value is not None and err.value.value.endswith("9999")
+    assert err.value.value is not None
+    assert err.value.value.endswith("9999")
 
 
 @pytest.mark.parametrize(
     ("column", "value"),
-    [("CENRACE", "64"), ("CENRACE", "00"), ("CENHISP", "3"), ("QAGE", "116"), ("QAGE", "x"),
-     ("QGQTYP", "099")],  # fmt: skip
+    [
+        ("CENRACE", "64"),
+        ("CENRACE", "00"),
+        ("CENHISP", "3"),
+        ("QAGE", "116"),
+        ("QAGE", "x"),
+        ("QGQTYP", "099"),
+    ],
 )
 def test_codes_outside_their_ranges_are_refused(column: str, value: str) -> None:
     pop = population(5)

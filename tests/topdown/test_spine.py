@@ -32,7 +32,9 @@ def _production_block_groups(blocks: pl.DataFrame) -> dict[str, list[list[str]]]
     rows = list(blocks.sort("BLOCK").iter_rows(named=True))
     tracts = sorted({r["_AIAN"] + r["TABBLKST"] + r["TABBLKCOU"] + r["TABTRACTCE"] for r in rows})
     for t in tracts:
-        in_tract = [r for r in rows if r["_AIAN"] + r["TABBLKST"] + r["TABBLKCOU"] + r["TABTRACTCE"] == t]
+        in_tract = [
+            r for r in rows if r["_AIAN"] + r["TABBLKST"] + r["TABBLKCOU"] + r["TABTRACTCE"] == t
+        ]
 
         def entity(r: dict[str, str]) -> str:
             strong = r["TABBLKST"] in STRONG_MCD_STATES and r["_AIAN"] == "0"
@@ -76,9 +78,16 @@ def test_optimized_block_groups_follow_the_production_loop() -> None:
 
 def test_big_tracts_are_cut_into_pieces_of_isqrt_plus_13_blocks() -> None:
     rows = [
-        dict(TABBLKST="01", TABBLKCOU="001", TABTRACTCE="000100", TABBLKGRPCE=str(1 + b // 1000),
-             TABBLK=f"{1 + b // 1000}{b % 1000:03d}", PLACEFP="00100", COUSUBFP="00010",
-             AIANNHCE="9999")  # fmt: skip
+        {
+            "TABBLKST": "01",
+            "TABBLKCOU": "001",
+            "TABTRACTCE": "000100",
+            "TABBLKGRPCE": str(1 + b // 1000),
+            "TABBLK": f"{1 + b // 1000}{b % 1000:03d}",
+            "PLACEFP": "00100",
+            "COUSUBFP": "00010",
+            "AIANNHCE": "9999",
+        }
         for b in range(400)
     ]
     sp = us_spine(pl.DataFrame(rows))
@@ -96,7 +105,8 @@ def test_aian_parts_states_and_groups() -> None:
     assert h.levels == ("US", "State", "County", "Tract", "Block_Group", "Block")
     assert h.ids("State") == ["001", "009", "101"]  # AIAN flag, then state FIPS
     index, names = sp.unit_groups("State")
-    assert names == ["01", "09"] and index.tolist() == [0, 1, 0]
+    assert names == ["01", "09"]
+    assert index.tolist() == [0, 1, 0]
     aian = sp.blocks.filter(pl.col("_AIAN") == "1")
     assert set(aian.get_column("AIANNHCE")) == {"0150"}  # 8100: not a production area type
     assert sp.blocks.height == pop.grfc.height  # no units given: every block
@@ -130,7 +140,10 @@ def test_puerto_rico_spine_has_the_state_as_root() -> None:
 def test_bad_grfc_rows_are_located() -> None:
     pop = population(7)
     bad = pop.grfc.with_columns(
-        pl.when(pl.int_range(pl.len()) == 4).then(pl.lit("4995")).otherwise(pl.col("AIANNHCE")).alias("AIANNHCE")
+        pl.when(pl.int_range(pl.len()) == 4)
+        .then(pl.lit("4995"))
+        .otherwise(pl.col("AIANNHCE"))
+        .alias("AIANNHCE")
     )
     with pytest.raises(InputValidationError) as err:
         us_spine(bad, source="GRF-C.txt")
@@ -173,7 +186,8 @@ def test_bypass_moves_single_children_shares_up_exactly() -> None:
     assert np.all(bs.per_block() == bs.denominator)
     assert any((n == 0).any() for n in bs.numerators)  # the population has single children
     pats, counts = bs.signatures()
-    assert counts.sum() == h.size("Block") and np.all(pats.sum(axis=1) == bs.denominator)
+    assert counts.sum() == h.size("Block")
+    assert np.all(pats.sum(axis=1) == bs.denominator)
 
 
 def test_a_lost_share_is_caught() -> None:
@@ -189,13 +203,24 @@ def test_a_lost_share_is_caught() -> None:
 
 def test_a_declared_hierarchy_is_a_spine() -> None:
     spec = HierarchySpec.declare(
-        [("PAIS", ()), ("REGION", ("REGION",)), ("PROVINCIA", ("PROVINCIA",)), ("COMUNA", ("COMUNA",))]
+        [
+            ("PAIS", ()),
+            ("REGION", ("REGION",)),
+            ("PROVINCIA", ("PROVINCIA",)),
+            ("COMUNA", ("COMUNA",)),
+        ]
     )
     table = pl.DataFrame({"REGION": ["02", "01", "01"], "PROVINCIA": ["1", "1", "2"],
                           "COMUNA": ["01", "01", "01"], "BLOCK": ["a", "b", "c"]})  # fmt: skip
     sp = spine_from_hierarchy(spec.build(table), table)
     assert sp.blocks.get_column("BLOCK").to_list() == ["b", "c", "a"]
-    shares = {"PAIS": Fraction(1, 4), "REGION": Fraction(1, 4), "PROVINCIA": Fraction(1, 4), "COMUNA": Fraction(1, 4)}
+    shares = {
+        "PAIS": Fraction(1, 4),
+        "REGION": Fraction(1, 4),
+        "PROVINCIA": Fraction(1, 4),
+        "COMUNA": Fraction(1, 4),
+    }
     bs = budget_shares(sp.hierarchy, shares)
     # region 02 has one province with one commune: its chain is measured once, at the region
-    assert bs.share("REGION", 1) == Fraction(3, 4) and bs.share("PROVINCIA", 2) == 0
+    assert bs.share("REGION", 1) == Fraction(3, 4)
+    assert bs.share("PROVINCIA", 2) == 0

@@ -54,15 +54,20 @@ def test_rho_from_the_mechanisms_is_the_certificates(run: str) -> None:
 
 def test_the_2020_numbers() -> None:
     us, units = production_strategy("us"), production_strategy("units")
-    assert us.global_scale == Fraction(339, 542) and us.rho == Fraction(293764, 114921)
+    assert us.global_scale == Fraction(339, 542)
+    assert us.rho == Fraction(293764, 114921)
     assert units.global_scale == Fraction(12343, 3379)
     assert units.rho == Fraction(11417641, 152349649)
-    assert us.measured_cells["Block"] == 2603 and us.measured_cells["US"] == 2602
+    assert us.measured_cells["Block"] == 2603
+    assert us.measured_cells["US"] == 2602
     assert us.queries("US")[0] == "cenrace"  # no total measured at the root
-    assert us.l2_passes["Tract"][0] == ("total",) and len(us.l2_passes["Block"]) == 1
-    assert len(us.l2_passes["US"]) == 1 and us.rounder_passes["County"][0] == ("total",)
+    assert us.l2_passes["Tract"][0] == ("total",)
+    assert len(us.l2_passes["Block"]) == 1
+    assert len(us.l2_passes["US"]) == 1
+    assert us.rounder_passes["County"][0] == ("total",)
     assert production_strategy("pr").l2_passes["State"][0][0] == "cenrace"
-    assert us.constraints["US"] == ("total",) and "nurse_nva_0" in us.constraints["Block"]
+    assert us.constraints["US"] == ("total",)
+    assert "nurse_nva_0" in us.constraints["Block"]
     assert set(PRODUCTION_RUNS) == set(RUNS)
 
 
@@ -99,24 +104,60 @@ def test_a_user_can_change_shares_levels_and_queries() -> None:
     ("change", "key", "message"),
     [
         (lambda d: d["geolevel_shares"].update(US="105/4099"), "geolevel_shares", "not exactly 1"),
-        (lambda d: d["query_shares"]["Tract"].update(total="1568/4102"), "query_shares.Tract", "not exactly 1"),
+        (
+            lambda d: d["query_shares"]["Tract"].update(total="1568/4102"),
+            "query_shares.Tract",
+            "not exactly 1",
+        ),
         (lambda d: d["geolevel_shares"].update(US=0.025), "geolevel_shares.US", "exact fraction"),
-        (lambda d: d["geolevel_shares"].update(US="1/0"), "geolevel_shares.US", "not an exact fraction"),
+        (
+            lambda d: d["geolevel_shares"].update(US="1/0"),
+            "geolevel_shares.US",
+            "not an exact fraction",
+        ),
         (lambda d: d["geolevel_shares"].update(US="-104/4099"), "geolevel_shares.US", "positive"),
-        (lambda d: d["query_shares"]["Block"].update({"sex": "0"}), "query_shares.Block.sex", "unknown persons query"),
+        (
+            lambda d: d["query_shares"]["Block"].update({"sex": "0"}),
+            "query_shares.Block.sex",
+            "unknown persons query",
+        ),
         (lambda d: d["geolevel_shares"].pop("Tract"), "geolevel_shares", "'Tract' is missing"),
-        (lambda d: d["geolevel_shares"].update(Place="1"), "geolevel_shares.Place", "unknown level"),
+        (
+            lambda d: d["geolevel_shares"].update(Place="1"),
+            "geolevel_shares.Place",
+            "unknown level",
+        ),
         (lambda d: d.update(histogram="households"), "histogram", "'persons' or 'units'"),
         (lambda d: d.update(colour="blue"), "colour", "unknown key"),
         (lambda d: d.pop("global_scale"), "global_scale", "required"),
         (lambda d: d.update(levels=["US", "US"]), "levels", "twice"),
-        (lambda d: d["l2_passes"].update(US=[["total"], ["detailed"]]), "l2_passes.US[0]", "not measured"),
+        (
+            lambda d: d["l2_passes"].update(US=[["total"], ["detailed"]]),
+            "l2_passes.US[0]",
+            "not measured",
+        ),
         (lambda d: d["l2_passes"].update(Block=[["detailed"]]), "l2_passes.Block", "in no pass"),
-        (lambda d: d["l2_passes"].update(Tract=[["total"], ["total", "detailed"]]), "l2_passes.Tract[1]", "earlier pass"),
-        (lambda d: d["rounder_passes"].update(Block=[["hhgq * sex"]]), "rounder_passes.Block[0]", "unknown persons query"),
+        (
+            lambda d: d["l2_passes"].update(Tract=[["total"], ["total", "detailed"]]),
+            "l2_passes.Tract[1]",
+            "earlier pass",
+        ),
+        (
+            lambda d: d["rounder_passes"].update(Block=[["hhgq * sex"]]),
+            "rounder_passes.Block[0]",
+            "unknown persons query",
+        ),
         (lambda d: d["rounder_passes"].update(Block=[]), "rounder_passes.Block", "non-empty list"),
-        (lambda d: d["constraints"].update(Block=["everyone_happy"]), "constraints.Block", "unknown name"),
-        (lambda d: d["invariants"].update(County=["pl94counts"]), "invariants.County", "unknown name"),
+        (
+            lambda d: d["constraints"].update(Block=["everyone_happy"]),
+            "constraints.Block",
+            "unknown name",
+        ),
+        (
+            lambda d: d["invariants"].update(County=["pl94counts"]),
+            "invariants.County",
+            "unknown name",
+        ),
         (lambda d: d.update(delta="1"), "delta", "strictly between"),
     ],
 )
@@ -136,7 +177,8 @@ def test_a_strategy_file_is_read_and_its_json_errors_located(tmp_path: Path) -> 
     bad.write_text('{\n "name": "x",\n "levels": [1,,2]\n}\n', encoding="utf-8")
     with pytest.raises(StrategyError) as err:
         load_strategy(bad)
-    assert err.value.row == 3 and err.value.file == str(bad)
+    assert err.value.row == 3
+    assert err.value.file == str(bad)
     with pytest.raises(StrategyError, match="cannot read"):
         load_strategy(tmp_path / "missing.json")
     err2 = _error([1, 2])
@@ -147,4 +189,5 @@ def test_units_strategy_knows_only_its_queries() -> None:
     doc = copy.deepcopy(production_strategy("units").to_dict())
     doc["query_shares"]["Block"] = {"hhgq": "1"}
     err = _error(doc)
-    assert err.column == "query_shares.Block.hhgq" and "unknown units query" in err.message
+    assert err.column == "query_shares.Block.hhgq"
+    assert "unknown units query" in err.message

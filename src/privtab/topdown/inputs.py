@@ -173,9 +173,10 @@ class SparseHistograms:
     def from_blocks(
         cls, frame: pl.DataFrame, spine: Spine, cells: int, *, source: str = "persons"
     ) -> SparseHistograms:
-        """The leaf histograms of ``spine`` from a ``BLOCK, CELL, COUNT`` frame. A block
-        with records but not on the spine (not in GRF-C, or — presets — without units) is
-        refused naming the block."""
+        """The leaf histograms of ``spine`` from a ``BLOCK, CELL, COUNT`` frame (of the
+        run's records only: a Puerto Rico run reads TABBLKST 72, the US run the others). A
+        block with records but not on the spine (not in GRF-C, or — presets — without
+        units) is refused naming the block."""
         leaf = spine.blocks.select("BLOCK").with_row_index("_LEAF")
         j = frame.join(leaf, on="BLOCK", how="left")
         lost = j.filter(pl.col("_LEAF").is_null())

@@ -26,7 +26,7 @@ a noisy-measurement file (``--nmf``), which publishes every cell, needs them all
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
 
@@ -90,15 +90,59 @@ class Measurer:
         """``True`` only for noise from a private (secure) source."""
         return self.noise and bool(getattr(self._source, "is_private", True))
 
-    def unit_shares(self, level: str, units: IntArray) -> list[Fraction]:
-        """The budget share of each of ``units`` (0: not measured)."""
+    def unit_shares(self, level: str, units: IntArray) -> tuple[IntArray, int]:
+        """The budget share of each of ``units`` as ``(numerators, denominator)``
+        (numerator 0: not measured)."""
         if self.shares is None:
-            return [self.strategy.geolevel_shares[level]] * len(units)
+            g = self.strategy.geolevel_shares[level]
+            return np.full(len(units), g.numerator, dtype=np.int64), g.denominator
         k = self.shares.levels.index(level)
-        nums = self.shares.numerators[k][units]
-        den = self.shares.denominator
-        cache: dict[int, Fraction] = {}
-        return [cache.setdefault(int(n), Fraction(int(n), den)) for n in nums]
+        return self.shares.numerators[k][units], self.shares.denominator
+
+    def draw(
+        self,
+        level: str,
+        units: IntArray | range,
+        query: str,
+        needed: NDArray[np.bool_] | None = None,
+    ) -> Measurement:
+        """The noise of ``query`` at ``units`` of ``level`` alone (no data): ``values``
+        ``(k, size)`` exact discrete Gaussian draws with each unit's σ² (0 and ``None``
+        for units not measured, 0 where ``needed`` is False; none at all without noise).
+        :meth:`measure` adds it to the true answers."""
+        idx = np.asarray(units, dtype=np.int64)
+        if query not in self.strategy.query_shares[level]:
+            raise KeyError(f"query {query!r} is not measured at {level}")
+        size = self.strategy.schema.query(query).size
+        values = np.zeros((idx.size, size), dtype=np.int64)
+        mask = None
+        if needed is not None:
+            mask = np.broadcast_to(np.asarray(needed, dtype=bool), values.shape).copy()
+        nums, den = self.unit_shares(level, idx)
+        distinct, inverse = np.unique(nums, return_inverse=True)
+        sigma2s: list[Fraction | None] = [
+            None if n == 0 else self.strategy.sigma2(level, query, Fraction(int(n), den))
+            for n in distinct
+        ]
+        variances = tuple(sigma2s[i] for i in inverse.tolist())
+        drawn = 0
+        for j, sigma2 in enumerate(sigma2s):
+            if sigma2 is None or not self.noise:
+                continue
+            sel = np.flatnonzero(inverse == j)
+            if mask is None:
+                values[sel] = discrete_gaussian(sigma2, (sel.size, size), source=self._source)
+                drawn += sel.size * size
+                continue
+            m = mask[sel]
+            n = int(m.sum())
+            if n:
+                block = values[sel]
+                block[m] = discrete_gaussian(sigma2, n, source=self._source)
+                values[sel] = block
+            drawn += n
+        self.draws += drawn
+        return Measurement(query, values, variances, mask)
 
     def measure(
         self,
@@ -106,52 +150,26 @@ class Measurer:
         units: IntArray | range,
         hists: IntArray,
         needed: Mapping[str, NDArray[np.bool_]] | None = None,
+        queries: Sequence[str] | None = None,
     ) -> MeasurementBatch:
-        """Noisy answers of every query of ``level`` for ``units`` whose true histograms
-        are the rows of ``hists`` (``(k, cells)`` int64). ``needed`` (query → bool mask of
+        """Noisy answers of every query of ``level`` (or of ``queries`` among them) for
+        ``units`` whose true histograms are the rows of ``hists`` (``(k, cells)``
+        integers): the true answers plus :meth:`draw`. ``needed`` (query → bool mask of
         shape ``(size,)`` or ``(k, size)``) limits the draws; cells not drawn hold 0 and
-        are marked in :attr:`Measurement.drawn`."""
+        are marked in :attr:`Measurement.drawn`; units not measured hold 0."""
         idx = np.asarray(units, dtype=np.int64)
         if hists.shape != (idx.size, self.strategy.schema.cells):
             raise ValueError(f"hists has shape {hists.shape}, need ({idx.size}, cells)")
-        shares = self.unit_shares(level, idx)
-        groups: dict[Fraction, list[int]] = {}
-        for i, s in enumerate(shares):
-            if s > 0:
-                groups.setdefault(s, []).append(i)
-        unmeasured = np.asarray([i for i, s in enumerate(shares) if s == 0], dtype=np.int64)
+        names = self.strategy.queries(level) if queries is None else tuple(queries)
+        before = self.draws
         out: dict[str, Measurement] = {}
-        drawn_total = 0
-        for q in self.strategy.queries(level):
-            query = self.strategy.schema.query(q)
-            values = np.asarray(query.answer(hists), dtype=np.int64).copy()
-            variances: list[Fraction | None] = [None] * idx.size
-            mask = None
-            if needed is not None and q in needed:
-                mask = np.broadcast_to(np.asarray(needed[q], dtype=bool), values.shape).copy()
-            for share, rows in groups.items():
-                sigma2 = self.strategy.sigma2(level, q, share)
-                for r in rows:
-                    variances[r] = sigma2
-                if not self.noise:
-                    continue
-                sel = np.asarray(rows)
-                if mask is None:
-                    values[sel] += discrete_gaussian(
-                        sigma2, (sel.size, query.size), source=self._source
-                    )
-                    drawn_total += sel.size * query.size
-                else:
-                    m = mask[sel]
-                    n = int(m.sum())
-                    if n:
-                        block = values[sel]
-                        block[m] += discrete_gaussian(sigma2, n, source=self._source)
-                        values[sel] = block
-                    drawn_total += n
-            if mask is not None:
-                values[~mask] = 0
+        for q in names:
+            noise = self.draw(level, idx, q, None if needed is None else needed.get(q))
+            values = np.asarray(self.strategy.schema.query(q).answer(hists), dtype=np.int64)
+            values = values + noise.values
+            if noise.drawn is not None:
+                values[~noise.drawn] = 0
+            unmeasured = [i for i, v in enumerate(noise.variances) if v is None]
             values[unmeasured] = 0  # a geounit measured with its parent: no answer at all
-            out[q] = Measurement(q, values, tuple(variances), mask)
-        self.draws += drawn_total
-        return MeasurementBatch(level, idx, out, drawn_total)
+            out[q] = Measurement(q, values, noise.variances, noise.drawn)
+        return MeasurementBatch(level, idx, out, self.draws - before)

@@ -42,13 +42,14 @@ import pyarrow.parquet as pq
 from numpy.typing import NDArray
 
 from privtab.atomic import atomic_file, atomic_write
+from privtab.data.hierarchy import Hierarchy
 from privtab.errors import InputError
 from privtab.release.marking import parquet_metadata
 from privtab.topdown.measure import Measurement, MeasurementBatch
 from privtab.topdown.spine import Spine
 from privtab.topdown.strategy import Strategy, parse_strategy
 
-__all__ = ["NMF_FORMAT", "NMFWriter", "NoisyMeasurementFile", "read_nmf"]
+__all__ = ["NMF_FORMAT", "NMFError", "NMFSource", "NMFWriter", "NoisyMeasurementFile", "read_nmf"]
 
 NMF_FORMAT = "privtab-topdown-nmf"
 NMF_VERSION = 1
@@ -93,40 +94,32 @@ class NMFWriter:
     def add(self, batch: MeasurementBatch) -> None:
         """Append the measured geounits of ``batch``."""
         h = self.spine.hierarchy
-        k = h.level(batch.level)
-        ids = h.unit_ids[k]
-        geocodes: list[str] = []
-        queries: list[str] = []
-        values: list[NDArray[np.int64]] = []
-        variances: list[Fraction] = []
+        ids = h.unit_ids[h.level(batch.level)]
         for q, m in batch.queries.items():
             if m.drawn is not None and not m.drawn.all():
                 raise ValueError(
                     f"{batch.level} {q}: a noisy measurement file needs every cell drawn"
                 )
-            for row, unit in enumerate(batch.units):
-                v = m.variances[row]
-                if v is None:
-                    continue
-                geocodes.append(str(ids[int(unit)]))
-                queries.append(q)
-                values.append(m.values[row])
-                variances.append(v)
-        if not geocodes:
-            return
-        table = pa.table(
-            {
-                "geocode": pa.array(geocodes, pa.string()),
-                "geolevel": pa.array([batch.level] * len(geocodes), pa.string()),
-                "query": pa.array(queries, pa.string()),
-                "value": pa.array([v.tolist() for v in values], pa.list_(pa.int64())),
-                "variance": pa.array([str(v) for v in variances], pa.string()),
-                "variance_float": pa.array([float(v) for v in variances], pa.float64()),
-            },
-            schema=self._writer.schema,
-        )
-        self._writer.write_table(table)
-        self.rows += len(geocodes)
+            rows = [r for r, v in enumerate(m.variances) if v is not None]
+            if not rows:
+                continue
+            values = np.ascontiguousarray(m.values[rows], dtype=np.int64)
+            size = values.shape[1]
+            offsets = pa.array(np.arange(len(rows) + 1, dtype=np.int32) * size)
+            var = [m.variances[r] for r in rows]
+            table = pa.Table.from_arrays(
+                [
+                    pa.array(ids.gather(batch.units[rows]).to_list(), pa.string()),
+                    pa.array([batch.level] * len(rows), pa.string()),
+                    pa.array([q] * len(rows), pa.string()),
+                    pa.ListArray.from_arrays(offsets, pa.array(values.ravel())),
+                    pa.array([str(v) for v in var], pa.string()),
+                    pa.array(np.array([float(v) for v in var if v is not None])),
+                ],
+                schema=self._writer.schema,
+            )
+            self._writer.write_table(table)
+            self.rows += len(rows)
 
     def close(self) -> None:
         """Finish the Parquet file (moved into place) and write ``nmf.json``."""
@@ -175,6 +168,7 @@ class NoisyMeasurementFile:
     private: bool
     table: pl.DataFrame
     _levels: dict[str, dict[str, int]] = field(default_factory=dict, repr=False)
+    _by_level: dict[str, pl.DataFrame] = field(default_factory=dict, repr=False)
 
     def geocodes(self, level: str) -> list[str]:
         """The measured geounits of ``level``, in file order."""
@@ -194,18 +188,22 @@ class NoisyMeasurementFile:
         """The measurements of ``geocodes`` of ``level`` (a geounit without rows —
         measured with its parent — has variance ``None`` and zeros)."""
         sch = self.strategy.schema
-        rows = self.table.filter(pl.col("geolevel") == level, pl.col("geocode").is_in(geocodes))
-        pos = {g: i for i, g in enumerate(geocodes)}
+        if level not in self._by_level:
+            self._by_level[level] = self.table.filter(pl.col("geolevel") == level)
+        pos = pl.DataFrame({"geocode": geocodes, "_pos": np.arange(len(geocodes))})
+        rows = self._by_level[level].join(pos, on="geocode", how="inner")
         out: dict[str, Measurement] = {}
+        exact: dict[str, Fraction] = {}
         for q in self.strategy.queries(level):
             size = sch.query(q).size
             values = np.zeros((len(geocodes), size), dtype=np.int64)
             var: list[Fraction | None] = [None] * len(geocodes)
-            for g, v, s in (
-                rows.filter(pl.col("query") == q).select("geocode", "value", "variance").iter_rows()
-            ):
-                values[pos[g]] = np.asarray(v, dtype=np.int64)
-                var[pos[g]] = Fraction(s)
+            sub = rows.filter(pl.col("query") == q)
+            if sub.height:
+                where = sub.get_column("_pos").to_numpy()
+                values[where] = sub.get_column("value").list.to_array(size).to_numpy()
+                for i, v in zip(where.tolist(), sub.get_column("variance").to_list(), strict=True):
+                    var[i] = exact.setdefault(v, Fraction(v))
             out[q] = Measurement(q, values, tuple(var))
         return out
 
@@ -214,6 +212,28 @@ class NoisyMeasurementFile:
         return MeasurementBatch(
             level, np.arange(len(geocodes), dtype=np.int64), self.lookup(level, geocodes)
         )
+
+
+@dataclass(frozen=True, eq=False)
+class NMFSource:
+    """A noisy measurement file as the measurement source of a hierarchy's geounits (for
+    :class:`privtab.topdown.problems.ProblemBuilder`: post-processing from the file).
+    The histograms passed to :meth:`measure` are ignored — the file holds the noise."""
+
+    nmf: NoisyMeasurementFile
+    hierarchy: Hierarchy
+
+    def measure(
+        self,
+        level: str,
+        units: NDArray[np.int64] | range,
+        hists: NDArray[np.int64] | None = None,
+        needed: Mapping[str, NDArray[np.bool_]] | None = None,
+    ) -> MeasurementBatch:
+        idx = np.asarray(units, dtype=np.int64)
+        ids = self.hierarchy.unit_ids[self.hierarchy.level(level)]
+        batch = self.nmf.measure_geocodes(level, [str(ids[int(i)]) for i in idx])
+        return MeasurementBatch(level, idx, batch.queries)
 
 
 def _fail(folder: Path, name: str, message: str, **where: Any) -> NMFError:

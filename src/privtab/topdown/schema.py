@@ -19,7 +19,7 @@ changes at most two answers of a query, by −1 and +1: Δ₂² = 2 (bounded nei
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import cached_property
+from functools import cached_property, lru_cache
 from typing import Protocol
 
 import numpy as np
@@ -87,7 +87,7 @@ class Schema:
         """The query of this histogram called ``name`` (production name); ``ValueError``
         naming the schema if there is none."""
         if self.name == "persons":
-            return histogram.query(name)
+            return _persons_query(name)
         if name in _UNITS_QUERIES:
             return _UNITS_QUERIES[name]
         raise ValueError(f"unknown {self.name} query {name!r}; known: {sorted(_UNITS_QUERIES)}")
@@ -103,6 +103,13 @@ class Schema:
             for (attr, n), f in zip(histogram.ATTRIBUTES, q.factors, strict=True)
             if f.shape[0] > 1
         )
+
+
+@lru_cache(maxsize=256)
+def _persons_query(name: str) -> histogram.Query:
+    """:func:`privtab.topdown.histogram.query`, built once per name (its matrix is cached
+    on the object)."""
+    return histogram.query(name)
 
 
 _UNITS_QUERIES: dict[str, FlatQuery] = {
