@@ -18,7 +18,7 @@ from privtab.invariants import census_semi_dp
 from privtab.semantics.allocation import builtin_allocation
 from privtab.topdown.guarantee import allocation, float_up, guarantee, round_up
 from privtab.topdown.inputs import block_units
-from privtab.topdown.plan import plan
+from privtab.topdown.planning import plan
 from privtab.topdown.spine import budget_shares, us_spine
 from privtab.topdown.strategy import production_strategy
 from tests.topdown._support import certificate, population

@@ -14,7 +14,7 @@ from scipy import stats
 from privtab.random import SeededSource
 from privtab.topdown.histogram import CELLS, query
 from privtab.topdown.inputs import SparseHistograms, block_histograms, block_units
-from privtab.topdown.measure import Measurer
+from privtab.topdown.measure import Measurer, needed_cells
 from privtab.topdown.spine import Spine, budget_shares, us_spine
 from privtab.topdown.strategy import Strategy, parse_strategy, production_strategy
 from tests._stats import (  # _bin_edges: private on purpose — the power uses the test's bins
@@ -175,3 +175,17 @@ def test_measure_adds_exactly_the_noise_to_the_true_answers() -> None:
     for q in s.queries("Tract"):
         noise = same.draw("Tract", range(h.size(k)), q)
         assert np.array_equal(batch.queries[q].values, query(q).answer(hists) + noise.values)
+
+
+def test_needed_cells_are_those_with_parent_mass() -> None:
+    s = production_strategy("us")
+    rng = np.random.default_rng(2)
+    parent = np.where(rng.random(CELLS) < 0.05, rng.integers(1, 9, CELLS), 0)
+    need = needed_cells(s, "Block", parent)
+    for q in s.queries("Block"):
+        mass = query(q).answer(parent)
+        assert np.array_equal(need[q], mass > 0), q
+    assert need["total"].tolist() == [True]
+    assert not any(
+        m.any() for m in needed_cells(s, "Block", np.zeros(CELLS, dtype=np.int64)).values()
+    )

@@ -19,7 +19,7 @@ from privtab.topdown.histogram import CELLS, query
 from privtab.topdown.inputs import SparseHistograms, block_histograms, block_units, units_histograms
 from privtab.topdown.measure import Measurer
 from privtab.topdown.nmf import NMFSource, NMFWriter, read_nmf
-from privtab.topdown.plan import plan
+from privtab.topdown.planning import plan
 from privtab.topdown.problems import ProblemBuilder
 from privtab.topdown.spine import budget_shares, pr_spine, spine_from_hierarchy, us_spine
 from privtab.topdown.strategy import parse_strategy, production_strategy

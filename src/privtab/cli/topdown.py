@@ -5,7 +5,7 @@
   geography) of a packaged production run (``--run us|pr|units|units-pr``) or of a
   strategy file (``--strategy FILE``).
 
-The computations are :mod:`privtab.topdown.plan`'s.
+The computations are :mod:`privtab.topdown.planning`'s.
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ def plan(
 
     Example: privtab topdown plan --run us --json
     """
-    from privtab.topdown.plan import plan as make_plan
+    from privtab.topdown.planning import plan as make_plan
     from privtab.topdown.strategy import PRODUCTION_RUNS, load_strategy
 
     with usage_errors():
@@ -83,11 +83,17 @@ def _tables(doc: dict[str, Any]) -> list[Any]:
         left=2,
     )
     g = doc["guarantee"]
-    per = [[a, v["rho"]["exact"], f"{v['epsilon']:.2f}"] for a, v in g["per_attribute"].items()]
-    per += [[k, v["rho"]["exact"], f"{v['epsilon']:.2f}"] for k, v in g["per_geography"].items()]
+    per = [
+        [a, f"{v['rho']['value']:.6f}", f"{v['epsilon']:.2f}"]
+        for a, v in g["per_attribute"].items()
+    ]
+    per += [
+        [k, f"{v['rho']['value']:.6f}", f"{v['epsilon']:.2f}"]
+        for k, v in g["per_geography"].items()
+    ]
     semantics = table(
         f"per attribute and per geography (ε at δ = {g['delta']}, optimal conversion)",
-        ["concern", "ρ (exact)", "ε"],
+        ["concern", "ρ", "ε"],
         per,
     )
     return [noise, semantics]

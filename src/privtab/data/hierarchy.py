@@ -195,7 +195,7 @@ def _build(spec: HierarchySpec, table: pl.DataFrame, source: str, first_row: int
     for k in range(len(spec.levels)):
         starts = table.get_column(f"_id{k}").ne_missing(table.get_column(f"_id{k}").shift(1))
         starts = starts.fill_null(True)
-        ids.append(table.get_column(f"_id{k}").filter(starts).rename(spec.levels[k].name))
+        ids.append(table.get_column(f"_id{k}").filter(starts).alias(spec.levels[k].name))
         if k == 0:
             parents.append(np.full(1, -1, dtype=np.int64))
         else:

@@ -203,6 +203,7 @@ def guarantee(
             key = f"{strategy.levels[-1]}-within-{lv}"
             r = alloc.concern_rho(Concern(frozenset(), lv))
             geos[key] = max(geos.get(key, Fraction(0)), r)
+    attrs = {a: attrs[a] for a in strategy.schema.attributes if a in attrs}  # certificate order
     opt = "optimal"
     return TopDownGuarantee(
         strategy.histogram,

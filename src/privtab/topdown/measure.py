@@ -38,7 +38,7 @@ from privtab.random.sources import resolve_source
 from privtab.topdown.spine import BudgetShares
 from privtab.topdown.strategy import Strategy
 
-__all__ = ["Measurement", "MeasurementBatch", "Measurer"]
+__all__ = ["Measurement", "MeasurementBatch", "Measurer", "needed_cells"]
 
 IntArray = NDArray[np.int64]
 
@@ -173,3 +173,17 @@ class Measurer:
             values[unmeasured] = 0  # a geounit measured with its parent: no answer at all
             out[q] = Measurement(q, values, noise.variances, noise.drawn)
         return MeasurementBatch(level, idx, out, self.draws - before)
+
+
+def needed_cells(
+    strategy: Strategy, level: str, parent: NDArray[np.integer]
+) -> dict[str, NDArray[np.bool_]]:
+    """The answer cells of every query of ``level`` an output can depend on, given the
+    children's solved integer ``parent`` histogram: those with some detailed cell positive
+    in the parent. Every other answer is 0 in every child (the children sum to the parent
+    and are non-negative), so its noise is never read."""
+    positive = (np.asarray(parent) > 0).astype(np.int64)
+    return {
+        q: np.asarray(strategy.schema.query(q).answer(positive)) > 0
+        for q in strategy.queries(level)
+    }
