@@ -97,49 +97,21 @@ def _corrupt(folder: Path, change: Callable[[pl.DataFrame], pl.DataFrame]) -> No
     pq.write_table(t.to_arrow().cast(pa.schema(t.to_arrow().schema)), path)
 
 
+def _set_row2(column: str, value: pl.Expr) -> Callable[[pl.DataFrame], pl.DataFrame]:
+    """Replace ``column`` in the third row of the table by ``value``."""
+    row2 = pl.int_range(pl.len()) == 2
+    return lambda t: t.with_columns(
+        pl.when(row2).then(value).otherwise(pl.col(column)).alias(column)
+    )
+
+
 @pytest.mark.parametrize(
     ("change", "column", "message"),
     [
-        (
-            lambda t: t.with_columns(
-                pl.when(pl.int_range(pl.len()) == 2)
-                .then(pl.lit("sex"))
-                .otherwise(pl.col("query"))
-                .alias("query")
-            ),
-            "query",
-            "not measured",
-        ),
-        (
-            lambda t: t.with_columns(
-                pl.when(pl.int_range(pl.len()) == 2)
-                .then(pl.lit("Place"))
-                .otherwise(pl.col("geolevel"))
-                .alias("geolevel")
-            ),
-            "geolevel",
-            "not measured",
-        ),
-        (
-            lambda t: t.with_columns(
-                pl.when(pl.int_range(pl.len()) == 2)
-                .then(pl.lit("-3/2"))
-                .otherwise(pl.col("variance"))
-                .alias("variance")
-            ),
-            "variance",
-            "positive fraction",
-        ),
-        (
-            lambda t: t.with_columns(
-                pl.when(pl.int_range(pl.len()) == 2)
-                .then(pl.col("value").list.head(1))
-                .otherwise(pl.col("value"))
-                .alias("value")
-            ),
-            "value",
-            "cells",
-        ),
+        (_set_row2("query", pl.lit("sex")), "query", "not measured"),
+        (_set_row2("geolevel", pl.lit("Place")), "geolevel", "not measured"),
+        (_set_row2("variance", pl.lit("-3/2")), "variance", "positive fraction"),
+        (_set_row2("value", pl.col("value").list.head(1)), "value", "cells"),
         (lambda t: pl.concat([t, t.slice(2, 1)]), "geocode", "measured twice"),
         (lambda t: t.drop("variance"), "variance", "missing column"),
     ],

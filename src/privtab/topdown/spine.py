@@ -41,6 +41,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
+from typing import Any
 
 import numpy as np
 import polars as pl
@@ -58,6 +59,7 @@ __all__ = [
     "Spine",
     "budget_shares",
     "pr_spine",
+    "production_spine",
     "spine_from_hierarchy",
     "us_spine",
 ]
@@ -198,17 +200,29 @@ def _optimized_block_groups(blocks: pl.DataFrame, tract_cols: Sequence[str]) -> 
     )
 
 
-def _spine(
+def production_spine(
     grfc: pl.DataFrame,
-    units: pl.DataFrame | None,
+    units: pl.DataFrame | None = None,
     *,
-    pr: bool,
-    gq_types_in_block_groups: bool,
-    optimized_block_groups: bool,
-    aian_areas: Sequence[str],
-    source: str,
-    first_row: int,
+    puerto_rico: bool = False,
+    gq_types_in_block_groups: bool = True,
+    optimized_block_groups: bool = True,
+    aian_areas: Sequence[str] = PRODUCTION_AIAN_AREAS,
+    source: str = "GRF-C",
+    first_row: int = 2,
 ) -> Spine:
+    """The 2020 production spine from a GRF-C frame (module docstring): the US one (US →
+    State (AIAN / non-AIAN part) → County → Tract → Block_Group → Block, Puerto Rico's
+    blocks left out) or, with ``puerto_rico``, Puerto Rico's (State root → County → Tract
+    → Block_Group → Block, the blocks of state 72; no AIAN split: it has no AIAN areas).
+
+    ``units`` — one row per block with ``BLOCK`` and the unit counts ``HU``, ``GQ1`` …
+    ``GQ7`` (:func:`privtab.topdown.inputs.block_units`) — restricts the spine to blocks
+    with units and gives the group-quarters types of the optimized block groups
+    (``gq_types_in_block_groups``: True for the persons run, False for the units run —
+    production ``ignore_gqs_in_block_groups``). Errors name ``source`` and the row.
+    """
+    pr = puerto_rico
     log = ProblemLog()
     _checked_grfc(grfc, source, log)
     log.raise_if_any()
@@ -246,50 +260,14 @@ def _spine(
     return Spine(h, blocks, groups, f"{what}; {bg} block groups")
 
 
-def us_spine(
-    grfc: pl.DataFrame,
-    units: pl.DataFrame | None = None,
-    *,
-    gq_types_in_block_groups: bool = True,
-    optimized_block_groups: bool = True,
-    aian_areas: Sequence[str] = PRODUCTION_AIAN_AREAS,
-    source: str = "GRF-C",
-    first_row: int = 2,
-) -> Spine:
-    """The 2020 US spine: US → State (AIAN / non-AIAN part) → County → Tract → Block_Group
-    → Block, from a GRF-C frame (Puerto Rico's blocks are left out).
-
-    ``units`` — one row per block with ``BLOCK`` and the unit counts ``HU``, ``GQ1`` …
-    ``GQ7`` (:func:`privtab.topdown.inputs.block_units`) — restricts the spine to blocks
-    with units and gives the group-quarters types of the optimized block groups
-    (``gq_types_in_block_groups``: True for the persons run, False for the units run —
-    production ``ignore_gqs_in_block_groups``). Errors name ``source`` and the row.
-    """
-    return _spine(
-        grfc, units, pr=False, gq_types_in_block_groups=gq_types_in_block_groups,
-        optimized_block_groups=optimized_block_groups, aian_areas=aian_areas, source=source,
-        first_row=first_row,
-    )  # fmt: skip
+def us_spine(grfc: pl.DataFrame, units: pl.DataFrame | None = None, **options: Any) -> Spine:
+    """The 2020 US spine (:func:`production_spine`)."""
+    return production_spine(grfc, units, puerto_rico=False, **options)
 
 
-def pr_spine(
-    grfc: pl.DataFrame,
-    units: pl.DataFrame | None = None,
-    *,
-    gq_types_in_block_groups: bool = True,
-    optimized_block_groups: bool = True,
-    aian_areas: Sequence[str] = PRODUCTION_AIAN_AREAS,
-    source: str = "GRF-C",
-    first_row: int = 2,
-) -> Spine:
-    """The 2020 Puerto Rico spine: State (the root) → County → Tract → Block_Group → Block,
-    from the blocks of state 72 (Puerto Rico has no AIAN areas: no split). Arguments as
-    :func:`us_spine`."""
-    return _spine(
-        grfc, units, pr=True, gq_types_in_block_groups=gq_types_in_block_groups,
-        optimized_block_groups=optimized_block_groups, aian_areas=aian_areas, source=source,
-        first_row=first_row,
-    )  # fmt: skip
+def pr_spine(grfc: pl.DataFrame, units: pl.DataFrame | None = None, **options: Any) -> Spine:
+    """The 2020 Puerto Rico spine (:func:`production_spine` with ``puerto_rico``)."""
+    return production_spine(grfc, units, puerto_rico=True, **options)
 
 
 def spine_from_hierarchy(
