@@ -47,6 +47,7 @@ def test_the_root_problem_holds_the_national_total() -> None:
     assert p.children == ["US"]
     assert p.parent is None
     assert "total" not in p.measurements.answers  # not measured at the root
+    assert b.histograms is not None
     truth = b.histograms[0].dense(range(1))
     for q, a in p.measurements.answers.items():
         assert np.array_equal(a, query(q).answer(truth).astype(float))
@@ -142,7 +143,7 @@ def test_problems_from_a_noisy_measurement_file_equal_the_drawn_ones(tmp_path: P
     b.sink = None
     nmf = read_nmf(tmp_path / "nmf")
     again = ProblemBuilder(
-        b.strategy, b.spine, b.histograms, b.constraints, NMFSource(nmf, b.spine.hierarchy)
+        b.strategy, b.spine, None, b.constraints, NMFSource(nmf, b.spine.hierarchy)
     )
     for p, q in zip(drawn, [again.root_problem(), again.children_problem("US", 0)], strict=True):
         for name in p.measurements.answers:

@@ -257,8 +257,10 @@ def check_feasible(
         spine.blocks.get_column("BLOCK") if "BLOCK" in spine.blocks.columns else h.unit_ids[-1]
     )
     per_type = SHAPE[1] * SHAPE[2] * SHAPE[3]
-    hhgq = np.zeros((leaves.n_units, SHAPE[0]), dtype=np.int64)
-    np.add.at(hhgq, (leaves.unit, leaves.cell // per_type), leaves.count)
+    key = leaves.unit * SHAPE[0] + leaves.cell // per_type
+    # float weights are exact: every count is far below 2⁵³
+    sums = np.bincount(key, weights=leaves.count, minlength=leaves.n_units * SHAPE[0])
+    hhgq = sums.astype(np.int64).reshape(leaves.n_units, SHAPE[0])
     checks: list[tuple[str, NDArray[np.bool_], IntArray | None, str]] = []
     if constraints.upper is not None:
         checks.append(("hhgq_total_ub", hhgq > constraints.upper, constraints.upper, "≤"))

@@ -48,6 +48,11 @@ from privtab.topdown.strategy import Strategy
 
 __all__ = ["TopDownGuarantee", "allocation", "float_up", "guarantee", "round_up"]
 
+#: The privacy-loss distribution is composed for every pair of block patterns (the two
+#: records' blocks) when there are at most this many patterns; above, ``pld`` is left out
+#: of :attr:`TopDownGuarantee.epsilon` (the zCDP bounds remain; each pattern's ρ is exact).
+MAX_PLD_PATTERNS = 8
+
 #: Invariant-conforming neighbours are at most this many replacements apart (one-way
 #: margin of one feature: seed 003 Theorem 16 with k = 1).
 SEMI_ADJACENT = 2
@@ -178,7 +183,8 @@ def guarantee(
 ) -> TopDownGuarantee:
     """The guarantee of ``strategy`` (module docstring). ``shares``: the spine's shares
     after the bypass (every block pattern is checked to have ρ = 1/global_scale²);
-    ``pld=False`` skips the privacy-loss-distribution bound (seconds per pattern pair)."""
+    ``pld=False`` skips the privacy-loss-distribution bound (about a second per pair of
+    block patterns; left out above :data:`MAX_PLD_PATTERNS` patterns)."""
     delta = float(strategy.delta)
     rho = strategy.rho
     patterns = _patterns(strategy, shares)
@@ -188,7 +194,7 @@ def guarantee(
             raise AssertionError(f"a block's chain of shares {p} gives ρ = {chain_rho} ≠ {rho}")
     by_method = epsilon_by_method(ZCDP(float_up(rho)), delta)
     epsilon = {m: r["epsilon"] for m, r in by_method.items()}
-    if pld and len(patterns) <= 8:
+    if pld and len(patterns) <= MAX_PLD_PATTERNS:
         epsilon["pld"], epsilon["pld_lower"] = _pld_epsilon(strategy, patterns, delta, grid)
     semi = census_semi_dp(float_up(rho), SEMI_ADJACENT, delta)
     rho_semi = SEMI_ADJACENT**2 * rho

@@ -112,7 +112,8 @@ class ProblemBuilder:
     """Builds the :class:`ChildrenProblem` of the root and of any parent.
 
     ``histograms`` — the true histograms of every level, root first
-    (:meth:`privtab.topdown.inputs.SparseHistograms.levels`; used only to draw the noise);
+    (:meth:`privtab.topdown.inputs.SparseHistograms.levels`; used only to draw the noise;
+    ``None`` when ``source`` is a noisy measurement file);
     ``constraints`` — :func:`privtab.topdown.constraints.build_constraints`;
     ``source`` — the measurements; ``sink`` — called with every batch drawn (e.g. the
     noisy-measurement file writer).
@@ -122,7 +123,7 @@ class ProblemBuilder:
         self,
         strategy: Strategy,
         spine: Spine,
-        histograms: Sequence[SparseHistograms],
+        histograms: Sequence[SparseHistograms] | None,
         constraints: Sequence[LevelConstraints],
         source: MeasurementSource,
         *,
@@ -132,11 +133,13 @@ class ProblemBuilder:
         h = spine.hierarchy
         if h.levels != strategy.levels:
             raise ValueError(f"spine levels {list(h.levels)} differ from the strategy's")
-        if len(histograms) != len(h.levels) or len(constraints) != len(h.levels):
+        if len(constraints) != len(h.levels) or (
+            histograms is not None and len(histograms) != len(h.levels)
+        ):
             raise ValueError("give the histograms and constraints of every level, root first")
         self.strategy = strategy
         self.spine = spine
-        self.histograms = list(histograms)
+        self.histograms = None if histograms is None else list(histograms)
         self.constraints = list(constraints)
         self.source = source
         self.sink = sink
@@ -179,7 +182,10 @@ class ProblemBuilder:
     ) -> ChildrenProblem:
         h = self.spine.hierarchy
         level = h.levels[k]
-        hists = self.histograms[k].dense(units)
+        if self.histograms is None:  # the source holds the measurements (a file)
+            hists = np.zeros((len(units), 0), dtype=np.int64)
+        else:
+            hists = self.histograms[k].dense(units)
         batch = self.source.measure(level, units, hists, needed)
         del hists
         if self.sink is not None:
