@@ -40,6 +40,7 @@ SUBPACKAGES = (
     "safetab",
     "semantics",
     "tabulate",
+    "topdown",
 )
 """The subpackages, each loaded on first attribute access."""
 

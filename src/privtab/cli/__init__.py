@@ -26,6 +26,7 @@ from privtab.cli import (
     safetab,
     semantics,
     synth,
+    topdown,
     validate,
     validate_output,
 )
@@ -80,6 +81,7 @@ ledger.register(app)
 safetab.register(app)
 semantics.register(app)
 synth.register(app)
+topdown.register(app)
 validate.register(app)
 validate_output.register(app)
 

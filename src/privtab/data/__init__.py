@@ -25,6 +25,7 @@ This package imports polars and numpy; ``import privtab`` alone does not.
 from privtab.data.config import SafeTabConfig, read_config
 from privtab.data.errors import InputValidationError
 from privtab.data.geography import GRFC_COLUMNS, Geography, read_geography
+from privtab.data.hierarchy import Hierarchy, HierarchySpec
 from privtab.data.inputs import SafeTabInputs, load_inputs
 from privtab.data.iterations import ReferenceData, read_reference
 from privtab.data.levels import GeoLevel, Scope
@@ -36,6 +37,8 @@ __all__ = [
     "PERSON_COLUMNS",
     "GeoLevel",
     "Geography",
+    "Hierarchy",
+    "HierarchySpec",
     "InputValidationError",
     "ReferenceData",
     "SafeTabConfig",

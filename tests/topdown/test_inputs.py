@@ -1,0 +1,132 @@
+"""C1 files → block histograms and unit counts → geounit histograms, against loops over the
+records (text and Parquet files, frames and lazy scans)."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+import pytest
+
+from privtab.errors import InputError
+from privtab.topdown.histogram import CELLS, cell_index
+from privtab.topdown.inputs import (
+    PERSON_COLUMNS,
+    UNIT_COLUMNS,
+    SparseHistograms,
+    block_histograms,
+    block_units,
+    scan_table,
+    units_histograms,
+)
+from privtab.topdown.spine import us_spine
+from tests.topdown._support import population, write_c1
+
+
+def _block(r: dict[str, str]) -> str:
+    return r["TABBLKST"] + r["TABBLKCOU"] + r["TABTRACTCE"] + r["TABBLK"]
+
+
+def _loop_cells(persons: pl.DataFrame) -> Counter[tuple[str, int]]:
+    out: Counter[tuple[str, int]] = Counter()
+    for r in persons.iter_rows(named=True):
+        hhgq = 0 if r["QGQTYP"] is None else min(int(r["QGQTYP"]) // 100, 7)
+        cell = cell_index(
+            hhgq, int(int(r["QAGE"]) >= 18), int(r["CENHISP"]) - 1, int(r["CENRACE"]) - 1
+        )
+        out[(_block(r), cell)] += 1
+    return out
+
+
+def test_block_histograms_equal_a_loop_over_persons(tmp_path: Path) -> None:
+    pop = population(1)
+    expected = _loop_cells(pop.persons)
+    text = write_c1(pop.persons, tmp_path / "cef-persons.txt")
+    parquet = tmp_path / "cef-persons.parquet"
+    pop.persons.write_parquet(parquet)
+    for source in (
+        pop.persons,
+        pop.persons.lazy(),
+        scan_table(text, PERSON_COLUMNS),
+        scan_table(parquet, PERSON_COLUMNS),
+    ):
+        h = block_histograms(source)
+        got = {(b, c): n for b, c, n in h.iter_rows()}
+        assert got == dict(expected)
+        assert h.get_column("BLOCK").is_sorted()
+    assert sum(expected.values()) == pop.persons.height
+
+
+def test_block_units_equal_a_loop_over_units(tmp_path: Path) -> None:
+    pop = population(2)
+    text = write_c1(pop.units, tmp_path / "cef-units.txt")
+    got = block_units(scan_table(text, UNIT_COLUMNS))
+    expected: dict[str, Counter[str]] = {}
+    for r in pop.units.iter_rows(named=True):
+        c = expected.setdefault(_block(r), Counter())
+        if r["RTYPE"] == "2":
+            c["HU"] += 1
+            c["OCCUPIED" if r["HH_STATUS"] == "1" else "VACANT"] += 1
+        else:
+            c[f"GQ{min(int(r['QGQTYP']) // 100, 7)}"] += 1
+    cols = ["HU", *(f"GQ{t}" for t in range(1, 8)), "OCCUPIED", "VACANT"]
+    assert got.columns == ["BLOCK", *cols]
+    assert {r[0]: dict(zip(cols, r[1:], strict=True)) for r in got.iter_rows()} == {
+        b: {k: c[k] for k in cols} for b, c in expected.items()
+    }
+    hist = units_histograms(got)
+    for b, cell, n in hist.iter_rows():
+        assert n == expected[b]["OCCUPIED" if cell == 1 else "VACANT"] > 0
+
+
+def test_sparse_histograms_aggregate_to_every_level() -> None:
+    pop = population(3)
+    units = block_units(pop.units)
+    sp = us_spine(pop.grfc, units)
+    leaves = SparseHistograms.from_blocks(block_histograms(pop.persons), sp, CELLS)
+    levels = leaves.levels(sp)
+    h = sp.hierarchy
+    dense_leaves = leaves.dense(range(h.size("Block")))
+    assert dense_leaves.sum() == pop.persons.height
+    for k in range(len(h.levels)):
+        expected = np.zeros((h.size(k), CELLS), dtype=np.int64)
+        np.add.at(expected, h.ancestors(k, len(h.levels) - 1), dense_leaves)
+        assert np.array_equal(levels[k].dense(range(h.size(k))), expected), h.levels[k]
+        assert np.array_equal(levels[k].totals(), expected.sum(axis=1))
+    some = np.array([3, 0, 7])
+    assert np.array_equal(levels[-1].dense(some), dense_leaves[some])
+
+
+def test_persons_in_a_block_off_the_spine_are_refused() -> None:
+    pop = population(4)
+    units = block_units(pop.units)
+    sp = us_spine(pop.grfc, units)
+    ghost = pop.persons.head(1).with_columns(pl.lit("9999").alias("TABBLK"))
+    with pytest.raises(InputError, match="not on the spine") as err:
+        SparseHistograms.from_blocks(block_histograms(pl.concat([pop.persons, ghost])), sp, CELLS)
+    assert err.value.value is not None
+    assert err.value.value.endswith("9999")
+
+
+@pytest.mark.parametrize(
+    ("column", "value"),
+    [
+        ("CENRACE", "64"),
+        ("CENRACE", "00"),
+        ("CENHISP", "3"),
+        ("QAGE", "116"),
+        ("QAGE", "x"),
+        ("QGQTYP", "099"),
+    ],
+)
+def test_codes_outside_their_ranges_are_refused(column: str, value: str) -> None:
+    pop = population(5)
+    first = pl.int_range(pl.len()) == 0
+    bad = pop.persons.with_columns(
+        pl.when(first).then(pl.lit(value)).otherwise(pl.col(column)).alias(column)
+    )
+    with pytest.raises(InputError, match="outside its codes") as err:
+        block_histograms(bad)
+    assert err.value.value == _block(pop.persons.row(0, named=True))
