@@ -1,0 +1,426 @@
+"""Internal: the structure-exploiting solver of the L2 step, and the dispatch of a pass.
+
+**Structure.** Every child of a parent answers the same queries, so the objective of a pass
+is ``Σ_i ½ xᵢᵀ H xᵢ − gᵢᵀ xᵢ`` (times 2, plus a constant) with one ``n × n`` Hessian
+``H = Σ_q w_q Q_qᵀ Q_q`` on the ``n`` masked cells for all ``k`` children
+(``H[c, c'] = Σ_q w_q [c and c' share an answer of q]``) and ``gᵢ = Σ_q w_q Q_qᵀ y_{q,i}``.
+A pass containing ``detailed`` has ``H ⪰ w_detailed I``: strictly convex, a unique
+solution. With only the coupling ``Σ_i xᵢ = p`` the solution is closed-form:
+``xᵢ = H⁻¹gᵢ + (p − Σ_j H⁻¹g_j)/k``; and the same holds for ``H + ρI``.
+
+**ADMM** (Boyd et al. 2011, §5; over-relaxation α = 1.6): split ``x = z`` with ``x`` in the
+coupling set ``{Σ_i xᵢ = p}`` — its update is the closed form above with ``M = H + ρI``,
+one Cholesky factorisation per pass shared by every child and iteration — and ``z`` in the
+children's own set (``z ≥ 0``, zero where a child has no variable, its hhgq bounds and its
+total band) — its update a projection, for most children ``max(v, 0)``, with a total band
+the simplex-type projection ``max(v − μ, 0)`` (sort), with an hhgq bound active the nested
+thresholds found by bisection. ``ρ = √(λ_min λ_max)`` from ``λ_min ≥ w_detailed`` and
+Gershgorin's ``λ_max ≤ max row sum``.
+
+**Polish to exact optimality.** Every few iterations the active set read off ``z`` (cells
+at zero, bounds met with equality) is solved exactly: per child the reduced Hessian
+``H_FF`` on its free cells (and its active rows, by a small Schur complement), coupled
+through one ``n × n`` system for the multipliers ``λ`` of ``Σ_i xᵢ = p``. The KKT
+conditions are then verified — primal feasibility, multipliers of active bounds of the
+right sign — and violations are fixed by primal-dual active-set steps. A solution is
+returned only once verified (to 1e-9 of the parent's scale in the primal, 1e-8 relative in
+the dual), so it is the optimum, not an approximation; a pass that cannot be certified is
+solved by Clarabel and counted (``PassResult.fell_back``).
+
+Passes this solver does not cover — no one-to-one term (``H`` singular: a ``total``-only
+first pass is solved in the children's persons by hhgq instead,
+:func:`privtab.topdown.solve_qp.solve_reduced_total`), tolerance bands on other queries
+than ``total``, exact totals shared by several children — go to Clarabel and say so.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.linalg as sla
+
+from privtab.topdown.solve_model import (
+    F64,
+    GROUPS,
+    IDX,
+    Band,
+    Model,
+    Term,
+)
+
+__all__: list[str] = []
+
+_ALPHA = 1.6
+_MAX_ITER = 4000
+_CHECK_EVERY = 10
+
+
+@dataclass(frozen=True)
+class PassResult:
+    """One pass: the children's masked values, the answers of the pass's queries (one
+    ``(k, size)`` array per term, cached for the later passes' bands), the objective, the
+    solver that produced them and whether the structured solver had to hand over."""
+
+    x: F64
+    answers: list[F64]
+    objective: float
+    solver: str
+    fell_back: bool = False
+
+
+def _objective(terms: Sequence[Term], answers: Sequence[F64]) -> float:
+    import math
+
+    return float(
+        math.fsum(
+            t.weight * float(np.sum((a - t.answers) ** 2))
+            for t, a in zip(terms, answers, strict=True)
+        )
+    )
+
+
+def solve_pass(
+    model: Model, terms: Sequence[Term], bands: Sequence[Band], solver: str
+) -> PassResult:
+    """Solve one L2 pass with ``solver`` (``"structured"``, ``"clarabel"``, ``"osqp"``)."""
+    from privtab.topdown.solve_qp import solve_qp, solve_reduced_total
+
+    if solver == "structured":
+        if [t.name for t in terms] == ["total"] and not bands:
+            totals = solve_reduced_total(model, terms[0])
+            # the pass's cells are not unique; its total answers are (module docstring)
+            ans = [totals[:, None]]
+            x = _spread(model, totals)
+            return PassResult(x, ans, _objective(terms, ans), "structured (by hhgq)")
+        band = _total_band(model, bands)
+        if band is not None and any(_injective(t.index) for t in terms):
+            x = StructuredPass(model, terms, *band).solve()
+            if x is not None:
+                ans = [t.apply(x) for t in terms]
+                return PassResult(x, ans, _objective(terms, ans), "structured")
+            fell_back = True
+        else:
+            fell_back = False
+        x = solve_qp(model, terms, bands, "clarabel")
+        ans = [t.apply(x) for t in terms]
+        return PassResult(x, ans, _objective(terms, ans), "clarabel", fell_back)
+    x = solve_qp(model, terms, bands, solver)
+    ans = [t.apply(x) for t in terms]
+    return PassResult(x, ans, _objective(terms, ans), solver)
+
+
+def _spread(model: Model, totals: F64) -> F64:
+    """A placeholder allocation for a total-only pass (never the final answer: a total-only
+    pass is followed by a pass with ``detailed``): each child's total over its cells in
+    proportion to the parent."""
+    w = model.allowed * (1.0 if model.parent is None else model.parent[None, :])
+    s = w.sum(axis=1, keepdims=True)
+    return np.where(s > 0, w / np.where(s > 0, s, 1) * totals[:, None], 0.0)
+
+
+def _injective(index: IDX) -> bool:
+    return bool(np.unique(index).size == index.size)
+
+
+def _total_band(model: Model, bands: Sequence[Band]) -> tuple[F64, F64] | None:
+    """Each child's total bounds ``(lo, hi)`` from the bands on ``total`` and the exact
+    per-child totals; ``None`` if the pass has constraints this solver does not cover."""
+    k = model.k
+    lo, hi = np.full(k, -np.inf), np.full(k, np.inf)
+    for b in bands:
+        if b.size != 1:
+            return None
+        lo, hi = np.maximum(lo, b.lo[:, 0]), np.minimum(hi, b.hi[:, 0])
+    g = model.total_group
+    if model.group_total.size:
+        members = np.bincount(g[g >= 0], minlength=model.group_total.size)
+        if np.any(members > 1):
+            return None
+        has = g >= 0
+        lo[has] = np.maximum(lo[has], model.group_total[g[has]])
+        hi[has] = np.minimum(hi[has], model.group_total[g[has]])
+    return lo, hi
+
+
+def hessian(model: Model, terms: Sequence[Term]) -> tuple[F64, F64, float]:
+    """``(H, G, λ_min bound)`` of a pass: ``H`` ``(n, n)``, ``G`` ``(k, n)``."""
+    n = model.n
+    H = np.zeros((n, n))
+    G = np.zeros((model.k, n))
+    lam_min = 0.0
+    for t in terms:
+        if _injective(t.index):
+            H[np.diag_indices(n)] += t.weight
+            lam_min += t.weight
+        else:
+            H += t.weight * (t.index[:, None] == t.index[None, :])
+        G += t.weight * t.answers[:, t.index]
+    return H, G, lam_min
+
+
+class StructuredPass:
+    """ADMM with a shared factorisation, then a verified active-set solve (module doc)."""
+
+    def __init__(self, model: Model, terms: Sequence[Term], tlo: F64, thi: F64) -> None:
+        self.m = model
+        self.H, self.G, lam_min = hessian(model, terms)
+        self.tlo, self.thi = tlo, thi
+        self.starts = model.group_starts
+        lam_max = float(np.abs(self.H).sum(axis=1).max(initial=lam_min))
+        self.rho = float(np.sqrt(lam_min * lam_max))
+        p = model.parent
+        self.scale_p = 1.0 if p is None else max(1.0, float(p.max(initial=0)))
+        self.tol_p = 1e-9 * self.scale_p
+        self.tol_d = 1e-8 * max(1.0, float(np.abs(self.G).max(initial=0)), lam_max * self.scale_p)
+
+    # ---- ADMM -------------------------------------------------------------------------
+    def solve(self) -> F64 | None:
+        """The certified optimum, or ``None`` if it could not be certified."""
+        m, k, n = self.m, self.m.k, self.m.n
+        if n == 0:
+            return np.zeros((k, 0))
+        M = self.H + self.rho * np.eye(n)
+        cf = sla.cho_factor(M, lower=True, check_finite=False)
+        MinvG = sla.cho_solve(cf, self.G.T, check_finite=False).T
+        p = m.parent
+        z = np.zeros((k, n))
+        u = np.zeros((k, n))
+        last: tuple[bytes, bytes, bytes] | None = None
+        for it in range(1, _MAX_ITER + 1):
+            x = MinvG + self.rho * sla.cho_solve(cf, (z - u).T, check_finite=False).T
+            if p is not None:
+                x += (p - x.sum(axis=0)) / k
+            xh = _ALPHA * x + (1 - _ALPHA) * z
+            z, tact, gact = self.project(xh + u)
+            u += xh - z
+            if it % _CHECK_EVERY:
+                continue
+            free = z > 0
+            key = (np.packbits(free).tobytes(), tact.tobytes(), gact.tobytes())
+            if key == last:
+                sol = self.polish(free, tact, gact)
+                if sol is not None:
+                    return sol
+            last = key
+        return None
+
+    def project(self, v: F64) -> tuple[F64, IDX, IDX]:
+        """The projection onto the children's own sets, and which of their total and hhgq
+        rows it made active (−1 at the lower bound, +1 at the upper)."""
+        m = self.m
+        k = m.k
+        z = np.where(m.allowed, np.maximum(v, 0.0), 0.0)
+        tact = np.zeros(k, dtype=np.intp)
+        gact = np.zeros((k, GROUPS), dtype=np.intp)
+        tot = z.sum(axis=1)
+        low, high = tot < self.tlo, tot > self.thi
+        rows = np.flatnonzero(low | high)
+        if rows.size:
+            target = np.where(low, self.tlo, self.thi)[rows]
+            w = np.where(m.allowed[rows], v[rows], -np.inf)
+            z[rows] = _simplex(w, target)
+            tact[rows] = np.where(low[rows], -1, 1)
+        s = m.group_sums(z)
+        bad = np.flatnonzero(np.any((s < m.lo - 1e-12) | (s > m.hi + 1e-12), axis=1))
+        for i in bad:
+            z[i], tact[i], gact[i] = self._nested(v[i], i)
+        return z, tact, gact
+
+    def _nested(self, v: F64, i: int) -> tuple[F64, int, IDX]:
+        """Projection of one child's values onto ``z ≥ 0`` with hhgq bounds and a total
+        band: ``z = max(v − clip(μ, a_g, b_g), 0)``, ``μ`` by bisection."""
+        m, st = self.m, self.starts
+        w = np.where(m.allowed[i], v, -np.inf)
+        a = np.full(GROUPS, -np.inf)
+        b = np.full(GROUPS, np.inf)
+        for g in range(GROUPS):
+            seg = w[st[g] : st[g + 1]]
+            seg = seg[np.isfinite(seg)]
+            if not seg.size:
+                continue
+            if np.isfinite(m.hi[i, g]) and m.hi[i, g] > 0:
+                a[g] = _threshold(seg, m.hi[i, g])
+            if m.lo[i, g] > 0:
+                b[g] = _threshold(seg, m.lo[i, g])
+        gid = m.hhgq
+
+        def alloc(mu: float) -> F64:
+            eff = np.clip(mu, a, np.maximum(a, b))
+            return np.where(np.isfinite(w), np.maximum(w - eff[gid], 0.0), 0.0)
+
+        mu = 0.0
+        t0 = alloc(0.0).sum()
+        tact = 0
+        if t0 < self.tlo[i] or t0 > self.thi[i]:
+            target = self.tlo[i] if t0 < self.tlo[i] else self.thi[i]
+            tact = -1 if t0 < self.tlo[i] else 1
+            fin = w[np.isfinite(w)]
+            span = (abs(target) + float(np.abs(fin).max(initial=0)) + 1.0) * 2
+            lo_mu, hi_mu = -span, span
+            for _ in range(200):
+                mid = 0.5 * (lo_mu + hi_mu)
+                if alloc(mid).sum() > target:
+                    lo_mu = mid
+                else:
+                    hi_mu = mid
+            mu = 0.5 * (lo_mu + hi_mu)
+        eff = np.clip(mu, a, np.maximum(a, b))
+        gact = np.where(eff < mu, -1, np.where(eff > mu, 1, 0)).astype(np.intp)
+        return alloc(mu), tact, gact
+
+    # ---- polish -----------------------------------------------------------------------
+    def polish(self, free: np.ndarray, tact: IDX, gact: IDX) -> F64 | None:
+        """Solve the KKT system on an active set, correct it by primal-dual active-set
+        steps, and return the solution only once the KKT conditions are verified."""
+        free, tact, gact = free.copy(), tact.copy(), gact.copy()
+        seen: set[bytes] = set()
+        for _ in range(12):
+            key = np.packbits(free).tobytes() + tact.tobytes() + gact.tobytes()
+            if key in seen:
+                return None
+            seen.add(key)
+            sol = self._kkt(free, tact, gact)
+            if sol is None:
+                return None
+            x, nu, mu_t, mu_g = sol
+            ok, free, tact, gact = self._verify(x, nu, mu_t, mu_g, free, tact, gact)
+            if ok:
+                return np.where(free, np.maximum(x, 0.0), 0.0)
+        return None
+
+    def _rows(self, i: int, free_i: np.ndarray, tact: int, gact_i: IDX) -> tuple[F64, F64]:
+        """Active rows of child ``i`` over its free cells: ``(C, b)``."""
+        m = self.m
+        rows, rhs = [], []
+        if tact:
+            rows.append(np.ones(int(free_i.sum())))
+            rhs.append(self.tlo[i] if tact < 0 else self.thi[i])
+        gid = m.hhgq[free_i]
+        for g in np.flatnonzero(gact_i):
+            rows.append((gid == g).astype(np.float64))
+            rhs.append(m.lo[i, g] if gact_i[g] < 0 else m.hi[i, g])
+        if not rows:
+            return np.zeros((0, int(free_i.sum()))), np.zeros(0)
+        return np.vstack(rows), np.asarray(rhs, dtype=np.float64)
+
+    def _kkt(
+        self, free: np.ndarray, tact: IDX, gact: IDX
+    ) -> tuple[F64, F64, F64, F64] | None:
+        m, H, G = self.m, self.H, self.G
+        k, n = m.k, m.n
+        p = m.parent
+        if p is not None and np.any(~free.any(axis=0)):
+            return None
+        S = np.zeros((n, n))
+        r = np.zeros(n) if p is None else p.astype(np.float64).copy()
+        parts = []
+        for i in range(k):
+            F = np.flatnonzero(free[i])
+            C, bvec = self._rows(i, free[i], int(tact[i]), gact[i])
+            if not F.size:
+                if np.any(bvec != 0):
+                    return None
+                parts.append((F, None, None, None, None, C, bvec))
+                continue
+            try:
+                L = sla.cho_factor(H[np.ix_(F, F)], lower=True, check_finite=False)
+            except np.linalg.LinAlgError:
+                return None
+            Hinv = sla.cho_solve(L, np.eye(F.size), check_finite=False)
+            g = G[i, F]
+            if C.shape[0]:
+                HC = Hinv @ C.T
+                Sc_pinv = np.linalg.pinv(C @ HC, rcond=1e-12)
+                K = Hinv - HC @ Sc_pinv @ HC.T
+                base = K @ g + HC @ (Sc_pinv @ bvec)
+            else:
+                HC = Sc_pinv = None
+                K = Hinv
+                base = K @ g
+            if p is not None:
+                S[np.ix_(F, F)] += K
+                r[F] -= base
+            parts.append((F, Hinv, HC, Sc_pinv, K, C, bvec))
+        lam = np.zeros(n)
+        if p is not None:
+            try:
+                lam = sla.cho_solve(sla.cho_factor(S, check_finite=False), r, check_finite=False)
+            except np.linalg.LinAlgError:
+                lam = np.linalg.lstsq(S, r, rcond=None)[0]
+        x = np.zeros((k, n))
+        mu_t = np.zeros(k)
+        mu_g = np.zeros((k, GROUPS))
+        for i, (F, Hinv, HC, Sc_pinv, K, C, bvec) in enumerate(parts):
+            if not F.size:
+                continue
+            gl = G[i, F] + lam[F]
+            if HC is not None:
+                mu = Sc_pinv @ (bvec - HC.T @ gl)
+                x[i, F] = Hinv @ (gl + C.T @ mu)
+                j = 0
+                if tact[i]:
+                    mu_t[i] = mu[0]
+                    j = 1
+                for g in np.flatnonzero(gact[i]):
+                    mu_g[i, g] = mu[j]
+                    j += 1
+            else:
+                x[i, F] = K @ gl
+        nu = x @ H - G - lam[None, :] - mu_t[:, None] - mu_g[:, m.hhgq]
+        return x, nu, mu_t, mu_g
+
+    def _verify(
+        self, x: F64, nu: F64, mu_t: F64, mu_g: F64, free: np.ndarray, tact: IDX, gact: IDX
+    ) -> tuple[bool, np.ndarray, IDX, IDX]:
+        """KKT check; on failure the next active set (primal-dual active-set step)."""
+        m = self.m
+        tp, td = self.tol_p, self.tol_d
+        act = m.allowed & ~free
+        neg = free & (x < -tp)
+        dual_bad = act & (nu < -td)
+        tot = np.where(free, x, 0.0).sum(axis=1)
+        s = m.group_sums(np.where(free, x, 0.0))
+        eq_t = self.tlo == self.thi
+        t_bad_sign = ((tact < 0) & (mu_t < -td) | (tact > 0) & (mu_t > td)) & ~eq_t
+        t_viol = (tact == 0) & ((tot < self.tlo - tp) | (tot > self.thi + tp))
+        eq_g = m.lo == m.hi
+        g_bad_sign = ((gact < 0) & (mu_g < -td) | (gact > 0) & (mu_g > td)) & ~eq_g
+        g_viol = (gact == 0) & ((s < m.lo - tp) | (s > m.hi + tp))
+        if not (neg.any() or dual_bad.any() or t_bad_sign.any() or t_viol.any()):
+            if not (g_bad_sign.any() or g_viol.any()):
+                return True, free, tact, gact
+        free = (free & ~neg) | dual_bad
+        tact = np.where(t_bad_sign, 0, tact)
+        tact = np.where(t_viol, np.where(tot < self.tlo, -1, 1), tact).astype(np.intp)
+        gact = np.where(g_bad_sign, 0, gact)
+        gact = np.where(g_viol, np.where(s < m.lo, -1, 1), gact).astype(np.intp)
+        return False, free, tact, gact
+
+
+def _threshold(values: F64, b: float) -> float:
+    """``τ`` with ``Σ max(values − τ, 0) = b`` (``b > 0``)."""
+    u = np.sort(values)[::-1]
+    css = np.cumsum(u)
+    j = np.arange(1, u.size + 1)
+    cond = u - (css - b) / j > 0
+    r = int(np.flatnonzero(cond)[-1]) if cond.any() else 0
+    return float((css[r] - b) / (r + 1))
+
+
+def _simplex(w: F64, target: F64) -> F64:
+    """Row-wise ``max(w − μ, 0)`` with ``Σ = target`` (``w`` may hold ``−inf``: no
+    variable); rows with ``target ≤ 0`` or no variable are 0."""
+    fin = np.isfinite(w)
+    u = -np.sort(-np.where(fin, w, -np.inf), axis=1)
+    na = fin.sum(axis=1)
+    css = np.cumsum(np.where(np.isfinite(u), u, 0.0), axis=1)
+    j = np.arange(1, w.shape[1] + 1)[None, :]
+    t = target[:, None]
+    with np.errstate(invalid="ignore"):
+        cond = (u - (css - t) / j > 0) & (j <= na[:, None])
+    r = np.where(cond.any(axis=1), w.shape[1] - 1 - np.argmax(cond[:, ::-1], axis=1), 0)
+    mu = (css[np.arange(w.shape[0]), r] - target) / (r + 1)
+    z = np.where(fin, np.maximum(w - mu[:, None], 0.0), 0.0)
+    return np.where((target > 0)[:, None] & (na > 0)[:, None], z, 0.0)

@@ -1,0 +1,147 @@
+"""Synthetic per-parent problems for testing and timing the solvers — NOT private.
+
+:func:`synthetic_problem` draws a parent's children from a synthetic truth (persons by
+hhgq, voting age, Hispanic origin and race with roughly national shares; a few children
+hold group-quarters facilities), derives the children's constraints from their synthetic
+units exactly as the production constraints do (persons of GQ type ``t`` ≥ facilities of
+type ``t``; 0 where a child has no unit of a type; no minors in nursing facilities), and
+measures every query with exact discrete Gaussian noise of production's variance
+``σ²_q = global_scale² / (geolevel share × query share)`` drawn from a
+:class:`~privtab.random.SeededSource` — a test source, so nothing here may be published.
+The parent is the sum of the children's truths (consistent by construction).
+
+The shares are the 2020 US persons run's (``../shared/census-2020/topdown/README.md``:
+``global_scale = 339/542``, geolevel and query shares per level).
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+import numpy as np
+from numpy.typing import NDArray
+
+from privtab.topdown.histogram import CELLS, MEASURED_QUERIES, SHAPE, query
+from privtab.topdown.solve import (
+    PRODUCTION_TOLERANCE,
+    ChildConstraints,
+    ChildMeasurements,
+    ChildrenProblem,
+    production_passes,
+)
+
+__all__ = ["GLOBAL_SCALE", "GEOLEVEL_SHARES", "QUERY_SHARES", "synthetic_problem"]
+
+#: The persons run's global scale.
+GLOBAL_SCALE = Fraction(339, 542)
+#: Geolevel shares of the US persons run.
+GEOLEVEL_SHARES: dict[str, Fraction] = {
+    "US": Fraction(104, 4099),
+    "State": Fraction(1440, 4099),
+    "County": Fraction(447, 4099),
+    "Tract": Fraction(687, 4099),
+    "Block_Group": Fraction(1256, 4099),
+    "Block": Fraction(165, 4099),
+}
+_ONE = ("hispanic", "votingage", "hhinstlevels", "hhgq", "votingage * hispanic")
+_COLS = ("US", "State", "County", "Tract", "Block_Group", "Block")
+_TABLE: dict[str, tuple[tuple[int, int] | None, ...]] = {
+    "total": (None, (3773, 4097), (3126, 4097), (1567, 4102), (1705, 4099), (5, 4097)),
+    "cenrace": ((52, 4097), (6, 4097), (10, 4097), (4, 2051), (3, 4099), (9, 4097)),
+    **{q: ((26, 4097), (6, 4097), (10, 4097), (5, 4102), (3, 4099), (5, 4097)) for q in _ONE},
+    "hispanic * cenrace": ((130, 4097), (12, 4097), (28, 4097), (1933, 4102), (1055, 4099),
+                           (21, 4097)),
+    "votingage * cenrace": ((130, 4097), (12, 4097), (28, 4097), (10, 2051), (9, 4099),
+                            (21, 4097)),
+    "votingage * hispanic * cenrace": ((26, 241), (2, 241), (101, 4097), (67, 4102),
+                                       (24, 4099), (71, 4097)),
+    "detailed": ((189, 241), (230, 4097), (754, 4097), (241, 2051), (1288, 4099),
+                 (3945, 4097)),
+}
+#: Query shares of the US persons run per level (``None``: not measured).
+QUERY_SHARES: dict[str, dict[str, Fraction]] = {
+    level: {q: Fraction(*row[j]) for q, row in _TABLE.items() if row[j] is not None}
+    for j, level in enumerate(_COLS)
+}
+
+_TOTAL_FIRST = ("State", "County", "Tract", "Block_Group")
+
+
+def _cell_probabilities(rng: np.random.Generator) -> NDArray[np.float64]:
+    """A household-population cell distribution: 77% adults, 19% Hispanic, race skewed."""
+    race = 1.0 / (1.0 + np.arange(SHAPE[3])) ** 1.6
+    race = np.concatenate([race[:1], rng.permutation(race[1:])])
+    race /= race.sum()
+    va = np.array([0.23, 0.77])
+    hisp = np.array([0.81, 0.19])
+    p = np.einsum("v,h,r->vhr", va, hisp, race)
+    return np.asarray(p / p.sum(), dtype=np.float64)
+
+
+def synthetic_problem(
+    seed: int,
+    *,
+    children: int = 33,
+    persons: int = 1000,
+    level: str = "Block",
+    gq_share: float = 0.05,
+    noise: bool = True,
+    root: bool = False,
+) -> ChildrenProblem:
+    """A ``level``'s children of one synthetic parent (``root``: the root alone, with its
+    exact total). Production passes and variances of ``level``; seeded, NOT private."""
+    from privtab.random import SeededSource, discrete_gaussian
+
+    rng = np.random.default_rng(seed)
+    k = 1 if root else children
+    size = rng.dirichlet(np.full(k, 2.0)) if k > 1 else np.ones(1)
+    per_child = rng.multinomial(persons, size)
+    base = _cell_probabilities(rng)
+    truth = np.zeros((k, CELLS), dtype=np.int64)
+    lower = np.zeros((k, 8), dtype=np.int64)
+    upper = np.full((k, 8), -1, dtype=np.int64)
+    for i in range(k):
+        n_gq = rng.binomial(per_child[i], gq_share) if rng.random() < 0.3 else 0
+        types = rng.choice(np.arange(1, 8), size=rng.integers(1, 3)) if n_gq else []
+        hh = per_child[i] - n_gq
+        counts = np.zeros(SHAPE, dtype=np.int64)
+        counts[0] = rng.multinomial(hh, base.ravel()).reshape(SHAPE[1:])
+        for t in set(int(t) for t in types):
+            m = n_gq // len(set(types))
+            p = base.copy()
+            if t == 3:  # no minors in nursing facilities
+                p[0] = 0
+                p /= p.sum()
+            counts[t] = rng.multinomial(m, p.ravel()).reshape(SHAPE[1:])
+            lower[i, t] = max(1, min(int(counts[t].sum()), int(rng.integers(1, 3))))
+        truth[i] = counts.ravel()
+        occupied = truth[i].reshape(8, -1).sum(axis=1)
+        upper[i] = np.where(occupied > 0, -1, 0)
+        upper[i, 0] = -1 if occupied[0] > 0 or rng.random() < 0.5 else 0
+        lower[i] = np.where(occupied > 0, np.minimum(lower[i], occupied), 0)
+    structural = np.zeros(SHAPE, dtype=bool)
+    structural[3, 0] = True
+    measured = [q for q in MEASURED_QUERIES if q in QUERY_SHARES[level]]
+    src = SeededSource(f"synthetic-problem-{seed}")
+    answers: dict[str, NDArray[np.float64]] = {}
+    variances: dict[str, Fraction] = {}
+    for name in measured:
+        q = query(name)
+        var = GLOBAL_SCALE**2 / (GEOLEVEL_SHARES[level] * QUERY_SHARES[level][name])
+        exact = q.answer(truth).astype(np.int64)
+        if noise:
+            exact = exact + discrete_gaussian(var, exact.shape, source=src)
+        answers[name] = exact.astype(np.float64)
+        variances[name] = var
+    l2, rnd = production_passes(measured, total_first=level in _TOTAL_FIRST and not root)
+    total = truth.sum(axis=1) if root else None
+    return ChildrenProblem(
+        geounit=f"synthetic-{level}-{seed}",
+        children=tuple(f"child-{i:03d}" for i in range(k)),
+        parent=None if root else truth.sum(axis=0),
+        measurements=ChildMeasurements(answers, variances),
+        constraints=ChildConstraints(lower, upper, structural.ravel(), total),
+        l2_passes=l2,
+        rounder_passes=rnd,
+        tolerance=PRODUCTION_TOLERANCE,
+    )
