@@ -76,7 +76,7 @@ from fractions import Fraction
 import numpy as np
 from numpy.typing import NDArray
 
-from privtab.topdown.histogram import CELLS, HHGQ_LEVELS, query
+from privtab.topdown.histogram import CELLS, HHGQ_LEVELS
 from privtab.topdown.solve_model import (
     F64,
     Band,
@@ -87,6 +87,7 @@ from privtab.topdown.solve_model import (
     check_feasible,
     check_solution,
     prepare,
+    query_size,
 )
 
 __all__ = [
@@ -350,7 +351,7 @@ def _validate(problem: ChildrenProblem) -> None:
     if set(m.answers) != set(m.variances):
         raise ValueError(f"{problem.geounit}: answers and variances name different queries")
     for name, a in m.answers.items():
-        shape = (k, query(name).size)
+        shape = (k, query_size(name))
         if np.shape(a) != shape or not np.all(np.isfinite(a)):
             raise ValueError(f"{problem.geounit}: answers of {name!r} must be finite {shape}")
         if not Fraction(m.variances[name]) > 0:
@@ -362,7 +363,7 @@ def _validate(problem: ChildrenProblem) -> None:
             f"measured queries {sorted(m.answers)}"
         )
     for name in (n for p in problem.rounder_passes for n in p):
-        query(name)
+        query_size(name)
     c = problem.constraints
     for arr, what in ((c.gq_lower, "gq_lower"), (c.gq_upper, "gq_upper")):
         a = np.asarray(arr)

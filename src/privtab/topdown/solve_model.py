@@ -70,6 +70,12 @@ def answer_index(name: str) -> IDX:
     return np.asarray(idx, dtype=np.intp)
 
 
+@cache
+def query_size(name: str) -> int:
+    """The number of answer cells of query ``name`` (cached)."""
+    return int(query(name).size)
+
+
 def refines(fine: str, coarse: str) -> bool:
     """Whether every answer cell of query ``fine`` lies inside one answer cell of ``coarse``."""
     f, c = answer_index(fine), answer_index(coarse)
@@ -146,7 +152,7 @@ class Model:
 
     def term(self, name: str, weight: float, answers: F64) -> Term:
         idx = answer_index(name)
-        return Term(name, idx[self.cells], int(query(name).size), weight, answers)
+        return Term(name, idx[self.cells], query_size(name), weight, answers)
 
     def group_sums(self, x: F64) -> F64:
         """Persons of each child by hhgq: ``(k, n) → (k, 8)``."""

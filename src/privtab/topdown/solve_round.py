@@ -51,6 +51,7 @@ from privtab.topdown.solve_model import (
     TopDownSolverError,
     answer_index,
     apply,
+    query_size,
     refines,
 )
 
@@ -63,6 +64,7 @@ SNAP = 1e-6
 
 _LOCK = threading.Lock()
 _BANNER_DONE = False
+_LOCAL = threading.local()
 
 
 def _highs() -> Any:
@@ -144,7 +146,7 @@ def round_children(model: Model, l2: F64, passes: Sequence[Sequence[str]]) -> Ro
         lp = _Lp(model, vid, floor, d)
         for name in names:
             idx = answer_index(name)[model.cells]
-            size = int(idx.max(initial=0)) + 1 if idx.size else 1
+            size = query_size(name)
             target = np.round(np.round(apply(idx, size, frac), 6))
             lp.penalty(idx, size, target)
         for idx, size, value in fixed:
@@ -157,7 +159,7 @@ def round_children(model: Model, l2: F64, passes: Sequence[Sequence[str]]) -> Ro
         objectives.append(obj)
         for name in names:
             idx = answer_index(name)[model.cells]
-            size = int(idx.max(initial=0)) + 1 if idx.size else 1
+            size = query_size(name)
             fixed.append((idx, size, np.round(apply(idx, size, b)).astype(np.int64)))
     counts = (floor + b).astype(np.int64)
     return Rounding(counts, tuple(objectives), lps, fallbacks, laminar(passes))
@@ -177,6 +179,7 @@ class _Lp:
         self.nrow = 0
         self.nslack = 0
         self.const = 0.0
+        self.cost_b = np.zeros(self.nb)
         k, n = vid.shape
         child = np.arange(k)[:, None]
         if d is not None:
@@ -197,7 +200,7 @@ class _Lp:
             rest = model.group_total - held_t
             self._family(np.broadcast_to(model.total_group[:, None], (k, n)), rest, rest)
 
-    def _family(self, labels: IDX, lo: F64, hi: F64, empty_ok: bool = True) -> IDX:
+    def _family(self, labels: IDX, lo: F64, hi: F64) -> IDX:
         use = (labels >= 0) & (self.vid >= 0)
         present, inverse = np.unique(labels[use], return_inverse=True)
         self.rows.append((self.nrow + inverse).astype(np.intp))
@@ -206,8 +209,6 @@ class _Lp:
         self.lo.append(np.asarray(lo, dtype=np.float64)[present])
         self.hi.append(np.asarray(hi, dtype=np.float64)[present])
         self.nrow += present.size
-        if not empty_ok:
-            return present
         # rows with no variable must hold for b = 0
         lo_a, hi_a = np.asarray(lo, dtype=np.float64), np.asarray(hi, dtype=np.float64)
         labels_all = np.unique(labels[labels >= 0])
@@ -221,21 +222,38 @@ class _Lp:
         return present.astype(np.intp)
 
     def penalty(self, idx: IDX, size: int, target: F64) -> None:
-        """Rows ``Q bᵢ − e⁺ + e⁻ = round(Q fracᵢ)`` with unit costs on ``e±``."""
+        """The L1 term ``Σ |Q bᵢ − round(Q fracᵢ)|``. A row whose target ``r`` is ≤ 0 or ≥
+        its number of variables ``m`` is linear on ``0 ≤ b ≤ 1`` (``Σb − r`` or
+        ``r − Σb``): its cost goes on ``b``; the others get rows ``Q bᵢ − e⁺ + e⁻ = r``
+        with unit costs on ``e±`` (fewer rows, same optimum and vertices)."""
         k, n = self.vid.shape
         labels = np.broadcast_to(np.arange(k)[:, None] * size + idx[None, :], (k, n))
         t = target.ravel()
-        start = self.nrow
-        present = self._family(labels, t, t, empty_ok=False)
-        absent = np.ones(t.size, dtype=bool)
-        absent[present] = False
+        use = self.vid >= 0
+        lab, var = labels[use], self.vid[use]
+        nvar = np.bincount(lab, minlength=t.size)
+        absent = nvar == 0
         self.const += float(np.abs(t[absent]).sum())
+        low = ~absent & (t <= 0)
+        high = ~absent & (t >= nvar)
+        self.const += float(-t[low].sum() + t[high].sum())
+        np.add.at(self.cost_b, var, np.where(low[lab], 1.0, np.where(high[lab], -1.0, 0.0)))
+        mid = ~absent & ~low & ~high
+        keep = mid[lab]
+        present, inverse = np.unique(lab[keep], return_inverse=True)
         m = present.size
-        r = start + np.arange(m, dtype=np.intp)
+        r = self.nrow + np.arange(m, dtype=np.intp)
+        self.rows += [(self.nrow + inverse).astype(np.intp), r, r]
         base = self.nb + self.nslack
-        self.rows += [r, r]
-        self.cols += [base + np.arange(m, dtype=np.intp), base + m + np.arange(m, dtype=np.intp)]
-        self.vals += [-np.ones(m), np.ones(m)]
+        self.cols += [
+            var[keep].astype(np.intp),
+            base + np.arange(m, dtype=np.intp),
+            base + m + np.arange(m, dtype=np.intp),
+        ]
+        self.vals += [np.ones(inverse.size), -np.ones(m), np.ones(m)]
+        self.lo.append(t[present])
+        self.hi.append(t[present])
+        self.nrow += m
         self.nslack += 2 * m
 
     def fix(self, idx: IDX, size: int, value: I64) -> None:
@@ -258,7 +276,7 @@ class _Lp:
         lp = highspy.HighsLp()
         lp.num_col_ = ncol
         lp.num_row_ = self.nrow
-        lp.col_cost_ = np.concatenate([np.zeros(self.nb), np.ones(self.nslack)])
+        lp.col_cost_ = np.concatenate([self.cost_b, np.ones(self.nslack)])
         lp.col_lower_ = np.zeros(ncol)
         lp.col_upper_ = np.concatenate([np.ones(self.nb), np.full(self.nslack, np.inf)])
         lo, hi = np.concatenate(self.lo), np.concatenate(self.hi)
@@ -284,9 +302,11 @@ class _Lp:
     def _run(self, lp: Any, *, mip: bool) -> tuple[F64, float]:
         import highspy
 
-        h = _highs()
-        if not mip:
-            h.setOptionValue("solver", "simplex")
+        h = getattr(_LOCAL, "highs", None)
+        if h is None:
+            h = _LOCAL.highs = _highs()
+        h.clearModel()
+        h.setOptionValue("solver", "choose" if mip else "simplex")
         h.passModel(lp)
         h.run()
         status = h.getModelStatus()

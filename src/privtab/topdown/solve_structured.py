@@ -35,7 +35,7 @@ than ``total``, exact totals shared by several children — go to Clarabel and s
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -55,6 +55,7 @@ __all__: list[str] = []
 _ALPHA = 1.6
 _MAX_ITER = 4000
 _CHECK_EVERY = 10
+_SIGMA = 1.0  # weight of the totals' split relative to ρ
 
 
 @dataclass(frozen=True)
@@ -177,24 +178,44 @@ class StructuredPass:
 
     # ---- ADMM -------------------------------------------------------------------------
     def solve(self) -> F64 | None:
-        """The certified optimum, or ``None`` if it could not be certified."""
+        """The certified optimum, or ``None`` if it could not be certified.
+
+        The children's totals are split off too (``s = 1ᵀx`` with ``s`` in the total band,
+        weight ``σ``): the x-update's matrix is ``H + ρI + σ11ᵀ``, still one for all
+        children, and the band is a clip of ``s``."""
         m, k, n = self.m, self.m.k, self.m.n
         if n == 0:
             return np.zeros((k, 0))
-        M = self.H + self.rho * np.eye(n)
-        cf = sla.cho_factor(M, lower=True, check_finite=False)
-        MinvG = sla.cho_solve(cf, self.G.T, check_finite=False).T
+        banded = bool(np.any(np.isfinite(self.tlo)) or np.any(np.isfinite(self.thi)))
+        rho = self.rho
+        sigma = _SIGMA * rho if banded else 0.0
+        M = self.H + rho * np.eye(n) + sigma
+        Minv = sla.cho_solve(
+            sla.cho_factor(M, lower=True, check_finite=False), np.eye(n), check_finite=False
+        )
+        MinvG = self.G @ Minv
+        Minv1 = Minv.sum(axis=0)
         p = m.parent
         z = np.zeros((k, n))
         u = np.zeros((k, n))
+        s = np.clip(z.sum(axis=1), self.tlo, self.thi)
+        v = np.zeros(k)
+        tact = np.zeros(k, dtype=np.intp)
         last: tuple[bytes, bytes, bytes] | None = None
         for it in range(1, _MAX_ITER + 1):
-            x = MinvG + self.rho * sla.cho_solve(cf, (z - u).T, check_finite=False).T
+            x = MinvG + rho * ((z - u) @ Minv)
+            if banded:
+                x += sigma * (s - v)[:, None] * Minv1[None, :]
             if p is not None:
                 x += (p - x.sum(axis=0)) / k
             xh = _ALPHA * x + (1 - _ALPHA) * z
-            z, tact, gact = self.project(xh + u)
+            z, _, gact = self.project(xh + u)
             u += xh - z
+            if banded:
+                sh = _ALPHA * x.sum(axis=1) + (1 - _ALPHA) * s
+                s = np.clip(sh + v, self.tlo, self.thi)
+                v += sh - s
+                tact = np.where(s <= self.tlo, -1, np.where(s >= self.thi, 1, 0)).astype(np.intp)
             if it % _CHECK_EVERY:
                 continue
             free = z > 0
@@ -207,35 +228,29 @@ class StructuredPass:
         return None
 
     def project(self, v: F64) -> tuple[F64, IDX, IDX]:
-        """The projection onto the children's own sets, and which of their total and hhgq
-        rows it made active (−1 at the lower bound, +1 at the upper)."""
+        """The projection onto the children's own sets (``z ≥ 0``, zero where a child has no
+        variable, its hhgq bounds), and which hhgq rows it made active (−1 at the lower
+        bound, +1 at the upper)."""
         m = self.m
         k = m.k
         z = np.where(m.allowed, np.maximum(v, 0.0), 0.0)
         tact = np.zeros(k, dtype=np.intp)
         gact = np.zeros((k, GROUPS), dtype=np.intp)
-        tot = z.sum(axis=1)
-        low, high = tot < self.tlo, tot > self.thi
-        rows = np.flatnonzero(low | high)
-        if rows.size:
-            target = np.where(low, self.tlo, self.thi)[rows]
-            w = np.where(m.allowed[rows], v[rows], -np.inf)
-            z[rows] = _simplex(w, target)
-            tact[rows] = np.where(low[rows], -1, 1)
         s = m.group_sums(z)
         bad = np.flatnonzero(np.any((s < m.lo - 1e-12) | (s > m.hi + 1e-12), axis=1))
         for i in bad:
-            z[i], tact[i], gact[i] = self._nested(v[i], i)
+            z[i], _, gact[i] = self._nested(v[i], i, banded=False)
         return z, tact, gact
 
-    def _nested(self, v: F64, i: int) -> tuple[F64, int, IDX]:
+    def _nested(self, v: F64, i: int, *, banded: bool = True) -> tuple[F64, int, IDX]:
         """Projection of one child's values onto ``z ≥ 0`` with hhgq bounds and a total
         band: ``z = max(v − clip(μ, a_g, b_g), 0)``, ``μ`` by bisection."""
         m, st = self.m, self.starts
         w = np.where(m.allowed[i], v, -np.inf)
         a = np.full(GROUPS, -np.inf)
         b = np.full(GROUPS, np.inf)
-        for g in range(GROUPS):
+        bounded = (m.lo[i] > 0) | (np.isfinite(m.hi[i]) & (m.hi[i] > 0))
+        for g in np.flatnonzero(bounded):
             seg = w[st[g] : st[g + 1]]
             seg = seg[np.isfinite(seg)]
             if not seg.size:
@@ -253,19 +268,10 @@ class StructuredPass:
         mu = 0.0
         t0 = alloc(0.0).sum()
         tact = 0
-        if t0 < self.tlo[i] or t0 > self.thi[i]:
+        if banded and (t0 < self.tlo[i] or t0 > self.thi[i]):
             target = self.tlo[i] if t0 < self.tlo[i] else self.thi[i]
             tact = -1 if t0 < self.tlo[i] else 1
-            fin = w[np.isfinite(w)]
-            span = (abs(target) + float(np.abs(fin).max(initial=0)) + 1.0) * 2
-            lo_mu, hi_mu = -span, span
-            for _ in range(200):
-                mid = 0.5 * (lo_mu + hi_mu)
-                if alloc(mid).sum() > target:
-                    lo_mu = mid
-                else:
-                    hi_mu = mid
-            mu = 0.5 * (lo_mu + hi_mu)
+            mu = _root(alloc, w, a, b, target)
         eff = np.clip(mu, a, np.maximum(a, b))
         gact = np.where(eff < mu, -1, np.where(eff > mu, 1, 0)).astype(np.intp)
         return alloc(mu), tact, gact
@@ -371,6 +377,51 @@ class StructuredPass:
         nu = x @ H - G - lam[None, :] - mu_t[:, None] - mu_g[:, m.hhgq]
         return x, nu, mu_t, mu_g
 
+    def _consistent(
+        self, tact: IDX, gact: IDX, mu_t: F64, mu_g: F64
+    ) -> tuple[IDX, IDX]:
+        """An active set whose rows fix every child's total (or every child's persons of
+        one hhgq) contradicts the coupling unless their right-hand sides add up to the
+        parent's: drop one such row (primal-dual active-set step for the coupled rows)."""
+        m = self.m
+        p = m.parent
+        assert p is not None
+        has = m.allowed.any(axis=1)
+        if np.all(tact[has] != 0):
+            rhs = np.where(tact < 0, self.tlo, self.thi)[has]
+            tact = tact.copy()
+            tact[has] = _drop_one(tact[has], mu_t[has], rhs, float(p.sum()))
+            return tact, gact
+        pg = m.group_sums(p[None, :])[0]
+        cap = m.group_sums(m.allowed.astype(np.float64)) > 0
+        gact = gact.copy()
+        for g in range(GROUPS):
+            who = cap[:, g]
+            if who.any() and np.all(gact[who, g] != 0):
+                rhs = np.where(gact[who, g] < 0, m.lo[who, g], m.hi[who, g])
+                gact[who, g] = _drop_one(gact[who, g], mu_g[who, g], rhs, float(pg[g]))
+        return tact, gact
+
+    def _shift(
+        self, tact: IDX, gact: IDX, mu_t: F64, mu_g: F64, eq_t: np.ndarray
+    ) -> tuple[F64, F64]:
+        """With every child's total row active (or every child's row of one hhgq) the rows
+        and the coupling are dependent: ``(μ + c, λ − c)`` are multipliers too. Pick the
+        ``c`` nearest 0 that gives the active rows' multipliers their signs, if any."""
+        m = self.m
+        has = m.allowed.any(axis=1)
+        mu_t = mu_t.copy()
+        if has.any() and np.all(tact[has] != 0):
+            mu_t[has] += _sign_shift(tact[has], mu_t[has], eq_t[has])
+        mu_g = mu_g.copy()
+        cap = m.group_sums(m.allowed.astype(np.float64)) > 0
+        eq_g = m.lo == m.hi
+        for g in range(GROUPS):
+            who = cap[:, g]
+            if who.any() and np.all(gact[who, g] != 0):
+                mu_g[who, g] += _sign_shift(gact[who, g], mu_g[who, g], eq_g[who, g])
+        return mu_t, mu_g
+
     def _verify(
         self, x: F64, nu: F64, mu_t: F64, mu_g: F64, free: np.ndarray, tact: IDX, gact: IDX
     ) -> tuple[bool, np.ndarray, IDX, IDX]:
@@ -383,11 +434,17 @@ class StructuredPass:
         tot = np.where(free, x, 0.0).sum(axis=1)
         s = m.group_sums(np.where(free, x, 0.0))
         eq_t = self.tlo == self.thi
+        if m.parent is not None:
+            mu_t, mu_g = self._shift(tact, gact, mu_t, mu_g, eq_t)
         t_bad_sign = ((tact < 0) & (mu_t < -td) | (tact > 0) & (mu_t > td)) & ~eq_t
         t_viol = (tact == 0) & ((tot < self.tlo - tp) | (tot > self.thi + tp))
         eq_g = m.lo == m.hi
         g_bad_sign = ((gact < 0) & (mu_g < -td) | (gact > 0) & (mu_g > td)) & ~eq_g
         g_viol = (gact == 0) & ((s < m.lo - tp) | (s > m.hi + tp))
+        if m.parent is not None:
+            gap = np.abs(np.where(free, x, 0.0).sum(axis=0) - m.parent)
+            if float(gap.max(initial=0)) > tp * max(1, m.k):
+                return False, free, *self._consistent(tact, gact, mu_t, mu_g)
         if not (neg.any() or dual_bad.any() or t_bad_sign.any() or t_viol.any()):
             if not (g_bad_sign.any() or g_viol.any()):
                 return True, free, tact, gact
@@ -397,6 +454,56 @@ class StructuredPass:
         gact = np.where(g_bad_sign, 0, gact)
         gact = np.where(g_viol, np.where(s < m.lo, -1, 1), gact).astype(np.intp)
         return False, free, tact, gact
+
+
+def _sign_shift(act: IDX, mu: F64, eq: np.ndarray) -> float:
+    """The ``c`` nearest 0 with ``μ + c ≥ 0`` on lower-active rows and ``≤ 0`` on
+    upper-active ones (equality rows: any sign); 0 if there is none."""
+    lo = -mu[(act < 0) & ~eq]
+    hi = -mu[(act > 0) & ~eq]
+    c_lo = float(lo.max()) if lo.size else -np.inf
+    c_hi = float(hi.min()) if hi.size else np.inf
+    return float(np.clip(0.0, c_lo, c_hi)) if c_lo <= c_hi else 0.0
+
+
+def _drop_one(act: IDX, mu: F64, rhs: F64, total: float) -> IDX:
+    """Rows ``act`` (one per child) all active fix ``Σ rhs``, but the coupling fixes the
+    sum to ``total``: drop the row, on the side that has to give, with the smallest
+    multiplier."""
+    side = 1 if rhs.sum() > total else -1
+    cand = np.flatnonzero(act == side)
+    if not cand.size:
+        return act
+    out = act.copy()
+    out[cand[np.argmin(np.abs(mu[cand]))]] = 0
+    return out
+
+
+def _root(alloc: Callable[[float], F64], w: F64, a: F64, b: F64, target: float) -> float:
+    """The ``μ`` with ``Σ alloc(μ) = target``: ``alloc`` is continuous, non-increasing and
+    linear between the breakpoints (the finite values and thresholds), so bisect on the
+    sorted breakpoints and solve the last piece exactly."""
+    pts = np.concatenate([w[np.isfinite(w)], a[np.isfinite(a)], b[np.isfinite(b)]])
+    pts = np.unique(pts)
+    if not pts.size:
+        return 0.0
+    lo_i, hi_i = 0, pts.size - 1
+    if alloc(float(pts[0])).sum() < target:  # below the smallest breakpoint: slope −m
+        x0 = float(pts[0])
+        f0 = float(alloc(x0).sum())
+        slope = float((alloc(x0 - 1.0).sum() - f0))
+        return x0 - (target - f0) / slope if slope > 0 else x0
+    if alloc(float(pts[-1])).sum() > target:
+        return float(pts[-1])
+    while hi_i - lo_i > 1:
+        mid = (lo_i + hi_i) // 2
+        if alloc(float(pts[mid])).sum() > target:
+            lo_i = mid
+        else:
+            hi_i = mid
+    x0, x1 = float(pts[lo_i]), float(pts[hi_i])
+    f0, f1 = float(alloc(x0).sum()), float(alloc(x1).sum())
+    return x0 if f0 == f1 else x0 + (f0 - target) * (x1 - x0) / (f0 - f1)
 
 
 def _threshold(values: F64, b: float) -> float:

@@ -30,7 +30,15 @@ from privtab.topdown.solve import (
     production_passes,
 )
 
-__all__ = ["GLOBAL_SCALE", "GEOLEVEL_SHARES", "QUERY_SHARES", "synthetic_problem"]
+__all__ = [
+    "GEOLEVEL_SHARES",
+    "GLOBAL_SCALE",
+    "QUERY_SHARES",
+    "children_problem",
+    "measure",
+    "synthetic_children",
+    "synthetic_problem",
+]
 
 #: The persons run's global scale.
 GLOBAL_SCALE = Fraction(339, 542)
@@ -78,6 +86,89 @@ def _cell_probabilities(rng: np.random.Generator) -> NDArray[np.float64]:
     return np.asarray(p / p.sum(), dtype=np.float64)
 
 
+def synthetic_children(
+    rng: np.random.Generator, children: int, persons: int, gq_share: float = 0.05
+) -> tuple[NDArray[np.int64], NDArray[np.int64], NDArray[np.int64]]:
+    """Synthetic children ``(truth (k, CELLS), gq_lower (k, 8), gq_upper (k, 8))``: persons
+    spread over the children, a few of which hold GQ facilities (lower bound: their number
+    of facilities; upper bound 0 for a type without a unit; no minors in nursing)."""
+    k = children
+    size = rng.dirichlet(np.full(k, 2.0)) if k > 1 else np.ones(1)
+    per_child = rng.multinomial(persons, size)
+    base = _cell_probabilities(rng)
+    truth = np.zeros((k, CELLS), dtype=np.int64)
+    lower = np.zeros((k, 8), dtype=np.int64)
+    upper = np.full((k, 8), -1, dtype=np.int64)
+    for i in range(k):
+        n_gq = rng.binomial(per_child[i], gq_share) if rng.random() < 0.3 else 0
+        types = {int(t) for t in rng.choice(np.arange(1, 8), size=rng.integers(1, 3))}
+        counts = np.zeros(SHAPE, dtype=np.int64)
+        counts[0] = rng.multinomial(per_child[i] - n_gq, base.ravel()).reshape(SHAPE[1:])
+        for t in types if n_gq else ():
+            p = base.copy()
+            if t == 3:  # no minors in nursing facilities
+                p[0] = 0
+                p /= p.sum()
+            counts[t] = rng.multinomial(n_gq // len(types), p.ravel()).reshape(SHAPE[1:])
+            lower[i, t] = int(rng.integers(1, 3))
+        truth[i] = counts.ravel()
+        occupied = truth[i].reshape(8, -1).sum(axis=1)
+        upper[i] = np.where(occupied > 0, -1, 0)
+        upper[i, 0] = -1 if occupied[0] > 0 or rng.random() < 0.5 else 0
+        lower[i] = np.where(occupied > 0, np.minimum(lower[i], occupied), 0)
+    return truth, lower, upper
+
+
+def measure(
+    truth: NDArray[np.int64], level: str, seed: int | str, *, noise: bool = True
+) -> ChildMeasurements:
+    """Every query of ``level`` on the children's ``truth`` with production's discrete
+    Gaussian noise from a seeded (NOT private) source; ``noise=False``: exact answers."""
+    from privtab.random import SeededSource, discrete_gaussian
+
+    src = SeededSource(f"synthetic-measurements-{seed}")
+    answers: dict[str, NDArray[np.float64]] = {}
+    variances: dict[str, Fraction] = {}
+    for name in (q for q in MEASURED_QUERIES if q in QUERY_SHARES[level]):
+        var = GLOBAL_SCALE**2 / (GEOLEVEL_SHARES[level] * QUERY_SHARES[level][name])
+        exact = query(name).answer(truth).astype(np.int64)
+        if noise:
+            exact = exact + discrete_gaussian(var, exact.shape, source=src)
+        answers[name] = exact.astype(np.float64)
+        variances[name] = var
+    return ChildMeasurements(answers, variances)
+
+
+def children_problem(
+    geounit: str,
+    truth: NDArray[np.int64],
+    gq_lower: NDArray[np.int64],
+    gq_upper: NDArray[np.int64],
+    parent: NDArray[np.int64] | None,
+    level: str,
+    seed: int | str,
+    *,
+    noise: bool = True,
+    total: NDArray[np.int64] | None = None,
+) -> ChildrenProblem:
+    """The problem of ``level`` children with the given truth and bounds under ``parent``
+    (``None``: the root), production passes and tolerance, seeded noise (NOT private)."""
+    m = measure(truth, level, seed, noise=noise)
+    l2, rnd = production_passes(list(m.answers), total_first=level in _TOTAL_FIRST)
+    structural = np.zeros(SHAPE, dtype=bool)
+    structural[3, 0] = True
+    return ChildrenProblem(
+        geounit=geounit,
+        children=tuple(f"{geounit}-{i:03d}" for i in range(truth.shape[0])),
+        parent=parent,
+        measurements=m,
+        constraints=ChildConstraints(gq_lower, gq_upper, structural.ravel(), total),
+        l2_passes=l2,
+        rounder_passes=rnd,
+        tolerance=PRODUCTION_TOLERANCE,
+    )
+
+
 def synthetic_problem(
     seed: int,
     *,
@@ -88,60 +179,18 @@ def synthetic_problem(
     noise: bool = True,
     root: bool = False,
 ) -> ChildrenProblem:
-    """A ``level``'s children of one synthetic parent (``root``: the root alone, with its
-    exact total). Production passes and variances of ``level``; seeded, NOT private."""
-    from privtab.random import SeededSource, discrete_gaussian
-
+    """A ``level``'s children of one synthetic parent (the parent: the sum of their truths;
+    ``root``: the root alone, with its exact total). Seeded, NOT private."""
     rng = np.random.default_rng(seed)
-    k = 1 if root else children
-    size = rng.dirichlet(np.full(k, 2.0)) if k > 1 else np.ones(1)
-    per_child = rng.multinomial(persons, size)
-    base = _cell_probabilities(rng)
-    truth = np.zeros((k, CELLS), dtype=np.int64)
-    lower = np.zeros((k, 8), dtype=np.int64)
-    upper = np.full((k, 8), -1, dtype=np.int64)
-    for i in range(k):
-        n_gq = rng.binomial(per_child[i], gq_share) if rng.random() < 0.3 else 0
-        types = rng.choice(np.arange(1, 8), size=rng.integers(1, 3)) if n_gq else []
-        hh = per_child[i] - n_gq
-        counts = np.zeros(SHAPE, dtype=np.int64)
-        counts[0] = rng.multinomial(hh, base.ravel()).reshape(SHAPE[1:])
-        for t in set(int(t) for t in types):
-            m = n_gq // len(set(types))
-            p = base.copy()
-            if t == 3:  # no minors in nursing facilities
-                p[0] = 0
-                p /= p.sum()
-            counts[t] = rng.multinomial(m, p.ravel()).reshape(SHAPE[1:])
-            lower[i, t] = max(1, min(int(counts[t].sum()), int(rng.integers(1, 3))))
-        truth[i] = counts.ravel()
-        occupied = truth[i].reshape(8, -1).sum(axis=1)
-        upper[i] = np.where(occupied > 0, -1, 0)
-        upper[i, 0] = -1 if occupied[0] > 0 or rng.random() < 0.5 else 0
-        lower[i] = np.where(occupied > 0, np.minimum(lower[i], occupied), 0)
-    structural = np.zeros(SHAPE, dtype=bool)
-    structural[3, 0] = True
-    measured = [q for q in MEASURED_QUERIES if q in QUERY_SHARES[level]]
-    src = SeededSource(f"synthetic-problem-{seed}")
-    answers: dict[str, NDArray[np.float64]] = {}
-    variances: dict[str, Fraction] = {}
-    for name in measured:
-        q = query(name)
-        var = GLOBAL_SCALE**2 / (GEOLEVEL_SHARES[level] * QUERY_SHARES[level][name])
-        exact = q.answer(truth).astype(np.int64)
-        if noise:
-            exact = exact + discrete_gaussian(var, exact.shape, source=src)
-        answers[name] = exact.astype(np.float64)
-        variances[name] = var
-    l2, rnd = production_passes(measured, total_first=level in _TOTAL_FIRST and not root)
-    total = truth.sum(axis=1) if root else None
-    return ChildrenProblem(
-        geounit=f"synthetic-{level}-{seed}",
-        children=tuple(f"child-{i:03d}" for i in range(k)),
-        parent=None if root else truth.sum(axis=0),
-        measurements=ChildMeasurements(answers, variances),
-        constraints=ChildConstraints(lower, upper, structural.ravel(), total),
-        l2_passes=l2,
-        rounder_passes=rnd,
-        tolerance=PRODUCTION_TOLERANCE,
+    truth, lower, upper = synthetic_children(rng, 1 if root else children, persons, gq_share)
+    return children_problem(
+        f"synthetic-{level}-{seed}",
+        truth,
+        lower,
+        upper,
+        None if root else truth.sum(axis=0),
+        level,
+        seed,
+        noise=noise,
+        total=truth.sum(axis=1) if root else None,
     )
