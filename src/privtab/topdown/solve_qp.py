@@ -286,7 +286,7 @@ def _osqp(
         polishing=True,
         polish_refine_iter=10,
     )
-    res = solver.solve()
+    res = solver.solve(raise_error=False)
     status = str(res.info.status).lower()
     if "infeasible" in status and "inaccurate" not in status:
         raise infeasible_by_solver(model, "OSQP")

@@ -270,6 +270,8 @@ class _Lp:
         import scipy.sparse as sp
 
         ncol = self.nb + self.nslack
+        if ncol == 0:  # nothing left to round (an integral L2 solution)
+            return np.zeros(0), self.const, False
         r, c, v = (np.concatenate(a) for a in (self.rows, self.cols, self.vals))
         A = sp.csc_matrix((v, (r, c)), shape=(self.nrow, ncol))
         A.sum_duplicates()

@@ -104,12 +104,13 @@ def synthetic_children(
         types = {int(t) for t in rng.choice(np.arange(1, 8), size=rng.integers(1, 3))}
         counts = np.zeros(SHAPE, dtype=np.int64)
         counts[0] = rng.multinomial(per_child[i] - n_gq, base.ravel()).reshape(SHAPE[1:])
-        for t in types if n_gq else ():
+        split = rng.multinomial(n_gq, np.full(len(types), 1 / len(types)))
+        for t, m in zip(sorted(types) if n_gq else (), split, strict=False):
             p = base.copy()
             if t == 3:  # no minors in nursing facilities
                 p[0] = 0
                 p /= p.sum()
-            counts[t] = rng.multinomial(n_gq // len(types), p.ravel()).reshape(SHAPE[1:])
+            counts[t] = rng.multinomial(m, p.ravel()).reshape(SHAPE[1:])
             lower[i, t] = int(rng.integers(1, 3))
         truth[i] = counts.ravel()
         occupied = truth[i].reshape(8, -1).sum(axis=1)
