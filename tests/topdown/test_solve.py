@@ -40,8 +40,10 @@ def check(problem: ChildrenProblem, sol: ChildrenSolution) -> None:
     counts, l2 = sol.counts, sol.l2
     k = len(problem.children)
     c = problem.constraints
-    assert counts.dtype == np.int64 and counts.shape == (k, CELLS)
-    assert counts.min(initial=0) >= 0 and l2.min(initial=0) >= 0
+    assert counts.dtype == np.int64
+    assert counts.shape == (k, CELLS)
+    assert counts.min(initial=0) >= 0
+    assert l2.min(initial=0) >= 0
     if problem.parent is not None:
         np.testing.assert_array_equal(counts.sum(axis=0), problem.parent)
         np.testing.assert_allclose(l2.sum(axis=0), problem.parent, atol=1e-5)
@@ -79,22 +81,27 @@ def test_solutions_sum_to_the_parent_are_integral_and_meet_every_constraint(
     check(problem, sol)
     d = sol.diagnostics
     if d.path == "optimised":
-        assert d.cross_check is not None and max(d.cross_check) <= 1e-6
-        assert d.rounder_mip_fallbacks == 0 and d.laminar
+        assert d.cross_check is not None
+        assert max(d.cross_check) <= 1e-6
+        assert d.rounder_mip_fallbacks == 0
+        assert d.laminar
         assert d.structured_fallbacks == 0
         assert len(d.l2_objectives) == len(problem.l2_passes)
     elif k == 1:
         assert d.path == "single child"
         np.testing.assert_array_equal(sol.counts[0], problem.parent)
     else:
-        assert persons == 0 and d.path == "empty parent" and not sol.counts.any()
+        assert persons == 0
+        assert d.path == "empty parent"
+        assert not sol.counts.any()
 
 
 @settings(max_examples=10)
 @given(seed=st.integers(0, 10**6), persons=st.integers(1, 60), noise=st.booleans())
 def test_the_root_keeps_its_exact_total(seed: int, persons: int, noise: bool) -> None:
     problem = synthetic_problem(seed, persons=persons, level="US", root=True, noise=noise)
-    assert problem.parent is None and "total" not in problem.measurements.answers
+    assert problem.parent is None
+    assert "total" not in problem.measurements.answers
     sol = solve_children(problem, cross_check="osqp")
     check(problem, sol)
     assert sol.counts.sum() == persons
@@ -109,8 +116,15 @@ def test_noise_off_gives_back_the_truth(level: str, solver: str) -> None:
     root = level == "US"
     truth, lower, upper = synthetic_children(rng, 1 if root else 4, 80, 0.2)
     problem = children_problem(
-        "noise-off", truth, lower, upper, None if root else truth.sum(axis=0), level, 0,
-        noise=False, total=truth.sum(axis=1) if root else None,
+        "noise-off",
+        truth,
+        lower,
+        upper,
+        None if root else truth.sum(axis=0),
+        level,
+        0,
+        noise=False,
+        total=truth.sum(axis=1) if root else None,
     )
     sol = solve_children(problem, solver=solver)
     np.testing.assert_allclose(sol.l2, truth, atol=1e-6)
@@ -126,8 +140,9 @@ def test_two_solvers_agree_and_round_the_same_where_the_l2_solutions_coincide() 
         b = solve_children(problem, solver="clarabel")
         c = solve_children(problem, solver="osqp")
         for other in (b, c):
-            for fa, fb in zip(a.diagnostics.l2_objectives, other.diagnostics.l2_objectives,
-                              strict=True):
+            for fa, fb in zip(
+                a.diagnostics.l2_objectives, other.diagnostics.l2_objectives, strict=True
+            ):
                 # different solvers' first passes give bands a hair apart: 1e-6 relative
                 assert abs(fa - fb) <= 1e-6 * max(abs(fa), 1.0)
         if np.abs(a.l2 - b.l2).max() < 1e-7:
@@ -168,9 +183,7 @@ def test_the_l2_step_is_the_closed_form_gls_where_non_negativity_is_not_binding(
     lower = np.zeros((k, 8), dtype=np.int64)
     upper = np.zeros((k, 8), dtype=np.int64)
     upper[:, 0] = -1
-    problem = children_problem(
-        f"gls-{seed}", truth, lower, upper, truth.sum(axis=0), "Block", seed
-    )
+    problem = children_problem(f"gls-{seed}", truth, lower, upper, truth.sum(axis=0), "Block", seed)
     sol = solve_children(problem)
     assert sol.l2[:, cells].min() > 50  # not binding
     parent = truth.sum(axis=0)[cells].astype(np.float64)
@@ -196,8 +209,14 @@ def test_the_total_first_pass_bounds_the_final_totals() -> None:
     c = problem.constraints
     g, t = _totals(c, 5)
     model = prepare(
-        problem.geounit, problem.children, problem.parent, c.gq_lower, c.gq_upper,
-        c.structural_zeros, g, t,
+        problem.geounit,
+        problem.children,
+        problem.parent,
+        c.gq_lower,
+        c.gq_upper,
+        c.structural_zeros,
+        g,
+        t,
     )
     first = solve_pass(model, _terms(problem, model, ["total"]), [], "clarabel").answers[0]
     l2 = solve_children(problem).l2
@@ -251,8 +270,7 @@ def _parent(**persons: int) -> np.ndarray:
             "lower bounds of the children on hhgq 1",
         ),
         (  # a child's lower bound above its upper bound
-            {"parent": _parent(c0_1_0_0=5), "lo": [[2] + [0] * 7] * 2,
-             "up": [[1] + [-1] * 7] * 2},
+            {"parent": _parent(c0_1_0_0=5), "lo": [[2] + [0] * 7] * 2, "up": [[1] + [-1] * 7] * 2},
             "exceeds its upper bound",
         ),
         (  # persons in a structurally zero cell (a minor in a nursing facility)
@@ -289,7 +307,8 @@ def test_infeasible_problems_name_the_geounit_and_the_constraint(
     )
     with pytest.raises(TopDownInfeasibleError, match=phrase) as err:
         solve_children(problem)
-    assert err.value.geounit == "G-17" and "'G-17'" in str(err.value)
+    assert err.value.geounit == "G-17"
+    assert "'G-17'" in str(err.value)
 
 
 def test_a_solver_proves_joint_infeasibility_of_group_totals_and_bounds() -> None:
@@ -313,12 +332,17 @@ def test_a_solver_proves_joint_infeasibility_of_group_totals_and_bounds() -> Non
 def test_single_children_and_empty_parents_are_checked_too() -> None:
     lo = np.array([[0, 1, 0, 0, 0, 0, 0, 0]], dtype=np.int64)
     ok = solve_children(_problem(_parent(c1_1_0_0=2), lo, np.full((1, 8), -1)))
-    assert ok.diagnostics.path == "single child" and ok.counts.sum() == 2
-    empty = _problem(np.zeros(CELLS, dtype=np.int64), np.zeros((3, 8), dtype=np.int64),
-                     np.full((3, 8), -1, dtype=np.int64))
+    assert ok.diagnostics.path == "single child"
+    assert ok.counts.sum() == 2
+    empty = _problem(
+        np.zeros(CELLS, dtype=np.int64),
+        np.zeros((3, 8), dtype=np.int64),
+        np.full((3, 8), -1, dtype=np.int64),
+    )
     assert not solve_children(empty).counts.any()
-    needs = _problem(np.zeros(CELLS, dtype=np.int64), np.tile(lo, (3, 1)),
-                     np.full((3, 8), -1, dtype=np.int64))
+    needs = _problem(
+        np.zeros(CELLS, dtype=np.int64), np.tile(lo, (3, 1)), np.full((3, 8), -1, dtype=np.int64)
+    )
     with pytest.raises(TopDownInfeasibleError, match="lower bounds"):
         solve_children(needs)
 
@@ -382,4 +406,5 @@ def test_lp_vertices_are_integral_and_equal_the_mip_optimum(
     for seed in range(4):
         problem = small(seed, 4, 50, ["Block", "Block_Group"][seed % 2], True)
         check(problem, solve_children(problem))
-    assert gaps and max(gaps) <= 1e-9
+    assert gaps
+    assert max(gaps) <= 1e-9

@@ -198,7 +198,7 @@ def production_passes(
     and Block_Group children — ``total``, then every other measured query — otherwise
     (Block children, the root) one pass. The rounder's queries are production's, including
     ``detailed`` twice (also as ``hhgq * votingage * hispanic * cenrace``)."""
-    rest = ("hhgq", "hhgq * hispanic", "hhgq * hispanic * cenrace")
+    rest: tuple[str, ...] = ("hhgq", "hhgq * hispanic", "hhgq * hispanic * cenrace")
     rest += ("hhgq * votingage * hispanic * cenrace", "detailed")
     others = tuple(q for q in measured if q != "total")
     if total_first and "total" in measured:
@@ -221,8 +221,14 @@ def solve_children(
     parent = None if problem.parent is None else np.asarray(problem.parent, dtype=np.int64)
     group, totals = _totals(c, k)
     model = prepare(
-        problem.geounit, problem.children, parent, c.gq_lower, c.gq_upper,
-        c.structural_zeros, group, totals,
+        problem.geounit,
+        problem.children,
+        parent,
+        c.gq_lower,
+        c.gq_upper,
+        c.structural_zeros,
+        group,
+        totals,
     )
     check_feasible(model, parent, c.structural_zeros, c.gq_lower, c.gq_upper)
     if parent is not None and (k == 1 or not parent.any()):
@@ -284,7 +290,7 @@ def _pass_down(
     diag = SolveDiagnostics(
         problem.geounit, k, path, cells=model.n, seconds={"total": time.perf_counter() - t0}
     )
-    return ChildrenSolution(counts.astype(np.float64), counts, diag)
+    return ChildrenSolution(counts.astype(np.float64), counts, diag)  # l2: the same counts
 
 
 def _terms(problem: ChildrenProblem, model: Model, names: Sequence[str]) -> list[Term]:
@@ -298,9 +304,7 @@ def _terms(problem: ChildrenProblem, model: Model, names: Sequence[str]) -> list
 
 def objective(terms: Sequence[Term], x: F64) -> float:
     """``Σ_q w_q Σ_i ‖Q_q xᵢ − y_{q,i}‖²`` (constants included)."""
-    return float(
-        math.fsum(t.weight * float(np.sum((t.apply(x) - t.answers) ** 2)) for t in terms)
-    )
+    return float(math.fsum(t.weight * float(np.sum((t.apply(x) - t.answers) ** 2)) for t in terms))
 
 
 def _l2(

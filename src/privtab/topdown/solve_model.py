@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cache
+from typing import TypeVar
 
 import numpy as np
 from numpy.typing import NDArray
@@ -32,6 +33,7 @@ GROUPS = len(HHGQ_LEVELS)
 #: cells per hhgq level (hhgq is the leading attribute: groups are contiguous).
 GROUP_CELLS = CELLS // GROUPS
 
+_S = TypeVar("_S", bound=np.generic)
 F64 = NDArray[np.float64]
 I64 = NDArray[np.int64]
 IDX = NDArray[np.intp]
@@ -114,7 +116,8 @@ def apply(index: IDX, size: int, x: F64) -> F64:
     """``Q x`` for a partition query given by its index map: ``(k, n) → (k, size)``."""
     k = x.shape[0]
     flat = (np.arange(k)[:, None] * size + index[None, :]).ravel()
-    return np.bincount(flat, weights=x.ravel(), minlength=k * size).reshape(k, size)
+    out = np.bincount(flat, weights=x.ravel(), minlength=k * size).reshape(k, size)
+    return np.asarray(out, dtype=np.float64)
 
 
 @dataclass(frozen=True)
@@ -160,7 +163,7 @@ class Model:
         s = self.group_starts
         return np.asarray(c[:, s[1:]] - c[:, s[:-1]], dtype=np.float64)
 
-    def full(self, x: F64) -> F64:
+    def full(self, x: NDArray[_S]) -> NDArray[_S]:
         """The children's full histograms ``(k, CELLS)`` from masked values ``(k, n)``."""
         out = np.zeros((x.shape[0], CELLS), dtype=x.dtype)
         out[:, self.cells] = x
@@ -259,12 +262,12 @@ def _total_violations(model: Model, parent: I64 | None) -> list[str]:
                 f"exact total {int(total)} of {who} exceeds the sum of their upper bounds "
                 f"({cap[members].sum():.0f})"
             )
-    if parent is not None and model.group_total.size and np.all(model.total_group >= 0):
-        if int(model.group_total.sum()) != int(parent.sum()):
-            bad.append(
-                f"the exact totals of the children sum to {int(model.group_total.sum())}, "
-                f"the parent has {int(parent.sum())}"
-            )
+    covered = model.group_total.size and np.all(model.total_group >= 0)
+    if parent is not None and covered and int(model.group_total.sum()) != int(parent.sum()):
+        bad.append(
+            f"the exact totals of the children sum to {int(model.group_total.sum())}, "
+            f"the parent has {int(parent.sum())}"
+        )
     return bad
 
 

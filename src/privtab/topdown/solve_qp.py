@@ -75,8 +75,9 @@ class _Rows:
     def matrix(self, ncol: int) -> sp.csc_matrix:
         if not self.row:
             return sp.csc_matrix((0, ncol))
-        r, c, v = (np.concatenate(a) for a in (self.row, self.col, self.val))
-        return sp.csc_matrix((v, (r, c)), shape=(self.count, ncol))
+        r, c = np.concatenate(self.row), np.concatenate(self.col)
+        v = np.concatenate(self.val)
+        return sp.csc_matrix(sp.coo_matrix((v, (r, c)), shape=(self.count, ncol)))
 
     def bounds(self) -> tuple[F64, F64]:
         if not self.lo:
@@ -204,8 +205,9 @@ def polish(
     AR = A[rows][:, F]
     m = AR.shape[0]
     delta = 1e-11
-    K = sp.bmat([[P[F][:, F], AR.T], [AR, None]], format="csc")
-    Kreg = K - sp.diags(np.concatenate([np.zeros(F.size), np.full(m, delta)]))
+    K = sp.csc_matrix(sp.bmat([[P[F][:, F], AR.T], [AR, None]], format="csc"))
+    reg = sp.diags(np.concatenate([np.zeros(F.size), np.full(m, -delta)]), format="csc")
+    Kreg = sp.csc_matrix(K + reg)
     rhs = np.concatenate([-q[F], b])
     try:
         lu = sla.splu(Kreg.tocsc())
@@ -214,7 +216,7 @@ def polish(
     sol = lu.solve(rhs)
     for _ in range(5):
         sol = sol + lu.solve(rhs - K @ sol)
-    zf, y = sol[: F.size], sol[F.size :]
+    zf, _y = sol[: F.size], sol[F.size :]
     out = np.zeros(ncol)
     out[F] = zf
     tp = 1e-9 * scale * 10
@@ -225,6 +227,7 @@ def polish(
         return None
     if np.any(np.abs(az[rows] - b) > tp):
         return None
+
     def obj(v: F64) -> float:
         return float(0.5 * v @ (P @ v) + q @ v)
 
@@ -268,7 +271,7 @@ def _osqp(
 
     ncol = P.shape[0]
     bound = sp.hstack([sp.eye(nx), sp.csc_matrix((nx, ncol - nx))])
-    Ao = sp.vstack([A, bound]).tocsc()
+    Ao = sp.csc_matrix(sp.vstack([A, bound]))
     lo_o = np.concatenate([lo, np.zeros(nx)])
     hi_o = np.concatenate([np.minimum(hi, np.inf), np.full(nx, np.inf)])
     hi_o[hi_o >= _BIG] = np.inf
@@ -302,9 +305,7 @@ def solve_reduced_total(model: Model, term: Term) -> F64:
 
     k = model.k
     allowed_g = model.group_sums(model.allowed.astype(np.float64)) > 0  # (k, 8)
-    pg = (
-        model.group_sums(model.parent[None, :])[0] if model.parent is not None else None
-    )  # (8,)
+    pg = model.group_sums(model.parent[None, :])[0] if model.parent is not None else None  # (8,)
     vid = np.full((k, GROUPS), -1, dtype=np.intp)
     vid[allowed_g] = np.arange(int(allowed_g.sum()))
     ns = int(allowed_g.sum())

@@ -32,6 +32,7 @@ as a MIP by HiGHS and counted (``Rounding.mip_fallbacks``) — never silently.
 
 from __future__ import annotations
 
+import itertools
 import os
 import sys
 import threading
@@ -81,14 +82,14 @@ def _highs() -> Any:
             devnull = os.open(os.devnull, os.O_WRONLY)
             try:
                 os.dup2(devnull, 1)
-                h = highspy.Highs()
+                h = highspy.Highs()  # type: ignore[no-untyped-call]
             finally:
                 os.dup2(saved, 1)
                 os.close(saved)
                 os.close(devnull)
             _BANNER_DONE = True
         else:
-            h = highspy.Highs()
+            h = highspy.Highs()  # type: ignore[no-untyped-call]
     h.setOptionValue("output_flag", False)
     h.setOptionValue("threads", 1)
     return h
@@ -110,7 +111,7 @@ def laminar(passes: Sequence[Sequence[str]]) -> bool:
     hhgq bounds), form a chain of refinements — the condition for total unimodularity."""
     names = {n for p in passes for n in p} | {"total", "hhgq"}
     chain = sorted(names, key=lambda n: int(answer_index(n).max()))
-    return all(refines(f, c) for c, f in zip(chain, chain[1:], strict=False))
+    return all(refines(f, c) for c, f in itertools.pairwise(chain))
 
 
 def snap(x: F64) -> F64:
@@ -216,8 +217,10 @@ class _Lp:
         if absent.size and (np.any(lo_a[absent] > 0) or np.any(hi_a[absent] < 0)):
             raise TopDownInfeasibleError(
                 self.model.geounit,
-                ["the rounder's leftover constraints cannot be met (a constraint whose "
-                 "cells have no rounding variable needs a non-zero leftover)"],
+                [
+                    "the rounder's leftover constraints cannot be met (a constraint whose "
+                    "cells have no rounding variable needs a non-zero leftover)"
+                ],
             )
         return present.astype(np.intp)
 
@@ -272,8 +275,9 @@ class _Lp:
         ncol = self.nb + self.nslack
         if ncol == 0:  # nothing left to round (an integral L2 solution)
             return np.zeros(0), self.const, False
-        r, c, v = (np.concatenate(a) for a in (self.rows, self.cols, self.vals))
-        A = sp.csc_matrix((v, (r, c)), shape=(self.nrow, ncol))
+        r, c = np.concatenate(self.rows), np.concatenate(self.cols)
+        v = np.concatenate(self.vals)
+        A = sp.csc_matrix(sp.coo_matrix((v, (r, c)), shape=(self.nrow, ncol)))
         A.sum_duplicates()
         lp = highspy.HighsLp()
         lp.num_col_ = ncol
@@ -315,8 +319,10 @@ class _Lp:
         if status == highspy.HighsModelStatus.kInfeasible:
             raise TopDownInfeasibleError(
                 self.model.geounit,
-                ["HiGHS proved the rounder's leftover constraints infeasible (the L2 "
-                 "solution's fractional parts should satisfy them)"],
+                [
+                    "HiGHS proved the rounder's leftover constraints infeasible (the L2 "
+                    "solution's fractional parts should satisfy them)"
+                ],
             )
         if status != highspy.HighsModelStatus.kOptimal:
             raise TopDownSolverError(

@@ -97,10 +97,10 @@ def solve_pass(
             return PassResult(x, ans, _objective(terms, ans), "structured (by hhgq)")
         band = _total_band(model, bands)
         if band is not None and any(_injective(t.index) for t in terms):
-            x = StructuredPass(model, terms, *band).solve()
-            if x is not None:
-                ans = [t.apply(x) for t in terms]
-                return PassResult(x, ans, _objective(terms, ans), "structured")
+            sx = StructuredPass(model, terms, *band).solve()
+            if sx is not None:
+                ans = [t.apply(sx) for t in terms]
+                return PassResult(sx, ans, _objective(terms, ans), "structured")
             fell_back = True
         else:
             fell_back = False
@@ -239,7 +239,7 @@ class StructuredPass:
         s = m.group_sums(z)
         bad = np.flatnonzero(np.any((s < m.lo - 1e-12) | (s > m.hi + 1e-12), axis=1))
         for i in bad:
-            z[i], _, gact[i] = self._nested(v[i], i, banded=False)
+            z[i], _, gact[i] = self._nested(v[i], int(i), banded=False)
         return z, tact, gact
 
     def _nested(self, v: F64, i: int, *, banded: bool = True) -> tuple[F64, int, IDX]:
@@ -311,9 +311,7 @@ class StructuredPass:
             return np.zeros((0, int(free_i.sum()))), np.zeros(0)
         return np.vstack(rows), np.asarray(rhs, dtype=np.float64)
 
-    def _kkt(
-        self, free: np.ndarray, tact: IDX, gact: IDX
-    ) -> tuple[F64, F64, F64, F64] | None:
+    def _kkt(self, free: np.ndarray, tact: IDX, gact: IDX) -> tuple[F64, F64, F64, F64] | None:
         m, H, G = self.m, self.H, self.G
         k, n = m.k, m.n
         p = m.parent
@@ -321,65 +319,59 @@ class StructuredPass:
             return None
         S = np.zeros((n, n))
         r = np.zeros(n) if p is None else p.astype(np.float64).copy()
-        parts = []
+        parts: list[tuple[IDX, F64, F64, F64, F64, F64, F64] | None] = []
         for i in range(k):
             F = np.flatnonzero(free[i])
             C, bvec = self._rows(i, free[i], int(tact[i]), gact[i])
             if not F.size:
                 if np.any(bvec != 0):
                     return None
-                parts.append((F, None, None, None, None, C, bvec))
+                parts.append(None)
                 continue
             try:
                 L = sla.cho_factor(H[np.ix_(F, F)], lower=True, check_finite=False)
             except np.linalg.LinAlgError:
                 return None
             Hinv = sla.cho_solve(L, np.eye(F.size), check_finite=False)
-            g = G[i, F]
-            if C.shape[0]:
-                HC = Hinv @ C.T
-                Sc_pinv = np.linalg.pinv(C @ HC, rcond=1e-12)
-                K = Hinv - HC @ Sc_pinv @ HC.T
-                base = K @ g + HC @ (Sc_pinv @ bvec)
-            else:
-                HC = Sc_pinv = None
-                K = Hinv
-                base = K @ g
+            HC = Hinv @ C.T  # (|F|, r): empty without active rows
+            Sc_pinv: F64 = (
+                np.asarray(np.linalg.pinv(C @ HC, rcond=1e-12), dtype=np.float64)
+                if C.shape[0]
+                else np.zeros((0, 0))
+            )
+            K = Hinv - HC @ Sc_pinv @ HC.T
+            base = K @ G[i, F] + HC @ (Sc_pinv @ bvec)
             if p is not None:
                 S[np.ix_(F, F)] += K
                 r[F] -= base
             parts.append((F, Hinv, HC, Sc_pinv, K, C, bvec))
-        lam = np.zeros(n)
+        lam: F64 = np.zeros(n)
         if p is not None:
             try:
                 lam = sla.cho_solve(sla.cho_factor(S, check_finite=False), r, check_finite=False)
             except np.linalg.LinAlgError:
-                lam = np.linalg.lstsq(S, r, rcond=None)[0]
+                lam = np.asarray(np.linalg.lstsq(S, r, rcond=None)[0], dtype=np.float64)
         x = np.zeros((k, n))
         mu_t = np.zeros(k)
         mu_g = np.zeros((k, GROUPS))
-        for i, (F, Hinv, HC, Sc_pinv, K, C, bvec) in enumerate(parts):
-            if not F.size:
+        for i, part in enumerate(parts):
+            if part is None:
                 continue
+            F, Hinv, HC, Sc_pinv, K, C, bvec = part
             gl = G[i, F] + lam[F]
-            if HC is not None:
-                mu = Sc_pinv @ (bvec - HC.T @ gl)
-                x[i, F] = Hinv @ (gl + C.T @ mu)
-                j = 0
-                if tact[i]:
-                    mu_t[i] = mu[0]
-                    j = 1
-                for g in np.flatnonzero(gact[i]):
-                    mu_g[i, g] = mu[j]
-                    j += 1
-            else:
-                x[i, F] = K @ gl
+            mu = Sc_pinv @ (bvec - HC.T @ gl)
+            x[i, F] = Hinv @ (gl + C.T @ mu)
+            j = 0
+            if tact[i]:
+                mu_t[i] = mu[0]
+                j = 1
+            for g in np.flatnonzero(gact[i]):
+                mu_g[i, g] = mu[j]
+                j += 1
         nu = x @ H - G - lam[None, :] - mu_t[:, None] - mu_g[:, m.hhgq]
         return x, nu, mu_t, mu_g
 
-    def _consistent(
-        self, tact: IDX, gact: IDX, mu_t: F64, mu_g: F64
-    ) -> tuple[IDX, IDX]:
+    def _consistent(self, tact: IDX, gact: IDX, mu_t: F64, mu_g: F64) -> tuple[IDX, IDX]:
         """An active set whose rows fix every child's total (or every child's persons of
         one hhgq) contradicts the coupling unless their right-hand sides add up to the
         parent's: drop one such row (primal-dual active-set step for the coupled rows)."""
@@ -445,9 +437,9 @@ class StructuredPass:
             gap = np.abs(np.where(free, x, 0.0).sum(axis=0) - m.parent)
             if float(gap.max(initial=0)) > tp * max(1, m.k):
                 return False, free, *self._consistent(tact, gact, mu_t, mu_g)
-        if not (neg.any() or dual_bad.any() or t_bad_sign.any() or t_viol.any()):
-            if not (g_bad_sign.any() or g_viol.any()):
-                return True, free, tact, gact
+        bad = (neg, dual_bad, t_bad_sign, t_viol, g_bad_sign, g_viol)
+        if not any(b.any() for b in bad):
+            return True, free, tact, gact
         free = (free & ~neg) | dual_bad
         tact = np.where(t_bad_sign, 0, tact)
         tact = np.where(t_viol, np.where(tot < self.tlo, -1, 1), tact).astype(np.intp)
@@ -491,7 +483,7 @@ def _root(alloc: Callable[[float], F64], w: F64, a: F64, b: F64, target: float) 
     if alloc(float(pts[0])).sum() < target:  # below the smallest breakpoint: slope −m
         x0 = float(pts[0])
         f0 = float(alloc(x0).sum())
-        slope = float((alloc(x0 - 1.0).sum() - f0))
+        slope = float(alloc(x0 - 1.0).sum() - f0)
         return x0 - (target - f0) / slope if slope > 0 else x0
     if alloc(float(pts[-1])).sum() > target:
         return float(pts[-1])

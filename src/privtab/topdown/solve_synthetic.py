@@ -56,19 +56,29 @@ _COLS = ("US", "State", "County", "Tract", "Block_Group", "Block")
 _TABLE: dict[str, tuple[tuple[int, int] | None, ...]] = {
     "total": (None, (3773, 4097), (3126, 4097), (1567, 4102), (1705, 4099), (5, 4097)),
     "cenrace": ((52, 4097), (6, 4097), (10, 4097), (4, 2051), (3, 4099), (9, 4097)),
-    **{q: ((26, 4097), (6, 4097), (10, 4097), (5, 4102), (3, 4099), (5, 4097)) for q in _ONE},
-    "hispanic * cenrace": ((130, 4097), (12, 4097), (28, 4097), (1933, 4102), (1055, 4099),
-                           (21, 4097)),
-    "votingage * cenrace": ((130, 4097), (12, 4097), (28, 4097), (10, 2051), (9, 4099),
-                            (21, 4097)),
-    "votingage * hispanic * cenrace": ((26, 241), (2, 241), (101, 4097), (67, 4102),
-                                       (24, 4099), (71, 4097)),
-    "detailed": ((189, 241), (230, 4097), (754, 4097), (241, 2051), (1288, 4099),
-                 (3945, 4097)),
+    **dict.fromkeys(_ONE, ((26, 4097), (6, 4097), (10, 4097), (5, 4102), (3, 4099), (5, 4097))),
+    "hispanic * cenrace": (
+        (130, 4097),
+        (12, 4097),
+        (28, 4097),
+        (1933, 4102),
+        (1055, 4099),
+        (21, 4097),
+    ),
+    "votingage * cenrace": ((130, 4097), (12, 4097), (28, 4097), (10, 2051), (9, 4099), (21, 4097)),
+    "votingage * hispanic * cenrace": (
+        (26, 241),
+        (2, 241),
+        (101, 4097),
+        (67, 4102),
+        (24, 4099),
+        (71, 4097),
+    ),
+    "detailed": ((189, 241), (230, 4097), (754, 4097), (241, 2051), (1288, 4099), (3945, 4097)),
 }
 #: Query shares of the US persons run per level (``None``: not measured).
 QUERY_SHARES: dict[str, dict[str, Fraction]] = {
-    level: {q: Fraction(*row[j]) for q, row in _TABLE.items() if row[j] is not None}
+    level: {q: Fraction(*share) for q, row in _TABLE.items() if (share := row[j]) is not None}
     for j, level in enumerate(_COLS)
 }
 
