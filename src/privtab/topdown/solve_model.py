@@ -228,7 +228,7 @@ def check_feasible(
         p = np.asarray(parent, dtype=np.int64).reshape(GROUPS, GROUP_CELLS)
         p = np.where(structural_zeros.reshape(GROUPS, GROUP_CELLS), 0, p).sum(axis=1)
         lo = np.maximum(gq_lower, 0).sum(axis=0)
-        up = np.where(gq_upper < 0, np.iinfo(np.int64).max // 16, gq_upper).sum(axis=0)
+        up = np.where(gq_upper < 0, np.inf, gq_upper.astype(np.float64)).sum(axis=0)
         for g in range(GROUPS):
             if lo[g] > p[g]:
                 bad.append(
@@ -238,7 +238,7 @@ def check_feasible(
             if up[g] < p[g]:
                 bad.append(
                     f"upper bounds of the children on hhgq {g} ({HHGQ_LEVELS[g]}) sum to "
-                    f"{int(up[g])} < the parent's {int(p[g])}"
+                    f"{up[g]:.0f} < the parent's {int(p[g])}"
                 )
     bad += _total_violations(model, parent)
     if bad:
