@@ -9,20 +9,28 @@ solution. With only the coupling ``Σ_i xᵢ = p`` the solution is closed-form:
 ``xᵢ = H⁻¹gᵢ + (p − Σ_j H⁻¹g_j)/k``; and the same holds for ``H + ρI``.
 
 **ADMM** (Boyd et al. 2011, §5; over-relaxation α = 1.6): split ``x = z`` with ``x`` in the
-coupling set ``{Σ_i xᵢ = p}`` — its update is the closed form above with ``M = H + ρI``,
-one Cholesky factorisation per pass shared by every child and iteration — and ``z`` in the
-children's own set (``z ≥ 0``, zero where a child has no variable, its hhgq bounds and its
-total band) — its update a projection, for most children ``max(v, 0)``, with a total band
-the simplex-type projection ``max(v − μ, 0)`` (sort), with an hhgq bound active the nested
-thresholds found by bisection. ``ρ = √(λ_min λ_max)`` from ``λ_min ≥ w_detailed`` and
-Gershgorin's ``λ_max ≤ max row sum``.
+coupling set ``{Σ_i xᵢ = p}`` and ``z`` in the children's own sets (``z ≥ 0``, zero where a
+child has no variable, its hhgq bounds), and — when the pass has total bands (the tolerance
+of a total-first problem's second pass, or exact per-child totals) — the children's totals
+``s = 1ᵀx`` with ``s`` in its band (weight ``σ = ρ``). The x-update is the closed form above
+with ``M = H + ρI + σ11ᵀ``: one factorisation (an explicit ``n × n`` inverse) per pass,
+shared by every child and iteration, so an iteration is one ``(k, n) × (n, n)`` product. The
+z-update is ``max(v, 0)``, and where a child's hhgq bound is violated the threshold
+``max(v − τ, 0)`` on that hhgq's cells (a sort); the s-update is a clip. ``ρ = √(λ_min
+λ_max)`` from ``λ_min ≥ w_detailed`` and Gershgorin's ``λ_max ≤ max row sum``. BLAS threads:
+these matrices are small — run with one BLAS thread per process (``OPENBLAS_NUM_THREADS=1``);
+a multi-threaded BLAS on a busy machine made the same solve 25 times slower in measurement.
 
 **Polish to exact optimality.** Every few iterations the active set read off ``z`` (cells
 at zero, bounds met with equality) is solved exactly: per child the reduced Hessian
 ``H_FF`` on its free cells (and its active rows, by a small Schur complement), coupled
 through one ``n × n`` system for the multipliers ``λ`` of ``Σ_i xᵢ = p``. The KKT
-conditions are then verified — primal feasibility, multipliers of active bounds of the
-right sign — and violations are fixed by primal-dual active-set steps. A solution is
+conditions are then verified — primal feasibility (the coupling included), multipliers of
+active bounds of the right sign — and violations are fixed by primal-dual active-set steps.
+Rows that are dependent on the coupling (every child's total fixed, or every child's
+persons of one hhgq) leave the multipliers determined up to a common shift ``(μ + c,
+λ − c)``; the shift nearest 0 that gives the active rows their signs is taken, and an
+inconsistent set of such rows loses the one with the smallest multiplier. A solution is
 returned only once verified (to 1e-9 of the parent's scale in the primal, 1e-8 relative in
 the dual), so it is the optimum, not an approximation; a pass that cannot be certified is
 solved by Clarabel and counted (``PassResult.fell_back``).
@@ -35,7 +43,7 @@ than ``total``, exact totals shared by several children — go to Clarabel and s
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -237,44 +245,16 @@ class StructuredPass:
         tact = np.zeros(k, dtype=np.intp)
         gact = np.zeros((k, GROUPS), dtype=np.intp)
         s = m.group_sums(z)
-        bad = np.flatnonzero(np.any((s < m.lo - 1e-12) | (s > m.hi + 1e-12), axis=1))
-        for i in bad:
-            z[i], _, gact[i] = self._nested(v[i], int(i), banded=False)
+        st = self.starts
+        for i, g in zip(*np.nonzero((s < m.lo - 1e-12) | (s > m.hi + 1e-12)), strict=True):
+            # one hhgq bound of one child: z = max(v − τ, 0) on that hhgq's cells
+            sl = slice(int(st[g]), int(st[g + 1]))
+            ok = m.allowed[i, sl]
+            low = bool(s[i, g] < m.lo[i, g])
+            tau = _threshold(v[i, sl][ok], float(m.lo[i, g] if low else m.hi[i, g]))
+            z[i, sl] = np.where(ok, np.maximum(v[i, sl] - tau, 0.0), 0.0)
+            gact[i, g] = -1 if low else 1
         return z, tact, gact
-
-    def _nested(self, v: F64, i: int, *, banded: bool = True) -> tuple[F64, int, IDX]:
-        """Projection of one child's values onto ``z ≥ 0`` with hhgq bounds and a total
-        band: ``z = max(v − clip(μ, a_g, b_g), 0)``, ``μ`` by bisection."""
-        m, st = self.m, self.starts
-        w = np.where(m.allowed[i], v, -np.inf)
-        a = np.full(GROUPS, -np.inf)
-        b = np.full(GROUPS, np.inf)
-        bounded = (m.lo[i] > 0) | (np.isfinite(m.hi[i]) & (m.hi[i] > 0))
-        for g in np.flatnonzero(bounded):
-            seg = w[st[g] : st[g + 1]]
-            seg = seg[np.isfinite(seg)]
-            if not seg.size:
-                continue
-            if np.isfinite(m.hi[i, g]) and m.hi[i, g] > 0:
-                a[g] = _threshold(seg, m.hi[i, g])
-            if m.lo[i, g] > 0:
-                b[g] = _threshold(seg, m.lo[i, g])
-        gid = m.hhgq
-
-        def alloc(mu: float) -> F64:
-            eff = np.clip(mu, a, np.maximum(a, b))
-            return np.where(np.isfinite(w), np.maximum(w - eff[gid], 0.0), 0.0)
-
-        mu = 0.0
-        t0 = alloc(0.0).sum()
-        tact = 0
-        if banded and (t0 < self.tlo[i] or t0 > self.thi[i]):
-            target = self.tlo[i] if t0 < self.tlo[i] else self.thi[i]
-            tact = -1 if t0 < self.tlo[i] else 1
-            mu = _root(alloc, w, a, b, target)
-        eff = np.clip(mu, a, np.maximum(a, b))
-        gact = np.where(eff < mu, -1, np.where(eff > mu, 1, 0)).astype(np.intp)
-        return alloc(mu), tact, gact
 
     # ---- polish -----------------------------------------------------------------------
     def polish(self, free: np.ndarray, tact: IDX, gact: IDX) -> F64 | None:
@@ -350,7 +330,8 @@ class StructuredPass:
             try:
                 lam = sla.cho_solve(sla.cho_factor(S, check_finite=False), r, check_finite=False)
             except np.linalg.LinAlgError:
-                lam = np.asarray(np.linalg.lstsq(S, r, rcond=None)[0], dtype=np.float64)
+                sol = sla.lstsq(S, r, lapack_driver="gelsy", check_finite=False)[0]
+                lam = np.asarray(sol, dtype=np.float64)
         x = np.zeros((k, n))
         mu_t = np.zeros(k)
         mu_g = np.zeros((k, GROUPS))
@@ -471,55 +452,13 @@ def _drop_one(act: IDX, mu: F64, rhs: F64, total: float) -> IDX:
     return out
 
 
-def _root(alloc: Callable[[float], F64], w: F64, a: F64, b: F64, target: float) -> float:
-    """The ``μ`` with ``Σ alloc(μ) = target``: ``alloc`` is continuous, non-increasing and
-    linear between the breakpoints (the finite values and thresholds), so bisect on the
-    sorted breakpoints and solve the last piece exactly."""
-    pts = np.concatenate([w[np.isfinite(w)], a[np.isfinite(a)], b[np.isfinite(b)]])
-    pts = np.unique(pts)
-    if not pts.size:
-        return 0.0
-    lo_i, hi_i = 0, pts.size - 1
-    if alloc(float(pts[0])).sum() < target:  # below the smallest breakpoint: slope −m
-        x0 = float(pts[0])
-        f0 = float(alloc(x0).sum())
-        slope = float(alloc(x0 - 1.0).sum() - f0)
-        return x0 - (target - f0) / slope if slope > 0 else x0
-    if alloc(float(pts[-1])).sum() > target:
-        return float(pts[-1])
-    while hi_i - lo_i > 1:
-        mid = (lo_i + hi_i) // 2
-        if alloc(float(pts[mid])).sum() > target:
-            lo_i = mid
-        else:
-            hi_i = mid
-    x0, x1 = float(pts[lo_i]), float(pts[hi_i])
-    f0, f1 = float(alloc(x0).sum()), float(alloc(x1).sum())
-    return x0 if f0 == f1 else x0 + (f0 - target) * (x1 - x0) / (f0 - f1)
-
-
 def _threshold(values: F64, b: float) -> float:
-    """``τ`` with ``Σ max(values − τ, 0) = b`` (``b > 0``)."""
+    """``τ`` with ``Σ max(values − τ, 0) = b`` (``b > 0``; no values: 0)."""
+    if not values.size:
+        return 0.0
     u = np.sort(values)[::-1]
     css = np.cumsum(u)
     j = np.arange(1, u.size + 1)
     cond = u - (css - b) / j > 0
     r = int(np.flatnonzero(cond)[-1]) if cond.any() else 0
     return float((css[r] - b) / (r + 1))
-
-
-def _simplex(w: F64, target: F64) -> F64:
-    """Row-wise ``max(w − μ, 0)`` with ``Σ = target`` (``w`` may hold ``−inf``: no
-    variable); rows with ``target ≤ 0`` or no variable are 0."""
-    fin = np.isfinite(w)
-    u = -np.sort(-np.where(fin, w, -np.inf), axis=1)
-    na = fin.sum(axis=1)
-    css = np.cumsum(np.where(np.isfinite(u), u, 0.0), axis=1)
-    j = np.arange(1, w.shape[1] + 1)[None, :]
-    t = target[:, None]
-    with np.errstate(invalid="ignore"):
-        cond = (u - (css - t) / j > 0) & (j <= na[:, None])
-    r = np.where(cond.any(axis=1), w.shape[1] - 1 - np.argmax(cond[:, ::-1], axis=1), 0)
-    mu = (css[np.arange(w.shape[0]), r] - target) / (r + 1)
-    z = np.where(fin, np.maximum(w - mu[:, None], 0.0), 0.0)
-    return np.where((target > 0)[:, None] & (na > 0)[:, None], z, 0.0)
