@@ -408,3 +408,20 @@ def test_lp_vertices_are_integral_and_equal_the_mip_optimum(
         check(problem, solve_children(problem))
     assert gaps
     assert max(gaps) <= 1e-9
+
+
+@pytest.mark.slow  # realistic block groups, three solvers (~1 min); small ones run above
+@pytest.mark.parametrize("level", ["Block", "Block_Group"])
+def test_realistic_problems_agree_across_solvers(level: str) -> None:
+    agreed = 0
+    for seed in range(4):
+        kids, persons = (33, 1000) if level == "Block" else (4, 4000)
+        problem = synthetic_problem(seed, children=kids, persons=persons, level=level)
+        a = solve_children(problem, cross_check="osqp")
+        check(problem, a)
+        b = solve_children(problem, solver="clarabel")
+        check(problem, b)
+        if np.abs(a.l2 - b.l2).max() < 1e-7:
+            agreed += 1
+            np.testing.assert_array_equal(a.counts, b.counts)
+    assert agreed >= 2
