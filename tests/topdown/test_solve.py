@@ -425,3 +425,21 @@ def test_realistic_problems_agree_across_solvers(level: str) -> None:
             agreed += 1
             np.testing.assert_array_equal(a.counts, b.counts)
     assert agreed >= 2
+
+
+def test_a_problem_measuring_only_totals_is_solved_and_checked() -> None:
+    """One pass with ``total`` only: the cells are not unique; the generic path gives a
+    solution meeting every constraint, with the optimal totals."""
+    base = small(2, 4, 60, "Block", True)
+    m = base.measurements
+    only = replace(
+        base,
+        measurements=ChildMeasurements(
+            {"total": m.answers["total"]}, {"total": m.variances["total"]}
+        ),
+        l2_passes=(("total",),),
+    )
+    a = solve_children(only)
+    check(only, a)
+    b = solve_children(only, solver="osqp")
+    np.testing.assert_allclose(a.l2.sum(axis=1), b.l2.sum(axis=1), atol=1e-5)

@@ -318,15 +318,16 @@ def _l2(
     diffs: list[float] = []
     fallbacks = 0
     x = np.zeros((model.k, model.n))
-    for names in problem.l2_passes:
+    last = len(problem.l2_passes) - 1
+    for p, names in enumerate(problem.l2_passes):
         terms = _terms(problem, model, names)
-        res = solve_pass(model, terms, bands, solver)
+        res = solve_pass(model, terms, bands, solver, need_x=p == last)
         x, answers = res.x, res.answers
         solvers.append(res.solver)
         fallbacks += int(res.fell_back)
         objectives.append(res.objective)
         if cross_check is not None:
-            other = solve_pass(model, terms, bands, cross_check)
+            other = solve_pass(model, terms, bands, cross_check, need_x=p == last)
             # relative, with a floor of 1e-3 for objectives near 0 (noise-free data)
             diff = abs(other.objective - res.objective)
             rel = diff / max(abs(res.objective), abs(other.objective), 1e-3)

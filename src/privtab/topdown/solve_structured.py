@@ -91,17 +91,24 @@ def _objective(terms: Sequence[Term], answers: Sequence[F64]) -> float:
 
 
 def solve_pass(
-    model: Model, terms: Sequence[Term], bands: Sequence[Band], solver: str
+    model: Model,
+    terms: Sequence[Term],
+    bands: Sequence[Band],
+    solver: str,
+    *,
+    need_x: bool = True,
 ) -> PassResult:
-    """Solve one L2 pass with ``solver`` (``"structured"``, ``"clarabel"``, ``"osqp"``)."""
+    """Solve one L2 pass with ``solver`` (``"structured"``, ``"clarabel"``, ``"osqp"``).
+    ``need_x=False`` (a pass followed by others): only the answers of the pass's queries
+    are needed, and a ``total``-only pass is solved in the children's persons by hhgq
+    (its cells are not unique, its totals are); ``x`` is then zeros."""
     from privtab.topdown.solve_qp import solve_qp, solve_reduced_total
 
     if solver == "structured":
-        if [t.name for t in terms] == ["total"] and not bands:
+        if [t.name for t in terms] == ["total"] and not bands and not need_x:
             totals = solve_reduced_total(model, terms[0])
-            # the pass's cells are not unique; its total answers are (module docstring)
             ans = [totals[:, None]]
-            x = _spread(model, totals)
+            x = np.zeros((model.k, model.n))
             return PassResult(x, ans, _objective(terms, ans), "structured (by hhgq)")
         band = _total_band(model, bands)
         if band is not None and any(_injective(t.index) for t in terms):
@@ -118,15 +125,6 @@ def solve_pass(
     x = solve_qp(model, terms, bands, solver)
     ans = [t.apply(x) for t in terms]
     return PassResult(x, ans, _objective(terms, ans), solver)
-
-
-def _spread(model: Model, totals: F64) -> F64:
-    """A placeholder allocation for a total-only pass (never the final answer: a total-only
-    pass is followed by a pass with ``detailed``): each child's total over its cells in
-    proportion to the parent."""
-    w = model.allowed * (1.0 if model.parent is None else model.parent[None, :])
-    s = w.sum(axis=1, keepdims=True)
-    return np.where(s > 0, w / np.where(s > 0, s, 1) * totals[:, None], 0.0)
 
 
 def _injective(index: IDX) -> bool:
