@@ -302,11 +302,6 @@ def _terms(problem: ChildrenProblem, model: Model, names: Sequence[str]) -> list
     return out
 
 
-def objective(terms: Sequence[Term], x: F64) -> float:
-    """``Σ_q w_q Σ_i ‖Q_q xᵢ − y_{q,i}‖²`` (constants included)."""
-    return float(math.fsum(t.weight * float(np.sum((t.apply(x) - t.answers) ** 2)) for t in terms))
-
-
 def _l2(
     problem: ChildrenProblem, model: Model, solver: str, cross_check: str | None
 ) -> tuple[F64, tuple[str, ...], tuple[float, ...], int, tuple[float, ...] | None]:

@@ -100,6 +100,12 @@ class Term:
         """``Q xᵢ`` for every child: ``(k, n) → (k, size)``."""
         return apply(self.index, self.size, x)
 
+    @property
+    def injective(self) -> bool:
+        """Whether every masked cell is its own answer (``detailed``): the term is then
+        ``w ‖x − y‖²`` and makes the pass strictly convex."""
+        return bool(np.unique(self.index).size == self.index.size)
+
 
 @dataclass(frozen=True)
 class Band:

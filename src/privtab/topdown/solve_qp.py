@@ -85,10 +85,6 @@ class _Rows:
         return np.concatenate(self.lo), np.concatenate(self.hi)
 
 
-def _injective(index: IDX) -> bool:
-    return bool(np.unique(index).size == index.size)
-
-
 def build_qp(
     model: Model, terms: Sequence[Term], bands: Sequence[Band]
 ) -> tuple[sp.csc_matrix, F64, sp.csc_matrix, F64, F64, IDX]:
@@ -104,7 +100,7 @@ def build_qp(
     naux = 0
     child = np.arange(k)[:, None]
     for t in terms:
-        if _injective(t.index):
+        if t.injective:
             pdiag[0][vid[model.allowed]] += 2 * t.weight
             y = t.answers[:, t.index]
             q[0][vid[model.allowed]] += -2 * t.weight * y[model.allowed]

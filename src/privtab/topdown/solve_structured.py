@@ -111,7 +111,7 @@ def solve_pass(
             x = np.zeros((model.k, model.n))
             return PassResult(x, ans, _objective(terms, ans), "structured (by hhgq)")
         band = _total_band(model, bands)
-        if band is not None and any(_injective(t.index) for t in terms):
+        if band is not None and any(t.injective for t in terms):
             sx = StructuredPass(model, terms, *band).solve()
             if sx is not None:
                 ans = [t.apply(sx) for t in terms]
@@ -125,10 +125,6 @@ def solve_pass(
     x = solve_qp(model, terms, bands, solver)
     ans = [t.apply(x) for t in terms]
     return PassResult(x, ans, _objective(terms, ans), solver)
-
-
-def _injective(index: IDX) -> bool:
-    return bool(np.unique(index).size == index.size)
 
 
 def _total_band(model: Model, bands: Sequence[Band]) -> tuple[F64, F64] | None:
@@ -158,7 +154,7 @@ def hessian(model: Model, terms: Sequence[Term]) -> tuple[F64, F64, float]:
     G = np.zeros((model.k, n))
     lam_min = 0.0
     for t in terms:
-        if _injective(t.index):
+        if t.injective:
             H[np.diag_indices(n)] += t.weight
             lam_min += t.weight
         else:
