@@ -389,16 +389,12 @@ def test_lp_vertices_are_integral_and_equal_the_mip_optimum(
     gaps: list[float] = []
     original = solve_round._Lp._run
 
-    def both(self: solve_round._Lp, lp: object, *, mip: bool) -> tuple[np.ndarray, float]:
-        import highspy
-
+    def both(
+        self: solve_round._Lp, lp: solve_round.LpArrays, *, mip: bool
+    ) -> tuple[np.ndarray, float]:
         b, obj = original(self, lp, mip=False)
         assert np.all(np.abs(b - np.round(b)) <= 1e-9)  # an integral vertex
-        lp.integrality_ = [highspy.HighsVarType.kInteger] * self.nb + [  # type: ignore[attr-defined]
-            highspy.HighsVarType.kContinuous
-        ] * self.nslack
         _, obj_mip = original(self, lp, mip=True)
-        lp.integrality_ = []  # type: ignore[attr-defined]
         gaps.append(abs(obj - obj_mip))
         return b, obj
 

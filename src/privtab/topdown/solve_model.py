@@ -118,6 +118,17 @@ class Band:
     hi: F64
 
 
+def compact(labels: IDX) -> tuple[IDX, IDX]:
+    """``(present, inverse)`` of non-negative integer ``labels`` — what
+    ``np.unique(labels, return_inverse=True)`` gives, by counting instead of sorting."""
+    if not labels.size:
+        return np.zeros(0, dtype=np.intp), np.zeros(0, dtype=np.intp)
+    seen = np.bincount(labels) > 0
+    present = np.flatnonzero(seen).astype(np.intp)
+    rank = np.cumsum(seen) - 1
+    return present, rank[labels].astype(np.intp)
+
+
 def apply(index: IDX, size: int, x: F64) -> F64:
     """``Q x`` for a partition query given by its index map: ``(k, n) → (k, size)``."""
     k = x.shape[0]

@@ -31,6 +31,7 @@ from privtab.topdown.solve_model import (
     Model,
     Term,
     TopDownSolverError,
+    compact,
     infeasible_by_solver,
 )
 
@@ -57,7 +58,7 @@ class _Rows:
         ``lo``/``hi`` indexed by label). Returns the labels in use, in row order."""
         use = (labels >= 0) & (vid >= 0)
         lab, cols = labels[use], vid[use]
-        present, inverse = np.unique(lab, return_inverse=True)
+        present, inverse = compact(lab)
         rows = self.count + inverse
         self.row.append(rows.astype(np.intp))
         self.col.append(cols.astype(np.intp))

@@ -41,6 +41,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from numpy.typing import NDArray
 
 from privtab.topdown.solve_model import (
     F64,
@@ -52,6 +53,7 @@ from privtab.topdown.solve_model import (
     TopDownSolverError,
     answer_index,
     apply,
+    compact,
     query_size,
     refines,
 )
@@ -203,7 +205,7 @@ class _Lp:
 
     def _family(self, labels: IDX, lo: F64, hi: F64) -> IDX:
         use = (labels >= 0) & (self.vid >= 0)
-        present, inverse = np.unique(labels[use], return_inverse=True)
+        present, inverse = compact(labels[use])
         self.rows.append((self.nrow + inverse).astype(np.intp))
         self.cols.append(self.vid[use].astype(np.intp))
         self.vals.append(np.ones(inverse.size))
@@ -212,8 +214,7 @@ class _Lp:
         self.nrow += present.size
         # rows with no variable must hold for b = 0
         lo_a, hi_a = np.asarray(lo, dtype=np.float64), np.asarray(hi, dtype=np.float64)
-        labels_all = np.unique(labels[labels >= 0])
-        absent = np.setdiff1d(labels_all, present)
+        absent = np.setdiff1d(compact(labels[labels >= 0])[0], present)
         if absent.size and (np.any(lo_a[absent] > 0) or np.any(hi_a[absent] < 0)):
             raise TopDownInfeasibleError(
                 self.model.geounit,
@@ -240,10 +241,11 @@ class _Lp:
         low = ~absent & (t <= 0)
         high = ~absent & (t >= nvar)
         self.const += float(-t[low].sum() + t[high].sum())
-        np.add.at(self.cost_b, var, np.where(low[lab], 1.0, np.where(high[lab], -1.0, 0.0)))
+        sign = np.where(low[lab], 1.0, np.where(high[lab], -1.0, 0.0))
+        self.cost_b += np.bincount(var, weights=sign, minlength=self.nb)
         mid = ~absent & ~low & ~high
         keep = mid[lab]
-        present, inverse = np.unique(lab[keep], return_inverse=True)
+        present, inverse = compact(lab[keep])
         m = present.size
         r = self.nrow + np.arange(m, dtype=np.intp)
         self.rows += [(self.nrow + inverse).astype(np.intp), r, r]
@@ -269,7 +271,6 @@ class _Lp:
     def solve(self) -> tuple[F64, float, bool]:
         """``(b, objective, fell_back)``: HiGHS simplex, checked integral; a fractional
         vertex is re-solved as a MIP (``fell_back``)."""
-        import highspy
         import scipy.sparse as sp
 
         ncol = self.nb + self.nslack
@@ -279,25 +280,19 @@ class _Lp:
         v = np.concatenate(self.vals)
         A = sp.csc_matrix(sp.coo_matrix((v, (r, c)), shape=(self.nrow, ncol)))
         A.sum_duplicates()
-        lp = highspy.HighsLp()
-        lp.num_col_ = ncol
-        lp.num_row_ = self.nrow
-        lp.col_cost_ = np.concatenate([self.cost_b, np.ones(self.nslack)])
-        lp.col_lower_ = np.zeros(ncol)
-        lp.col_upper_ = np.concatenate([np.ones(self.nb), np.full(self.nslack, np.inf)])
-        lo, hi = np.concatenate(self.lo), np.concatenate(self.hi)
-        lp.row_lower_ = lo
-        lp.row_upper_ = np.where(hi >= 1e20, np.inf, hi)
-        lp.a_matrix_.format_ = highspy.MatrixFormat.kColwise
-        lp.a_matrix_.start_ = A.indptr
-        lp.a_matrix_.index_ = A.indices
-        lp.a_matrix_.value_ = A.data
+        hi = np.concatenate(self.hi)
+        lp = LpArrays(
+            cost=np.concatenate([self.cost_b, np.ones(self.nslack)]),
+            col_upper=np.concatenate([np.ones(self.nb), np.full(self.nslack, np.inf)]),
+            row_lower=np.concatenate(self.lo),
+            row_upper=np.where(hi >= 1e20, np.inf, hi),
+            start=A.indptr.astype(np.int32),
+            index=A.indices.astype(np.int32),
+            value=A.data.astype(np.float64),
+        )
         b, obj = self._run(lp, mip=False)
         if np.all(np.abs(b - np.round(b)) <= 1e-9):
             return np.round(b), obj + self.const, False
-        lp.integrality_ = [highspy.HighsVarType.kInteger] * self.nb + [
-            highspy.HighsVarType.kContinuous
-        ] * self.nslack
         b2, obj2 = self._run(lp, mip=True)
         if not np.all(np.abs(b2 - np.round(b2)) <= 1e-6):
             raise TopDownSolverError(
@@ -305,7 +300,8 @@ class _Lp:
             )
         return np.round(b2), obj2 + self.const, True
 
-    def _run(self, lp: Any, *, mip: bool) -> tuple[F64, float]:
+    def _run(self, lp: LpArrays, *, mip: bool) -> tuple[F64, float]:
+        """One HiGHS solve of ``lp`` (``mip``: the cell variables integer)."""
         import highspy
 
         h = getattr(_LOCAL, "highs", None)
@@ -315,7 +311,17 @@ class _Lp:
         h.setOptionValue("solver", "choose" if mip else "simplex")
         # the LPs are small and sparse: presolve costs 3x the dual simplex it saves
         h.setOptionValue("presolve", "on" if mip else "off")
-        h.passModel(lp)
+        ncol = lp.cost.size
+        integrality = np.zeros(ncol, dtype=np.int32)  # kContinuous
+        if mip:
+            integrality[: self.nb] = 1  # kInteger
+        passed = h.passModel(
+            ncol, lp.row_lower.size, lp.value.size, 1, 1, 0.0,  # colwise, minimise, offset
+            lp.cost, np.zeros(ncol), lp.col_upper, lp.row_lower, lp.row_upper,
+            lp.start, lp.index, lp.value, integrality,
+        )  # fmt: skip
+        if passed != highspy.HighsStatus.kOk:
+            raise TopDownSolverError(f"geounit {self.model.geounit!r}: HiGHS refused the LP")
         h.run()
         status = h.getModelStatus()
         if status == highspy.HighsModelStatus.kInfeasible:
@@ -332,3 +338,16 @@ class _Lp:
             )
         x = np.asarray(h.getSolution().col_value, dtype=np.float64)
         return x[: self.nb], float(h.getInfo().objective_function_value)
+
+
+@dataclass(frozen=True)
+class LpArrays:
+    """A rounder LP in HiGHS's column-wise arrays (columns ``≥ 0``)."""
+
+    cost: F64
+    col_upper: F64
+    row_lower: F64
+    row_upper: F64
+    start: NDArray[np.int32]
+    index: NDArray[np.int32]
+    value: F64
