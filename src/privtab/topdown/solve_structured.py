@@ -16,7 +16,7 @@ of a total-first problem's second pass, or exact per-child totals) — the child
 with ``M = H + ρI + σ11ᵀ``: one factorisation (an explicit ``n × n`` inverse) per pass,
 shared by every child and iteration, so an iteration is one ``(k, n) × (n, n)`` product. The
 z-update is ``max(v, 0)``, and where a child's hhgq bound is violated the threshold
-``max(v − τ, 0)`` on that hhgq's cells (a sort); the s-update is a clip. ``ρ = √(λ_min
+``max(v − τ, 0)`` on that hhgq's cells (a sort); the s-update is a clip. ``ρ = 2√(λ_min
 λ_max)`` from ``λ_min ≥ w_detailed`` and Gershgorin's ``λ_max ≤ max row sum``. BLAS threads:
 these matrices are small — run with one BLAS thread per process (``OPENBLAS_NUM_THREADS=1``);
 a multi-threaded BLAS on a busy machine made the same solve 25 times slower in measurement.
@@ -172,7 +172,8 @@ class StructuredPass:
         self.tlo, self.thi = tlo, thi
         self.starts = model.group_starts
         lam_max = float(np.abs(self.H).sum(axis=1).max(initial=lam_min))
-        self.rho = float(np.sqrt(lam_min * lam_max))
+        # 2√(λ_min λ_max): measured on synthetic block groups, 25% fewer iterations than 1×
+        self.rho = 2.0 * float(np.sqrt(lam_min * lam_max))
         p = model.parent
         self.scale_p = 1.0 if p is None else max(1.0, float(p.max(initial=0)))
         self.tol_p = 1e-9 * self.scale_p
