@@ -60,6 +60,21 @@ run time (children sum to the parent, non-negativity, every constraint; integral
 rounding). An infeasible problem raises :class:`TopDownInfeasibleError` naming the geounit
 and the violated constraints, never a relaxed solve.
 
+**Measured** (synthetic block group: 33 blocks, 1,000 persons, ~6,000 variables,
+production variances; one BLAS thread; CPU time per problem on the shared 2-core machine
+under load 6–18): the structured solver 31–38 ms for the whole problem (L2 and rounding),
+OSQP 530–630 ms and Clarabel 340–390 ms with the same rounder — about 20× and 12×
+(``time_solvers`` in :mod:`privtab.topdown.solve_synthetic`). A county-like parent of 27
+tracts (105,000 persons): 0.4 s against Clarabel's 13–16 s.
+
+**Differences from production** (deliberate, documented): open solvers instead of Gurobi;
+the tolerance is the configured 0.1 without the barrier residual production adds; the L2
+solution is exact (KKT-verified) where production accepted ``SUBOPTIMAL`` and
+``ITERATION_LIMIT`` statuses; values within 1e-6 of an integer are snapped before flooring
+and leftover answers are rounded on a 1e-6 grid, so the rounding does not depend on a
+solver's last digits; cells of an hhgq whose upper bound is 0 carry no variables (production
+keeps them and bounds their sum by 0: the same feasible set).
+
 Privacy: everything here is post-processing of the noisy measurements and of public
 (invariant) constraints, so it costs no privacy (post-processing theorem; the semantics
 seed §8 on TopDown's post-processing).

@@ -165,6 +165,14 @@ class Model:
         return int(self.cells.size)
 
     @property
+    def scale(self) -> float:
+        """The size of the numbers (the parent's largest cell, else the largest exact
+        total; at least 1): tolerances of the L2 checks are relative to it."""
+        if self.parent is not None:
+            return max(1.0, float(self.parent.max(initial=0)))
+        return max(1.0, float(self.group_total.max(initial=0)))
+
+    @property
     def group_starts(self) -> IDX:
         """``starts[g]:starts[g+1]`` are the masked cells of hhgq ``g``."""
         bounds = np.arange(GROUPS + 1) * GROUP_CELLS
@@ -309,9 +317,8 @@ def check_solution(model: Model, x: F64, *, integral: bool, what: str) -> None:
     """The runtime checks of one solution ``x`` (``(k, n)`` on the masked cells): finite,
     non-negative, zero where a child has no variable, children summing to the parent, the
     hhgq bounds and the exact totals — exactly for integral solutions, within ``1e-6``
-    (relative to the parent's size) for the L2 step. Raises :class:`TopDownSolverError`."""
-    scale = 1.0 if model.parent is None else max(1.0, float(model.parent.max(initial=0)))
-    tol = 0.0 if integral else 1e-6 * scale
+    relative to :attr:`Model.scale` for the L2 step. Raises :class:`TopDownSolverError`."""
+    tol = 0.0 if integral else 1e-6 * model.scale
     problems: list[str] = []
     if not np.all(np.isfinite(x)):
         problems.append("non-finite values")

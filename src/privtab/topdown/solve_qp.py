@@ -153,7 +153,7 @@ def solve_qp(model: Model, terms: Sequence[Term], bands: Sequence[Band], solver:
         z = _osqp(model, P, q, A, lo, hi, nx)
     else:
         raise ValueError(f"unknown QP solver {solver!r}")
-    scale = 1.0 if model.parent is None else max(1.0, float(model.parent.max(initial=0)))
+    scale = model.scale
     best = z
     for tol in (1e-8, 1e-6, 1e-4, 1e-3):
         polished = polish(P, q, A, lo, hi, nx, best, scale, tol)
