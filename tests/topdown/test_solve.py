@@ -448,3 +448,10 @@ def test_a_large_root_is_checked_on_its_own_scale(solver: str) -> None:
     sol = solve_children(problem, solver=solver)
     check(problem, sol)
     assert sol.counts.sum() == 300_000
+
+
+def test_solving_is_deterministic() -> None:
+    problem = small(11, 5, 60, "Block_Group", True)
+    a, b = solve_children(problem), solve_children(problem)
+    np.testing.assert_array_equal(a.counts, b.counts)
+    np.testing.assert_array_equal(a.l2, b.l2)

@@ -177,7 +177,10 @@ class SolveDiagnostics:
     and a generic solver solved; ``rounder_objectives`` per rounder pass (the L1 distance);
     ``rounder_mip_fallbacks`` fractional LP vertices re-solved as MIPs; ``laminar`` whether
     the rounder's rows were certified totally unimodular; ``cross_check`` the relative
-    objective differences to the second solver per pass (``None`` if not asked)."""
+    objective differences to the second solver per pass (``None`` if not asked);
+    ``seconds`` wall-clock time of the steps. All of it is a function of the noisy
+    measurements and the invariants only, but timings and sizes are for logs and
+    benchmarks, not for a release folder."""
 
     geounit: str
     children: int
