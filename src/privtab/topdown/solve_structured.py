@@ -192,9 +192,9 @@ class StructuredPass:
         rho = self.rho
         sigma = _SIGMA * rho if banded else 0.0
         M = self.H + rho * np.eye(n) + sigma
-        Minv = sla.cho_solve(
-            sla.cho_factor(M, lower=True, check_finite=False), np.eye(n), check_finite=False
-        )
+        Minv = spd_inverse(M)
+        if Minv is None:
+            return None
         MinvG = self.G @ Minv
         Minv1 = Minv.sum(axis=0)
         p = m.parent
@@ -302,11 +302,9 @@ class StructuredPass:
                     return None
                 parts.append(None)
                 continue
-            try:
-                L = sla.cho_factor(H[np.ix_(F, F)], lower=True, check_finite=False)
-            except np.linalg.LinAlgError:
+            Hinv = spd_inverse(H[np.ix_(F, F)])
+            if Hinv is None:
                 return None
-            Hinv = sla.cho_solve(L, np.eye(F.size), check_finite=False)
             HC = Hinv @ C.T  # (|F|, r): empty without active rows
             Sc_pinv: F64 = (
                 np.asarray(np.linalg.pinv(C @ HC, rcond=1e-12), dtype=np.float64)
@@ -321,9 +319,18 @@ class StructuredPass:
             parts.append((F, Hinv, HC, Sc_pinv, K, C, bvec))
         lam: F64 = np.zeros(n)
         if p is not None:
-            try:
-                lam = sla.cho_solve(sla.cho_factor(S, check_finite=False), r, check_finite=False)
-            except np.linalg.LinAlgError:
+            # S is singular exactly when rows depend on the coupling (every child with cells
+            # of an hhgq has that hhgq's row active): λ is then not unique, x is; a tiny
+            # ridge picks one λ (the multiplier shift of _verify restores the signs)
+            ridge = 0.0
+            for _ in range(3):
+                try:
+                    cf = sla.cho_factor(S + ridge * np.eye(n), check_finite=False)
+                    lam = sla.cho_solve(cf, r, check_finite=False)
+                    break
+                except np.linalg.LinAlgError:
+                    ridge = 1e-12 * max(1.0, float(np.trace(S)) / n) * (1e3 if ridge else 1.0)
+            else:
                 sol = sla.lstsq(S, r, lapack_driver="gelsy", check_finite=False)[0]
                 lam = np.asarray(sol, dtype=np.float64)
         x = np.zeros((k, n))
@@ -444,6 +451,21 @@ def _drop_one(act: IDX, mu: F64, rhs: F64, total: float) -> IDX:
     out = act.copy()
     out[cand[np.argmin(np.abs(mu[cand]))]] = 0
     return out
+
+
+def spd_inverse(a: F64) -> F64 | None:
+    """The inverse of a symmetric positive definite matrix by LAPACK's Cholesky
+    (``potrf``, ``potri``) — ``None`` if it is not positive definite."""
+    from scipy.linalg import lapack
+
+    c, info = lapack.dpotrf(a, lower=True, clean=False, overwrite_a=False)
+    if info != 0:
+        return None
+    inv, info = lapack.dpotri(c, lower=True, overwrite_c=True)
+    if info != 0:
+        return None
+    low = np.tril(inv)
+    return np.asarray(low + np.tril(inv, -1).T, dtype=np.float64)
 
 
 def _threshold(values: F64, b: float) -> float:
