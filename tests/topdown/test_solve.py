@@ -415,6 +415,8 @@ def test_realistic_problems_agree_across_solvers(level: str) -> None:
         problem = synthetic_problem(seed, children=kids, persons=persons, level=level)
         a = solve_children(problem, cross_check="osqp")
         check(problem, a)
+        assert a.diagnostics.structured_fallbacks == 0
+        assert a.diagnostics.rounder_mip_fallbacks == 0
         b = solve_children(problem, solver="clarabel")
         check(problem, b)
         if np.abs(a.l2 - b.l2).max() < 1e-7:

@@ -49,6 +49,8 @@ def _hierarchy(seed: int, mids: int, blocks: int, persons: int, cross: str | Non
         bg = children_problem(f"M{j}", truth[sl], lo[sl], up[sl], mid.counts[j], "Block", seed)
         out = solve_children(bg, cross_check=cross)
         check(bg, out)
+        assert out.diagnostics.structured_fallbacks == 0
+        assert out.diagnostics.rounder_mip_fallbacks == 0
         leaves.append(out.counts)
     np.testing.assert_array_equal(np.concatenate(leaves).sum(axis=0), sol.counts[0])
 
