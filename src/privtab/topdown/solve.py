@@ -49,7 +49,7 @@ gives all-zero children (both checked against the children's constraints). Value
 **The rounder**: :mod:`privtab.topdown.solve_round` (integrality by total unimodularity,
 argued there and checked on every LP; HiGHS MIP as a counted fallback).
 
-**Solvers, measured not trusted.** ``solver="structured"`` (the default) exploits the
+**Solvers, measured not trusted.** ``solver="structured"`` (``"default"``) exploits the
 problem's structure (:mod:`privtab.topdown.solve_structured`: one ``n × n`` factorisation
 shared by all children, ADMM, then an exact active-set solve whose KKT conditions are
 verified); ``"clarabel"`` and ``"osqp"`` solve the same pass as a generic sparse QP
@@ -225,11 +225,14 @@ def production_passes(
 
 
 def solve_children(
-    problem: ChildrenProblem, *, solver: str = "structured", cross_check: str | None = None
+    problem: ChildrenProblem, *, solver: str = "default", cross_check: str | None = None
 ) -> ChildrenSolution:
     """Solve one parent's children: the L2 passes, then the controlled rounder (module
-    docstring). Raises :class:`TopDownInfeasibleError` for an infeasible problem and
+    docstring). ``solver``: ``"default"`` (= ``"structured"``), ``"clarabel"`` or
+    ``"osqp"``; ``cross_check``: a second solver for every pass. Raises
+    :class:`TopDownInfeasibleError` for an infeasible problem and
     :class:`TopDownSolverError` when a solution fails its checks."""
+    solver = "structured" if solver == "default" else solver
     if solver not in SOLVERS or (cross_check is not None and cross_check not in SOLVERS):
         raise ValueError(f"solver must be one of {SOLVERS}")
     t0 = time.perf_counter()
