@@ -1,0 +1,408 @@
+"""TopDown's per-parent optimisation problem (contract C3): the L2 step and the controlled
+rounder of one parent's children, on open solvers, checked on every problem.
+
+**The problem** (built by the measurement side for the root and for every parent)::
+
+    ChildrenProblem(
+        geounit="0100000US01",            # the parent's id (named by every error)
+        children=("…01001", "…01003"),    # the children's ids, k of them
+        parent=hist,                      # (CELLS,) int64 optimised parent; None at the root
+        measurements=ChildMeasurements(
+            answers={"total": (k, 1) float64, …, "detailed": (k, 2016) float64},
+            variances={"total": Fraction(…), …},   # exact variance of each answer's noise
+        ),
+        constraints=ChildConstraints(
+            gq_lower=(k, 8) int64,        # persons of hhgq t ≥ lower (facilities of type t)
+            gq_upper=(k, 8) int64,        # persons of hhgq t ≤ upper; −1: no bound; 0: none
+            structural_zeros=(CELLS,) bool,   # cells 0 everywhere (minors in nursing)
+            total=None | (groups,) int64,     # exact totals (root, states)
+            total_group=None | (k,) int64,    # child → index into total (−1: none);
+        ),                                    #   None: child i ↔ total[i]
+        l2_passes=(("total",), (…all other measured queries…)),
+        rounder_passes=(("total",), ("hhgq", "hhgq * hispanic", …, "detailed")),
+        tolerance=0.1,
+    )
+    solve_children(problem) -> ChildrenSolution(l2=(k, CELLS) float64,
+                                                counts=(k, CELLS) int64, diagnostics)
+
+Refinements of the lead's sketch: ``rounder_passes`` are passes (production rounds
+``total`` first at State, County, Tract and Block_Group children, like the L2 step);
+``total_group`` lets the exact totals belong to groups of children (production's AIAN and
+non-AIAN parts of a state share one invariant total); the diagnostics are a
+:class:`SolveDiagnostics`. :func:`production_passes` gives production's orders.
+
+**The L2 step** (production ``DataIndQueriesL2NPass`` under
+``L2PlusRounderWithBackup_interleaved``): in pass ``p`` minimise
+``Σ_{q ∈ pass p} (1/σ²_q) Σ_i ‖Q_q xᵢ − y_{q,i}‖²`` over ``x ≥ 0`` with
+``Σ_i xᵢ = parent`` cell by cell, the hhgq bounds, the exact totals, the structural zeros
+and — for every query of every earlier pass — ``|Q_q xᵢ − Q_q xᵢ^{(earlier)}| ≤ tolerance``
+on each answer. Production's tolerance is ``opt_tol``: it first minimises a variable
+tolerance over the current model, where the previous solution is feasible with tolerance
+0, so its optimum is 0 plus the barrier's residual, then adds ``opt_tol_slack = 0.1`` — an
+absolute bound of 0.1 on every answer of the earlier queries. privtab uses the given
+``tolerance`` as that bound (0.1, :data:`PRODUCTION_TOLERANCE`), without the residual.
+Cells that are 0 in the parent get no variables; nor do cells of an hhgq whose upper bound
+is 0 for a child; a parent with one child passes its histogram down, an all-zero parent
+gives all-zero children (both checked against the children's constraints). Values below
+1e-7 are set to 0, as production does.
+
+**The rounder**: :mod:`privtab.topdown.solve_round` (integrality by total unimodularity,
+argued there and checked on every LP; HiGHS MIP as a counted fallback).
+
+**Solvers, measured not trusted.** ``solver="structured"`` (``"default"``) exploits the
+problem's structure (:mod:`privtab.topdown.solve_structured`: one ``n × n`` factorisation
+shared by all children, ADMM, then an exact active-set solve whose KKT conditions are
+verified); ``"clarabel"`` and ``"osqp"`` solve the same pass as a generic sparse QP
+(:mod:`privtab.topdown.solve_qp`). ``cross_check="osqp"`` (or any other) solves every
+pass again with a second solver and raises :class:`TopDownSolverError` if the objectives
+differ by more than 1e-6 relative. Every problem's L2 and rounded solutions are checked at
+run time (children sum to the parent, non-negativity, every constraint; integrality of the
+rounding). An infeasible problem raises :class:`TopDownInfeasibleError` naming the geounit
+and the violated constraints, never a relaxed solve.
+
+**Measured** (synthetic block group: 33 blocks, 1,000 persons, ~6,000 variables,
+production variances; one BLAS thread; CPU time per problem on the shared 2-core machine
+under load 6–18): the structured solver 31–38 ms for the whole problem (L2 and rounding),
+OSQP 530–630 ms and Clarabel 340–390 ms with the same rounder — about 20× and 12×
+(``time_solvers`` in :mod:`privtab.topdown.solve_synthetic`). A county-like parent of 27
+tracts (105,000 persons): 0.4 s against Clarabel's 13–16 s.
+
+**Differences from production** (deliberate, documented): open solvers instead of Gurobi;
+the tolerance is the configured 0.1 without the barrier residual production adds; the L2
+solution is exact (KKT-verified) where production accepted ``SUBOPTIMAL`` and
+``ITERATION_LIMIT`` statuses; values within 1e-6 of an integer are snapped before flooring
+and leftover answers are rounded on a 1e-6 grid, so the rounding does not depend on a
+solver's last digits; cells of an hhgq whose upper bound is 0 carry no variables (production
+keeps them and bounds their sum by 0: the same feasible set).
+
+Privacy: everything here is post-processing of the noisy measurements and of public
+(invariant) constraints, so it costs no privacy (post-processing theorem; the semantics
+seed §8 on TopDown's post-processing).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from fractions import Fraction
+
+import numpy as np
+from numpy.typing import NDArray
+
+from privtab.topdown.histogram import CELLS, HHGQ_LEVELS
+from privtab.topdown.solve_model import (
+    F64,
+    Band,
+    Model,
+    Term,
+    TopDownInfeasibleError,
+    TopDownSolverError,
+    check_feasible,
+    check_solution,
+    prepare,
+    query_size,
+)
+
+__all__ = [
+    "PRODUCTION_TOLERANCE",
+    "ChildConstraints",
+    "ChildMeasurements",
+    "ChildrenProblem",
+    "ChildrenSolution",
+    "SolveDiagnostics",
+    "TopDownInfeasibleError",
+    "TopDownSolverError",
+    "production_passes",
+    "solve_children",
+]
+
+#: Production's inter-pass tolerance (``opt_tol_slack = 0.1`` of the 2020 configuration).
+PRODUCTION_TOLERANCE = 0.1
+
+#: The solvers of the L2 step.
+SOLVERS = ("structured", "clarabel", "osqp")
+
+_GROUPS = len(HHGQ_LEVELS)
+_ZERO = 1e-7  # production's reformSolution: values below this are 0
+
+
+@dataclass(frozen=True)
+class ChildMeasurements:
+    """The children's noisy answers (``answers[q]``: ``(k, query(q).size)`` float64) and
+    the exact variance of each answer's noise per query (``variances[q]``)."""
+
+    answers: Mapping[str, NDArray[np.float64]]
+    variances: Mapping[str, Fraction]
+
+
+@dataclass(frozen=True)
+class ChildConstraints:
+    """The children's constraints, from invariants public to the algorithm.
+
+    ``gq_lower[i, t]`` ≤ persons of hhgq ``t`` in child ``i`` ≤ ``gq_upper[i, t]``
+    (``-1``: no upper bound; ``0``: no unit of that type, so no variables there);
+    ``structural_zeros`` cells are 0 in every child; ``total[g]`` is the exact population
+    of the children ``i`` with ``total_group[i] == g`` (``total_group=None``: child ``i``
+    has exact total ``total[i]``; ``total=None``: no exact totals)."""
+
+    gq_lower: NDArray[np.int64]
+    gq_upper: NDArray[np.int64]
+    structural_zeros: NDArray[np.bool_]
+    total: NDArray[np.int64] | None = None
+    total_group: NDArray[np.int64] | None = None
+
+
+@dataclass(frozen=True)
+class ChildrenProblem:
+    """One parent's children to optimise jointly (see the module docstring)."""
+
+    geounit: str
+    children: Sequence[str]
+    parent: NDArray[np.int64] | None
+    measurements: ChildMeasurements
+    constraints: ChildConstraints
+    l2_passes: Sequence[Sequence[str]]
+    rounder_passes: Sequence[Sequence[str]]
+    tolerance: float
+
+
+@dataclass(frozen=True)
+class SolveDiagnostics:
+    """What solving one problem took: ``path`` is ``"optimised"``, ``"single child"`` or
+    ``"empty parent"``; ``cells`` the masked cells, ``variables`` the L2 variables;
+    ``l2_solvers``/``l2_objectives`` per pass (the objective ``Σ w ‖Qx − y‖²``, constants
+    included); ``structured_fallbacks`` passes the structured solver could not certify
+    and a generic solver solved; ``rounder_objectives`` per rounder pass (the L1 distance);
+    ``rounder_mip_fallbacks`` fractional LP vertices re-solved as MIPs; ``laminar`` whether
+    the rounder's rows were certified totally unimodular; ``cross_check`` the relative
+    objective differences to the second solver per pass (``None`` if not asked);
+    ``seconds`` wall-clock time of the steps. All of it is a function of the noisy
+    measurements and the invariants only, but timings and sizes are for logs and
+    benchmarks, not for a release folder."""
+
+    geounit: str
+    children: int
+    path: str
+    cells: int = 0
+    variables: int = 0
+    l2_solvers: tuple[str, ...] = ()
+    l2_objectives: tuple[float, ...] = ()
+    structured_fallbacks: int = 0
+    rounder_objectives: tuple[float, ...] = ()
+    rounder_lps: int = 0
+    rounder_mip_fallbacks: int = 0
+    laminar: bool = True
+    cross_check: tuple[float, ...] | None = None
+    seconds: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ChildrenSolution:
+    """The children's L2 solution ``(k, CELLS)`` float64, their integer histograms
+    ``(k, CELLS)`` int64 and how they were found."""
+
+    l2: NDArray[np.float64]
+    counts: NDArray[np.int64]
+    diagnostics: SolveDiagnostics
+
+
+def production_passes(
+    measured: Sequence[str], *, total_first: bool
+) -> tuple[tuple[tuple[str, ...], ...], tuple[tuple[str, ...], ...]]:
+    """Production's ``(l2_passes, rounder_passes)`` (2020 strategy
+    ``Strategy1b_ST_CTY_TR_BG_isoTot_Ordering``): ``total_first`` for State, County, Tract
+    and Block_Group children — ``total``, then every other measured query — otherwise
+    (Block children, the root) one pass. The rounder's queries are production's, including
+    ``detailed`` twice (also as ``hhgq * votingage * hispanic * cenrace``)."""
+    rest: tuple[str, ...] = ("hhgq", "hhgq * hispanic", "hhgq * hispanic * cenrace")
+    rest += ("hhgq * votingage * hispanic * cenrace", "detailed")
+    others = tuple(q for q in measured if q != "total")
+    if total_first and "total" in measured:
+        return (("total",), others), (("total",), rest)
+    return (tuple(measured),), (("total", *rest),)
+
+
+def solve_children(
+    problem: ChildrenProblem, *, solver: str = "default", cross_check: str | None = None
+) -> ChildrenSolution:
+    """Solve one parent's children: the L2 passes, then the controlled rounder (module
+    docstring). ``solver``: ``"default"`` (= ``"structured"``), ``"clarabel"`` or
+    ``"osqp"``; ``cross_check``: a second solver for every pass. Raises
+    :class:`TopDownInfeasibleError` for an infeasible problem and
+    :class:`TopDownSolverError` when a solution fails its checks."""
+    solver = "structured" if solver == "default" else solver
+    if solver not in SOLVERS or (cross_check is not None and cross_check not in SOLVERS):
+        raise ValueError(f"solver must be one of {SOLVERS}")
+    t0 = time.perf_counter()
+    k = len(problem.children)
+    _validate(problem)
+    c = problem.constraints
+    parent = None if problem.parent is None else np.asarray(problem.parent, dtype=np.int64)
+    group, totals = _totals(c, k)
+    model = prepare(
+        problem.geounit,
+        problem.children,
+        parent,
+        c.gq_lower,
+        c.gq_upper,
+        c.structural_zeros,
+        group,
+        totals,
+    )
+    check_feasible(model, parent, c.structural_zeros, c.gq_lower, c.gq_upper)
+    if parent is not None and (k == 1 or not parent.any()):
+        return _pass_down(problem, model, parent, t0)
+    t1 = time.perf_counter()
+    l2, solvers, objectives, fallbacks, checks = _l2(problem, model, solver, cross_check)
+    l2 = np.where(l2 < _ZERO, 0.0, l2)
+    check_solution(model, l2, integral=False, what="L2 solution")
+    t2 = time.perf_counter()
+    from privtab.topdown.solve_round import round_children
+
+    rounding = round_children(model, l2, problem.rounder_passes)
+    check_solution(model, rounding.counts.astype(np.float64), integral=True, what="rounding")
+    t3 = time.perf_counter()
+    diag = SolveDiagnostics(
+        geounit=problem.geounit,
+        children=k,
+        path="optimised",
+        cells=model.n,
+        variables=int(model.allowed.sum()),
+        l2_solvers=solvers,
+        l2_objectives=objectives,
+        structured_fallbacks=fallbacks,
+        rounder_objectives=rounding.objectives,
+        rounder_lps=rounding.lps,
+        rounder_mip_fallbacks=rounding.mip_fallbacks,
+        laminar=rounding.laminar,
+        cross_check=checks,
+        seconds={"prepare": t1 - t0, "l2": t2 - t1, "rounder": t3 - t2},
+    )
+    return ChildrenSolution(model.full(l2), model.full(rounding.counts), diag)
+
+
+def _totals(c: ChildConstraints, k: int) -> tuple[NDArray[np.intp], NDArray[np.int64]]:
+    if c.total is None:
+        return np.full(k, -1, dtype=np.intp), np.zeros(0, dtype=np.int64)
+    total = np.asarray(c.total, dtype=np.int64)
+    if c.total_group is None:
+        return np.arange(k, dtype=np.intp), total
+    return np.asarray(c.total_group, dtype=np.intp), total
+
+
+def _pass_down(
+    problem: ChildrenProblem, model: Model, parent: NDArray[np.int64], t0: float
+) -> ChildrenSolution:
+    """One child takes the parent's histogram; an empty parent gives empty children —
+    both checked against the children's constraints like any solution."""
+    k = len(problem.children)
+    counts = np.zeros((k, CELLS), dtype=np.int64)
+    path = "empty parent"
+    if k == 1:
+        counts[0] = parent
+        path = "single child"
+    masked = counts[:, model.cells].astype(np.float64)
+    try:
+        check_solution(model, masked, integral=True, what="histogram passed down")
+    except TopDownSolverError as e:
+        raise TopDownInfeasibleError(problem.geounit, [str(e)]) from None
+    diag = SolveDiagnostics(
+        problem.geounit, k, path, cells=model.n, seconds={"total": time.perf_counter() - t0}
+    )
+    return ChildrenSolution(counts.astype(np.float64), counts, diag)  # l2: the same counts
+
+
+def _terms(problem: ChildrenProblem, model: Model, names: Sequence[str]) -> list[Term]:
+    m = problem.measurements
+    out = []
+    for name in dict.fromkeys(names):
+        weight = float(1 / Fraction(m.variances[name]))
+        out.append(model.term(name, weight, np.asarray(m.answers[name], dtype=np.float64)))
+    return out
+
+
+def _l2(
+    problem: ChildrenProblem, model: Model, solver: str, cross_check: str | None
+) -> tuple[F64, tuple[str, ...], tuple[float, ...], int, tuple[float, ...] | None]:
+    from privtab.topdown.solve_structured import solve_pass
+
+    bands: list[Band] = []
+    solvers: list[str] = []
+    objectives: list[float] = []
+    diffs: list[float] = []
+    fallbacks = 0
+    x = np.zeros((model.k, model.n))
+    last = len(problem.l2_passes) - 1
+    for p, names in enumerate(problem.l2_passes):
+        terms = _terms(problem, model, names)
+        res = solve_pass(model, terms, bands, solver, need_x=p == last)
+        x, answers = res.x, res.answers
+        solvers.append(res.solver)
+        fallbacks += int(res.fell_back)
+        objectives.append(res.objective)
+        if cross_check is not None:
+            other = solve_pass(model, terms, bands, cross_check, need_x=p == last)
+            # relative, with a floor of 1e-3 for objectives near 0 (noise-free data)
+            diff = abs(other.objective - res.objective)
+            rel = diff / max(abs(res.objective), abs(other.objective), 1e-3)
+            diffs.append(rel)
+            if rel > 1e-6:
+                raise TopDownSolverError(
+                    f"geounit {model.geounit!r}: the L2 objectives of {res.solver} "
+                    f"({res.objective!r}) and {other.solver} ({other.objective!r}) differ "
+                    f"by {rel:.3g} relative"
+                )
+        tol = float(problem.tolerance)
+        for t, a in zip(terms, answers, strict=True):
+            bands.append(Band(t.name, t.index, t.size, a - tol, a + tol))
+    return x, tuple(solvers), tuple(objectives), fallbacks, (tuple(diffs) if cross_check else None)
+
+
+def _validate(problem: ChildrenProblem) -> None:
+    """Shapes, names and values of a problem (``ValueError``: a caller's bug)."""
+    k = len(problem.children)
+    if k == 0 or len(set(problem.children)) != k:
+        raise ValueError(f"{problem.geounit}: children must be non-empty and distinct")
+    if problem.parent is not None:
+        p = np.asarray(problem.parent)
+        if p.shape != (CELLS,) or p.dtype.kind not in "iu" or np.any(p < 0):
+            raise ValueError(f"{problem.geounit}: parent must be ({CELLS},) non-negative ints")
+    m = problem.measurements
+    if set(m.answers) != set(m.variances):
+        raise ValueError(f"{problem.geounit}: answers and variances name different queries")
+    for name, a in m.answers.items():
+        shape = (k, query_size(name))
+        if np.shape(a) != shape or not np.all(np.isfinite(a)):
+            raise ValueError(f"{problem.geounit}: answers of {name!r} must be finite {shape}")
+        if not Fraction(m.variances[name]) > 0:
+            raise ValueError(f"{problem.geounit}: variance of {name!r} must be positive")
+    listed = [n for p in problem.l2_passes for n in p]
+    if set(listed) != set(m.answers):
+        raise ValueError(
+            f"{problem.geounit}: the L2 passes {sorted(set(listed))} must name exactly the "
+            f"measured queries {sorted(m.answers)}"
+        )
+    for name in (n for p in problem.rounder_passes for n in p):
+        query_size(name)
+    c = problem.constraints
+    for arr, what in ((c.gq_lower, "gq_lower"), (c.gq_upper, "gq_upper")):
+        a = np.asarray(arr)
+        if a.shape != (k, _GROUPS) or a.dtype.kind not in "iu":
+            raise ValueError(f"{problem.geounit}: {what} must be ({k}, {_GROUPS}) ints")
+    if np.any(np.asarray(c.gq_lower) < 0) or np.any(np.asarray(c.gq_upper) < -1):
+        raise ValueError(f"{problem.geounit}: gq_lower must be ≥ 0 and gq_upper ≥ −1")
+    sz = np.asarray(c.structural_zeros)
+    if sz.shape != (CELLS,) or sz.dtype != np.bool_:
+        raise ValueError(f"{problem.geounit}: structural_zeros must be ({CELLS},) bool")
+    if c.total is not None:
+        t = np.asarray(c.total)
+        g = np.arange(k) if c.total_group is None else np.asarray(c.total_group)
+        ok = t.ndim == 1 and t.dtype.kind in "iu" and np.all(t >= 0) and g.shape == (k,)
+        if not ok or (g.size and (g.max() >= t.size or g.min() < -1)):
+            raise ValueError(f"{problem.geounit}: total/total_group are inconsistent")
+    elif c.total_group is not None:
+        raise ValueError(f"{problem.geounit}: total_group without total")
+    if not (math.isfinite(problem.tolerance) and problem.tolerance >= 0):
+        raise ValueError(f"{problem.geounit}: tolerance must be finite and ≥ 0")

@@ -1,0 +1,353 @@
+"""Internal: the controlled rounder — integer children from the L2 solution (production
+``MultipassRounder``), an LP whose vertices are integral, solved by HiGHS.
+
+Each child is ``floor(L2) + b`` with ``b`` a 0/1 vector on the cells where the parent
+exceeds the sum of the floors (every masked cell at the root). ``b`` meets, in leftover
+form, every constraint of the problem: ``Σ_i b_ic = parent_c − Σ_i floor_ic``, the hhgq
+bounds and exact totals minus what the floors already hold. In passes (production:
+``total`` first for State, County, Tract and Block_Group children, then
+``hhgq``, ``hhgq × hispanic``, ``hhgq × hispanic × cenrace``,
+``hhgq × votingage × hispanic × cenrace`` and ``detailed`` together) it minimises
+``Σ_q Σ_i ‖Q_q bᵢ − round(Q_q fracᵢ)‖₁`` (``frac = L2 − floor``, rounded half to even as
+``numpy.around``) with ``e⁺ − e⁻`` slack columns; after a pass its queries' answers are
+fixed at their rounded values (``Q bᵢ = Q bᵢ*``) for the later passes. As in production no
+separate cell-wise term is added: the ``detailed`` query (listed twice in production's
+rounder ordering, as ``detailed`` and as the four-attribute product) carries it.
+
+**Integrality.** The b-part of the constraint matrix has two families of rows: the cell
+rows (one per cell, over all children) — disjoint sets — and, per child, the rows of the
+rounder queries, the hhgq bounds and the exact totals — sets that are nested whenever the
+rounder's queries refine each other (``total ⊃ hhgq ⊃ hhgq×hispanic ⊃ … ⊃ detailed``; an
+exact total of several children contains all their sets). Each family is *laminar*, and
+the incidence matrix of the union of two laminar families is a network matrix, hence
+totally unimodular (Edmonds 1970; Schrijver, *Combinatorial Optimization*, 2003, on
+laminar families and matroid intersection). Appending the ``±I`` slack columns and the
+``0 ≤ b ≤ 1`` bound rows keeps it totally unimodular, and every right-hand side is an
+integer, so every vertex of the LP is integral (Hoffman–Kruskal) and HiGHS's simplex,
+which returns a vertex, returns an integral ``b``. :func:`laminar` checks the nesting of the
+queries at run time (``Rounding.laminar``) and **every** LP solution is checked for
+integrality; a fractional one (possible only with non-nested rounder queries) is re-solved
+as a MIP by HiGHS and counted (``Rounding.mip_fallbacks``) — never silently.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import sys
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from privtab.topdown.solve_model import (
+    F64,
+    GROUPS,
+    I64,
+    IDX,
+    Model,
+    TopDownInfeasibleError,
+    TopDownSolverError,
+    answer_index,
+    apply,
+    compact,
+    query_size,
+    refines,
+)
+
+__all__: list[str] = []
+
+#: L2 values within this distance of an integer are taken as that integer before flooring,
+#: and leftover answers are rounded after snapping to this grid: the rounding then does not
+#: depend on a solver's last digits.
+SNAP = 1e-6
+
+_LOCK = threading.Lock()
+_BANNER_DONE = False
+_LOCAL = threading.local()
+
+
+def _highs() -> Any:
+    """A silent ``highspy.Highs``: the first construction in a process prints HiGHS's
+    banner on file descriptor 1, which would corrupt a ``--json`` output; it is sent to
+    ``/dev/null`` once."""
+    global _BANNER_DONE
+    import highspy
+
+    with _LOCK:
+        if not _BANNER_DONE:
+            sys.stdout.flush()
+            saved = os.dup(1)
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            try:
+                os.dup2(devnull, 1)
+                h = highspy.Highs()  # type: ignore[no-untyped-call]
+            finally:
+                os.dup2(saved, 1)
+                os.close(saved)
+                os.close(devnull)
+            _BANNER_DONE = True
+        else:
+            h = highspy.Highs()  # type: ignore[no-untyped-call]
+    h.setOptionValue("output_flag", False)
+    h.setOptionValue("threads", 1)
+    return h
+
+
+@dataclass(frozen=True)
+class Rounding:
+    """The rounder's result: integer children ``(k, n)`` and what it took."""
+
+    counts: I64
+    objectives: tuple[float, ...]
+    lps: int
+    mip_fallbacks: int
+    laminar: bool
+
+
+def laminar(passes: Sequence[Sequence[str]]) -> bool:
+    """Whether the rounder's queries, with ``total`` and ``hhgq`` (the exact totals and the
+    hhgq bounds), form a chain of refinements — the condition for total unimodularity."""
+    names = {n for p in passes for n in p} | {"total", "hhgq"}
+    chain = sorted(names, key=lambda n: int(answer_index(n).max()))
+    return all(refines(f, c) for c, f in itertools.pairwise(chain))
+
+
+def snap(x: F64) -> F64:
+    """``x`` with values within :data:`SNAP` of an integer set to it, negatives to 0."""
+    r = np.round(x)
+    return np.maximum(np.where(np.abs(x - r) <= SNAP, r, x), 0.0)
+
+
+def round_children(model: Model, l2: F64, passes: Sequence[Sequence[str]]) -> Rounding:
+    """Controlled rounding of the L2 solution ``l2`` (``(k, n)``) in ``passes``."""
+    x = snap(l2) * model.allowed
+    floor = np.floor(x)
+    frac = x - floor
+    k, n = model.k, model.n
+    if model.parent is not None:
+        d = model.parent - floor.sum(axis=0)
+        if np.any(d < 0) or np.any(d > model.allowed.sum(axis=0)):
+            raise TopDownSolverError(
+                f"geounit {model.geounit!r}: the L2 solution's floors do not fit the parent"
+            )
+        cells = d > 0
+    else:
+        d = None
+        cells = np.ones(n, dtype=bool)
+    var = model.allowed & cells[None, :]
+    vid = np.full((k, n), -1, dtype=np.intp)
+    vid[var] = np.arange(int(var.sum()))
+    fixed: list[tuple[IDX, int, I64]] = []
+    objectives: list[float] = []
+    b = np.zeros((k, n))
+    lps = fallbacks = 0
+    for names in passes:
+        lp = _Lp(model, vid, floor, d)
+        for name in names:
+            idx = answer_index(name)[model.cells]
+            size = query_size(name)
+            target = np.round(np.round(apply(idx, size, frac), 6))
+            lp.penalty(idx, size, target)
+        for idx, size, value in fixed:
+            lp.fix(idx, size, value)
+        sol, obj, fell_back = lp.solve()
+        lps += 1
+        fallbacks += int(fell_back)
+        b = np.zeros((k, n))
+        b[var] = sol[vid[var]]
+        objectives.append(obj)
+        for name in names:
+            idx = answer_index(name)[model.cells]
+            size = query_size(name)
+            fixed.append((idx, size, np.round(apply(idx, size, b)).astype(np.int64)))
+    counts = (floor + b).astype(np.int64)
+    return Rounding(counts, tuple(objectives), lps, fallbacks, laminar(passes))
+
+
+class _Lp:
+    """The LP of one rounder pass, built from label arrays (child × cell → row)."""
+
+    def __init__(self, model: Model, vid: IDX, floor: F64, d: F64 | None) -> None:
+        self.model, self.vid = model, vid
+        self.nb = int((vid >= 0).sum())
+        self.rows: list[IDX] = []
+        self.cols: list[IDX] = []
+        self.vals: list[F64] = []
+        self.lo: list[F64] = []
+        self.hi: list[F64] = []
+        self.nrow = 0
+        self.nslack = 0
+        self.const = 0.0
+        self.cost_b = np.zeros(self.nb)
+        k, n = vid.shape
+        child = np.arange(k)[:, None]
+        if d is not None:
+            self._family(np.broadcast_to(np.arange(n)[None, :], (k, n)), d, d)
+        held = model.group_sums(floor)
+        lo = (model.lo - held).ravel()
+        hi = (model.hi - held).ravel()
+        g_lab = child * GROUPS + model.hhgq[None, :]
+        g_lab = np.where(((model.lo > 0) | np.isfinite(model.hi)).ravel()[g_lab], g_lab, -1)
+        self._family(g_lab, lo, np.where(np.isinf(hi), 1e20, hi))
+        if model.group_total.size:
+            tot = floor.sum(axis=1)
+            held_t = np.bincount(
+                model.total_group[model.total_group >= 0],
+                weights=tot[model.total_group >= 0],
+                minlength=model.group_total.size,
+            )
+            rest = model.group_total - held_t
+            self._family(np.broadcast_to(model.total_group[:, None], (k, n)), rest, rest)
+
+    def _family(self, labels: IDX, lo: F64, hi: F64) -> IDX:
+        use = (labels >= 0) & (self.vid >= 0)
+        present, inverse = compact(labels[use])
+        self.rows.append((self.nrow + inverse).astype(np.intp))
+        self.cols.append(self.vid[use].astype(np.intp))
+        self.vals.append(np.ones(inverse.size))
+        self.lo.append(np.asarray(lo, dtype=np.float64)[present])
+        self.hi.append(np.asarray(hi, dtype=np.float64)[present])
+        self.nrow += present.size
+        # rows with no variable must hold for b = 0
+        lo_a, hi_a = np.asarray(lo, dtype=np.float64), np.asarray(hi, dtype=np.float64)
+        absent = np.setdiff1d(compact(labels[labels >= 0])[0], present)
+        if absent.size and (np.any(lo_a[absent] > 0) or np.any(hi_a[absent] < 0)):
+            raise TopDownInfeasibleError(
+                self.model.geounit,
+                [
+                    "the rounder's leftover constraints cannot be met (a constraint whose "
+                    "cells have no rounding variable needs a non-zero leftover)"
+                ],
+            )
+        return present.astype(np.intp)
+
+    def penalty(self, idx: IDX, size: int, target: F64) -> None:
+        """The L1 term ``Σ |Q bᵢ − round(Q fracᵢ)|``. A row whose target ``r`` is ≤ 0 or ≥
+        its number of variables ``m`` is linear on ``0 ≤ b ≤ 1`` (``Σb − r`` or
+        ``r − Σb``): its cost goes on ``b``; the others get rows ``Q bᵢ − e⁺ + e⁻ = r``
+        with unit costs on ``e±`` (fewer rows, same optimum and vertices)."""
+        k, n = self.vid.shape
+        labels = np.broadcast_to(np.arange(k)[:, None] * size + idx[None, :], (k, n))
+        t = target.ravel()
+        use = self.vid >= 0
+        lab, var = labels[use], self.vid[use]
+        nvar = np.bincount(lab, minlength=t.size)
+        absent = nvar == 0
+        self.const += float(np.abs(t[absent]).sum())
+        low = ~absent & (t <= 0)
+        high = ~absent & (t >= nvar)
+        self.const += float(-t[low].sum() + t[high].sum())
+        sign = np.where(low[lab], 1.0, np.where(high[lab], -1.0, 0.0))
+        self.cost_b += np.bincount(var, weights=sign, minlength=self.nb)
+        mid = ~absent & ~low & ~high
+        keep = mid[lab]
+        present, inverse = compact(lab[keep])
+        m = present.size
+        r = self.nrow + np.arange(m, dtype=np.intp)
+        self.rows += [(self.nrow + inverse).astype(np.intp), r, r]
+        base = self.nb + self.nslack
+        self.cols += [
+            var[keep].astype(np.intp),
+            base + np.arange(m, dtype=np.intp),
+            base + m + np.arange(m, dtype=np.intp),
+        ]
+        self.vals += [np.ones(inverse.size), -np.ones(m), np.ones(m)]
+        self.lo.append(t[present])
+        self.hi.append(t[present])
+        self.nrow += m
+        self.nslack += 2 * m
+
+    def fix(self, idx: IDX, size: int, value: I64) -> None:
+        """Rows ``Q bᵢ = value`` (an earlier pass's rounded answers)."""
+        k, n = self.vid.shape
+        labels = np.broadcast_to(np.arange(k)[:, None] * size + idx[None, :], (k, n))
+        v = value.ravel().astype(np.float64)
+        self._family(labels, v, v)
+
+    def solve(self) -> tuple[F64, float, bool]:
+        """``(b, objective, fell_back)``: HiGHS simplex, checked integral; a fractional
+        vertex is re-solved as a MIP (``fell_back``)."""
+        import scipy.sparse as sp
+
+        ncol = self.nb + self.nslack
+        if ncol == 0:  # nothing left to round (an integral L2 solution)
+            return np.zeros(0), self.const, False
+        r, c = np.concatenate(self.rows), np.concatenate(self.cols)
+        v = np.concatenate(self.vals)
+        A = sp.csc_matrix(sp.coo_matrix((v, (r, c)), shape=(self.nrow, ncol)))
+        A.sum_duplicates()
+        hi = np.concatenate(self.hi)
+        lp = LpArrays(
+            cost=np.concatenate([self.cost_b, np.ones(self.nslack)]),
+            col_upper=np.concatenate([np.ones(self.nb), np.full(self.nslack, np.inf)]),
+            row_lower=np.concatenate(self.lo),
+            row_upper=np.where(hi >= 1e20, np.inf, hi),
+            start=A.indptr.astype(np.int32),
+            index=A.indices.astype(np.int32),
+            value=A.data.astype(np.float64),
+        )
+        b, obj = self._run(lp, mip=False)
+        if np.all(np.abs(b - np.round(b)) <= 1e-9):
+            return np.round(b), obj + self.const, False
+        b2, obj2 = self._run(lp, mip=True)
+        if not np.all(np.abs(b2 - np.round(b2)) <= 1e-6):
+            raise TopDownSolverError(
+                f"geounit {self.model.geounit!r}: the rounder's MIP returned fractional values"
+            )
+        return np.round(b2), obj2 + self.const, True
+
+    def _run(self, lp: LpArrays, *, mip: bool) -> tuple[F64, float]:
+        """One HiGHS solve of ``lp`` (``mip``: the cell variables integer)."""
+        import highspy
+
+        h = getattr(_LOCAL, "highs", None)
+        if h is None:
+            h = _LOCAL.highs = _highs()
+        h.clearModel()
+        h.setOptionValue("solver", "choose" if mip else "simplex")
+        # the LPs are small and sparse: presolve costs 3x the dual simplex it saves
+        h.setOptionValue("presolve", "on" if mip else "off")
+        ncol = lp.cost.size
+        integrality = np.zeros(ncol, dtype=np.int32)  # kContinuous
+        if mip:
+            integrality[: self.nb] = 1  # kInteger
+        passed = h.passModel(
+            ncol, lp.row_lower.size, lp.value.size, 1, 1, 0.0,  # colwise, minimise, offset
+            lp.cost, np.zeros(ncol), lp.col_upper, lp.row_lower, lp.row_upper,
+            lp.start, lp.index, lp.value, integrality,
+        )  # fmt: skip
+        if passed != highspy.HighsStatus.kOk:
+            raise TopDownSolverError(f"geounit {self.model.geounit!r}: HiGHS refused the LP")
+        h.run()
+        status = h.getModelStatus()
+        if status == highspy.HighsModelStatus.kInfeasible:
+            raise TopDownInfeasibleError(
+                self.model.geounit,
+                [
+                    "HiGHS proved the rounder's leftover constraints infeasible (the L2 "
+                    "solution's fractional parts should satisfy them)"
+                ],
+            )
+        if status != highspy.HighsModelStatus.kOptimal:
+            raise TopDownSolverError(
+                f"geounit {self.model.geounit!r}: HiGHS returned {h.modelStatusToString(status)}"
+            )
+        x = np.asarray(h.getSolution().col_value, dtype=np.float64)
+        return x[: self.nb], float(h.getInfo().objective_function_value)
+
+
+@dataclass(frozen=True)
+class LpArrays:
+    """A rounder LP in HiGHS's column-wise arrays (columns ``≥ 0``)."""
+
+    cost: F64
+    col_upper: F64
+    row_lower: F64
+    row_upper: F64
+    start: NDArray[np.int32]
+    index: NDArray[np.int32]
+    value: F64
