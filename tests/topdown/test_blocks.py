@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from privtab.topdown.blocks import Basis, Blocks, interchangeable_classes
-from privtab.topdown.gls import KronQuery
 from privtab.topdown.histogram import MEASURED_QUERIES, SHAPE, query
+from privtab.topdown.kron import KronQuery
 
 
 def _partition(labels: list[int]) -> np.ndarray:

@@ -203,9 +203,9 @@ class Basis:
         parts = [a.decompose(m) for a, m in zip(self.attributes, factors, strict=True)]
         out = []
         for comp in self.components:
-            block = np.ones((1, 1))
+            block: F64 = np.ones((1, 1))
             for (u, betas), c in zip(parts, comp.parts, strict=True):
-                block = np.kron(block, u) if c == 0 else block * betas[c - 1]
+                block = np.asarray(np.kron(block, u) if c == 0 else block * betas[c - 1])
             out.append(block)
         return Blocks(tuple(out))
 
@@ -237,9 +237,9 @@ class Basis:
         return np.asarray(q @ t @ q.T, dtype=np.float64)
 
     def dense_q(self) -> F64:
-        q = np.ones((1, 1))
+        q: F64 = np.ones((1, 1))
         for a in self.attributes:
-            q = np.kron(q, a.q)
+            q = np.asarray(np.kron(q, a.q), dtype=np.float64)
         return q
 
     # -- vectors ----------------------------------------------------------------------------
@@ -310,7 +310,10 @@ class Blocks:
 
     def apply(self, v: VBlocks) -> VBlocks:
         """The matrix times vectors."""
-        return VBlocks(tuple(a @ b for a, b in zip(self.arrays, v.arrays, strict=True)), v.reps)
+        return VBlocks(
+            tuple(a @ np.ascontiguousarray(b) for a, b in zip(self.arrays, v.arrays, strict=True)),
+            v.reps,
+        )
 
     def scaled(self, w: F64) -> Blocks:
         """Each batch entry times ``w`` (shape = the batch shape)."""
@@ -360,8 +363,8 @@ class Blocks:
         for a, b, v in zip(self.arrays, rhs.arrays, vec.arrays, strict=True):
             d = a.shape[-1]
             sol = np.linalg.solve(a, np.concatenate([b, v], axis=-1))
-            mats.append(sol[..., :d])
-            vecs.append(sol[..., d:])
+            mats.append(np.ascontiguousarray(sol[..., :d]))
+            vecs.append(np.ascontiguousarray(sol[..., d:]))
         return Blocks(tuple(mats)), VBlocks(tuple(vecs), vec.reps)
 
     def eigh_inverse(self, *, pseudo: bool, rtol: float) -> tuple[Blocks, npt.NDArray[np.bool_]]:
@@ -396,10 +399,14 @@ class VBlocks:
     reps: int
 
     def __add__(self, other: VBlocks) -> VBlocks:
-        return VBlocks(tuple(a + b for a, b in zip(self.arrays, other.arrays, strict=True)), self.reps)
+        return VBlocks(
+            tuple(a + b for a, b in zip(self.arrays, other.arrays, strict=True)), self.reps
+        )
 
     def __sub__(self, other: VBlocks) -> VBlocks:
-        return VBlocks(tuple(a - b for a, b in zip(self.arrays, other.arrays, strict=True)), self.reps)
+        return VBlocks(
+            tuple(a - b for a, b in zip(self.arrays, other.arrays, strict=True)), self.reps
+        )
 
     def take(self, idx: I64) -> VBlocks:
         return VBlocks(tuple(a[idx] for a in self.arrays), self.reps)

@@ -84,7 +84,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
-from functools import cached_property, lru_cache
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -93,13 +93,12 @@ import numpy.typing as npt
 from privtab.errors import UsageError
 from privtab.random import RationalLike
 from privtab.topdown.blocks import Basis, Blocks, VBlocks
+from privtab.topdown.kron import KronCells, KronQuery
 
 __all__ = [
     "CellEstimates",
     "Constraints",
     "Hierarchy",
-    "KronCells",
-    "KronQuery",
     "Measurements",
     "TreeGLS",
     "noise_variance",
@@ -139,162 +138,14 @@ def noise_variance(sigma2: RationalLike) -> float:
     return _dg_variance(as_rational(sigma2, "sigma2", positive=True))
 
 
-def _factor(f: Any, what: str) -> F64:
-    a = np.asarray(f, dtype=np.float64)
-    if a.ndim != 2 or a.shape[0] == 0 or a.shape[1] == 0 or not np.all(np.isfinite(a)):
-        raise ValueError(f"{what}: a factor must be a finite non-empty 2-D matrix")
-    return a
-
-
-@dataclass(frozen=True)
-class KronQuery:
-    """A linear query ``F₁ ⊗ … ⊗ F_k`` over a histogram of shape ``(n₁, …, n_k)`` (C order):
-    ``factors[a]`` is ``(m_a, n_a)``. :mod:`privtab.topdown.histogram`'s ``Query`` converts
-    with :meth:`of`; a general ``(m, n)`` matrix is :meth:`from_matrix` (one attribute, no
-    structure to exploit: use it on small histograms)."""
-
-    name: str
-    factors: tuple[F64, ...]
-
-    def __post_init__(self) -> None:
-        fs = tuple(_factor(f, f"query {self.name!r}") for f in self.factors)
-        if not fs:
-            raise ValueError(f"query {self.name!r} has no factors")
-        object.__setattr__(self, "factors", fs)
-
-    @classmethod
-    def of(cls, query: Any) -> KronQuery:
-        """A :class:`KronQuery` from any object with ``name`` and ``factors``."""
-        if isinstance(query, KronQuery):
-            return query
-        return cls(str(query.name), tuple(np.asarray(f) for f in query.factors))
-
-    @classmethod
-    def from_matrix(cls, name: str, matrix: Any) -> KronQuery:
-        m = matrix.toarray() if hasattr(matrix, "toarray") else matrix
-        return cls(name, (np.asarray(m, dtype=np.float64),))
-
-    @property
-    def domain(self) -> tuple[int, ...]:
-        """The histogram's shape ``(n₁, …, n_k)``."""
-        return tuple(int(f.shape[1]) for f in self.factors)
-
-    @property
-    def shape(self) -> tuple[int, ...]:
-        return tuple(int(f.shape[0]) for f in self.factors)
-
-    @property
-    def size(self) -> int:
-        return int(np.prod(self.shape))
-
-    def answer(self, x: F64) -> F64:
-        """``F x`` for histograms ``(..., n)``: ``(..., size)``."""
-        return _kron_apply(self.factors, x, self.domain)
-
-    def adjoint(self, y: F64) -> F64:
-        """``Fᵀ y`` for answers ``(..., size)``: ``(..., n)``."""
-        return _kron_apply(tuple(f.T for f in self.factors), y, self.shape)
-
-    @cached_property
-    def _pinvs(self) -> tuple[F64, ...]:
-        return tuple(_pinv_factor(f) for f in self.factors)
-
-    def min_norm(self, c: F64) -> F64:
-        """``F⁺ c``: the least-norm histogram with ``F x = c`` (when ``c`` is consistent)."""
-        return _kron_apply(self._pinvs, c, self.shape)
-
-    def grams(self) -> list[F64]:
-        """``F_aᵀF_a`` per attribute (the information is their Kronecker product)."""
-        return [f.T @ f for f in self.factors]
-
-    def projectors(self) -> list[F64]:
-        """The orthogonal projector on each factor's row space (``F_a⁺F_a``)."""
-        return [p @ f for p, f in zip(self._pinvs, self.factors, strict=True)]
-
-    def matrix(self) -> F64:
-        """The dense ``(size, n)`` matrix (small problems and tests)."""
-        m = np.ones((1, 1))
-        for f in self.factors:
-            m = np.kron(m, f)
-        return m
-
-
-def _pinv_factor(f: F64) -> F64:
-    """``F⁺``: ``Fᵀ(FFᵀ)⁺`` directly when the rows are orthogonal (partitions, selections),
-    else by SVD."""
-    g = f @ f.T
-    d = np.diag(g).copy()
-    if np.array_equal(g, np.diag(d)):
-        inv = np.where(d > 0, 1.0 / np.where(d > 0, d, 1.0), 0.0)
-        return np.asarray(f.T * inv[None, :], dtype=np.float64)
-    return np.asarray(np.linalg.pinv(f), dtype=np.float64)
-
-
-def _kron_apply(factors: tuple[F64, ...], x: F64, shape: tuple[int, ...]) -> F64:
-    lead = x.shape[:-1]
-    if x.shape[-1] != int(np.prod(shape)):
-        raise ValueError(f"last axis has {x.shape[-1]} entries, expected {int(np.prod(shape))}")
-    t = np.asarray(x, dtype=np.float64).reshape((*lead, *shape))
-    k = len(lead)
-    for axis, f in enumerate(factors):
-        ax = k + axis
-        if f.shape[0] == f.shape[1] and np.array_equal(f, np.eye(f.shape[0])):
-            continue
-        if f.shape[0] == 1 and np.all(f == 1.0):  # summed out
-            t = t.sum(axis=ax, keepdims=True)
-        elif f.shape[1] == 1 and np.all(f == 1.0):  # copied (the adjoint of a sum)
-            t = np.broadcast_to(t, (*t.shape[:ax], f.shape[0], *t.shape[ax + 1 :]))
-        else:
-            t = np.moveaxis(np.tensordot(t, f, axes=([ax], [1])), -1, ax)
-    return np.ascontiguousarray(t).reshape((*lead, -1))
-
-
-@dataclass(frozen=True)
-class KronCells:
-    """Output cells, each a rank-one Kronecker row ``r₁ ⊗ … ⊗ r_k``: ``factors[a]`` is
-    ``(cells, n_a)`` and cell ``i`` is the product of the ``i``-th rows (P1–P5 cells are all
-    of this form: :mod:`privtab.topdown.tables`)."""
-
-    names: tuple[str, ...]
-    factors: tuple[F64, ...]
-
-    def __post_init__(self) -> None:
-        fs = tuple(_factor(f, "cells") for f in self.factors)
-        if any(f.shape[0] != len(self.names) for f in fs):
-            raise ValueError("every factor needs one row per cell name")
-        object.__setattr__(self, "factors", fs)
-        object.__setattr__(self, "names", tuple(self.names))
-
-    @classmethod
-    def of_query(cls, query: KronQuery) -> KronCells:
-        """Every answer cell of a query, named ``name[i]`` in the query's C order."""
-        grids = np.meshgrid(*[np.arange(m) for m in query.shape], indexing="ij")
-        idx = [g.ravel() for g in grids]
-        names = tuple(f"{query.name}[{i}]" for i in range(query.size))
-        return cls(names, tuple(f[i] for f, i in zip(query.factors, idx, strict=True)))
-
-    @property
-    def domain(self) -> tuple[int, ...]:
-        return tuple(int(f.shape[1]) for f in self.factors)
-
-    def rows(self) -> F64:
-        """The dense ``(cells, n)`` matrix."""
-        r = np.ones((len(self.names), 1))
-        for f in self.factors:
-            r = (r[:, :, None] * f[:, None, :]).reshape(len(self.names), -1)
-        return r
-
-    def answer(self, x: F64) -> F64:
-        """The cells of histograms ``(..., n)``: ``(..., cells)``."""
-        return np.asarray(x, dtype=np.float64) @ self.rows().T
-
-
 def _as_answers(a: Any, k: int, size: int, what: str) -> F64:
     arr = np.asarray(a, dtype=np.float64)
     if arr.ndim == 2:
         arr = arr[:, None, :]
     if arr.ndim != 3 or arr.shape[0] != k or arr.shape[2] != size:
-        raise ValueError(f"{what}: expected shape ({k}, {size}) or ({k}, R, {size}), got {arr.shape}")
+        raise ValueError(
+            f"{what}: expected shape ({k}, {size}) or ({k}, R, {size}), got {arr.shape}"
+        )
     if not np.all(np.isfinite(arr)):
         raise ValueError(f"{what}: answers must be finite")
     return arr
@@ -527,8 +378,11 @@ class TreeGLS:
         rows = cells.rows()
         x = self.basis.from_blocks(self._x[lv])
         est = x @ rows.T
-        var = self._v[lv].flat() @ self.basis.row_grams(rows).T
-        std = np.sqrt(np.maximum(var, 0.0))
+        v = self._v[lv].flat()
+        var = v @ self.basis.row_grams(rows).T
+        # a cell the constraints determine has variance 0 up to rounding: report 0
+        scale = np.abs(v).max(axis=1, initial=0.0)[:, None] * (rows * rows).sum(axis=1)[None, :]
+        std = np.sqrt(np.where(var > RTOL * scale, var, 0.0))
         return CellEstimates(
             self._tree.ids[lv], cells.names, est if self._replicated else est[:, 0, :], std
         )
@@ -553,29 +407,21 @@ class _Design:
     floor: float
 
 
-def _queries(items: Sequence[Measurements | Constraints]) -> dict[str, KronQuery]:
+def _queries(queries: Sequence[KronQuery]) -> dict[str, KronQuery]:
+    """Queries by name (one query per name)."""
     out: dict[str, KronQuery] = {}
-    for m in items:
-        q = m.query
+    for q in queries:
         old = out.setdefault(q.name, q)
-        if old is not q and (
-            len(old.factors) != len(q.factors)
-            or any(
-                a.shape != b.shape or not np.array_equal(a, b)
-                for a, b in zip(old.factors, q.factors, strict=True)
-            )
-        ):
+        same = len(old.factors) == len(q.factors) and all(
+            a.shape == b.shape and np.array_equal(a, b)
+            for a, b in zip(old.factors, q.factors, strict=True)
+        )
+        if not same:
             raise ValueError(f"two different queries are named {q.name!r}")
     return out
 
 
-def _design(
-    tree: _Tree, measurements: Sequence[Measurements], constraints: Sequence[Constraints]
-) -> _Design:
-    if not measurements:
-        raise UsageError("tree GLS: no measurements")
-    mq = _queries(measurements)
-    cq = _queries(constraints)
+def _basis(mq: Mapping[str, KronQuery], cq: Mapping[str, KronQuery]) -> Basis:
     domains = {q.domain for q in [*mq.values(), *cq.values()]}
     if len(domains) != 1:
         raise ValueError(f"queries are over different histograms: {sorted(domains)}")
@@ -587,27 +433,29 @@ def _design(
     for q in cq.values():
         for a, p in enumerate(q.projectors()):
             per_attr[a].append(p)
-    basis = Basis(shape, per_attr)
-    names = list(mq)
-    grams = [basis.kron(mq[n].grams()) for n in names]
-    projectors = [basis.kron(q.projectors()) for q in cq.values()]
-    proj_id = {name: i for i, name in enumerate(cq)}
-    reps = max([m.answers.shape[1] for m in measurements] + [c.values.shape[1] for c in constraints])
-    for item in [*measurements, *constraints]:
-        r = item.answers.shape[1] if isinstance(item, Measurements) else item.values.shape[1]
-        if r not in (1, reps):
-            raise ValueError(f"replicate counts differ ({r} and {reps})")
-    replicated = any(m.answers.shape[1] > 1 for m in measurements) or any(
-        c.values.shape[1] > 1 for c in constraints
-    )
-    nlev = len(tree.ids)
-    n = basis.size
+    return Basis(shape, per_attr)
+
+
+def _replicates(measurements: Sequence[Measurements], constraints: Sequence[Constraints]) -> int:
+    counts = {int(m.answers.shape[1]) for m in measurements}
+    counts |= {int(c.values.shape[1]) for c in constraints}
+    reps = max(counts)
+    if counts - {1, reps}:
+        raise ValueError(f"replicate counts differ: {sorted(counts)}")
+    return reps
+
+
+def _measurement_inputs(
+    tree: _Tree, basis: Basis, measurements: Sequence[Measurements], names: list[str], reps: int
+) -> tuple[list[F64], list[F64]]:
+    """Per level: the weights ``1/v`` (geounits × queries; 0 where not measured) and the
+    scores ``Σ_q F_qᵀ y_q / v_q`` (geounits × R × n)."""
     weights = [np.zeros((len(ids), len(names))) for ids in tree.ids]
-    score = [np.zeros((len(ids), reps, n)) for ids in tree.ids]
+    score = [np.zeros((len(ids), reps, basis.size)) for ids in tree.ids]
     for m in measurements:
         lv, ix = tree.locate(m.geounits, f"measurements of {m.query.name!r}")
         j = names.index(m.query.name)
-        adj = m.query.adjoint(m.answers) / m.variances[:, None, None]
+        adj = m.query.adjoint(m.answers / m.variances[:, None, None])
         for lvl in np.unique(lv):
             sel = lv == lvl
             w = weights[lvl]
@@ -618,32 +466,47 @@ def _design(
                 )
             w[ix[sel], j] = 1.0 / m.variances[sel]
             score[lvl][ix[sel]] += adj[sel]
+    return weights, score
+
+
+def _design(
+    tree: _Tree, measurements: Sequence[Measurements], constraints: Sequence[Constraints]
+) -> _Design:
+    if not measurements:
+        raise UsageError("tree GLS: no measurements")
+    mq = _queries([m.query for m in measurements])
+    cq = _queries([c.query for c in constraints])
+    basis = _basis(mq, cq)
+    names = list(mq)
+    reps = _replicates(measurements, constraints)
+    weights, score = _measurement_inputs(tree, basis, measurements, names, reps)
+    grams = [basis.kron(mq[n].grams()) for n in names]
     info = []
-    for lvl in range(nlev):
+    for w in weights:
         arrays = []
-        for c, _ in enumerate(basis.components):
-            stack = np.stack([g.arrays[c] for g in grams])  # (J, d, d)
-            arrays.append(np.einsum("nj,jab->nab", weights[lvl], stack))
+        for k, _ in enumerate(basis.components):
+            stack = np.stack([g.arrays[k] for g in grams])  # (J, d, d)
+            arrays.append(np.einsum("nj,jab->nab", w, stack))
         info.append(Blocks(tuple(arrays)))
-    cons: list[list[_Con]] = [[] for _ in range(nlev)]
+    proj_id = {name: i for i, name in enumerate(cq)}
+    cons: list[list[_Con]] = [[] for _ in tree.ids]
     for c in constraints:
         lv, ix = tree.locate(c.geounits, f"constraints {c.query.name!r}")
         for lvl in np.unique(lv):
             sel = lv == lvl
             vals = c.values[sel]
             cons[lvl].append(_Con(proj_id[c.query.name], ix[sel], vals if vals.any() else None))
-    floor = 1e-12 * min(float(m.variances.min()) for m in measurements)
     return _Design(
-        basis,
-        info,
-        [basis.to_blocks(score.pop(0)) for _ in range(nlev)],  # frees as it goes
-        [w.sum(axis=1) > 0 for w in weights],
-        cons,
-        projectors,
-        list(cq.values()),
-        reps,
-        replicated,
-        floor,
+        basis=basis,
+        info=info,
+        score=[basis.to_blocks(score.pop(0)) for _ in tree.ids],  # frees as it goes
+        measured=[w.sum(axis=1) > 0 for w in weights],
+        constraints=cons,
+        projectors=[basis.kron(q.projectors()) for q in cq.values()],
+        cqueries=list(cq.values()),
+        reps=reps,
+        replicated=reps > 1,
+        floor=1e-12 * min(float(m.variances.min()) for m in measurements),
     )
 
 
@@ -737,7 +600,11 @@ def _bottom_up(tree: _Tree, design: _Design) -> list[_Up]:
             bad = np.flatnonzero((count >= 2) & (n_inf < count))
             if bad.size:
                 kids = tree.parent[lvl + 1] == bad[0]
-                lost = [g for g, k, i in zip(tree.ids[lvl + 1], kids, child.informed) if k and not i]
+                lost = [
+                    g
+                    for g, k, i in zip(tree.ids[lvl + 1], kids, child.informed, strict=True)
+                    if k and not i
+                ]
                 raise UsageError(
                     f"tree GLS: geounit {lost[0]!r} has siblings but no measurements in its "
                     f"subtree identify its histogram"
@@ -753,7 +620,8 @@ def _bottom_up(tree: _Tree, design: _Design) -> list[_Up]:
             informed[leaf] = True
         comb = np.flatnonzero(combine)
         if comb.size:
-            assert s_sum is not None and x_sum is not None
+            assert s_sum is not None
+            assert x_sum is not None
             s_k, i_k = s_sum.take(comb), info.take(comb)
             m = Blocks.identity(comb.size, sizes) + s_k @ i_k
             ck, xk = m.solve(s_k, s_k.apply(score.take(comb)) + x_sum.take(comb))
@@ -777,7 +645,8 @@ def _top_down(
     for lvl in range(1, depth + 1):
         par = tree.parent[lvl]
         pup = ups[lvl - 1]
-        assert pup.s_sum is not None and pup.x_sum is not None
+        assert pup.s_sum is not None
+        assert pup.x_sum is not None
         single = tree.count[lvl - 1][par] == 1
         x_p, v_p = xs[-1].take(par), vs[-1].take(par)
         multi_par = np.flatnonzero(tree.count[lvl - 1] >= 2)
