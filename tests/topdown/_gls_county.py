@@ -20,7 +20,7 @@ import numpy as np
 from privtab.random import SeededSource, discrete_gaussian
 from privtab.topdown.gls import (
     Constraints,
-    Hierarchy,
+    GeounitTree,
     Measurements,
     noise_variance,
 )
@@ -45,7 +45,7 @@ def sigma2(level: str, q: int) -> Fraction:
 
 @dataclass
 class County:
-    hierarchy: Hierarchy
+    hierarchy: GeounitTree
     levels: list[list[str]]
     truth: dict[str, np.ndarray]  # geounit -> (CELLS,) int histogram
     constraints: list[Constraints]
@@ -96,7 +96,7 @@ def synthetic_county(fanout: tuple[int, int, int], seed: int = 0) -> County:
         if zero:
             zq = KronQuery(f"gq{t}_zero", (np.eye(8)[t : t + 1], np.eye(2), np.eye(2), np.eye(63)))
             cons.append(Constraints(zq, zero, np.zeros((len(zero), zq.size))))
-    return County(Hierarchy("c", parents, LEVELS), levels, truth, cons, qs)
+    return County(GeounitTree("c", parents, LEVELS), levels, truth, cons, qs)
 
 
 def measure(county: County, reps: int, source: SeededSource) -> list[Measurements]:

@@ -22,7 +22,7 @@ from privtab.analysis.combine import gls
 from privtab.errors import UsageError
 from privtab.topdown.gls import (
     Constraints,
-    Hierarchy,
+    GeounitTree,
     Measurements,
     noise_variance,
     normal_moe,
@@ -35,7 +35,7 @@ TOL = 1e-9
 
 @dataclass
 class Spine:
-    hierarchy: Hierarchy
+    hierarchy: GeounitTree
     nodes: list[str]
     leaves: list[str]
     under: dict[str, list[str]]  # geounit -> leaves below it (itself for a leaf)
@@ -64,7 +64,7 @@ def random_spine(rng: np.random.Generator, max_leaves: int) -> Spine:
         while g is not None:
             under[g].append(leaf)
             g = parents.get(g)
-    return Spine(Hierarchy("r", parents), nodes, leaves, under)
+    return Spine(GeounitTree("r", parents), nodes, leaves, under)
 
 
 def attribute_factors(rng: np.random.Generator, n: int) -> list[np.ndarray]:
@@ -239,7 +239,7 @@ def test_the_worked_example() -> None:
     # children's total 9 has variance 8, so the combination is (10 + 9/8)/(1 + 1/8).
     total = KronQuery("total", (np.ones((1, 2)),))
     cells = KronQuery("detailed", (np.eye(2),))
-    h = Hierarchy("A", {"a1": "A", "a2": "A"})
+    h = GeounitTree("A", {"a1": "A", "a2": "A"})
     ms = [
         Measurements(total, ("A",), [[10.0]], [1.0]),
         Measurements(cells, ("a1", "a2"), [[3.0, 2.0], [4.0, 0.0]], [2.0, 2.0]),
@@ -256,7 +256,7 @@ def test_the_worked_example() -> None:
 
 def test_single_unmeasured_child_takes_its_parent() -> None:
     cells = KronQuery("detailed", (np.eye(3),))
-    h = Hierarchy("A", {"B": "A", "b1": "B", "b2": "B", "C": "A", "c": "C"})
+    h = GeounitTree("A", {"B": "A", "b1": "B", "b2": "B", "C": "A", "c": "C"})
     ans = {"A": [5.0, 1.0, 2.0], "b1": [1.0, 1, 1], "b2": [2.0, 0, 1], "C": [1.0, 1, 1]}
     geos = tuple(ans)
     ms = [Measurements(cells, geos, np.array([ans[g] for g in geos]), np.ones(len(geos)))]
@@ -270,7 +270,7 @@ def test_single_unmeasured_child_takes_its_parent() -> None:
 def test_errors_name_the_geounit() -> None:
     cells = KronQuery("detailed", (np.eye(2),))
     total = KronQuery("total", (np.ones((1, 2)),))
-    h = Hierarchy("A", {"a1": "A", "a2": "A"})
+    h = GeounitTree("A", {"a1": "A", "a2": "A"})
     with pytest.raises(UsageError, match=r"'a2'.*do not identify"):
         tree_gls(
             h,
@@ -284,7 +284,7 @@ def test_errors_name_the_geounit() -> None:
     with pytest.raises(UsageError, match="'zz' is not in the hierarchy"):
         tree_gls(h, [Measurements(cells, ("zz",), [[1.0, 2.0]], [1.0])])
     with pytest.raises(UsageError, match=r"'b'.*does not descend"):
-        tree_gls(Hierarchy("A", {"a": "A", "b": "c", "c": "b"}), [])
+        tree_gls(GeounitTree("A", {"a": "A", "b": "c", "c": "b"}), [])
     with pytest.raises(UsageError, match="measured twice"):
         tree_gls(h, [Measurements(cells, ("a1", "a1"), [[1.0, 2.0], [1, 2]], [1.0, 1.0])])
 
@@ -319,3 +319,106 @@ def test_noise_variance_is_the_discrete_gaussian_variance() -> None:
     )
     assert noise_variance(Fraction(1, 2)) < 0.5
     assert normal_moe(1.0, 0.95) == pytest.approx(1.959963984540054)
+
+
+@pytest.mark.slow  # dense 4,000-unknown GLS (≈ 30 s); the random spines cover the algorithm
+def test_real_histogram_equals_dense_gls() -> None:
+    """The 2,016-cell histogram with the 2020 strategy's 11 queries at a root and two leaves,
+    the root total exact and no minors in nursing facilities at the leaves: the tree GLS
+    (blocks of the real attribute structure) against a dense constrained GLS."""
+    import scipy.linalg as sl
+
+    from privtab.topdown.histogram import CELLS, MEASURED_QUERIES, query
+
+    rng = np.random.default_rng(21)
+    qs = [KronQuery.of(query(name)) for name in MEASURED_QUERIES]
+    h = GeounitTree("r", {"a": "r", "b": "r"})
+    truth = {g: rng.integers(0, 3, size=CELLS).astype(float) for g in ("a", "b")}
+    nurse = KronQuery("nurse", (np.eye(8)[3:4], np.eye(2)[:1], np.eye(2), np.eye(63)))
+    zero_cells = np.flatnonzero(nurse.matrix().sum(axis=0))
+    for g in ("a", "b"):
+        truth[g][zero_cells] = 0.0
+    truth["r"] = truth["a"] + truth["b"]
+    ms = []
+    rows, ys, ws = [], [], []
+    agg = {"a": np.array([1.0, 0.0]), "b": np.array([0.0, 1.0]), "r": np.array([1.0, 1.0])}
+    for q in qs:
+        var = rng.uniform(0.5, 30.0, size=3)
+        geos = ("r", "a", "b")
+        ans = np.stack([q.answer(truth[g]) for g in geos]) + rng.normal(size=(3, q.size))
+        ms.append(Measurements(q, geos, ans, var))
+        m = q.matrix()
+        for g, a, v in zip(geos, ans, var, strict=True):
+            rows.append(np.kron(agg[g][None, :], m))
+            ys.append(a)
+            ws.append(np.full(q.size, 1.0 / v))
+    total = KronQuery.of(query("total"))
+    cons = [
+        Constraints(total, ("r",), [[truth["r"].sum()]]),
+        Constraints(nurse, ("a", "b"), np.zeros((2, nurse.size))),
+    ]
+    res = tree_gls(h, ms, cons)
+    # dense: unknowns are the leaves' cells outside the structural zeros, the total by a
+    # null-space parametrisation
+    keep = np.setdiff1d(np.arange(CELLS), zero_cells)
+    cols = np.concatenate([keep, CELLS + keep])
+    a_mat = np.vstack(rows)[:, cols]
+    y, w = np.concatenate(ys), np.concatenate(ws)
+    tot_row = np.ones((1, cols.size))
+    x0 = tot_row.T[:, 0] * truth["r"].sum() / cols.size
+    null = sl.null_space(tot_row)
+    an = a_mat @ null
+    info = an.T @ (an * w[:, None])
+    cho = sl.cho_factor(info)
+    u = sl.cho_solve(cho, an.T @ (w * (y - a_mat @ x0)))
+    cov_u = sl.cho_solve(cho, np.eye(info.shape[0]))
+    x = x0 + null @ u
+    cov = null @ cov_u @ null.T
+    full = np.zeros(2 * CELLS)
+    full[cols] = x
+    leaves = res.histograms(1)
+    assert res.levels[1] == ("a", "b")
+    assert np.abs(leaves.reshape(-1) - full).max() <= 1e-8
+    fullcov = np.zeros((2 * CELLS, 2 * CELLS))
+    fullcov[np.ix_(cols, cols)] = cov
+    for i in range(2):
+        block = fullcov[i * CELLS : (i + 1) * CELLS, i * CELLS : (i + 1) * CELLS]
+        assert np.abs(res.covariance(1, i) - block).max() <= 1e-9 * max(1.0, np.abs(block).max())
+
+
+def test_chunked_levels_equal_one_batch(monkeypatch: pytest.MonkeyPatch) -> None:
+    import privtab.topdown.gls as gls_module
+
+    p = random_problem(np.random.default_rng(31))
+    whole = tree_gls(p.spine.hierarchy, p.measurements, p.constraints)
+    monkeypatch.setattr(gls_module, "CHUNK", 2)
+    parts = tree_gls(p.spine.hierarchy, p.measurements, p.constraints)
+    for lvl in range(len(whole.levels)):
+        assert np.allclose(parts.histograms(lvl), whole.histograms(lvl), atol=1e-10)
+        for i in range(len(whole.levels[lvl])):
+            assert np.allclose(parts.covariance(lvl, i), whole.covariance(lvl, i), atol=1e-10)
+
+
+def test_constraint_at_an_unmeasured_single_child_holds_at_its_parent() -> None:
+    """``a`` is its parent ``A``'s only child and measures nothing: its exact total is a
+    constraint on ``A`` (same histogram); the dense GLS agrees."""
+    rng = np.random.default_rng(41)
+    parents = {"A": "r", "B": "r", "a": "A", "b1": "B", "b2": "B"}
+    leaves = ["a", "b1", "b2"]
+    under = {"r": leaves, "A": ["a"], "B": ["b1", "b2"], "a": ["a"], "b1": ["b1"], "b2": ["b2"]}
+    spine = Spine(GeounitTree("r", parents), ["r", *parents], leaves, under)
+    shape = (2, 3)
+    truth_leaf = {g: rng.integers(0, 9, size=6).astype(float) for g in leaves}
+    truth = {g: sum(truth_leaf[x] for x in under[g]) for g in under}
+    det = KronQuery("detailed", (np.eye(2), np.eye(3)))
+    tot = KronQuery("total", (np.ones((1, 2)), np.ones((1, 3))))
+    geos = ("r", "A", "b1", "b2")
+    var = np.array([2.0, 1.0, 3.0, 0.5])
+    ans = np.stack([det.answer(truth[g]) for g in geos]) + rng.normal(size=(4, 6))
+    ms = [Measurements(det, geos, ans, var)]
+    cons = [Constraints(tot, ("a",), [[truth["a"].sum()]])]
+    p = Problem(spine, shape, ms, cons, truth)
+    _check(p)
+    res = tree_gls(spine.hierarchy, ms, cons)
+    a_hist = res.histograms(2)[res.levels[2].index("a")]
+    assert a_hist.sum() == pytest.approx(truth["a"].sum(), abs=1e-9)

@@ -98,7 +98,7 @@ from privtab.topdown.kron import KronCells, KronQuery
 __all__ = [
     "CellEstimates",
     "Constraints",
-    "Hierarchy",
+    "GeounitTree",
     "Measurements",
     "TreeGLS",
     "noise_variance",
@@ -112,6 +112,8 @@ B = npt.NDArray[np.bool_]
 
 #: Relative tolerance of the rank decisions (pseudo-inverses, the leaf check).
 RTOL = 1e-9
+#: Geounits per batched step (bounds the temporaries of a level with many geounits).
+CHUNK = 4096
 
 
 # ----------------------------------------------------------------------------------------
@@ -195,16 +197,37 @@ class Constraints:
 
 
 @dataclass(frozen=True)
-class Hierarchy:
-    """A tree of geounits: ``parents`` maps every geounit but the root to its parent."""
+class GeounitTree:
+    """A tree of geounits: ``parents`` maps every geounit but the root to its parent;
+    ``level_names`` (optional) names the depths (``("State", "County", …)``). The children
+    of a geounit are ordered by id."""
 
     root: str
     parents: Mapping[str, str]
     level_names: tuple[str, ...] | None = None
 
+    @classmethod
+    def from_levels(
+        cls,
+        ids: Sequence[Sequence[str]],
+        parent_index: Sequence[Sequence[int]],
+        level_names: Sequence[str] | None = None,
+    ) -> GeounitTree:
+        """From per-level ids and, for every level below the root, each geounit's parent
+        as an index into the level above (a declared hierarchy's arrays)."""
+        if len(ids[0]) != 1:
+            raise UsageError(f"the root level must have one geounit, not {len(ids[0])}")
+        parents = {}
+        for lvl in range(1, len(ids)):
+            above = ids[lvl - 1]
+            for g, p in zip(ids[lvl], parent_index[lvl - 1], strict=True):
+                parents[str(g)] = str(above[int(p)])
+        names = tuple(level_names) if level_names is not None else None
+        return cls(str(ids[0][0]), parents, names)
+
 
 @dataclass(frozen=True)
-class _Tree:
+class _Levels:
     """Levels of a hierarchy, each ordered so that siblings are contiguous in their
     parents' order: ``parent[l][i]`` indexes level ``l − 1``; ``start[l][j]`` and
     ``count[l][j]`` locate node ``j``'s children in level ``l + 1``."""
@@ -216,7 +239,7 @@ class _Tree:
     where: dict[str, tuple[int, int]]
 
     @classmethod
-    def build(cls, h: Hierarchy) -> _Tree:
+    def build(cls, h: GeounitTree) -> _Levels:
         children: dict[str, list[str]] = {}
         for child, par in h.parents.items():
             if child == h.root:
@@ -317,7 +340,7 @@ class _Con:
     nodes: I64
     values: F64 | None
 
-    def subset(self, keep: B) -> _Con:
+    def subset(self, keep: B | I64) -> _Con:
         vals = None if self.values is None else self.values[keep]
         return _Con(self.projector, self.nodes[keep], vals)
 
@@ -331,7 +354,7 @@ class TreeGLS:
 
     def __init__(
         self,
-        tree: _Tree,
+        tree: _Levels,
         basis: Basis,
         estimates: list[VBlocks],
         covariances: list[Blocks],
@@ -446,7 +469,7 @@ def _replicates(measurements: Sequence[Measurements], constraints: Sequence[Cons
 
 
 def _measurement_inputs(
-    tree: _Tree, basis: Basis, measurements: Sequence[Measurements], names: list[str], reps: int
+    tree: _Levels, basis: Basis, measurements: Sequence[Measurements], names: list[str], reps: int
 ) -> tuple[list[F64], list[F64]]:
     """Per level: the weights ``1/v`` (geounits × queries; 0 where not measured) and the
     scores ``Σ_q F_qᵀ y_q / v_q`` (geounits × R × n)."""
@@ -470,7 +493,7 @@ def _measurement_inputs(
 
 
 def _design(
-    tree: _Tree, measurements: Sequence[Measurements], constraints: Sequence[Constraints]
+    tree: _Levels, measurements: Sequence[Measurements], constraints: Sequence[Constraints]
 ) -> _Design:
     if not measurements:
         raise UsageError("tree GLS: no measurements")
@@ -556,25 +579,29 @@ def _condition(up: _Up, design: _Design, cons: Sequence[_Con]) -> list[_Con]:
         if not ok.all():
             pushed.append(con.subset(~ok))
         con = con.subset(ok)
-        if con.nodes.size == 0:
-            continue
-        proj = design.projectors[con.projector]
-        c = up.c.take(con.nodes)
-        x = up.x.take(con.nodes)
-        gain = c @ proj @ _pinv(proj @ c @ proj, design.floor)
-        miss = proj.apply(x)
-        if con.values is not None:
-            e = design.cqueries[con.projector].min_norm(con.values)
-            target = design.basis.to_blocks(np.broadcast_to(e, (e.shape[0], x.reps, e.shape[2])))
-            miss = target - miss
-        else:
-            miss = VBlocks(tuple(-a for a in miss.arrays), miss.reps)
-        up.c.put(con.nodes, (c - gain @ proj @ c).sym())
-        up.x.put(con.nodes, x + gain.apply(miss))
+        for lo in range(0, con.nodes.size, CHUNK):
+            part = con.subset(np.arange(lo, min(lo + CHUNK, con.nodes.size)))
+            _condition_chunk(up, design, part)
     return pushed
 
 
-def _bottom_up(tree: _Tree, design: _Design) -> list[_Up]:
+def _condition_chunk(up: _Up, design: _Design, con: _Con) -> None:
+    proj = design.projectors[con.projector]
+    c = up.c.take(con.nodes)
+    x = up.x.take(con.nodes)
+    gain = c @ proj @ _pinv(proj @ c @ proj, design.floor)
+    miss = proj.apply(x)
+    if con.values is not None:
+        e = design.cqueries[con.projector].min_norm(con.values)
+        target = design.basis.to_blocks(np.broadcast_to(e, (e.shape[0], x.reps, e.shape[2])))
+        miss = target - miss
+    else:
+        miss = VBlocks(tuple(-a for a in miss.arrays), miss.reps)
+    up.c.put(con.nodes, (c - gain @ proj @ c).sym())
+    up.x.put(con.nodes, x + gain.apply(miss))
+
+
+def _bottom_up(tree: _Levels, design: _Design) -> list[_Up]:
     sizes = design.basis.block_sizes
     ups: list[_Up | None] = [None] * len(tree.ids)
     pushed: list[_Con] = []
@@ -612,12 +639,13 @@ def _bottom_up(tree: _Tree, design: _Design) -> list[_Up]:
             combine = (count >= 1) & (n_inf == count)
         else:
             combine = np.zeros(n, dtype=bool)
-        leaf = np.flatnonzero(~combine & measured)
-        if leaf.size:
+        leaves = np.flatnonzero(~combine & measured)
+        for lo in range(0, leaves.size, CHUNK):
+            leaf = leaves[lo : lo + CHUNK]
             inv = _inverse_checked(info.take(leaf), [ids[i] for i in leaf])
             c.put(leaf, inv)
             x.put(leaf, inv.apply(score.take(leaf)))
-            informed[leaf] = True
+        informed[leaves] = True
         comb = np.flatnonzero(combine)
         if comb.size:
             assert s_sum is not None
@@ -638,36 +666,57 @@ def _bottom_up(tree: _Tree, design: _Design) -> list[_Up]:
 
 
 def _top_down(
-    tree: _Tree, design: _Design, ups: list[_Up], depth: int
+    tree: _Levels, design: _Design, ups: list[_Up], depth: int
 ) -> tuple[list[VBlocks], list[Blocks]]:
     xs = [ups[0].x]
     vs = [ups[0].c]
     for lvl in range(1, depth + 1):
-        par = tree.parent[lvl]
         pup = ups[lvl - 1]
         assert pup.s_sum is not None
-        assert pup.x_sum is not None
-        single = tree.count[lvl - 1][par] == 1
-        x_p, v_p = xs[-1].take(par), vs[-1].take(par)
         multi_par = np.flatnonzero(tree.count[lvl - 1] >= 2)
         s_plus = Blocks.zeros(len(tree.ids[lvl - 1]), design.basis.block_sizes)
         if multi_par.size:
             s_plus.put(multi_par, _pinv(pup.s_sum.take(multi_par), design.floor))
-        cup = ups[lvl]
-        a = cup.c @ s_plus.take(par)
-        x = cup.x + a.apply(x_p - pup.x_sum.take(par))
-        v = (cup.c + a @ (v_p - pup.s_sum.take(par)) @ a.t()).sym()
-        one = np.flatnonzero(single)
-        if one.size:
-            x.put(one, x_p.take(one))
-            v.put(one, v_p.take(one))
+        n = len(tree.ids[lvl])
+        x = VBlocks(tuple(np.empty_like(a) for a in ups[lvl].x.arrays), design.reps)
+        v = Blocks(tuple(np.empty_like(a) for a in ups[lvl].c.arrays))
+        for lo in range(0, n, CHUNK):
+            kids = np.arange(lo, min(lo + CHUNK, n))
+            xk, vk = _children(tree, lvl, kids, (xs[-1], vs[-1]), pup, ups[lvl], s_plus)
+            x.put(kids, xk)
+            v.put(kids, vk)
         xs.append(x)
         vs.append(v)
     return xs, vs
 
 
+def _children(
+    tree: _Levels,
+    lvl: int,
+    kids: I64,
+    parent_final: tuple[VBlocks, Blocks],
+    pup: _Up,
+    cup: _Up,
+    s_plus: Blocks,
+) -> tuple[VBlocks, Blocks]:
+    """Final estimates and covariances of the geounits ``kids`` of level ``lvl``."""
+    assert pup.s_sum is not None
+    assert pup.x_sum is not None
+    par = tree.parent[lvl][kids]
+    x_p, v_p = parent_final[0].take(par), parent_final[1].take(par)
+    c = cup.c.take(kids)
+    a = c @ s_plus.take(par)
+    x = cup.x.take(kids) + a.apply(x_p - pup.x_sum.take(par))
+    v = (c + a @ (v_p - pup.s_sum.take(par)) @ a.t()).sym()
+    one = np.flatnonzero(tree.count[lvl - 1][par] == 1)
+    if one.size:  # a single child is its parent
+        x.put(one, x_p.take(one))
+        v.put(one, v_p.take(one))
+    return x, v
+
+
 def tree_gls(
-    hierarchy: Hierarchy,
+    hierarchy: GeounitTree,
     measurements: Sequence[Measurements],
     constraints: Sequence[Constraints] = (),
     *,
@@ -685,14 +734,14 @@ def tree_gls(
     >>> import numpy as np
     >>> total = KronQuery("total", (np.ones((1, 2)),))
     >>> cells = KronQuery("detailed", (np.eye(2),))
-    >>> h = Hierarchy("A", {"a1": "A", "a2": "A"})
+    >>> h = GeounitTree("A", {"a1": "A", "a2": "A"})
     >>> ms = [Measurements(total, ("A",), [[10.0]], [1.0]),
     ...       Measurements(cells, ("a1", "a2"), [[3.0, 2.0], [4.0, 0.0]], [2.0, 2.0])]
     >>> est = tree_gls(h, ms).estimates(KronCells.of_query(total), 0)
     >>> round(float(est.estimate[0, 0]), 6), round(float(est.std[0, 0]) ** 2, 6)
     (9.888889, 0.888889)
     """
-    tree = _Tree.build(hierarchy)
+    tree = _Levels.build(hierarchy)
     design = _design(tree, measurements, constraints)
     last = len(tree.ids) - 1
     d = last if depth is None else depth
