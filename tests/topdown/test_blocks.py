@@ -94,10 +94,17 @@ def test_topdown_information_inverts_like_the_dense_matrix() -> None:
     variances = rng.uniform(1.0, 30.0, size=len(qs))
     info = basis.kron(qs[0].grams())
     info = Blocks(tuple(a / variances[0] for a in info.arrays))
-    dense = qs[0].matrix().T @ qs[0].matrix() / variances[0]
+
+    def gram(q: KronQuery) -> np.ndarray:  # FᵀF as the Kronecker product of factor Grams
+        out = np.ones((1, 1))
+        for f in q.factors:
+            out = np.kron(out, f.T @ f)
+        return out
+
+    dense = gram(qs[0]) / variances[0]
     for q, v in zip(qs[1:], variances[1:], strict=True):
         info = info + Blocks(tuple(a / v for a in basis.kron(q.grams()).arrays))
-        dense += q.matrix().T @ q.matrix() / v
+        dense += gram(q) / v
     assert sum(d * d for d in basis.block_sizes) < 2016 * 2016 // 1000
     assert np.allclose(basis.to_dense(info), dense, atol=1e-10)
     inv, ok = info.eigh_inverse(pseudo=False, rtol=1e-12)

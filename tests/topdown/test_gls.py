@@ -99,7 +99,7 @@ def random_problem(rng: np.random.Generator, *, dense_matrix: bool = False) -> P
     shapes = [(3, 2, 4), (2, 2, 3), (4, 3), (2, 3, 2, 2), (5,)]
     shape = shapes[int(rng.integers(len(shapes)))]
     n = int(np.prod(shape))
-    spine = random_spine(rng, max_leaves=max(4, 1200 // n // 2))
+    spine = random_spine(rng, max_leaves=max(4, 800 // n // 2))
     leaf_truth = {g: rng.integers(0, 20, size=n).astype(float) for g in spine.leaves}
     # structural zeros: the first cell of attribute 0's level 0 at some leaves
     zero_q = KronQuery("zero0", (np.eye(shape[0])[:1], *(np.eye(m) for m in shape[1:])))
@@ -422,3 +422,23 @@ def test_constraint_at_an_unmeasured_single_child_holds_at_its_parent() -> None:
     res = tree_gls(spine.hierarchy, ms, cons)
     a_hist = res.histograms(2)[res.levels[2].index("a")]
     assert a_hist.sum() == pytest.approx(truth["a"].sum(), abs=1e-9)
+
+
+def test_tree_from_level_arrays_and_level_names() -> None:
+    tree = GeounitTree.from_levels(
+        [["S"], ["S1", "S2"], ["S1a", "S1b", "S2a"]], [[0, 0], [0, 0, 1]], ("St", "Co", "Tr")
+    )
+    assert tree.parents == {"S1": "S", "S2": "S", "S1a": "S1", "S1b": "S1", "S2a": "S2"}
+    cells = KronQuery("detailed", (np.eye(2),))
+    geos = ("S1a", "S1b", "S2a")
+    ms = [Measurements(cells, geos, np.ones((3, 2)), np.ones(3))]
+    res = tree_gls(tree, ms, depth=1)
+    assert res.levels == (("S",), ("S1", "S2"))
+    est = res.estimates(KronCells.of_query(cells), "Co")
+    assert np.allclose(est.estimate, [[2.0, 2.0], [1.0, 1.0]])
+    assert np.allclose(est.std**2, [[2.0, 2.0], [1.0, 1.0]])
+    with pytest.raises(ValueError, match="not solved"):
+        res.estimates(KronCells.of_query(cells), "Tr")
+    bad = GeounitTree(tree.root, tree.parents, ("St", "Co"))
+    with pytest.raises(UsageError, match="3 levels but 2 level names"):
+        tree_gls(bad, ms)

@@ -9,16 +9,17 @@ these tests measure what the normal approximation delivers. Cells the constraint
 p ∈ {90 %, 95 %}: the mean coverage over the level's cells and replicates, and each cell's
 coverage over the replicates.
 
-* slow (≥ 10⁴ replicates): every level mean within 1 point of p. Its standard error is at
-  most ``√(p(1−p)/R)`` ≤ 0.30 points (every cell fully correlated; the observed spread is
-  far smaller), so a false failure needs a 3.3-SE deviation: ≤ 8.7·10⁻⁴ per check, < 0.7 %
-  for the 8 checks. Power: a standard deviation misstated by 5 % either way moves the 90 %
-  coverage by ≥ 1.7 points, detected with probability > 0.99. Each cell within 5 of its
-  binomial standard errors (1.5 points at 90 %, 1.1 at 95 %): false failure 5.7·10⁻⁷ per
-  cell, < 0.5 % over the ≈ 4,000 cells × 2; detects one cell whose sd is 10 % off (3 points).
-  Measured with 10⁴ replicates on a larger county (19 geounits; the run is in the report):
-  level means 89.99–90.02 % and 94.99–95.02 %, every cell within 1.2 points.
-* default (600 replicates, the same county): level means within 1 point. Over 20 seeds the
+* slow (10⁴ replicates, a county of 15 geounits): every level mean within 1 point of p.
+  Its standard error is at most ``√(p(1−p)/R)`` ≤ 0.30 points (every cell fully
+  correlated; the observed spread is far smaller), so a false failure needs a 3.3-SE
+  deviation: ≤ 8.7·10⁻⁴ per check, < 0.7 % for the 8 checks. Power: a standard deviation
+  misstated by 5 % either way moves the 90 % coverage by ≥ 1.7 points, detected with
+  probability > 0.99. Each cell within 5 of its binomial standard errors (1.5 points at
+  90 %, 1.1 at 95 %): false failure 5.7·10⁻⁷ per cell, < 0.5 % over the ≈ 4,000 cells × 2;
+  detects one cell whose sd is 10 % off (3 points). Measured with 10⁴ replicates on a
+  county of 19 geounits: level means 89.99–90.02 % and 94.99–95.02 %, every cell within
+  1.2 points.
+* default (600 replicates, a county of 9 geounits): level means within 1 point. Over 20 seeds the
   level means' standard deviation was ≤ 0.10 points (largest deviation 0.24), so 1 point is
   ≈ 10 SDs (false failure < 10⁻⁶); a 10 % misstated sd moves them by ≥ 2.7 points (95 %)
   and ≥ 3.8 points (90 %): detected with probability > 0.999.

@@ -47,7 +47,8 @@ def test_folder_layout_and_values(solved, tmp_path: Path) -> None:  # type: igno
     assert (out / "NOT_PRIVATE").exists()
     meta = json.loads((out / "release.json").read_text())
     assert meta["derived_from"]["release"] == str(source.resolve())
-    assert meta["private"] is False and meta["gls"]["cells"] == 298
+    assert meta["private"] is False
+    assert meta["gls"]["cells"] == 298
     for name, info in meta["outputs"]["files"].items():
         assert info["sha256"] == sha256_file(out / name)
     county_txt = pl.read_csv(out / "gls-County.txt", separator="|")

@@ -742,6 +742,9 @@ def tree_gls(
     (9.888889, 0.888889)
     """
     tree = _Levels.build(hierarchy)
+    names = hierarchy.level_names
+    if names is not None and len(names) != len(tree.ids):
+        raise UsageError(f"the tree has {len(tree.ids)} levels but {len(names)} level names")
     design = _design(tree, measurements, constraints)
     last = len(tree.ids) - 1
     d = last if depth is None else depth
@@ -749,5 +752,4 @@ def tree_gls(
         raise ValueError(f"depth must be in 0..{last}, got {depth}")
     ups = _bottom_up(tree, design)
     xs, vs = _top_down(tree, design, ups, d)
-    names = hierarchy.level_names
     return TreeGLS(tree, design.basis, xs, vs, design.replicated, names)
