@@ -1,0 +1,170 @@
+"""The tree GLS's derived folder: estimates and standard deviations of every published cell.
+
+``privtab topdown gls --release R --out G`` (the command is wired where the release reader
+lives) solves the tree GLS (:mod:`privtab.topdown.gls`) from a release's noisy
+measurements and writes a new folder ``G`` — never inside the release:
+
+``gls-<LEVEL>.txt``
+    pipe-delimited with a header, ``GEOID|CELL|ESTIMATE|STD_DEV``, one row per geounit of
+    the level and cell (Census cell names ``P0010001`` … ``P0050010``:
+    :mod:`privtab.topdown.tables`), geounits in the hierarchy's order, cells in
+    publication order; numbers with 6 decimals (``STD_DEV`` ``0.000000`` exactly for cells
+    the invariants determine);
+``gls-<LEVEL>.parquet``
+    the same columns with float64 values (nothing rounded) and privtab's privacy metadata;
+``release.json``
+    the source release's document with ``derived_from`` (the source folder and the
+    command), ``gls`` (the method, the interval recipe, the levels and cells) and
+    ``outputs`` (every file's SHA-256 and row count);
+``NOT_PRIVATE``
+    when the source release is a test release (seeded or noise off).
+
+GEOIDs are the ids of the geounits the measurements were taken on (the spine's: a state's
+AIAN and non-AIAN parts are separate geounits; a tabulation geography made of several
+geounits needs the cross-covariances this version does not compute). Everything written is
+computed from the noisy measurements and the invariants the release already implies (exact
+totals where invariant, zeros where the public unit counts force them): post-processing,
+no privacy cost. An interval at level ``L`` is ``ESTIMATE ± z_{(1+L)/2}·STD_DEV``
+(:func:`privtab.topdown.gls.normal_moe`; coverage measured in ``docs``).
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from privtab.topdown.gls import TreeGLS
+from privtab.topdown.kron import KronCells
+
+if TYPE_CHECKING:
+    import polars as pl
+
+__all__ = ["GLS_COLUMNS", "estimates_frame", "gls_method", "write_gls_folder"]
+
+#: The columns of every ``gls-<LEVEL>`` file.
+GLS_COLUMNS: tuple[str, ...] = ("GEOID", "CELL", "ESTIMATE", "STD_DEV")
+
+
+def estimates_frame(result: TreeGLS, cells: KronCells, level: int | str) -> pl.DataFrame:
+    """One level's estimates as a long frame ``GEOID|CELL|ESTIMATE|STD_DEV`` (float64;
+    geounits in the tree's order, cells in the given order). A replicated solve is refused
+    (one measurement set per release)."""
+    import polars as pl
+
+    est = result.estimates(cells, level)
+    if est.estimate.ndim != 2:
+        raise ValueError("a replicated solve has no single estimate per cell")
+    n, k = est.estimate.shape
+    return pl.DataFrame(
+        {
+            "GEOID": np.repeat(np.asarray(est.geounits, dtype=object), k).tolist(),
+            "CELL": np.tile(np.asarray(est.cells, dtype=object), n).tolist(),
+            "ESTIMATE": est.estimate.reshape(-1),
+            "STD_DEV": est.std.reshape(-1),
+        },
+        schema={
+            "GEOID": pl.String,
+            "CELL": pl.String,
+            "ESTIMATE": pl.Float64,
+            "STD_DEV": pl.Float64,
+        },
+    )
+
+
+def _text(df: pl.DataFrame) -> bytes:
+    import polars as pl
+
+    # values that print as ±0.000000 are written 0.000000 (no "-0.000000")
+    tidy = [
+        pl.when(pl.col(c).abs() < 5e-7).then(0.0).otherwise(pl.col(c)).alias(c)
+        for c in ("ESTIMATE", "STD_DEV")
+    ]
+    buf = io.BytesIO()
+    df.with_columns(tidy).write_csv(buf, separator="|", float_precision=6)
+    return buf.getvalue()
+
+
+def _parquet(df: pl.DataFrame, metadata: dict[str, str]) -> bytes:
+    buf = io.BytesIO()
+    df.write_parquet(buf, metadata=metadata)
+    return buf.getvalue()
+
+
+def write_gls_folder(
+    out: str | Path,
+    frames: Mapping[str, pl.DataFrame],
+    *,
+    document: Mapping[str, Any],
+    command: str,
+    source: str | Path | None = None,
+    method: Mapping[str, Any] | None = None,
+    overwrite: bool = False,
+) -> list[str]:
+    """Write ``frames`` (level name → :func:`estimates_frame`) into the new folder ``out``
+    (atomically; refused inside or over ``source``, the release read). ``document`` is the
+    source release's ``release.json`` object: its ``private`` flag is kept (a test release
+    makes a folder marked not private). Returns the paths written."""
+    import json
+
+    from privtab._json import jsonable
+    from privtab.atomic import atomic_directory, atomic_write
+    from privtab.data.inputs import sha256_file
+    from privtab.release.marking import parquet_metadata, write_not_private
+
+    private = document.get("private") is not False
+    protect = [source] if source is not None else []
+    target = Path(out)
+    written: list[str] = []
+
+    with atomic_directory(target, kind="topdown-gls", overwrite=overwrite, protect=protect) as tmp:
+        rows = {}
+        for level, df in frames.items():
+            if tuple(df.columns) != GLS_COLUMNS:
+                raise ValueError(f"level {level}: columns {df.columns}, expected {GLS_COLUMNS}")
+            for ext, data in (
+                ("txt", _text(df)),
+                ("parquet", _parquet(df, parquet_metadata(private))),
+            ):
+                name = f"gls-{level}.{ext}"
+                atomic_write(tmp / name, data)
+                rows[name] = df.height
+                written.append(str(target / name))
+        if not private:
+            write_not_private(tmp, f"derived from the test release {source}")
+        files = {
+            p.name: {"sha256": sha256_file(p), "rows": rows[p.name]}
+            for p in sorted(tmp.iterdir())
+            if p.name in rows
+        }
+        doc = {
+            **dict(document),
+            "derived_from": {
+                "release": None if source is None else str(Path(source).resolve()),
+                "command": command,
+            },
+            "gls": dict(method or {}),
+            "outputs": {"files": files},
+        }
+        atomic_write(tmp / "release.json", json.dumps(jsonable(doc), indent=2) + "\n")
+    return written
+
+
+def gls_method(
+    levels: Sequence[str], cells: KronCells, constraints: Sequence[str]
+) -> dict[str, Any]:
+    """The ``gls`` entry of the derived ``release.json``."""
+    return {
+        "method": "tree GLS (two-pass, bottom-up then top-down; arXiv 2404.13164): the best "
+        "linear unbiased estimate from every noisy measurement of the tree, children summing "
+        "to parents exactly",
+        "std_dev": "exact standard deviation of the linear estimator from the exact "
+        "discrete-Gaussian noise variances",
+        "intervals": "ESTIMATE ± z·STD_DEV (normal approximation; coverage measured in docs)",
+        "constraints": list(constraints),
+        "levels": list(levels),
+        "cells": len(cells.names),
+    }
