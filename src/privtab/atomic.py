@@ -211,7 +211,8 @@ def _check_parent(target: str | Path, parent: Path, parents: bool) -> None:
         raise OutputRefusedError(
             f"output {target}: the folder {parent} does not exist (privtab creates missing "
             "parent folders only when asked)",
-            hint="create it first, check the path, or pass --parents",
+            hint="create it first or check the path (a command with --parents, such as "
+            "`privtab safetab run`, creates it when given that flag)",
         )
 
 

@@ -939,8 +939,9 @@ class Reservation:
     ) -> Reservation:
         """The records were read: add their ``identities`` (e.g. the records digest) to the
         pending entry, rename its key to ``dataset`` if given (the records digest when no
-        name was declared; the old key stays an identity), and check the lifetime budgets again against everything
-        released of the data set it now belongs to — in one transaction. Over a budget
+        name was declared; the old key stays an identity), and check the lifetime budgets
+        again against everything released of the data set it now belongs to — in one
+        transaction. Over a budget
         (without ``allow_more``) the entry is removed and
         :class:`LifetimeBudgetExceededError` is raised: nothing was drawn yet. Returns the
         updated reservation (its :attr:`history` says what was released before)."""
