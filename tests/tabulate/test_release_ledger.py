@@ -76,6 +76,43 @@ def _copy(tiny: tuple[Path, Path], dest: Path, how: str) -> Path:
     return dest
 
 
+def _records_key(config: Path, data: Path, batch_rows: int = 1 << 20) -> str:
+    from privtab.accounting.digest import RecordDigest
+    from privtab.data import load_inputs
+    from privtab.tabulate.aggregate import PERSONS_SCHEMA, aggregate_persons
+
+    inputs = load_inputs(config, data, validate_persons=False)
+    digest = RecordDigest(PERSONS_SCHEMA)
+    aggregate_persons(inputs, digest=digest, batch_rows=batch_rows)
+    return digest.key
+
+
+def test_the_records_digest_of_every_layout_of_one_file(
+    tiny: tuple[Path, Path], tmp_path: Path
+) -> None:
+    """The person file as written, with CRLF line endings, with its rows reversed, as
+    Parquet, read in other batches: one records digest; one changed person: another."""
+    from privtab.data.synth import synthesize
+
+    config, data = tiny
+    key = _records_key(config, data)
+    assert key.startswith("records:")
+    assert _records_key(config, _copy(tiny, tmp_path / "crlf", "crlf")) == key
+    assert _records_key(config, _copy(tiny, tmp_path / "rev", "reordered")) == key
+    assert _records_key(config, data, batch_rows=97) == key
+    synthesize(tmp_path / "pq", 1_500, states=["10"], seed=3, fmt="parquet")  # as `tiny`
+    assert _records_key(config, tmp_path / "pq") == key
+    changed = _copy(tiny, tmp_path / "changed", "crlf")
+    persons = changed / "person-records.txt"
+    lines = persons.read_bytes().split(b"\r\n")
+    cols = lines[0].split(b"|")
+    row = lines[1].split(b"|")
+    age = cols.index(b"QAGE")
+    row[age] = str((int(row[age]) + 1) % 100).encode()
+    persons.write_bytes(b"\r\n".join([lines[0], b"|".join(row), *lines[2:]]))
+    assert _records_key(config, changed) != key
+
+
 @pytest.mark.parametrize("how", ["crlf", "reordered"])
 def test_a_re_encoded_or_reordered_copy_is_the_same_data_set(
     tiny: tuple[Path, Path], tmp_path: Path, how: str
@@ -288,6 +325,28 @@ def test_a_run_refused_at_publication_withdraws_its_reservation(
     assert f"output {out} exists" in text
     assert ReleaseLedger.open(ledger).entries() == []
     assert sorted(p.name for p in out.iterdir()) == ["someone-elses.txt"]
+
+
+def test_a_run_that_fails_before_publication_cancels_its_reservation(
+    tiny: tuple[Path, Path], tmp_path: Path
+) -> None:
+    """A bad person row is found while the records are read — after the reservation (the
+    ledger is checked before the person file is read): exit 1, no release, and the
+    pending entry is gone (one of the issue's two surviving mutants)."""
+    ledger, out = tmp_path / "ledger.json", tmp_path / "release"
+    bad = _copy(tiny, tmp_path / "bad", "reordered")
+    persons = bad / "person-records.txt"
+    lines = persons.read_text().splitlines()
+    cols = lines[0].split("|")
+    row = lines[5].split("|")
+    row[cols.index("QAGE")] = "abc"
+    persons.write_text("\n".join([*lines[:5], "|".join(row), *lines[6:]]) + "\n")
+    code, text = _run(tiny, out, ledger, data=bad)
+    assert code == 1, text
+    assert "column QAGE, value 'abc'" in text
+    assert "checking the release ledger" in text  # it was reserved ...
+    assert ReleaseLedger.open(ledger).entries() == []  # ... and cancelled
+    assert not out.exists()
 
 
 def test_sigterm_during_the_ledger_step_leaves_no_entry(

@@ -204,7 +204,7 @@ def _publish(ctx: RunContext, guard: InterruptGuard, protect: list[Path]) -> _Bu
             except BaseException as exc:
                 raise _engine_failure(exc, ctx.engine) or exc from None
     except BaseException:
-        withdraw(ctx, guard)  # refused, failed or interrupted: nothing was published
+        withdraw(ctx, guard)  # refused, failed or interrupted: nothing published
         raise
 
 
