@@ -413,9 +413,12 @@ def test_the_json_summary_holds_no_timings(tiny: tuple[Path, Path], tmp_path: Pa
     assert "seconds" not in json.dumps(summary)
     record = json.loads(Path(summary["run_record"]).read_text())
     assert record["seconds"]["total"] > 0
-    assert (
-        record["ledger"]["folder"] == json.loads((out / ".privtab-folder.json").read_text())["id"]
-    )
+    marker = json.loads((out / ".privtab-folder.json").read_text())
+    assert record["ledger"]["folder"] == marker["id"]
+    # the records digest is kept in the ledger only
+    (entry,) = ReleaseLedger.open(tmp_path / "ledger.json").entries()
+    assert entry.dataset.startswith("records:")
+    assert entry.dataset[len("records:") :] not in json.dumps(record) + res.output
 
 
 def test_the_release_names_no_operator_path_and_carries_the_start_time(

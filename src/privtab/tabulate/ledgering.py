@@ -148,17 +148,20 @@ def commit_quietly(
 ) -> dict[str, Any]:
     """The release is published (at ``out``, or ``returned`` to the caller): mark its
     ledger entry so; never raises (a failure leaves the entry pending, which counts as
-    spent, and says how to settle it). Returns what the confidential run record keeps."""
+    spent, and says how to settle it). Returns what the confidential run record keeps:
+    the ledger, the entry, the folder id, the delivery and a declared data-set name (the
+    records digest is kept in the ledger only)."""
     if reservation is None:
         return {}
     entry = reservation.entry
     info = {
         "ledger": str(reservation.ledger.path),
         "entry": entry.id,
-        "dataset": entry.dataset,
         "folder": entry.folder,
         "delivery": entry.delivery,
     }
+    if not entry.dataset.startswith(("records:", "sha256:")):
+        info["dataset"] = entry.dataset  # a declared name; a digest stays in the ledger only
     try:
         reservation.commit(release=None if returned else str(Path(os.path.abspath(out))))
     except Exception as exc:
