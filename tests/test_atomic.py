@@ -25,6 +25,7 @@ from privtab.atomic import (
     read_marker,
 )
 from privtab.errors import UsageError
+from tests._links import LINK_KINDS, symlinked_output
 
 
 def _write(target: Path, kind: str = "release", overwrite: bool = False, **files: str) -> None:
@@ -290,20 +291,11 @@ def test_a_folder_of_an_older_privtab_with_folders_inside_is_not_replaced(tmp_pa
     check_output(target, overwrite=True, kind="release")  # flat: checked as before
 
 
-@pytest.mark.parametrize("link", ["to-folder", "dangling", "loop"])
+@pytest.mark.parametrize("link", LINK_KINDS)
 def test_a_symlinked_output_is_refused_before_any_work(tmp_path: Path, link: str) -> None:
     """The rule: an output that is a symbolic link is refused (never written through,
     never replaced by a folder) — to a folder, dangling, or a loop."""
-    real = tmp_path / "real"
-    real.mkdir()
-    out = tmp_path / "out"
-    if link == "to-folder":
-        out.symlink_to(real)
-    elif link == "dangling":
-        out.symlink_to(tmp_path / "nowhere")
-    else:
-        out.symlink_to(tmp_path / "loop2")
-        (tmp_path / "loop2").symlink_to(out)
+    out, real = symlinked_output(tmp_path, link)
     before = sorted(p.name for p in tmp_path.iterdir())
     with pytest.raises(OutputRefusedError, match="is a symbolic link"):
         check_output(out, kind="release")

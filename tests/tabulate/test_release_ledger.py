@@ -19,9 +19,10 @@ import pytest
 from typer.testing import CliRunner
 
 from privtab.accounting import ExactGuarantee
-from privtab.accounting.odometer import ReleaseLedger
+from privtab.accounting.odometer import LedgerEntry, ReleaseLedger
 from privtab.cli import app
 from privtab.release import read_release_document
+from tests._links import LINK_KINDS, symlinked_output
 
 from .conftest import demo_params
 
@@ -224,6 +225,16 @@ def _settle(ledger: Path, entry: str, flag: str) -> tuple[int, str]:
     return res.exit_code, res.output
 
 
+def _killed_at(tiny: tuple[Path, Path], out: Path, ledger: Path, phase: str) -> LedgerEntry:
+    """A run SIGKILLed at ``phase``: the pending entry it left."""
+    proc = _start_held(tiny, out, ledger, phase)
+    proc.kill()
+    proc.wait()
+    (old,) = ReleaseLedger.open(ledger).entries()
+    assert old.pending
+    return old
+
+
 def test_sigkill_rerun_settle_counts_the_budget_once(
     tiny: tuple[Path, Path], tmp_path: Path
 ) -> None:
@@ -231,11 +242,7 @@ def test_sigkill_rerun_settle_counts_the_budget_once(
     same --out published without mentioning it; `settle OLD --published` was accepted
     although the folder is the rerun's — the budget counted twice, irreversibly."""
     ledger, out = tmp_path / "ledger.json", tmp_path / "release"
-    proc = _start_held(tiny, out, ledger, "level")
-    proc.kill()
-    proc.wait()
-    (old,) = ReleaseLedger.open(ledger).entries()
-    assert old.pending
+    old = _killed_at(tiny, out, ledger, "level")
     code, text = _run(tiny, out, ledger)  # the rerun
     assert code == 0, text
     flat = " ".join(text.split())
@@ -262,11 +269,7 @@ def test_sigkill_after_publication_then_rerun_with_overwrite(
     rerun with --overwrite may not destroy it before the entry is settled; settling says
     published (not published is refused); then both releases are counted."""
     ledger, out = tmp_path / "ledger.json", tmp_path / "release"
-    proc = _start_held(tiny, out, ledger, "published")
-    proc.kill()
-    proc.wait()
-    (old,) = ReleaseLedger.open(ledger).entries()
-    assert old.pending
+    old = _killed_at(tiny, out, ledger, "published")
     assert (out / "release.json").exists()
     code, text = _run(tiny, out, ledger, "--overwrite")
     assert code == 2, text
@@ -448,22 +451,14 @@ def test_the_release_names_no_operator_path_and_carries_the_start_time(
     assert {p.stat().st_mtime for p in [out, *out.rglob("*")]} == {start}
 
 
-@pytest.mark.parametrize("link", ["to-folder", "dangling", "loop"])
+@pytest.mark.parametrize("link", LINK_KINDS)
 def test_a_symlinked_out_is_refused_before_any_work(
     tiny: tuple[Path, Path], tmp_path: Path, link: str
 ) -> None:
     """The issue: a symlink to a folder was replaced by a real folder (the target stayed
     empty); a dangling one ran the whole release and crashed at the rename with a pending
     entry; a loop was an internal error."""
-    out, real = tmp_path / "release", tmp_path / "real"
-    real.mkdir()
-    if link == "to-folder":
-        out.symlink_to(real)
-    elif link == "dangling":
-        out.symlink_to(tmp_path / "nowhere")
-    else:
-        out.symlink_to(tmp_path / "loop")
-        (tmp_path / "loop").symlink_to(out)
+    out, real = symlinked_output(tmp_path, link)
     code, text = _run(tiny, out, tmp_path / "ledger.json")
     assert code == 2, text
     assert "is a symbolic link" in text
