@@ -184,7 +184,7 @@ class RunContext:
     cancel: threading.Event
     started_utc: str
     """When the run started (UTC ISO 8601, whole seconds), before any data is read."""
-    started_at: float = 0.0
+    started_at: float
     """The same instant in seconds since the epoch: every file of the release carries it as
     its modification time (:func:`privtab.atomic.atomic_directory`)."""
     folder_id: str = field(default_factory=lambda: uuid.uuid4().hex)
