@@ -277,7 +277,8 @@ def _build(ctx: RunContext, tmp: Path) -> _Built:
     ctx.seconds["inputs"] = time.monotonic() - t0
     ctx.phase("inputs")
     persons = aggregate(ctx, inputs)
-    identify_release(ctx, None if ctx.engine.records is None else ctx.engine.records.key)
+    records = getattr(ctx.engine, "records", None)  # an engine of the caller's may have none
+    identify_release(ctx, None if records is None else records.key)
     document, levels = _tabulate_and_describe(ctx, inputs, plans, tmp)
     if ctx.reservation is not None and not document.guarantee.fits(
         ctx.reservation.entry.guarantee
