@@ -140,6 +140,18 @@ MUTANTS: tuple[Mutant, ...] = (
         ("tests/tabulate/test_plan_shares.py", "tests/tabulate/test_plan_privacy.py"),
     ),
     Mutant(
+        "failed-run-keeps-reservation",
+        "ledger: a run that fails before publication no longer cancels its pending reservation",
+        "src/privtab/tabulate/run.py",
+        (
+            (
+                "withdraw(ctx, guard)  # refused, failed or interrupted",
+                "pass  # the reservation stays pending",
+            ),
+        ),
+        ("tests/tabulate/test_release_ledger.py",),
+    ),
+    Mutant(
         "stability-minus-one",
         "a level's stability one too small (every group overspends)",
         "src/privtab/data/stability.py",

@@ -18,6 +18,7 @@ from privtab.accounting.odometer import (
     SCHEMA_VERSION,
     LifetimeBudgetExceededError,
     ReleaseLedger,
+    SettleRefusedError,
     default_ledger_path,
     fingerprint_files,
 )
@@ -288,3 +289,235 @@ def test_summary_in_every_definition(ledger: ReleaseLedger) -> None:
     assert Fraction(d["remaining"]["value"]) == 10 - 2 * RHO.value
     assert Fraction(d["remaining"]["value_float"]) <= 10 - 2 * RHO.value
     assert len(s["releases"]) == 2
+
+
+# ----------------------------------------------------------------------- issue 31
+LIFE5 = ExactGuarantee.zcdp(5)
+RHO4785 = ExactGuarantee.zcdp("4.785")
+RECORDS = "records:" + "cd" * 32
+
+
+def test_a_symlink_to_the_ledger_records_in_the_ledger_itself(tmp_path: Path) -> None:
+    """The issue: through a symlink, the write replaced the link with a new file, so two
+    releases of ρ 4.785 each passed a lifetime of ρ 5. Now the link is followed: one
+    file, one lock, the second release refused."""
+    real = tmp_path / "state" / "ledger.json"
+    real.parent.mkdir()
+    link = tmp_path / "my-ledger.json"
+    link.symlink_to(real)
+    via_link = ReleaseLedger.open(link)
+    assert via_link.path == real
+    via_link.record(DATA, RHO4785, release="/out/r1", lifetime=LIFE5)
+    assert link.is_symlink()
+    assert real.is_file()
+    with pytest.raises(LifetimeBudgetExceededError, match=str(real)):
+        ReleaseLedger.open(real).reserve(DATA, RHO4785, release="/out/r2", lifetime=LIFE5)
+    with pytest.raises(LifetimeBudgetExceededError):
+        ReleaseLedger.open(link).reserve(DATA, RHO4785, release="/out/r2", lifetime=LIFE5)
+    assert len(ReleaseLedger.open(real).entries()) == 1
+    assert not (tmp_path / "my-ledger.json.lock").exists()  # one lock, beside the real file
+    assert (real.parent / "ledger.json.lock").exists()
+
+
+def test_a_dangling_symlink_creates_the_ledger_at_its_target(tmp_path: Path) -> None:
+    link = tmp_path / "ledger.json"
+    link.symlink_to(tmp_path / "target.json")
+    ReleaseLedger.open(link).record(DATA, RHO, release="/out/r1")
+    assert link.is_symlink()
+    assert len(ReleaseLedger.open(tmp_path / "target.json").entries()) == 1
+
+
+def test_a_symlink_loop_is_a_usage_error(tmp_path: Path) -> None:
+    (tmp_path / "a.json").symlink_to(tmp_path / "b.json")
+    (tmp_path / "b.json").symlink_to(tmp_path / "a.json")
+    with pytest.raises(UsageError, match="loop of symbolic links"):
+        ReleaseLedger.open(tmp_path / "a.json")
+
+
+def test_a_hard_linked_ledger_is_refused(tmp_path: Path) -> None:
+    """The issue: a hard link lost the release the same way. Rule: refused (an atomic
+    rewrite cannot keep two names of one file), before and at every change."""
+    real = tmp_path / "ledger.json"
+    ledger = ReleaseLedger.open(real)
+    ledger.record(DATA, RHO4785, release="/out/r1", lifetime=LIFE5)
+    os.link(real, tmp_path / "other-name.json")
+    for name in ("ledger.json", "other-name.json"):
+        with pytest.raises(UsageError, match="2 hard links"):
+            ReleaseLedger.open(tmp_path / name)
+    with pytest.raises(UsageError, match="hard links"):  # made after open()
+        ledger.reserve(DATA, RHO4785, release="/out/r2", allow_more=True)
+    assert real.read_text() == (tmp_path / "other-name.json").read_text()
+    assert len(json.loads(real.read_text())["entries"]) == 1
+
+
+def test_the_records_digest_ties_copies_of_one_data_set(ledger: ReleaseLedger) -> None:
+    """A CRLF or re-sorted copy has other bytes (another sha256: key) but the same records
+    digest: the releases compose and the lifetime budget holds."""
+    first = ledger.reserve("sha256:" + "11" * 32, RHO4785, release="/out/r1", lifetime=LIFE5)
+    first = first.identify([RECORDS], dataset=RECORDS, lifetime=LIFE5)
+    first.commit()
+    assert ledger.entries()[0].dataset == RECORDS
+    assert ledger.entries()[0].identities == ("sha256:" + "11" * 32, RECORDS)
+    copy = "sha256:" + "22" * 32
+    res = ledger.reserve(copy, RHO4785, release="/out/r2", lifetime=LIFE5, identities=[copy])
+    assert res.history.earlier == ()  # the bytes alone are new ...
+    with pytest.raises(LifetimeBudgetExceededError, match="1 earlier release"):
+        res.identify([RECORDS], dataset=RECORDS, lifetime=LIFE5)  # ... the records are not
+    assert [e.id for e in ledger.entries()] == [first.entry.id]  # the claim is withdrawn
+    assert ledger.composed(copy) is None
+    assert ledger.composed(RECORDS) == RHO4785
+
+
+def test_identify_reports_the_earlier_releases_and_other_names(ledger: ReleaseLedger) -> None:
+    ledger.record("census-2030", RHO, release="/out/a", identities=[RECORDS])
+    res = ledger.reserve("census-2030-v2", RHO, release="/out/b")
+    assert res.history.earlier == ()
+    res = res.identify([RECORDS])
+    assert res.entry.dataset == "census-2030-v2"  # a declared name is kept
+    assert res.history.other_names == ("census-2030",)
+    assert [e.dataset for e in res.history.earlier] == ["census-2030"]
+    assert res.history.total == ExactGuarantee.zcdp(2 * RHO.value)
+    notes = res.history.notes(ledger.path, 1e-10)
+    assert "under the data-set name(s) 'census-2030'" in notes[0]
+    assert "already has 1 release(s)" in notes[1]
+    assert "totalling ρ = 4.944; with this release it has spent ρ = 9.888 (ε ≤" in notes[1]
+    eps = ledger.summary(1e-10)["datasets"][0]["epsilon"]["zcdp_optimal"]
+    shown = Fraction(notes[1].split("ε ≤ ")[1].split(" ")[0])
+    assert Fraction(eps) <= shown <= Fraction(eps) + Fraction(1, 10_000)  # rounded up
+    # one data set in the summary, both names listed
+    (d,) = ledger.summary()["datasets"]
+    assert d["keys"] == ["census-2030", "census-2030-v2"]
+    assert d["pending"] == 1
+
+
+def test_a_first_release_has_nothing_to_report(ledger: ReleaseLedger) -> None:
+    res = ledger.reserve(DATA, RHO, release="/out/a").identify([RECORDS])
+    assert res.history.notes(ledger.path) == []
+
+
+def _folder(path: Path, folder_id: str) -> Path:
+    from privtab.atomic import MARKER
+
+    path.mkdir(parents=True)
+    marker = {"created_by": "privtab", "kind": "release", "id": folder_id}
+    (path / MARKER).write_text(json.dumps(marker))
+    return path
+
+
+def test_settle_checks_whose_folder_is_at_the_path(ledger: ReleaseLedger, tmp_path: Path) -> None:
+    """The issue: after a SIGKILL, a rerun published into the same --out under a new entry,
+    and `settle OLD --published` was accepted — counted twice, irreversibly."""
+    out = tmp_path / "release"
+    old = ledger.reserve(DATA, RHO, release=out, folder="f-old")  # killed: never published
+    new = ledger.reserve(DATA, RHO, release=out, folder="f-new", allow_more=True)
+    _folder(out, "f-new")
+    new.commit()
+    assert ledger.settle_command(old.entry).split()[4] == "--not-published"
+    with pytest.raises(
+        SettleRefusedError, match=f"written by the run of ledger entry {new.entry.id}"
+    ):
+        ledger.settle(old.entry.id, published=True)
+    assert ledger.settle(old.entry.id, published=False) is None
+    assert ledger.composed(DATA) == RHO  # counted once
+
+
+def test_settle_published_needs_the_entrys_own_folder(
+    ledger: ReleaseLedger, tmp_path: Path
+) -> None:
+    out = tmp_path / "release"
+    res = ledger.reserve(DATA, RHO, release=out, folder="f-1")
+    with pytest.raises(SettleRefusedError, match="there is no release folder"):
+        ledger.settle(res.entry.id, published=True)
+    _folder(out, "someone-else")
+    with pytest.raises(SettleRefusedError, match="is not the release folder"):
+        ledger.settle(res.entry.id, published=True)
+    moved = _folder(tmp_path / "moved", "f-1")
+    assert ledger.settle_command(res.entry).split()[4] == "--not-published"
+    done = ledger.settle(res.entry.id, published=True, release=moved)
+    assert done is not None
+    assert done.release == str(moved)
+
+
+def test_settle_not_published_is_refused_while_its_folder_is_there(
+    ledger: ReleaseLedger, tmp_path: Path
+) -> None:
+    """Killed after the rename, before the commit: the folder is its own — published."""
+    out = _folder(tmp_path / "release", "f-1")
+    res = ledger.reserve(DATA, RHO, release=out, folder="f-1")
+    assert ledger.settle_command(res.entry) == (
+        f"privtab ledger settle {res.entry.id} --published --ledger {ledger.path}"
+    )
+    with pytest.raises(SettleRefusedError, match="its own release folder is at"):
+        ledger.settle(res.entry.id, published=False)
+    assert ledger.settle(res.entry.id, published=True) is not None
+
+
+def test_a_release_never_replaces_the_folder_of_an_unconfirmed_entry(
+    ledger: ReleaseLedger, tmp_path: Path
+) -> None:
+    out = _folder(tmp_path / "release", "f-1")
+    res = ledger.reserve(DATA, RHO, release=out, folder="f-1")
+    with pytest.raises(UsageError, match=f"release of ledger entry {res.entry.id}.*settle it"):
+        ledger.reserve(DATA, RHO, release=out, folder="f-2", replaces="f-1")
+    assert len(ledger.entries()) == 1
+    ledger.settle(res.entry.id, published=True)
+    ledger.reserve(DATA, RHO, release=out, folder="f-2", replaces="f-1")  # settled: fine
+
+
+def test_unconfirmed_entries_are_listed_with_their_command(ledger: ReleaseLedger) -> None:
+    ctx = mp.get_context("fork")
+    p = ctx.Process(target=_reserve_then_die, args=(str(ledger.path),))
+    p.start()
+    p.join(30)
+    live = ledger.reserve("other", RHO, release="/out/live")  # this process: running
+    (dead,) = ledger.unconfirmed()
+    assert dead.release == "/out/killed"
+    (note,) = ledger.pending_notes(exclude=live.entry.id)
+    assert f"ledger entry {dead.id}" in note
+    assert "UNCONFIRMED" in note
+    assert note.endswith(f"privtab ledger settle {dead.id} --not-published --ledger {ledger.path}")
+    rows = {r["id"]: r for r in ledger.summary()["releases"]}
+    assert rows[dead.id]["settle"] == ledger.settle_command(dead)
+    assert rows[dead.id]["process_alive"] is False
+    assert rows[live.entry.id]["process_alive"] is True
+
+
+def test_a_release_returned_to_the_caller_is_recorded_as_such(ledger: ReleaseLedger) -> None:
+    res = ledger.reserve(DATA, RHO, release=None)
+    assert res.entry.delivery == "caller"
+    assert res.entry.release == ""
+    assert res.entry.where == "returned to the caller"
+    assert ledger.settle_command(res.entry).split()[4] == "--published"
+    done = res.commit()
+    assert (done.status, done.delivery, done.release) == ("published", "caller", "")
+
+
+def test_a_version_1_ledger_is_read_and_upgraded(tmp_path: Path) -> None:
+    path = tmp_path / "ledger.json"
+    v1 = {
+        "schema_version": 1,
+        "kind": "privtab release ledger",
+        "lifetime": {"default": None, "datasets": {DATA: LIFE5.to_dict()}},
+        "entries": [
+            {
+                "id": "abc",
+                "when": "2026-01-01T00:00:00+00:00",
+                "dataset": DATA,
+                "release": "/out/r1",
+                "plan": "p",
+                "guarantee": RHO4785.to_dict(),
+                "status": "published",
+            }
+        ],
+    }
+    path.write_text(json.dumps(v1))
+    ledger = ReleaseLedger.open(path)
+    (old,) = ledger.entries()
+    assert (old.identities, old.folder, old.delivery) == ((), "", "folder")
+    # the same file read again (its sha256: key is the old entry's key): the v1 lifetime holds
+    with pytest.raises(LifetimeBudgetExceededError):
+        ledger.reserve("census", RHO4785, release="/out/r2", identities=[DATA])
+    ledger.record("other", RHO, release="/out/x")
+    doc = json.loads(path.read_text())
+    assert doc["schema_version"] == SCHEMA_VERSION == 2
+    assert doc["entries"][0]["id"] == "abc"

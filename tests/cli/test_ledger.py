@@ -125,3 +125,88 @@ def test_a_damaged_ledger_is_exit_1_without_traceback(ledger_file: Path) -> None
     assert str(ledger_file) in res.stderr
     assert "not valid JSON" in res.stderr
     assert "Traceback" not in res.output
+
+
+def _reserve_then_die(path: str, release: str) -> None:
+    import os
+
+    ReleaseLedger.open(path).reserve(KEY, ExactGuarantee.zcdp(1), release=release, folder="f1")
+    os._exit(9)  # killed: no cleanup
+
+
+def test_show_lists_an_unconfirmed_entry_with_the_command_that_settles_it(
+    ledger_file: Path, tmp_path: Path
+) -> None:
+    import multiprocessing as mp
+
+    p = mp.get_context("fork").Process(
+        target=_reserve_then_die, args=(str(ledger_file), str(tmp_path / "rel"))
+    )
+    p.start()
+    p.join(30)
+    (e,) = ReleaseLedger.open(ledger_file).entries()
+    command = f"privtab ledger settle {e.id} --not-published --ledger {ledger_file}"
+    out = _json(["ledger", "show", "--ledger", str(ledger_file), "--json"])
+    assert out["releases"][0]["settle"] == command
+    res = runner.invoke(app, ["ledger", "show", "--ledger", str(ledger_file)])
+    assert res.exit_code == 0, res.output
+    flat = " ".join(res.stdout.replace("│", " ").split())
+    assert "UNCONFIRMED" in flat
+    assert command.replace(" ", "") in flat.replace(" ", "")
+
+
+def test_settle_refuses_an_outcome_the_folder_contradicts(
+    ledger_file: Path, tmp_path: Path
+) -> None:
+    from privtab.atomic import atomic_directory
+
+    out = tmp_path / "rel"
+    ledger = ReleaseLedger.open(ledger_file)
+    old = ledger.reserve(KEY, ExactGuarantee.zcdp(1), release=out, folder="old-folder")
+    new = ledger.reserve(KEY, ExactGuarantee.zcdp(1), release=out, folder="new-folder")
+    with atomic_directory(out, kind="release", folder_id="new-folder") as tmp:
+        (tmp / "release.json").write_text("{}")
+    new.commit()
+    base = ["--ledger", str(ledger_file)]
+    res = runner.invoke(app, ["ledger", "settle", old.entry.id, "--published", *base])
+    assert res.exit_code == 2
+    assert f"written by the run of ledger entry {new.entry.id}" in res.stderr
+    assert "--not-published" in res.stderr
+    assert "Traceback" not in res.output
+    res = runner.invoke(app, ["ledger", "settle", old.entry.id, "--not-published", *base])
+    assert res.exit_code == 0, res.output
+    assert [e.id for e in ReleaseLedger.open(ledger_file).entries()] == [new.entry.id]
+
+
+def test_show_groups_two_names_of_the_same_records(ledger_file: Path) -> None:
+    ledger = ReleaseLedger.open(ledger_file)
+    records = "records:" + "ef" * 32
+    ledger.record("census-a", ExactGuarantee.zcdp(1), release="/r/a", identities=[records])
+    ledger.record("census-b", ExactGuarantee.zcdp(1), release="/r/b", identities=[records])
+    out = _json(["ledger", "show", "--ledger", str(ledger_file), "--json"])
+    (d,) = out["datasets"]
+    assert d["keys"] == ["census-a", "census-b"]
+    assert d["rho"]["value"] == "2"
+    shown = runner.invoke(app, ["ledger", "show", "--ledger", str(ledger_file)])
+    assert "data set census-a (also census-b)" in shown.stdout
+    one = _json(["ledger", "show", "--ledger", str(ledger_file), "--dataset", "census-b", "--json"])
+    assert [r["dataset"] for r in one["releases"]] == ["census-a", "census-b"]
+
+
+@pytest.mark.parametrize("how", ["symlink", "hardlink"])
+def test_the_ledger_path_is_resolved_or_refused(tmp_path: Path, how: str) -> None:
+    import os
+
+    real = tmp_path / "real.json"
+    ReleaseLedger.open(real).record(KEY, ExactGuarantee.zcdp(1), release="/r/a")
+    other = tmp_path / "other.json"
+    if how == "symlink":
+        other.symlink_to(real)
+        out = _json(["ledger", "show", "--ledger", str(other), "--json"])
+        assert out["ledger"] == str(real)
+        assert len(out["releases"]) == 1
+    else:
+        os.link(real, other)
+        res = runner.invoke(app, ["ledger", "show", "--ledger", str(other)])
+        assert res.exit_code == 2
+        assert "hard links" in res.stderr

@@ -27,6 +27,7 @@ import pytest
 
 pytest.importorskip("pyspark")
 
+from privtab.accounting.digest import RecordDigest
 from privtab.data import InputValidationError, load_inputs, toy_dataset_dir
 from privtab.data.errors import ProblemLog
 from privtab.data.geography import UNIT
@@ -34,7 +35,7 @@ from privtab.data.membership import RACE_KEYS
 from privtab.data.persons import validate_persons
 from privtab.random import SeededSource
 from privtab.tabulate import RunOptions, run_release
-from privtab.tabulate.aggregate import aggregate_persons
+from privtab.tabulate.aggregate import PERSONS_SCHEMA, aggregate_persons
 from privtab.tabulate.chunk import Drawing
 from privtab.tabulate.counts import CellMatrix
 from privtab.tabulate.engines.polars import PolarsEngine
@@ -301,9 +302,14 @@ def test_same_cells_on_valid_tricky_input(spark, tmp_path: Path) -> None:
         person_line(QAGE="5", QRACE1="1030", QRACE2="1010", QRACE3="1020"),
     ]
     inputs = _inputs(tmp_path, rows)
-    polars = aggregate_persons(inputs)  # type: ignore[arg-type]
+    digest = RecordDigest(PERSONS_SCHEMA)
+    polars = aggregate_persons(inputs, digest=digest)  # type: ignore[arg-type]
     engine = _engine(spark)
     assert engine.prepare(inputs, lambda _m: None) == polars.persons == 6  # type: ignore[arg-type]
+    # the data set's identity in the release ledger: the same on both engines
+    assert engine.records is not None
+    assert engine.records.rows == digest.rows == 6
+    assert engine.records.key == digest.key
     assert engine.combos is not None
     assert engine._cells is not None
     keys = [UNIT, *RACE_KEYS, "QSPAN", "SEX_AGE", "N"]

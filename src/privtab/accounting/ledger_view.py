@@ -76,17 +76,27 @@ def _status(e: dict[str, Any]) -> str:
     return label + ("*" if e["over_lifetime"] else "")
 
 
-def _releases(s: dict[str, Any], key: str) -> Table:
+def _where(e: dict[str, Any]) -> str:
+    return "(returned to the caller)" if e.get("delivery") == "caller" else str(e["release"])
+
+
+def _releases(s: dict[str, Any], d: dict[str, Any]) -> Table:
     from privtab.accounting.odometer import short_key
     from privtab.report.text import table
 
-    mine = [e for e in s["releases"] if e["dataset"] == key]
+    mine = [e for e in s["releases"] if e["dataset"] in d["keys"]]
     rows = [(e["id"], e["when"][:16].replace("T", " "), guarantee_text(e["guarantee"]),
-             _status(e), e["release"]) for e in mine]  # fmt: skip
-    over = any(e["over_lifetime"] for e in mine)
-    notes = ["* recorded past the lifetime budget (--allow-more-releases)"] if over else []
+             _status(e), _where(e)) for e in mine]  # fmt: skip
+    notes = []
+    if any(e["over_lifetime"] for e in mine):
+        notes.append("* recorded past the lifetime budget (--allow-more-releases)")
+    for e in mine:
+        if e["status"] == "pending" and not e.get("process_alive"):
+            notes.append(f"{e['id']} is UNCONFIRMED (counted as spent); settle it: {e['settle']}")
+    names = [short_key(k) for k in d["keys"]]
+    title = f"data set {names[0]}" + (f" (also {', '.join(names[1:])})" if names[1:] else "")
     cols = ("id", "when (UTC)", "guarantee", "status", "release")
-    return table(f"data set {short_key(key)}", cols, rows, notes, left=5)
+    return table(title, cols, rows, notes, left=5)
 
 
 def _composed(s: dict[str, Any], d: dict[str, Any]) -> Table:
@@ -124,5 +134,5 @@ def ledger_tables(s: dict[str, Any]) -> tuple[list[str], list[Table]]:
         head.append("no release has been recorded")
     tables = []
     for d in s["datasets"]:
-        tables += [_releases(s, d["dataset"]), _composed(s, d)]
+        tables += [_releases(s, d), _composed(s, d)]
     return head, tables

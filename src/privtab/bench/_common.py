@@ -91,6 +91,17 @@ def release_command(data: Path, out: Path, *options: str) -> list[str]:
     return [*cmd, "--ledger", str(out.parent / "ledger.json"), *options]
 
 
+def run_seconds(summary: dict[str, Any]) -> dict[str, float]:
+    """The per-phase seconds of a release run, from the confidential run record its
+    ``--json`` summary names (the summary itself holds no timing: timings depend on the
+    data; a benchmark's data is synthetic)."""
+    path = summary.get("run_record")
+    if not path:
+        return {}
+    seconds = json.loads(Path(path).read_text(encoding="utf-8")).get("seconds", {})
+    return {str(k): float(v) for k, v in seconds.items()}
+
+
 def time_v() -> list[str]:
     """``/usr/bin/time -v`` when available (wall time and peak RSS of a child)."""
     return ["/usr/bin/time", "-v"] if Path("/usr/bin/time").exists() else []

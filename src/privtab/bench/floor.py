@@ -24,7 +24,15 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from privtab.bench._common import Table, machine, release_command, run_timed, synthetic_input, table
+from privtab.bench._common import (
+    Table,
+    machine,
+    release_command,
+    run_seconds,
+    run_timed,
+    synthetic_input,
+    table,
+)
 
 #: what the benchmark measures, for docs/benchmarks.md
 ABOUT = """\
@@ -113,7 +121,7 @@ def run(
         "release": {
             **release,
             "command": " ".join(rel_cmd),
-            "seconds": summary.get("seconds", {}),
+            "seconds": run_seconds(summary),
         },
         "floor_command": "python -c 'privtab.bench.floor.floor_pass(PERSON_FILE)'",
         "ratio_wall": round(release["wall_seconds"] / best["wall_seconds"], 2),

@@ -59,6 +59,7 @@ from privtab.bench._common import (
     machine,
     release_command,
     run_measured,
+    run_seconds,
     synthetic_input,
     table,
     time_v,
@@ -223,7 +224,7 @@ def run_privtab(
     tabulated = [lv for lv in summary["levels"] if lv.get("status") == "tabulated"]
     draws = sum(int(lv["noise_draws"]) for lv in tabulated)
     cells = int(summary["t1_rows"]) + int(summary["t2_rows"])
-    secs = summary["seconds"]
+    secs = run_seconds(summary)
     time_v_rss = time_v_rss_mb(res.stderr)
     # Spark: the JVM and the Python workers are separate processes, and time -v reports
     # the largest single one; the peak of the whole tree is the relevant figure

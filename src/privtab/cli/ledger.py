@@ -103,8 +103,10 @@ def settle_cmd(
 ) -> None:
     """Settle a release left pending by an interrupted run.
 
-    A pending release counts as spent until settled. --published keeps it for good;
-    --not-published removes it (only if no release from that run exists anywhere).
+    A pending release counts as spent until settled. --published keeps it for good (only if
+    the folder at its path is the one its run wrote); --not-published removes it (refused
+    while its own folder is there). `privtab ledger show` and every later run print the
+    command to use.
     """
     if published is None:
         fail("say whether the release was published: --published or --not-published")

@@ -141,13 +141,20 @@ def run_cmd(
     dataset_id: str | None = typer.Option(
         None,
         "--dataset-id",
-        help="The data set's name in the ledger (default: SHA-256 of the person file).",
+        help="The data set's name in the ledger (default: a digest of its parsed records, "
+        "the same for a re-encoded or re-sorted copy).",
     ),
     run_record: str | None = typer.Option(
         None,
         "--run-record",
         help="Where the CONFIDENTIAL run record goes (default: beside --out, "
-        "<out>.CONFIDENTIAL-run-record.json).",
+        "<out>.CONFIDENTIAL-run-record.json; never inside --out).",
+    ),
+    parents: bool = typer.Option(
+        False,
+        "--parents",
+        help="Create missing parent folders of --out (default: refused, so that a "
+        "mistyped path creates nothing).",
     ),
     quiet: QuietOption = False,
     as_json: JsonOption = False,

@@ -59,23 +59,43 @@ class RunRecord:
         from privtab._json import jsonable
         from privtab.atomic import atomic_write
 
-        p = Path(path)
+        p = Path(os.path.realpath(Path(path).expanduser()))  # a link: its target
         p.parent.mkdir(parents=True, exist_ok=True)
         return atomic_write(p, json.dumps(jsonable(self.to_json()), indent=2) + "\n", mode=0o600)
 
 
-def check_record_path(path: Path) -> None:
-    """Refuse a run-record path that holds a file privtab did not write."""
+def check_record_path(
+    path: Path, release: str | Path | None = None, *, parents: bool = False
+) -> None:
+    """Refuse a run-record path that lies inside the ``release`` folder (the record is
+    confidential; the folder is published), whose folder does not exist (unless
+    ``parents``), or that holds a file privtab did not write. Symbolic links are followed:
+    the record is written to the file a link names."""
     from privtab.errors import UsageError
 
-    if not path.exists():
+    real = Path(os.path.realpath(Path(path).expanduser()))
+    if release is not None:
+        folder = Path(os.path.realpath(Path(release).expanduser()))
+        if real == folder or folder in real.parents:
+            raise UsageError(
+                f"run record {path} lies inside the release folder {release}: the run record "
+                "is CONFIDENTIAL (it holds facts computed from the confidential input) and "
+                "the release folder is published",
+                hint="give --run-record a path outside --out (the default is beside it)",
+            )
+    if not real.parent.is_dir() and not parents:
+        raise UsageError(
+            f"run record {path}: the folder {real.parent} does not exist",
+            hint="create it first, check the path, or pass --parents",
+        )
+    if not real.exists():
         return
     try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
+        doc = json.loads(real.read_text(encoding="utf-8"))
         ours = isinstance(doc, dict) and doc.get("kind") == RECORD_KIND
     except (OSError, ValueError):
         ours = False
-    if not ours or path.is_dir():
+    if not ours or real.is_dir():
         raise UsageError(
             f"run record {path} exists and was not written by privtab",
             hint="choose another --run-record or remove the file yourself",

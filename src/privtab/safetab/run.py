@@ -36,7 +36,7 @@ DEFAULT_REPORT = False
 """A Python call writes no ``report.html`` unless ``report=True`` (drawing it takes
 seconds; the command line writes it)."""
 
-_CHOSEN_HERE = {"source", "allow_insecure", "engine"}
+_CHOSEN_HERE = {"source", "allow_insecure", "engine", "returned"}
 
 
 def _options(engine: str, seed: int | None, owned: Path | None, options: dict[str, Any]) -> Any:
@@ -61,9 +61,14 @@ def _options(engine: str, seed: int | None, owned: Path | None, options: dict[st
     }
     if seed is not None:
         chosen.update(source=SeededSource(seed), allow_insecure=True)
-    if owned is not None and "run_record" not in options:
-        # the confidential run record goes with the temporary folder (run_record=PATH keeps it)
-        chosen["run_record"] = owned / "CONFIDENTIAL-run-record.json"
+    if owned is not None:
+        # the release is returned to the caller, not published at a path: so the ledger
+        # records it
+        chosen["returned"] = True
+        if "run_record" not in options:
+            # the confidential run record goes with the temporary folder (run_record=PATH
+            # keeps it)
+            chosen["run_record"] = owned / "CONFIDENTIAL-run-record.json"
     return RunOptions(**chosen)
 
 

@@ -32,6 +32,7 @@ import numpy as np
 import polars as pl
 from numpy.typing import NDArray
 
+from privtab.accounting.digest import RecordDigest
 from privtab.data import SafeTabInputs
 from privtab.data.geography import UNIT
 from privtab.data.membership import RACE_KEYS, pack_race_codes
@@ -39,6 +40,7 @@ from privtab.data.persons import RACE_COLUMNS, TypedPersons
 
 __all__ = [
     "COMBO",
+    "PERSONS_SCHEMA",
     "ROW_SHIFT",
     "Cells",
     "aggregate_persons",
@@ -46,6 +48,7 @@ __all__ = [
     "cells_from_frame",
     "merge_packed",
     "packed_cells",
+    "person_words",
 ]
 
 COMBO = "C"
@@ -319,6 +322,24 @@ def _packed_key(persons: TypedPersons, combo: NDArray[np.uint64]) -> NDArray[np.
     return key
 
 
+PERSONS_SCHEMA = "safetab-p persons v1: BLOCK<<8|QAGE<<1|QSEX-1; QRACE1-4; QRACE5-8; QSPAN"
+"""What a person's words in the records digest are (:func:`person_words`)."""
+
+
+def person_words(persons: TypedPersons) -> list[NDArray[np.uint64]]:
+    """The parsed fields of each person row that SafeTab-P reads, as four 64-bit words for
+    the release ledger's records digest (:class:`privtab.accounting.digest.RecordDigest`):
+    the block key (15 digits < 2⁵⁰) with age and sex; the QRACE1..8 codes (16 bits each,
+    little-endian: the same words on every machine); QSPAN. Parsed values, so a copy of
+    the file in another encoding, line ending, row order or format has the same words."""
+    u64 = np.uint64
+    first = persons.block.astype(u64) << u64(8)
+    first |= persons.age.astype(u64) << u64(1)
+    first |= persons.sex.astype(u64) - u64(1)
+    race = np.ascontiguousarray(persons.race, dtype="<u2").view("<u8")
+    return [first, race[:, 0], race[:, 1], persons.span.astype(u64)]
+
+
 def _counted(keys: NDArray[np.uint64]) -> pl.DataFrame:
     """The (K, N) table of a batch's keys — distinct keys, sorted, with their counts."""
     keys = np.sort(keys)
@@ -513,6 +534,7 @@ def aggregate_persons(
     progress: Callable[[int, float], None] | None = None,
     prefetch: bool = True,
     merge_rows: int = 1 << 23,
+    digest: RecordDigest | None = None,
 ) -> Cells:
     """Validate and aggregate the person file of ``inputs`` in one streaming pass.
 
@@ -528,7 +550,8 @@ def aggregate_persons(
     With ``prefetch`` the reading and validation run in a second thread, a batch ahead of
     the aggregation (both release the GIL: on two cores they overlap).
     ``merge_rows`` is the least number of pending partial rows that triggers a merge.
-    ``progress(rows_read, seconds)`` is called after every batch. Raises
+    ``progress(rows_read, seconds)`` is called after every batch; ``digest`` is fed every
+    valid row (:func:`person_words`: the data set's identity for the release ledger). Raises
     :class:`privtab.data.InputValidationError` naming every bad row (file, row number,
     column, value); nothing has been written at that point.
     """
@@ -543,7 +566,7 @@ def aggregate_persons(
             progress(reader.rows_read, time.monotonic() - started)
 
     batches = _prefetch(typed) if prefetch else typed
-    cells = aggregate_typed(batches, inputs.reference.codes, starts, merge_rows, read)
+    cells = aggregate_typed(batches, inputs.reference.codes, starts, merge_rows, read, digest)
     reader.raise_if_invalid()
     return cells
 
@@ -554,15 +577,19 @@ def aggregate_typed(
     unit_starts: Sequence[int],
     merge_rows: int = 1 << 23,
     after_batch: Callable[[], None] | None = None,
+    digest: RecordDigest | None = None,
 ) -> Cells:
     """The cells of validated typed rows (:meth:`privtab.data.persons.PersonReader.
     typed_batches`): combination ids over the reference ``codes`` (:class:`_ComboIds`,
     numbered in order of appearance), packed keys counted by a sort, partial tables kept
     per range of units starting at ``unit_starts`` (the states) and merged exactly.
-    The cells come out sorted by unit, sex, age and combination id."""
+    The cells come out sorted by unit, sex, age and combination id. ``digest``: fed
+    every row (:func:`person_words`)."""
     combos = _ComboIds(sorted(codes))
     store = _Partitions(list(unit_starts), min_pending=merge_rows)
     for batch in batches:
+        if digest is not None:
+            digest.add(person_words(batch))
         store.add(_counted(_packed_key(batch, combos.ids(batch))))
         if after_batch is not None:
             after_batch()

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -67,6 +68,14 @@ class RunOptions:
     """``polars`` (default), ``spark``, or an :class:`~privtab.tabulate.engines.Engine`."""
     allow_empty: bool = False
     run_record: str | Path | None = None
+    """Where the confidential run record goes (never inside the release folder)."""
+    parents: bool = False
+    """Create missing parent folders of the output (default: refused, so that a mistyped
+    path creates nothing)."""
+    returned: bool = False
+    """The release folder is a temporary one handed to the calling program
+    (:func:`privtab.safetab.release` without ``out=``): the ledger records the release as
+    returned to the caller, not as a folder published at a path."""
     ledger: str | Path | None = None
     """The release ledger (odometer) file: default ``$PRIVTAB_LEDGER`` or the user's state
     directory (:func:`privtab.accounting.odometer.default_ledger_path`)."""
@@ -78,7 +87,8 @@ class RunOptions:
     allow_more_releases: bool = False
     """Run even past the lifetime budget (recorded as such in the ledger)."""
     dataset_id: str | None = None
-    """The data set's key in the ledger (default: the SHA-256 of the person file)."""
+    """The data set's declared name in the ledger (default: the digest of its parsed
+    records, which a re-encoded or re-sorted copy shares; :mod:`privtab.accounting.digest`)."""
 
     @classmethod
     def from_flags(
@@ -173,11 +183,24 @@ class RunContext:
     say: Progress
     cancel: threading.Event
     started_utc: str
+    """When the run started (UTC ISO 8601, whole seconds), before any data is read."""
+    started_at: float
+    """The same instant in seconds since the epoch: every file of the release carries it as
+    its modification time (:func:`privtab.atomic.atomic_directory`)."""
+    folder_id: str = field(default_factory=lambda: uuid.uuid4().hex)
+    """The random id of the release folder (its marker's ``id``; the ledger entry's
+    ``folder``)."""
     seconds: dict[str, float] = field(default_factory=dict)
     nonnegative: bool = False
     """Clamp published counts at 0 (the option, else the config's rule; set in _build)."""
     reservation: Reservation | None = None
     """The pending entry of this release in the release ledger (private runs)."""
+    ledger_step: threading.Lock = field(default_factory=threading.Lock)
+    """Held by the worker while it changes the ledger, and by the main thread while it
+    withdraws the reservation of an interrupted run: a reservation is either withdrawn or
+    never made, whatever the moment of the signal."""
+    warnings: list[str] = field(default_factory=list)
+    """What the run reports to the operator at the end (stderr / ``UserWarning``)."""
     inputs_record: dict[str, dict[str, Any]] = field(default_factory=dict)
     """SHA-256 and size of every input (confidential: for the run record only)."""
 

@@ -8,6 +8,7 @@ non-private evaluation) that is written outside the release folder.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from fractions import Fraction
 from pathlib import Path
@@ -84,6 +85,7 @@ def release_document(
     """``release.json`` of the tabulated runs; its ``plan`` is that of the run with the
     largest guarantee (a run that drew noise: a skipped run is charged nothing)."""
     guarantee = ExactGuarantee.parallel(r.guarantee for r in runs.values())
+    runs = {s: _public_run(r, inputs.config.source) for s, r in runs.items()}
     worst = max(runs, key=lambda s: runs[s].guarantee.as_zcdp().value)
     outputs = outputs_manifest(tables.directory, tables.writer.files)
     public = [p for p in inputs.input_files() if p != inputs.persons_path]
@@ -97,7 +99,7 @@ def release_document(
         ),
         "plan": dict(runs[worst].plan),
         "engine": ctx.engine.name,
-        "config": inputs.config.to_dict(),
+        "config": public_config(inputs),
         "public_inputs": {p.name: {"sha256": sha256_file(p)} for p in public},
         "outputs": outputs,
     }
@@ -111,6 +113,25 @@ def release_document(
         postprocessing=postprocessing(ctx, inputs, tables),
         extra=extra,
     )
+
+
+def public_config(inputs: SafeTabInputs) -> dict[str, Any]:
+    """The config for ``release.json``: its values, and as its source the file's **name and
+    SHA-256** — never its path, which names folders of the operator's machine."""
+    cfg = inputs.config.to_dict()
+    where = Path(str(cfg.get("source", "")))
+    cfg["source"] = where.name
+    cfg["source_sha256"] = sha256_file(where) if where.is_file() else None
+    return cfg
+
+
+def _public_run(run: RunEntry, source: str) -> RunEntry:
+    """``run`` with the config's path in its plan's label replaced by the file's name."""
+    label = str(run.plan.get("source", ""))
+    if not source or source not in label:
+        return run
+    plan = {**run.plan, "source": label.replace(source, Path(source).name)}
+    return dataclasses.replace(run, plan=plan)
 
 
 def postprocessing(ctx: RunContext, inputs: SafeTabInputs, tables: ReleaseTables) -> dict[str, Any]:

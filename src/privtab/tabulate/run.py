@@ -56,7 +56,13 @@ from privtab.tabulate.charges import BudgetOverrunError
 from privtab.tabulate.context import Progress, RunCancelledError, RunContext, RunOptions, phase
 from privtab.tabulate.describe import release_document, run_record
 from privtab.tabulate.engines import Engine, make_engine
-from privtab.tabulate.ledgering import cancel_quietly, commit_quietly, fingerprints, reserve_release
+from privtab.tabulate.ledgering import (
+    commit_quietly,
+    fingerprints,
+    identify_release,
+    reserve_release,
+    withdraw,
+)
 from privtab.tabulate.report_privacy import (
     NO_CURVES,
     NOTHING_AHEAD,
@@ -138,10 +144,12 @@ def run_release(
     source = release_source(opts.source, opts.allow_insecure, "SafeTab-P")
     config_path = resolve_config_path(config)
     protect = [Path(data_dir), config_path.parent if config is not None else config_path]
-    check_output(out, overwrite=opts.overwrite, kind="release", protect=protect)
+    check_output(out, overwrite=opts.overwrite, kind="release", protect=protect,
+                 parents=opts.parents)  # fmt: skip
     record_path = Path(opts.run_record) if opts.run_record else default_record_path(out)
-    check_record_path(record_path)
+    check_record_path(record_path, out, parents=opts.parents)
     engine = make_engine(opts.engine) if isinstance(opts.engine, str) else opts.engine
+    now = dt.datetime.now(dt.UTC).replace(microsecond=0)
     ctx = RunContext(
         config=config_path,
         data_dir=Path(data_dir),
@@ -151,25 +159,17 @@ def run_release(
         engine=engine,
         say=progress or logging.getLogger("privtab.tabulate").info,
         cancel=threading.Event(),
-        started_utc=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        started_utc=now.isoformat(),
+        started_at=now.timestamp(),
     )
     started = time.monotonic()
     with InterruptGuard() as guard:
         try:
-            with atomic_directory(
-                out, kind="release", overwrite=opts.overwrite, protect=protect, guard=guard
-            ) as tmp:
-                try:
-                    built = in_worker(lambda: _build(ctx, tmp), ctx.cancel)
-                except BaseException as exc:
-                    cancel_quietly(ctx.reservation)
-                    if isinstance(exc, OSError):
-                        raise _write_error(exc, tmp, ctx.out) or exc from None
-                    raise _engine_failure(exc, engine) or exc from None
+            built = _publish(ctx, guard, protect)
         finally:
-            warnings = _close_quietly(engine)
+            warnings = [*ctx.warnings, *_close_quietly(engine)]
         phase("published")
-        built.record.ledger = commit_quietly(ctx.reservation, ctx.out, warnings)
+        built.record.ledger = commit_quietly(ctx.reservation, ctx.out, warnings, opts.returned)
         built.record.seconds["total"] = time.monotonic() - started
         written = _write_record(built.record, record_path, warnings)
     return RunResult(
@@ -181,6 +181,31 @@ def run_release(
         interrupted_after_publication=guard.deferred is not None,
         warnings=warnings,
     )
+
+
+def _publish(ctx: RunContext, guard: InterruptGuard, protect: list[Path]) -> _Built:
+    """Build the release in a staging folder (in the worker) and rename it into place;
+    on any failure or interrupt before the rename, withdraw the ledger reservation."""
+    try:
+        with atomic_directory(
+            ctx.out,
+            kind="release",
+            overwrite=ctx.opts.overwrite,
+            protect=protect,
+            guard=guard,
+            parents=ctx.opts.parents,
+            folder_id=ctx.folder_id,
+            stamp=ctx.started_at,
+        ) as tmp:
+            try:
+                return in_worker(lambda: _build(ctx, tmp), ctx.cancel)
+            except OSError as exc:
+                raise _write_error(exc, tmp, ctx.out) or exc from None
+            except BaseException as exc:
+                raise _engine_failure(exc, ctx.engine) or exc from None
+    except BaseException:
+        withdraw(ctx, guard)  # refused, failed or interrupted: nothing published
+        raise
 
 
 def _write_error(exc: OSError, staging: Path, out: Path) -> UsageError | None:
@@ -248,10 +273,12 @@ def _build(ctx: RunContext, tmp: Path) -> _Built:
     plans = effective_plans(inputs)
     check_free_space(tmp, plans.drawn, inputs, ctx)
     ctx.inputs_record = fingerprints(inputs)
-    ctx.reservation = reserve_release(ctx, inputs, plans.drawn)
+    reserve_release(ctx, inputs, plans.drawn)
     ctx.seconds["inputs"] = time.monotonic() - t0
     ctx.phase("inputs")
     persons = aggregate(ctx, inputs)
+    records = getattr(ctx.engine, "records", None)  # an engine of the caller's may have none
+    identify_release(ctx, None if records is None else records.key)
     document, levels = _tabulate_and_describe(ctx, inputs, plans, tmp)
     if ctx.reservation is not None and not document.guarantee.fits(
         ctx.reservation.entry.guarantee
@@ -299,7 +326,12 @@ def _tabulate_and_describe(
 
             figures = ahead()
             ctx.progress("writing report.html")
-            write_report(tmp / "report.html", document.to_json(), levels, curves(), figures)
+            release = document.to_json()
+            # the report finds custom reference files next to the config: its path is given
+            # in memory only (release.json names the file, never the folder)
+            config = {**release["config"], "source": str(ctx.config)}
+            write_report(tmp / "report.html", {**release, "config": config}, levels, curves(),
+                         figures)  # fmt: skip
     finally:
         validated()
     return document, levels

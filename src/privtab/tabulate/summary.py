@@ -118,8 +118,7 @@ def release_summary(res: RunResult) -> dict[str, Any]:
         },
         "delta": next(r["privacy"]["pld"]["delta"] for r in rel["runs"].values() if r["privacy"]),
         "levels": levels,
-        "seconds": res.seconds,
-    }
+    }  # no timings: they depend on the data (confidential, in the run record only)
     if any(lv.evaluation for lv in res.levels):
         out["evaluation_nonprivate"] = {
             f"{scope} {lv.plan.key}": lv.evaluation for scope, lv in _scoped(res)

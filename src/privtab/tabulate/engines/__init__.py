@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import Protocol
 
+from privtab.accounting.digest import RecordDigest
 from privtab.data import SafeTabInputs
 from privtab.errors import UsageError
 from privtab.tabulate.chunk import Drawing
@@ -33,9 +34,14 @@ class Engine(Protocol):
     """What :func:`privtab.tabulate.run_release` needs from an engine."""
 
     name: str
+    records: RecordDigest | None
+    """After :meth:`prepare`: the order-independent digest of the person records it read
+    (:data:`privtab.tabulate.aggregate.PERSONS_SCHEMA`) — the data set's identity in the
+    release ledger; confidential, never published. ``None`` before."""
 
     def prepare(self, inputs: SafeTabInputs, say: Say) -> int:
-        """Validate and aggregate the person file; return the number of persons. Raises
+        """Validate and aggregate the person file (and digest its records into
+        :attr:`records`); return the number of persons. Raises
         :class:`privtab.data.InputValidationError` before anything is written."""
         ...
 

@@ -34,9 +34,10 @@ from collections.abc import Callable, Iterator
 import polars as pl
 from scipy import sparse
 
+from privtab.accounting.digest import RecordDigest
 from privtab.data import SafeTabInputs
 from privtab.data.membership import iteration_matrix
-from privtab.tabulate.aggregate import aggregate_persons
+from privtab.tabulate.aggregate import PERSONS_SCHEMA, aggregate_persons
 from privtab.tabulate.chunk import Drawing, tabulate_groups
 from privtab.tabulate.counts import (
     CellMatrix,
@@ -90,6 +91,7 @@ class PolarsEngine:
         self._states: StateRows | None = None
         self._iterations: dict[tuple[object, ...], sparse.csr_array] = {}
         self.products: RegionProducts | None = None
+        self.records: RecordDigest | None = None
 
     def prepare(self, inputs: SafeTabInputs, say: Say) -> int:
         say(f"validating and aggregating {inputs.persons_path}")
@@ -100,7 +102,8 @@ class PolarsEngine:
                 last[0] = seconds
                 say(f"  {rows:,} persons read ({rows / max(seconds, 1e-9) / 1e6:.2f} M/s)")
 
-        cells = aggregate_persons(inputs, progress=progress)
+        self.records = RecordDigest(PERSONS_SCHEMA)
+        cells = aggregate_persons(inputs, progress=progress, digest=self.records)
         self.matrix = CellMatrix.from_cells(cells)
         self.products = RegionProducts(self.matrix, inputs.geography, self.threads)
         self.combos = cells.combos

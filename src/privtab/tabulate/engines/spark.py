@@ -81,6 +81,7 @@ import polars as pl
 from numpy.typing import NDArray
 from scipy import sparse
 
+from privtab.accounting.digest import RecordDigest
 from privtab.data import Geography, GeoLevel, ReferenceData, SafeTabInputs
 from privtab.data.errors import ProblemLog
 from privtab.data.geography import UNIT
@@ -96,6 +97,7 @@ from privtab.data.persons import (
 from privtab.random import RandomSource, SecureSource, SeededSource
 from privtab.tabulate.aggregate import (
     COMBO,
+    PERSONS_SCHEMA,
     Cells,
     aggregate_typed,
     merge_packed,
@@ -240,6 +242,8 @@ class _PartReport:
     persons: int
     log: ProblemLog | None
     unreadable: bool = False
+    records: RecordDigest | None = None
+    """The part's records digest (merged by the driver: the order does not matter)."""
 
 
 @dataclass(frozen=True)
@@ -371,6 +375,7 @@ class SparkEngine:
         self.max_chunk_cells = DEFAULT_CHUNK_CELLS
         self.max_wave_groups = int(max_wave_groups)
         self.partitions = partitions
+        self.records: RecordDigest | None = None
         self.app_name = app_name
         self.inputs: SafeTabInputs | None = None
         self.combos: pl.DataFrame | None = None
@@ -499,6 +504,10 @@ class SparkEngine:
         finally:
             read.unpersist()
         persons = sum(r.persons for r, _ in found)
+        self.records = RecordDigest(PERSONS_SCHEMA)
+        for r, _ in found:
+            if r.records is not None:
+                self.records.merge(r.records)
         self._cells, self._layout = cells, layout
         self._nesting = Nesting(inputs.geography)
         self.combos, self.inputs = combos, inputs
@@ -699,13 +708,15 @@ def _read_part(shared: Broadcast[_Reading], item: tuple[int, FilePart]) -> _Part
     index, part = item
     reader = PersonReader(Path(r.path), r.reference, r.geography, r.max_race_codes, part=part)
     starts = sorted(a for a, _ in r.layout.state_units.values())
+    digest = RecordDigest(PERSONS_SCHEMA)
     try:
-        cells = aggregate_typed(reader.typed_batches(), r.reference.codes, starts)
+        cells = aggregate_typed(reader.typed_batches(), r.reference.codes, starts, digest=digest)
     except pl.exceptions.ComputeError:
         return _PartCells(_PartReport(index, 0, 0, None, unreadable=True), None)
     if reader.log:
         return _PartCells(_PartReport(index, reader.part_rows, 0, reader.log), None)
-    return _PartCells(_PartReport(index, reader.part_rows, cells.persons, None), cells)
+    report = _PartReport(index, reader.part_rows, cells.persons, None, records=digest)
+    return _PartCells(report, cells)
 
 
 def _summary(read: _PartCells) -> tuple[_PartReport, pl.DataFrame | None]:
