@@ -479,7 +479,10 @@ class _Writer:
         self._fh: Any = None
         self._pq: Any = None
 
-    def write(self, df: pl.DataFrame) -> None:
+    def write(self, df: pl.DataFrame, *, empty: bool = False) -> None:
+        """Append ``df`` (a frame without rows only with ``empty``: the header alone)."""
+        if df.height == 0 and not empty:
+            return
         if self.fmt == "txt":
             if self._fh is None:
                 self._fh = self.path.open("wb")
@@ -550,7 +553,8 @@ class _Outputs:
         }
         for stem, cols in frames.items():
             if self.writers[stem].rows == 0:
-                self.writers[stem].write(pl.DataFrame(schema=dict.fromkeys(cols, pl.String)))
+                frame = pl.DataFrame(schema=dict.fromkeys(cols, pl.String))
+                self.writers[stem].write(frame, empty=True)
 
     def close(self) -> None:
         for w in self.writers.values():
