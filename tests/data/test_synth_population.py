@@ -258,7 +258,6 @@ def test_a_scaled_down_nation_keeps_tracts_in_populous_counties() -> None:
     assert (persons >= 10_000).sum() >= 5
     # proportional: round(expected persons / 3,700), at least 1
     assert (tracts == np.maximum(1, np.rint(geo.county_weight / 3_700))).all()
-    assert np.abs(geo.county_weight - persons).max() < 0.1 * persons.max()
 
 
 def test_county_subdivisions_nest_in_counties() -> None:
