@@ -541,6 +541,8 @@ class PopulationCheck:
     geography: Geography | None = None
     valid_states: Sequence[str] | None = None
     batch_rows: int = DEFAULT_BATCH_ROWS
+    cross: bool = True
+    """False: the person rows alone (the units file could not be read)."""
     persons: int = 0
     count: NDArray[np.uint32] = field(init=False)
     heads: NDArray[np.uint8] = field(init=False)
@@ -576,12 +578,13 @@ class PopulationCheck:
                 pl.col("CENHISP").cast(pl.UInt8),
                 pl.col("CENRACE").cast(pl.UInt8),
             )
-            dup = valid.select(pl.struct("MAFID", "EPNUM").is_duplicated()).to_series()
+            dup = valid.select(~pl.struct("MAFID", "EPNUM").is_first_distinct()).to_series()
             if dup.any():
                 self._report(name, valid.filter(dup), "duplicate_person", "EPNUM",
                              "the same (MAFID, EPNUM) twice", pl.col("EPNUM"))  # fmt: skip
             ok = _block_rows(self.log, name, valid, keys)
-            self._cross(name, valid.filter(pl.Series(ok)))
+            if self.cross:
+                self._cross(name, valid.filter(pl.Series(ok)))
             yield valid
 
     def _report(
@@ -891,13 +894,17 @@ def check_population(
         return None
     before = sum(log.counts.values())
     units = load_units(units_path, log, geography, batch_rows=batch_rows)
-    if units is None:
-        return None
-    check = PopulationCheck(units, log, geography, batch_rows=batch_rows)
+    check = PopulationCheck(
+        units if units is not None else _no_units(units_path),
+        log,
+        geography,
+        batch_rows=batch_rows,
+        cross=units is not None,
+    )
     for _ in check.batches(persons_path):
         if progress is not None:
             progress(check.persons)
-    if sum(log.counts.values()) > before:
+    if units is None or sum(log.counts.values()) > before:
         return None  # rows with bad values would show as cross-file problems too
     check.finish()
     n_households: int | None = None
@@ -919,6 +926,11 @@ def check_population(
         households=n_households,
         person_records=person_path is not None,
     )
+
+
+def _no_units(path: Path) -> Units:
+    e32, e16, e8 = np.zeros(0, np.uint32), np.zeros(0, np.uint16), np.zeros(0, np.uint8)
+    return Units(path, e32, np.zeros(0, np.uint64), e16, e8, e32, e32)
 
 
 def _optional(data: Path, stem: str) -> Path | None:

@@ -1,0 +1,300 @@
+"""TopDown's CEF files and the rules between files: every class of bad file gets a located
+error (file, row, column, value) and nothing is written; the readers stream."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+
+import polars as pl
+import pytest
+from typer.testing import CliRunner
+
+from privtab.cli import app
+from privtab.data import InputValidationError
+from privtab.data.cef import CEF_PERSON_COLUMNS, UNIT_COLUMNS, load_units
+from privtab.data.errors import Problem, ProblemLog
+from privtab.data.folder import validate_folder
+from privtab.data.synth import synthesize
+
+from .conftest import snapshot
+
+Frame = pl.DataFrame
+Mutation = Callable[[Frame], Frame]
+
+
+@pytest.fixture(scope="module")
+def valid(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("cef") / "dc"
+    synthesize(out, 5_000, states="DC", seed=2)
+    return out
+
+
+def _read(path: Path) -> Frame:
+    return pl.read_csv(path, separator="|", infer_schema=False)
+
+
+def _first(df: Frame, cond: pl.Expr) -> int:
+    """0-based index of the first row where ``cond`` holds."""
+    return int(df.with_row_index("_i").filter(cond)["_i"][0])
+
+
+def _set(df: Frame, i: int, **values: str) -> Frame:
+    return df.with_columns(
+        pl.when(pl.int_range(pl.len()) == i).then(pl.lit(v)).otherwise(pl.col(c)).alias(c)
+        for c, v in values.items()
+    )
+
+
+def _broken(valid: Path, tmp: Path, stem: str, change: Callable[[Frame], tuple[Frame, int]]
+            ) -> tuple[Path, int]:  # fmt: skip
+    """A copy of the valid folder with ``stem`` changed; returns it and the line changed."""
+    d = tmp / "broken"
+    shutil.copytree(valid, d)
+    df, i = change(_read(d / f"{stem}.txt"))
+    (d / f"{stem}.txt").write_text(df.write_csv(separator="|", quote_style="never"))
+    return d, i + 2  # the header is line 1
+
+
+def _problem(folder: Path, kind: str) -> Problem:
+    with pytest.raises(InputValidationError) as info:
+        validate_folder(folder)
+    found = [p for p in info.value.problems if p.kind == kind]
+    assert found, (kind, info.value.kinds())
+    return found[0]
+
+
+def _gq_person(df: Frame, code: str) -> int:
+    return _first(df, pl.col("QGQTYP") == code)
+
+
+# every case: file, change → (frame, row changed), kind, column, value (None: not checked)
+def _unknown_type(df: Frame) -> tuple[Frame, int]:
+    i = _gq_person(df, "301")
+    return _set(df, i, QGQTYP="401"), i  # an institutional type the block has no facility of
+
+
+def _minor_nursing(df: Frame) -> tuple[Frame, int]:
+    i = _gq_person(df, "301")
+    return _set(df, i, QAGE="016"), i
+
+
+def _two_heads(df: Frame) -> tuple[Frame, int]:
+    i = _first(df, pl.col("RELSHIP") == "21")
+    return _set(df, i, RELSHIP="20"), i
+
+
+def _unknown_mafid(df: Frame) -> tuple[Frame, int]:
+    return _set(df, 3, MAFID="999999998"), 3
+
+
+def _invalid_relship(df: Frame) -> tuple[Frame, int]:
+    return _set(df, 5, RELSHIP="19"), 5
+
+
+def _relship_gq(df: Frame) -> tuple[Frame, int]:
+    i = _gq_person(df, "501")
+    return _set(df, i, RELSHIP="25"), i
+
+
+def _cenhisp(df: Frame) -> tuple[Frame, int]:
+    return _set(df, 7, CENHISP="3"), 7
+
+
+def _age(df: Frame) -> tuple[Frame, int]:
+    return _set(df, 8, QAGE="116"), 8
+
+
+def _epnum(df: Frame) -> tuple[Frame, int]:
+    i = _first(df, pl.col("RELSHIP") == "20")
+    return _set(df, i, EPNUM="99"), i
+
+
+def _duplicate_person(df: Frame) -> tuple[Frame, int]:
+    i = _first(df, pl.col("RELSHIP") == "21")  # a spouse: EPNUM 2, the householder is 1
+    return _set(df, i, EPNUM="1"), i
+
+
+def _other_block(df: Frame) -> tuple[Frame, int]:
+    i = _first(df, pl.col("RELSHIP") == "20")
+    other = df.filter(pl.col("TABBLK") != df["TABBLK"][i])["TABBLK"][0]
+    tract = df.filter(pl.col("TABBLK") == other)["TABTRACTCE"][0]
+    return _set(df, i, TABBLK=other, TABTRACTCE=tract), i
+
+
+def _dup_unit(df: Frame) -> tuple[Frame, int]:
+    return pl.concat([df.head(4), df.slice(3)]), 4
+
+
+def _vacant_pop(df: Frame) -> tuple[Frame, int]:
+    i = _first(df, pl.col("HH_STATUS") == "2")
+    return _set(df, i, FINAL_POP="2"), i
+
+
+def _pop(df: Frame) -> tuple[Frame, int]:
+    i = _first(df, (pl.col("HH_STATUS") == "1") & (pl.col("FINAL_POP") == "2"))
+    return _set(df, i, FINAL_POP="3"), i
+
+
+def _hu_with_type(df: Frame) -> tuple[Frame, int]:
+    i = _first(df, pl.col("HH_STATUS") == "1")
+    return _set(df, i, QGQTYP="301"), i
+
+
+def _facility_status(df: Frame) -> tuple[Frame, int]:
+    i = _first(df, pl.col("RTYPE") == "4")
+    return _set(df, i, HH_STATUS="1"), i
+
+
+def _bad_type(df: Frame) -> tuple[Frame, int]:
+    i = _first(df, pl.col("RTYPE") == "4")
+    return _set(df, i, QGQTYP="999"), i
+
+
+def _bad_mafid(df: Frame) -> tuple[Frame, int]:
+    return _set(df, 2, MAFID="12345"), 2
+
+
+def _no_block(df: Frame) -> tuple[Frame, int]:
+    return _set(df, 1, TABBLK="9999"), 1
+
+
+def _empty_facility(df: Frame) -> tuple[Frame, int]:
+    i = _first(df, pl.col("RTYPE") == "4")
+    extra = _set(df.slice(i, 1), 0, MAFID="999999999", FINAL_POP="4")
+    return pl.concat([df, extra]), df.height
+
+
+def _vacant_household(df: Frame) -> tuple[Frame, int]:
+    """A household record for a block whose units are all vacant or GQ: one record more."""
+    return pl.concat([df, df.tail(1)]), df.height
+
+
+def _hhrace(df: Frame) -> tuple[Frame, int]:
+    new = "02" if df["HHRACE"][4] != "02" else "03"
+    return _set(df, 4, HHRACE=new), 4
+
+
+def _person_record(df: Frame) -> tuple[Frame, int]:
+    new = "050" if df["QAGE"][6] != "050" else "051"
+    return _set(df, 6, QAGE=new), 6
+
+
+CASES: list[tuple[str, Callable[[Frame], tuple[Frame, int]], str, str | None, str | None]] = [
+    ("cef-persons", _unknown_type, "gq_person_without_facility", "QGQTYP", "401"),
+    ("cef-persons", _minor_nursing, "minor_in_nursing", "QAGE", "016"),
+    ("cef-persons", _two_heads, "householder_count", None, None),
+    ("cef-persons", _unknown_mafid, "unknown_mafid", "MAFID", "999999998"),
+    ("cef-persons", _invalid_relship, "invalid_relship", "RELSHIP", "19"),
+    ("cef-persons", _relship_gq, "relship_gq_mismatch", "RELSHIP", "25"),
+    ("cef-persons", _cenhisp, "invalid_cenhisp", "CENHISP", "3"),
+    ("cef-persons", _age, "age_out_of_range", "QAGE", "116"),
+    ("cef-persons", _epnum, "epnum_out_of_range", "EPNUM", "99"),
+    ("cef-persons", _duplicate_person, "duplicate_person", "EPNUM", "1"),
+    ("cef-persons", _other_block, "block_mismatch", "TABBLK", None),
+    ("cef-units", _dup_unit, "duplicate_mafid", "MAFID", None),
+    ("cef-units", _vacant_pop, "vacant_unit_with_persons", "FINAL_POP", "2"),
+    ("cef-units", _pop, "final_pop_mismatch", "FINAL_POP", "3"),
+    ("cef-units", _hu_with_type, "rtype_gq_mismatch", "QGQTYP", "301"),
+    ("cef-units", _facility_status, "rtype_status_mismatch", "HH_STATUS", "1"),
+    ("cef-units", _bad_type, "invalid_gq_type", "QGQTYP", "999"),
+    ("cef-units", _bad_mafid, "invalid_mafid", "MAFID", "12345"),
+    ("cef-units", _no_block, "block_not_in_grfc", "TABBLK", None),
+    ("cef-units", _empty_facility, "empty_facility", "FINAL_POP", "4"),
+    ("household-records", _vacant_household, "households_per_block", "TABBLK", None),
+    ("household-records", _hhrace, "household_mismatch", "HHRACE", None),
+    ("person-records", _person_record, "person_records_mismatch", "QAGE", None),
+]
+LOCATED_ELSEWHERE = {"householder_count", "households_per_block", "empty_facility"}
+"""Kinds named at another file's row (the unit's row of cef-units, the block's first record)."""
+
+
+@pytest.mark.parametrize(("stem", "change", "kind", "column", "value"), CASES,
+                         ids=[c[2] for c in CASES])  # fmt: skip
+def test_bad_file_gets_a_located_error(
+    valid: Path,
+    tmp_path: Path,
+    stem: str,
+    change: Callable[[Frame], tuple[Frame, int]],
+    kind: str,
+    column: str | None,
+    value: str | None,
+) -> None:
+    folder, line = _broken(valid, tmp_path, stem, change)
+    before = snapshot(tmp_path)
+    p = _problem(folder, kind)
+    assert snapshot(tmp_path) == before  # validation writes nothing
+    assert p.row is not None
+    if kind not in LOCATED_ELSEWHERE:
+        assert Path(p.file).name == f"{stem}.txt"
+        assert p.row == line
+    if column is not None:
+        assert p.column == column
+    if value is not None:
+        assert p.value == value
+    assert kind in str(p)
+
+
+def test_at_least_fifteen_classes() -> None:
+    assert len({c[2] for c in CASES}) >= 15
+
+
+def test_header_field_count_and_missing_file(valid: Path, tmp_path: Path) -> None:
+    d = tmp_path / "h"
+    shutil.copytree(valid, d)
+    text = (d / "cef-persons.txt").read_text().splitlines()
+    text[0] = text[0].replace("|CENHISP", "")
+    (d / "cef-persons.txt").write_text("\n".join(text) + "\n")
+    lines = (d / "cef-units.txt").read_text().splitlines()
+    lines[3] = lines[3].rsplit("|", 1)[0]
+    (d / "cef-units.txt").write_text("\n".join(lines) + "\n")
+    with pytest.raises(InputValidationError) as info:
+        validate_folder(d, inputs=["population"])
+    kinds = {(Path(p.file).name, p.kind) for p in info.value.problems}
+    assert ("cef-persons.txt", "wrong_header") in kinds
+    assert ("cef-units.txt", "wrong_field_count") in kinds
+    short = next(p for p in info.value.problems if p.kind == "wrong_field_count")
+    assert short.row == 4 and short.column == "FINAL_POP"
+    (d / "cef-units.txt").unlink()
+    with pytest.raises(InputValidationError, match="missing_file"):
+        validate_folder(d, inputs=["population"])
+
+
+def test_parquet_files_validate_and_name_rows(tmp_path: Path) -> None:
+    out = tmp_path / "pq"
+    synthesize(out, 3_000, states="DC", seed=4, fmt="parquet")
+    summary = validate_folder(out)
+    assert summary["population"]["persons"] == 3_000
+    units = pl.read_parquet(out / "cef-units.parquet")
+    units = units.with_columns(
+        pl.when(pl.int_range(pl.len()) == 9).then(pl.lit("7")).otherwise(pl.col("RTYPE"))
+        .alias("RTYPE")
+    )  # fmt: skip
+    units.write_parquet(out / "cef-units.parquet")
+    p = _problem(out, "invalid_rtype")
+    assert (p.row, p.column, p.value) == (10, "RTYPE", "7")
+    assert "row 10" in str(p)
+
+
+def test_units_reader_streams_in_batches(valid: Path) -> None:
+    log = ProblemLog()
+    whole = load_units(valid / "cef-units.txt", log)
+    small = load_units(valid / "cef-units.txt", log, batch_rows=97)
+    assert not log and whole is not None and small is not None
+    assert (whole.mafid == small.mafid).all() and (whole.rows == small.rows).all()
+    assert UNIT_COLUMNS[0] == CEF_PERSON_COLUMNS[0] == "MAFID"
+
+
+def test_cli_validate_products(valid: Path, tmp_path: Path) -> None:
+    runner = CliRunner()
+    res = runner.invoke(app, ["validate", "--data", str(valid), "--product", "topdown", "--json"])
+    assert res.exit_code == 0, res.output
+    assert '"gq_facilities"' in res.stdout
+    folder, line = _broken(valid, tmp_path, "cef-persons", _minor_nursing)
+    res = runner.invoke(app, ["validate", "--data", str(folder), "--product", "topdown"])
+    assert res.exit_code == 1
+    assert f"cef-persons.txt, line {line}, column QAGE, value '016'" in res.stderr
+    assert "[minor_in_nursing]" in res.stderr
+    res = runner.invoke(app, ["validate", "--data", str(valid), "--product", "nope"])
+    assert res.exit_code == 2
