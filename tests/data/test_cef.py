@@ -255,7 +255,8 @@ def test_header_field_count_and_missing_file(valid: Path, tmp_path: Path) -> Non
     assert ("cef-persons.txt", "wrong_header") in kinds
     assert ("cef-units.txt", "wrong_field_count") in kinds
     short = next(p for p in info.value.problems if p.kind == "wrong_field_count")
-    assert short.row == 4 and short.column == "FINAL_POP"
+    assert short.row == 4
+    assert short.column == "FINAL_POP"
     (d / "cef-units.txt").unlink()
     with pytest.raises(InputValidationError, match="missing_file"):
         validate_folder(d, inputs=["population"])
@@ -281,8 +282,11 @@ def test_units_reader_streams_in_batches(valid: Path) -> None:
     log = ProblemLog()
     whole = load_units(valid / "cef-units.txt", log)
     small = load_units(valid / "cef-units.txt", log, batch_rows=97)
-    assert not log and whole is not None and small is not None
-    assert (whole.mafid == small.mafid).all() and (whole.rows == small.rows).all()
+    assert not log
+    assert whole is not None
+    assert small is not None
+    assert (whole.mafid == small.mafid).all()
+    assert (whole.rows == small.rows).all()
     assert UNIT_COLUMNS[0] == CEF_PERSON_COLUMNS[0] == "MAFID"
 
 

@@ -210,8 +210,12 @@ def units_spec(valid_states: Sequence[str]) -> TableSpec:
             RowRule(
                 "vacant_unit_with_persons",
                 "a vacant unit (HH_STATUS 2) has FINAL_POP 0",
-                (("FINAL_POP", AllOf((Equal("HH_STATUS", "2"), Digits("FINAL_POP", 1, 6),
-                                      Not(zero)))),),  # fmt: skip
+                (
+                    (
+                        "FINAL_POP",
+                        AllOf((Equal("HH_STATUS", "2"), Digits("FINAL_POP", 1, 6), Not(zero))),
+                    ),
+                ),
             ),
             RowRule(
                 "empty_unit",
@@ -250,7 +254,10 @@ def persons_spec(valid_states: Sequence[str]) -> TableSpec:
             ),
             _GQTYPE,
             FieldRule(
-                "QSEX", "invalid_sex", "QSEX must be 1 (male) or 2 (female)", OneOf("QSEX", ("1", "2"))
+                "QSEX",
+                "invalid_sex",
+                "QSEX must be 1 (male) or 2 (female)",
+                OneOf("QSEX", ("1", "2")),
             ),
             FieldRule("QAGE", "invalid_age", "QAGE must be an integer (1 to 3 digits)", age_ok),
             FieldRule(
@@ -295,8 +302,12 @@ def persons_spec(valid_states: Sequence[str]) -> TableSpec:
             RowRule(
                 "minor_in_nursing",
                 "a person under 18 in a nursing facility (QGQTYP 301)",
-                (("QAGE", AllOf((Equal("QGQTYP", NURSING), age_ok, Not(IntBetween("QAGE", 18,
-                                                                                  115))))),),  # fmt: skip
+                (
+                    (
+                        "QAGE",
+                        AllOf((Equal("QGQTYP", NURSING), age_ok, Not(IntBetween("QAGE", 18, 115)))),
+                    ),
+                ),
             ),
         ),
         null_marker_columns=("QGQTYP",),
@@ -668,10 +679,16 @@ class PopulationCheck:
         self.log.add_many(
             where.size,
             [
-                Problem(file, kind, message, row=int(self.units.rows[i]), column=column,
-                        value=fmt(int(values[i])))
+                Problem(
+                    file,
+                    kind,
+                    message,
+                    row=int(self.units.rows[i]),
+                    column=column,
+                    value=fmt(int(values[i])),
+                )
                 for i in where[: self.log.examples]
-            ],  # fmt: skip
+            ],
         )
 
 
@@ -687,15 +704,12 @@ def households_frame(path: str | Path, log: ProblemLog) -> pl.DataFrame | None:
         [to_polars(Digits(c, w, w)) for c, w in ID_WIDTHS.items() if c in BLOCK_COLUMNS]
     ).fill_null(False)
     try:
-        df = (
-            table.frame.select(
-                ROW,
-                pl.when(ids).then(block_key_expr()).alias(BLOCK),
-                pl.col("HHRACE").cast(pl.UInt8, strict=False),
-                pl.col("HOUSEHOLD_TYPE").cast(pl.UInt8, strict=False),
-            )
-            .collect()
-        )
+        df = table.frame.select(
+            ROW,
+            pl.when(ids).then(block_key_expr()).alias(BLOCK),
+            pl.col("HHRACE").cast(pl.UInt8, strict=False),
+            pl.col("HOUSEHOLD_TYPE").cast(pl.UInt8, strict=False),
+        ).collect()
     except pl.exceptions.ComputeError as exc:
         diagnose_unreadable(Path(path), exc, log)
         return None
@@ -714,7 +728,7 @@ def check_households(
     rows = frame[ROW].to_numpy()
     keys, first = np.unique(blocks, return_index=True)
     n_rec = np.bincount(np.searchsorted(keys, blocks), minlength=keys.size)
-    ukeys, ufirst, n_occ = np.unique(u.block[occupied], return_index=True, return_counts=True)
+    ukeys, _ufirst, n_occ = np.unique(u.block[occupied], return_index=True, return_counts=True)
     allk = np.union1d(keys, ukeys)
     a = np.zeros(allk.size, dtype=np.int64)
     b = np.zeros(allk.size, dtype=np.int64)
@@ -745,13 +759,18 @@ def check_households(
         log.add_many(
             where.size,
             [
-                Problem(file, "household_mismatch",
-                        f"record {i + 1} is not the occupied unit MAFID "
-                        f"{int(u.mafid[unit[i]]):09d} (block, HHRACE = its householder's "
-                        "CENRACE, HOUSEHOLD_TYPE 4 for one person)", row=int(rows[i]),
-                        column="HHRACE", value=str(int(hhrace[i])))
+                Problem(
+                    file,
+                    "household_mismatch",
+                    f"record {i + 1} is not the occupied unit MAFID "
+                    f"{int(u.mafid[unit[i]]):09d} (block, HHRACE = its householder's "
+                    "CENRACE, HOUSEHOLD_TYPE 4 for one person)",
+                    row=int(rows[i]),
+                    column="HHRACE",
+                    value=str(int(hhrace[i])),
+                )
                 for i in where[: log.examples]
-            ],  # fmt: skip
+            ],
         )
 
 
@@ -815,12 +834,17 @@ def check_person_records(
                 log.add_many(
                     bad.height,
                     [
-                        Problem(name, "person_records_mismatch",
-                                "not the same person as the same row of cef-persons (block, "
-                                "QAGE, QSEX, CENRACE, HOUSEHOLDER ⇔ RELSHIP 20, Hispanic "
-                                "QSPAN ⇔ CENHISP 2)", row=int(r), column="QAGE")
+                        Problem(
+                            name,
+                            "person_records_mismatch",
+                            "not the same person as the same row of cef-persons (block, "
+                            "QAGE, QSEX, CENRACE, HOUSEHOLDER ⇔ RELSHIP 20, Hispanic "
+                            "QSPAN ⇔ CENHISP 2)",
+                            row=int(r),
+                            column="QAGE",
+                        )
                         for r in bad[ROW].head(log.examples).to_list()
-                    ],  # fmt: skip
+                    ],
                 )
         n_left += sum(df.height for df in ([pending_l] if pending_l is not None else []))
         n_left += sum(df.height for df in lb)
@@ -934,7 +958,9 @@ def _no_units(path: Path) -> Units:
 
 
 def _optional(data: Path, stem: str) -> Path | None:
-    found = [data / f"{stem}{ext}" for ext in (".txt", ".parquet") if (data / f"{stem}{ext}").exists()]
+    found = [
+        data / f"{stem}{ext}" for ext in (".txt", ".parquet") if (data / f"{stem}{ext}").exists()
+    ]
     return found[0] if len(found) == 1 else None
 
 

@@ -64,22 +64,20 @@ def validate_folder(
     progress: Callable[[int, float], None] | None = None,
     allow_empty: bool = False,
 ) -> dict[str, Any]:
-    """Validate the ``inputs`` sets of a folder (default: those it holds); return a summary
+    """Validate the ``inputs`` sets of a folder (default: those it holds, or ``persons``);
+    return a summary
     (``inputs``; ``persons``: SafeTab-P's summary; ``population``; ``households``) or raise
     one :class:`InputValidationError` with every problem."""
     from privtab.data.inputs import load_inputs, resolve_config_path
 
     data = Path(data_dir)
-    wanted = list(inputs) if inputs else present_inputs(data)
+    # a folder with none of them is checked as SafeTab-P's (its message names the files)
+    wanted = list(inputs) if inputs else (present_inputs(data) or ["persons"])
     unknown = [w for w in wanted if w not in INPUT_SETS]
     if unknown:
         raise ValueError(f"unknown input set(s) {unknown}: use {', '.join(INPUT_SETS)}")
     log = ProblemLog()
     summary: dict[str, Any] = {"data": str(data), "inputs": wanted}
-    if not wanted:
-        log.add(Problem(str(data), "missing_file", "no person-records, cef-units, "
-                        "cef-persons or household-records in the folder"))  # fmt: skip
-        log.raise_if_any()
     geo: Geography | None = None
     ref: ReferenceData | None = None
     started = time.monotonic()
@@ -104,6 +102,7 @@ def validate_folder(
             _households_in_grfc(hh, str(path), geo, log)
             summary["households"] = {"records": hh.height}
     if "population" in wanted:
+
         def tick(n: int) -> None:
             if progress is not None:
                 progress(n, time.monotonic() - started)
@@ -138,10 +137,15 @@ def _households_in_grfc(
         log.add_many(
             bad.size,
             [
-                Problem(file, "block_not_in_grfc", "the block is not in GRF-C",
-                        row=int(rows[i]), column="TABBLK")
+                Problem(
+                    file,
+                    "block_not_in_grfc",
+                    "the block is not in GRF-C",
+                    row=int(rows[i]),
+                    column="TABBLK",
+                )
                 for i in bad[: log.examples]
-            ],  # fmt: skip
+            ],
         )
 
 

@@ -204,7 +204,7 @@ class Nation:
         geo = build_geography(_seq(seed, 0), states, max(persons, 1))
         plan = plan_units(_seq(seed, 5), geo, persons)
         in_households = persons - plan.gq_total
-        counts = plan.block_gq.copy()
+        counts = plan.block_gq.astype(np.int64)
         if in_households:
             counts += _seq(seed, 2).multinomial(in_households, geo.block_weight)
         start = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
@@ -580,7 +580,8 @@ class _Tally:
 
     def add(self, a: Assembled, geo: SynthGeography) -> None:
         p, u, h = a.persons, a.units, a.households
-        self.by_state += np.bincount(geo.block_state[p["block"]], minlength=self.n_states)
+        state = geo.county_state[geo.tract_county[geo.block_tract[p["block"]]]]
+        self.by_state += np.bincount(state, minlength=self.n_states)
         self.mult += np.bincount((p["codes"] != 0).sum(axis=1), minlength=9)
         self.hispanic += int(p["hispanic"].sum())
         self.status += np.bincount(u["status"], minlength=3)

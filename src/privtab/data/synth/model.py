@@ -229,7 +229,8 @@ class SynthGeography:
         return out
 
 
-def _largest_remainder(weights: F64, total: int) -> I64:
+def largest_remainder(weights: F64, total: int) -> I64:
+    """``total`` split in proportion to ``weights`` (largest remainders get the rest)."""
     q = weights / weights.sum() * total
     base: I64 = np.floor(q).astype(np.int64)
     rest = total - int(base.sum())
@@ -634,6 +635,7 @@ __all__ = [
     "build_geography",
     "build_race_model",
     "cenrace_table",
+    "largest_remainder",
     "major_groups",
     "tracts_per_county",
 ]

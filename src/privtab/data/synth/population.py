@@ -80,7 +80,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from privtab.data.synth.model import FlatCategorical, SynthGeography
+from privtab.data.synth.model import FlatCategorical, SynthGeography, largest_remainder
 
 F64 = npt.NDArray[np.float64]
 I64 = npt.NDArray[np.int64]
@@ -236,9 +236,9 @@ class UnitPlan:
     fac_code: I64
     """QGQTYP (detailed type) of every facility."""
     fac_size: I64
-    block_gq: I64
+    block_gq: npt.NDArray[np.int32]
     """GQ residents of every block."""
-    block_vacant: I64
+    block_vacant: npt.NDArray[np.int32]
     """Vacant housing units of every block."""
 
     @property
@@ -293,7 +293,7 @@ def plan_units(rng: np.random.Generator, geo: SynthGeography, persons: int) -> U
         fb, fc, fs = fb[order], fc[order], fs[order]
     else:
         fb = fc = fs = np.zeros(0, dtype=np.int64)
-    block_gq = np.bincount(fb, weights=fs, minlength=n_blocks).astype(np.int64)
+    block_gq = np.bincount(fb, weights=fs, minlength=n_blocks).astype(np.int32)
     hh_persons = max(persons - int(fs.sum()), 0)
     return UnitPlan(fb, fc, fs, block_gq, _vacant(rng, geo, hh_persons))
 
@@ -302,14 +302,12 @@ def _split(weights: F64, total: int) -> I64:
     """``total`` split in proportion to ``weights`` (largest remainder)."""
     if total <= 0 or weights.size == 0:
         return np.zeros(weights.size, dtype=np.int64)
-    q = weights / weights.sum() * total
-    base = np.floor(q).astype(np.int64)
-    rest = total - int(base.sum())
-    base[np.argsort(-(q - base), kind="stable")[:rest]] += 1
-    return base
+    return largest_remainder(weights, total)
 
 
-def _vacant(rng: np.random.Generator, geo: SynthGeography, hh_persons: int) -> I64:
+def _vacant(
+    rng: np.random.Generator, geo: SynthGeography, hh_persons: int
+) -> npt.NDArray[np.int32]:
     """Vacant units of every block (see the module docstring)."""
     logit = np.log(VACANCY_MEAN / (1 - VACANCY_MEAN)) + rng.normal(
         0.0, VACANCY_SIGMA, geo.county_state.size
@@ -321,7 +319,8 @@ def _vacant(rng: np.random.Generator, geo: SynthGeography, hh_persons: int) -> I
     )
     base = np.where(occupied > 0, occupied, 0.05 * tract_mean[geo.block_tract])
     lam = base * odds * rng.lognormal(-0.125, 0.5, geo.n_blocks)
-    return rng.poisson(lam).astype(np.int64)
+    out: npt.NDArray[np.int32] = rng.poisson(lam).astype(np.int32)
+    return out
 
 
 # -------------------------------------------------------------------- assembly
@@ -354,7 +353,7 @@ class Assembler:
         for i in range(HEAD_P.size):
             head_p[HEAD_AGES[i] : HEAD_AGES[i + 1]] = HEAD_P[i]
         self.head_p = head_p
-        self.in_place = (geo.block_place != NO_PLACE).astype(np.int64)
+        self.in_place = geo.block_place != NO_PLACE
 
     def assemble(
         self, p: dict[str, npt.NDArray[Any]], block_lo: int, block_hi: int, first_unit: int
@@ -504,7 +503,7 @@ class Assembler:
     ) -> I64:
         bucket = _age_bucket(age[heads])
         race = _race_class(p, heads)
-        place = self.in_place[block_lo + hb]
+        place = self.in_place[block_lo + hb].astype(np.int64)
         key = ((bucket * 2 + sex[heads] - 1) * 5 + race) * 2 + place
         return self.types.sample(key, u[U_TYPE, heads])
 
@@ -520,7 +519,7 @@ class Assembler:
     ) -> I64:
         bucket = _age_bucket(age[heads])
         race = _race_class(p, heads)
-        place = self.in_place[block_lo + hb]
+        place = self.in_place[block_lo + hb].astype(np.int64)
         own = OWN_BY_AGE[bucket] * OWN_BY_TYPE[t] * OWN_BY_RACE[race] * OWN_BY_PLACE[place]
         own = np.clip(own, 0.02, 0.97)
         mortgage = own * MORTGAGE_BY_AGE[bucket]
@@ -667,7 +666,9 @@ def _code_table() -> npt.NDArray[np.uint8]:
         np.where(r < 0.5, 30, np.where(r < 0.90, 25, 27)),  # 1 gap ≥ 40: grandchild or child
         np.where(r < 0.6, 29, np.where(r < 0.85, 31, 33)),  # 2 parent (older by ≥ 15)
         np.where(r < 0.55, 28, 33),  # 3 minor, small gap
-        np.where(r < 0.35, 28, np.where(r < 0.5, 32, np.where(r < 0.85, 33, 34))),  # 4 adult, younger
+        np.where(
+            r < 0.35, 28, np.where(r < 0.5, 32, np.where(r < 0.85, 33, 34))
+        ),  # 4 adult, younger
         np.where(r < 0.35, 28, np.where(r < 0.85, 33, 34)),  # 5 adult, older
         np.full(100, 35),  # 6 nonfamily: minor (foster child)
         np.where(r < 0.6, 22, 34),  # 7 nonfamily first member: partner or roommate
