@@ -13,6 +13,7 @@ import pytest
 from privtab.data.cef import CEF_PERSON_COLUMNS, HOUSEHOLD_COLUMNS, UNIT_COLUMNS
 from privtab.data.folder import validate_folder
 from privtab.data.synth import SYNTH_GRFC_COLUMNS, resolve_states, synthesize
+
 # private on purpose: _seq is the generator's own seeding, so that the hierarchy tests see
 # exactly the geography synthesize() builds, without drawing persons
 from privtab.data.synth.generate import Nation, _seq

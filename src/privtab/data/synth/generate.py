@@ -206,7 +206,9 @@ class Nation:
         in_households = persons - plan.gq_total
         counts = plan.block_gq.astype(np.int64)
         if in_households:
-            counts += _seq(seed, 2).multinomial(in_households, geo.block_weight)
+            w = geo.block_weight.astype(np.float64)
+            counts += _seq(seed, 2).multinomial(in_households, w / w.sum())
+            del w
         start = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
         units = int(counts.size and (start[-1] > 0)) + int(plan.block_vacant.sum())
         if units + int(persons) // 2 > MAX_UNITS:
@@ -346,13 +348,13 @@ class _Columns:
         cousub_vals, self.cousub_enum = _fixed(geo.block_cousub, 5)
         aiannh_vals, self.aiannh_enum = _fixed(geo.block_aiannh, 4)
         tract = geo.block_tract
-        county = geo.tract_county[tract]
-        # per-block indices into the enums above
-        u32 = np.uint32
-        self.b_state = geo.county_state[county].astype(u32)
-        self.b_county = np.searchsorted(county_vals, geo.county_code[county]).astype(u32)
-        self.b_tract = np.searchsorted(tract_vals, geo.tract_code[tract]).astype(u32)
-        self.b_block = np.searchsorted(block_vals, geo.block_code).astype(u32)
+        # per-block indices into the enums above (each has at most ~10,000 values)
+        u16 = np.uint16
+        county_of_tract = np.searchsorted(county_vals, geo.county_code[geo.tract_county])
+        self.b_state = geo.county_state[geo.tract_county].astype(u16)[tract]
+        self.b_county = county_of_tract.astype(u16)[tract]
+        self.b_tract = np.searchsorted(tract_vals, geo.tract_code).astype(u16)[tract]
+        self.b_block = np.searchsorted(block_vals, geo.block_code).astype(u16)
         self.age = _enum([f"{a:03d}" for a in range(116)])
         self.sex = _enum(["1", "2"])
         self.bool = _enum(["False", "True"])
@@ -516,6 +518,7 @@ class _Writer:
                     store_schema=False,
                     use_dictionary=strings,
                     column_encoding=deltas or None,
+                    write_statistics=False,  # min/max of every page: half the writing time
                 )
             self._pq.write_table(table)
         self.rows += df.height
@@ -645,9 +648,11 @@ def _stream(
     progress: Progress | None,
     started: float,
 ) -> None:
-    """Draw, group and write the persons chunk by chunk. Double buffering: chunk k is
-    converted and written by a worker thread (polars releases the GIL) while the main
-    thread draws and groups chunk k + 1."""
+    """Draw, group and write the persons chunk by chunk, in a pipeline of three threads
+    (numpy and polars release the GIL): the main thread draws chunk k + 2 while a worker
+    groups chunk k + 1 into units and another numbers (MAFIDs follow the units written
+    before), converts and writes chunk k. Each chunk's units are numbered from 0 by the
+    grouping and renumbered by the writer, so the output does not depend on the chunks."""
     persons = nation.persons
     assembler = Assembler(nation.geo, nation.plan)
     units = (persons + UNIT_PERSONS - 1) // UNIT_PERSONS
@@ -655,9 +660,19 @@ def _stream(
     ends = nation.block_start[1:]
     n_blocks = nation.geo.n_blocks
     carry: Arrays | None = None
-    next_block, next_unit, done = 0, 0, 0
-    with ThreadPoolExecutor(max_workers=1) as pool:
-        pending: Future[None] | None = None
+    next_block = 0
+    state = {"units": 0, "done": 0}
+
+    def write(assembled: Future[Assembled]) -> None:
+        a = assembled.result()
+        a.renumber(state["units"])
+        state["units"] += a.units["mafid"].size
+        tally.add(a, nation.geo)
+        outputs.write(a)
+        state["done"] += a.persons["block"].size
+
+    with ThreadPoolExecutor(max_workers=1) as group, ThreadPoolExecutor(max_workers=1) as out:
+        written: list[Future[None]] = []
         try:
             for first in range(0, max(units, 1), per_chunk):
                 last = min(units, first + per_chunk)
@@ -670,26 +685,25 @@ def _stream(
                 del parts
                 cut = int(nation.block_start[hi]) - int(nation.block_start[next_block])
                 chunk, carry = _split(p, cut)
-                a = assembler.assemble(chunk, next_block, hi, next_unit)
-                del chunk, p
-                next_block, next_unit = hi, next_unit + a.units["mafid"].size
-                tally.add(a, nation.geo)
-                if pending is not None:
-                    pending.result()
+                del p
+                grouped = group.submit(assembler.assemble, chunk, next_block, hi, 0)
+                del chunk
+                next_block = hi
+                written.append(out.submit(write, grouped))
+                while len(written) > 2:  # at most 3 chunks in flight
+                    written.pop(0).result()
                     if progress is not None:
-                        progress(done, persons, time.monotonic() - started)
-                pending = pool.submit(outputs.write, a)
-                done += a.persons["block"].size
-            if pending is not None:
-                pending.result()
-                pending = None
+                        progress(state["done"], persons, time.monotonic() - started)
+            while written:
+                written.pop(0).result()
             if progress is not None:
-                progress(done, persons, time.monotonic() - started)
+                progress(state["done"], persons, time.monotonic() - started)
         finally:
-            if pending is not None:
-                pending.cancel()
+            for f in written:
+                f.cancel()
+            for f in written:
                 with contextlib.suppress(Exception):
-                    pending.result()
+                    f.result()
 
 
 def _concat(parts: list[Arrays]) -> Arrays:
@@ -747,7 +761,7 @@ def _result(
     types = ("", "married_couple", "other_family_male", "other_family_female", "alone",
              "nonfamily_not_alone")  # fmt: skip
     tenure = ("", "owned_mortgage", "owned_free_clear", "rented", "no_rent")
-    groups = np.unique(geo.block_tract * 10 + geo.block_group).size
+    groups = np.unique(geo.block_tract.astype(np.int64) * 10 + geo.block_group).size
     cousubs = np.unique(geo.block_state * 100_000 + geo.block_cousub).size
     return SynthResult(
         out=Path(out),

@@ -62,6 +62,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -71,6 +72,8 @@ from privtab.data.synth.states import StateModel
 
 F64 = npt.NDArray[np.float64]
 I64 = npt.NDArray[np.int64]
+Ints = npt.NDArray[np.signedinteger[Any]]
+"""Compact block columns (int16/int32: a nation has ~8 M blocks)."""
 
 PERSONS_PER_TRACT = 3_700
 MAX_TRACTS_PER_COUNTY = 9_999
@@ -193,15 +196,15 @@ class SynthGeography:
     """Expected persons of every county."""
     tract_county: I64
     tract_code: I64
-    block_tract: I64
-    block_code: I64
+    block_tract: Ints
+    block_code: Ints
     """``gnnn``: block group digit ``g`` (TABBLKGRPCE) and the block's number in its group."""
-    block_place: I64
-    block_cousub: I64
-    block_aiannh: I64
-    block_area: I64
+    block_place: Ints
+    block_cousub: Ints
+    block_aiannh: Ints
+    block_area: Ints
     """Index of the block's AIANNH area record (-1: none); per state, for the race model."""
-    block_weight: F64
+    block_weight: npt.NDArray[np.float32]
     """Relative household population of every block (0: none), summing to 1 per tract × the
     tract's expected persons."""
     n_places: int
@@ -225,7 +228,7 @@ class SynthGeography:
     @property
     def block_group(self) -> I64:
         """TABBLKGRPCE of every block: the first digit of its code (1–9)."""
-        out: I64 = self.block_code // 1000
+        out: I64 = self.block_code.astype(np.int64) // 1000
         return out
 
 
@@ -270,22 +273,30 @@ def build_geography(
     group_digit = np.arange(group_tract.size) - group_first[group_tract] + 1
     size = rng.lognormal(np.log(BLOCKS_PER_GROUP_MEDIAN), BLOCKS_PER_GROUP_SIGMA, group_tract.size)
     per_group = np.clip(np.rint(size), 1, MAX_BLOCKS_PER_GROUP).astype(np.int64)
-    block_group_ix = np.repeat(np.arange(group_tract.size), per_group)
-    block_tract = group_tract[block_group_ix]
-    g_first = np.concatenate([[0], np.cumsum(per_group)[:-1]])
-    in_group = np.arange(block_tract.size) - g_first[block_group_ix] + 1
-    block_code = (group_digit[block_group_ix] * 1000 + in_group).astype(np.int64)
+    # block columns as compact integers from the start (a nation has ~8 M blocks)
+    i32 = np.int32
+    block_group_ix = np.repeat(np.arange(group_tract.size, dtype=i32), per_group)
+    block_tract = group_tract.astype(i32)[block_group_ix]
+    g_first = np.concatenate([[0], np.cumsum(per_group)[:-1]]).astype(i32)
+    in_group = np.arange(block_tract.size, dtype=i32) - g_first[block_group_ix] + 1
+    block_code = (group_digit.astype(np.int16)[block_group_ix] * 1000 + in_group).astype(np.int16)
+    del in_group
     n_b = np.bincount(block_tract, minlength=tract_county.size)
     first = np.concatenate([[0], np.cumsum(n_b)[:-1]])
-    j = np.arange(block_tract.size) - first[block_tract]
-    bw = rng.lognormal(0.0, 1.0, size=block_tract.size) * (rng.random(block_tract.size) > 0.2)
+    j = np.arange(block_tract.size, dtype=i32) - first.astype(i32)[block_tract]
+    bw = rng.lognormal(0.0, 1.0, size=block_tract.size)
+    bw *= rng.random(block_tract.size) > 0.2
     bw[first] = np.maximum(bw[first], 0.05)  # at least one populated block per tract
-    bw = bw / np.bincount(block_tract, weights=bw)[block_tract] * tract_w[block_tract]
+    bw *= (tract_w / np.bincount(block_tract, weights=bw, minlength=tract_w.size))[block_tract]
+    block_weight = (bw / bw.sum()).astype(np.float32)
+    del bw
     tract_state = county_state[tract_county]
     block_place, n_places = _places(rng, tract_state, n_b, block_tract, j)
     block_aiannh, block_area, area_share = _aiannh(rng, states, tract_state, n_b, block_tract, j)
+    del j
     group_county = tract_county[group_tract]
-    block_cousub = _cousubs(rng, states, county_state, group_county)[block_group_ix]
+    block_cousub = _cousubs(rng, states, county_state, group_county).astype(i32)[block_group_ix]
+    del block_group_ix
     return SynthGeography(
         states=states,
         county_state=county_state,
@@ -299,7 +310,7 @@ def build_geography(
         block_cousub=block_cousub,
         block_aiannh=block_aiannh,
         block_area=block_area,
-        block_weight=bw / bw.sum(),
+        block_weight=block_weight,
         n_places=n_places,
         n_aiannh=len(np.unique(block_aiannh[block_aiannh != 9999])),
         area_aian_share=area_share,
@@ -333,8 +344,8 @@ def _cousubs(
 
 
 def _places(
-    rng: np.random.Generator, tract_state: I64, n_b: I64, block_tract: I64, j: I64
-) -> tuple[I64, int]:
+    rng: np.random.Generator, tract_state: I64, n_b: I64, block_tract: Ints, j: Ints
+) -> tuple[Ints, int]:
     """PLACEFP of every block (99999 outside places)."""
     n = tract_state.size
     urban = rng.random(n) < 0.5
@@ -353,10 +364,10 @@ def _places(
     code = 100 + local * step
     tract_place = np.where(urban | town, code, 99_999)
     # a town covers the first half of its tract's blocks only
-    in_town_part = j < np.ceil(n_b[block_tract] / 2)
-    block_place = np.where(
-        town[block_tract] & ~in_town_part, 99_999, tract_place[block_tract]
-    ).astype(np.int64)
+    half = np.ceil(n_b / 2).astype(np.int32)
+    outside_town = town[block_tract] & (j >= half[block_tract])
+    block_place = tract_place.astype(np.int32)[block_tract]
+    block_place[outside_town] = 99_999
     return block_place, int(new_place.sum())
 
 
@@ -365,9 +376,9 @@ def _aiannh(
     states: tuple[StateModel, ...],
     tract_state: I64,
     n_b: I64,
-    block_tract: I64,
-    j: I64,
-) -> tuple[I64, I64, F64]:
+    block_tract: Ints,
+    j: Ints,
+) -> tuple[Ints, Ints, F64]:
     """AIANNHCE (9999 = none) and the AIANNH area record index of every block."""
     tract_area = np.full(tract_state.size, -1, dtype=np.int64)
     partial = np.zeros(tract_state.size, dtype=bool)
@@ -401,15 +412,13 @@ def _aiannh(
         if all(f in first for f in ("04", "35", "49")):
             codes[first["35"]] = codes[first["04"]]
             codes[first["49"]] = codes[first["04"]]
-    block_area = tract_area[block_tract]
-    outside_part = partial[block_tract] & (j >= np.ceil(n_b[block_tract] / 2))
-    block_area = np.where(outside_part, -1, block_area)
-    if n_areas_total == 0:
-        block_code = np.full(block_area.size, 9_999, dtype=np.int64)
-    else:
-        block_code = np.where(block_area >= 0, codes[np.maximum(block_area, 0)], 9_999)
+    block_area = tract_area.astype(np.int32)[block_tract]
+    half = np.ceil(n_b / 2).astype(np.int32)
+    block_area[partial[block_tract] & (j >= half[block_tract])] = -1
+    code_of = np.append(codes, 9_999).astype(np.int16)  # area -1: none (9999)
+    block_code = code_of[block_area]
     share = rng.uniform(0.2, 0.9, size=n_areas_total)
-    return block_code.astype(np.int64), block_area.astype(np.int64), share
+    return block_code, block_area, share
 
 
 @dataclass

@@ -253,33 +253,37 @@ class UnitPlan:
 def plan_units(rng: np.random.Generator, geo: SynthGeography, persons: int) -> UnitPlan:
     """Facilities (blocks, types, sizes) and vacant units of every block."""
     n_blocks = geo.n_blocks
-    populated = geo.block_weight > 0
     county = geo.block_county
-    in_place = geo.block_place != NO_PLACE
-    county_pop = geo.county_weight[county]
     military = rng.random(geo.county_state.size) < MILITARY_COUNTIES * np.minimum(
         1.0, geo.county_weight / max(float(np.median(geo.county_weight)), 1e-9)
     )
     military |= np.arange(geo.county_state.size) == int(np.argmax(geo.county_weight))
-    placement = [
-        geo.block_weight * np.where(in_place, 1.0, 2.0),
-        geo.block_weight,
-        geo.block_weight,
-        geo.block_weight * np.where(in_place, 1.5, 1.0),
-        geo.block_weight * in_place * np.sqrt(county_pop),
-        geo.block_weight * military[county],
-        geo.block_weight * np.where(in_place, 1.5, 1.0),
-    ]
+
+    def placement(t: int) -> F64:
+        """Weights of the blocks for a facility of major type ``t + 1`` (one at a time:
+        8 M blocks)."""
+        w = geo.block_weight.astype(np.float64)
+        in_place = geo.block_place != NO_PLACE
+        if t == 0:
+            w *= np.where(in_place, 1.0, 2.0)
+        elif t in (3, 6):
+            w *= np.where(in_place, 1.5, 1.0)
+        elif t == 4:
+            w *= in_place * np.sqrt(geo.county_weight)[county]
+        elif t == 5:
+            w *= military[county]
+        if w.sum() <= 0:
+            w = geo.block_weight.astype(np.float64)
+        out: F64 = w / w.sum()
+        return out
+
     blocks, codes, sizes = [], [], []
     for t in range(MAJOR_TYPES):
         residents = int(round(persons * GQ_SHARE[t]))
         if residents == 0:
             continue
         n_fac = max(1, int(round(residents / GQ_MEAN_SIZE[t])))
-        w = placement[t] * populated
-        if w.sum() <= 0:
-            w = geo.block_weight.copy()
-        where = rng.choice(n_blocks, size=n_fac, p=w / w.sum())
+        where = rng.choice(n_blocks, size=n_fac, p=placement(t))
         raw = rng.lognormal(np.log(GQ_MEAN_SIZE[t]) - 0.32, 0.8, size=n_fac)
         size = 1 + _split(raw, residents - n_fac)
         detail = np.array([c for c, _ in GQ_DETAILED[t]], dtype=np.int64)
@@ -312,13 +316,17 @@ def _vacant(
     logit = np.log(VACANCY_MEAN / (1 - VACANCY_MEAN)) + rng.normal(
         0.0, VACANCY_SIGMA, geo.county_state.size
     )
-    odds = np.exp(logit)[geo.block_county]
-    occupied = geo.block_weight * hh_persons / PERSONS_PER_HOUSEHOLD
-    tract_mean = np.bincount(geo.block_tract, weights=occupied) / np.maximum(
-        np.bincount(geo.block_tract), 1
+    odds = np.exp(logit)[geo.tract_county]  # per tract
+    lam = geo.block_weight.astype(np.float64)
+    lam *= hh_persons / PERSONS_PER_HOUSEHOLD  # expected occupied units
+    tract_mean = np.bincount(geo.block_tract, weights=lam, minlength=odds.size) / np.maximum(
+        np.bincount(geo.block_tract, minlength=odds.size), 1
     )
-    base = np.where(occupied > 0, occupied, 0.05 * tract_mean[geo.block_tract])
-    lam = base * odds * rng.lognormal(-0.125, 0.5, geo.n_blocks)
+    empty = np.flatnonzero(lam == 0)
+    lam[empty] = 0.05 * tract_mean[geo.block_tract[empty]]
+    del empty
+    lam *= (odds)[geo.block_tract]
+    lam *= rng.lognormal(-0.125, 0.5, geo.n_blocks)
     out: npt.NDArray[np.int32] = rng.poisson(lam).astype(np.int32)
     return out
 
@@ -338,6 +346,11 @@ class Assembled:
     persons: dict[str, npt.NDArray[Any]]
     units: dict[str, npt.NDArray[Any]]
     households: dict[str, npt.NDArray[Any]]
+
+    def renumber(self, first_unit: int) -> None:
+        """Number the units from ``first_unit`` (assembled from 0), in place."""
+        self.persons["mafid"] += first_unit
+        self.units["mafid"] += first_unit
 
 
 class Assembler:
@@ -604,8 +617,9 @@ def _spouses(
     oc = np.argsort(ckey * 256 + age[adults], kind="stable")
     adults, ckey = adults[oc], ckey[oc]
     target = hb[married] * 2 + (2 - hs)
-    lo = np.searchsorted(ckey, target, side="left")
-    avail = np.searchsorted(ckey, target, side="right") - lo
+    sizes = np.bincount(ckey, minlength=2 * nb)
+    lo = _starts(sizes)[target]
+    avail = sizes[target]
     j = ((rank + 0.5) * avail / group_size).astype(np.int64)
     ok = avail > 0
     dup = np.zeros(married.size, dtype=bool)
@@ -628,7 +642,7 @@ def _first_members(
     rb = lb[rest]
     key = rb * 4.0 + 2.0 * (age[rest] < 18) + u[U_ORDER, rest]
     rest = rest[np.argsort(key, kind="stable")]
-    start = np.searchsorted(lb[rest], hb[needs])
+    start = _starts(np.bincount(rb, minlength=nb))[hb[needs]]
     return rest[start + rank], needs
 
 
@@ -644,13 +658,15 @@ def _join(
     family = JOIN_WEIGHT[t[na]] * (t[na] != NONFAMILY)
     fam_total = np.bincount(hb[na], weights=family, minlength=nb)
     use_family = minor & (fam_total[eb] > 0)
+    per_block = np.bincount(hb[na], minlength=nb)
+    first = _starts(per_block)
     for weights, rows in ((family, use_family), (JOIN_WEIGHT[t[na]], ~use_family)):
         sel = np.flatnonzero(rows)
         if sel.size == 0:
             continue
         cw = np.concatenate([[0.0], np.cumsum(weights)])
-        lo = np.searchsorted(hb[na], eb[sel], side="left")
-        hi = np.searchsorted(hb[na], eb[sel], side="right")
+        lo = first[eb[sel]]
+        hi = lo + per_block[eb[sel]]
         target = cw[lo] + u[sel] * (cw[hi] - cw[lo])
         k = np.searchsorted(cw, target, side="right") - 1
         k = np.clip(k, lo, hi - 1)  # a zero-weight household is never picked
