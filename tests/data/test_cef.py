@@ -65,59 +65,25 @@ def _problem(folder: Path, kind: str) -> Problem:
     return found[0]
 
 
-def _gq_person(df: Frame, code: str) -> int:
-    return _first(df, pl.col("QGQTYP") == code)
+def _at(where: pl.Expr | int, **values: str) -> Callable[[Frame], tuple[Frame, int]]:
+    """A change: ``values`` written into the first row where ``where`` holds (or row
+    ``where``)."""
+
+    def change(df: Frame) -> tuple[Frame, int]:
+        i = where if isinstance(where, int) else _first(df, where)
+        return _set(df, i, **values), i
+
+    return change
 
 
-# every case: file, change → (frame, row changed), kind, column, value (None: not checked)
-def _unknown_type(df: Frame) -> tuple[Frame, int]:
-    i = _gq_person(df, "301")
-    return _set(df, i, QGQTYP="401"), i  # an institutional type the block has no facility of
-
-
-def _minor_nursing(df: Frame) -> tuple[Frame, int]:
-    i = _gq_person(df, "301")
-    return _set(df, i, QAGE="016"), i
-
-
-def _two_heads(df: Frame) -> tuple[Frame, int]:
-    i = _first(df, pl.col("RELSHIP") == "21")
-    return _set(df, i, RELSHIP="20"), i
-
-
-def _unknown_mafid(df: Frame) -> tuple[Frame, int]:
-    return _set(df, 3, MAFID="999999998"), 3
-
-
-def _invalid_relship(df: Frame) -> tuple[Frame, int]:
-    return _set(df, 5, RELSHIP="19"), 5
-
-
-def _relship_gq(df: Frame) -> tuple[Frame, int]:
-    i = _gq_person(df, "501")
-    return _set(df, i, RELSHIP="25"), i
-
-
-def _cenhisp(df: Frame) -> tuple[Frame, int]:
-    return _set(df, 7, CENHISP="3"), 7
-
-
-def _age(df: Frame) -> tuple[Frame, int]:
-    return _set(df, 8, QAGE="116"), 8
-
-
-def _epnum(df: Frame) -> tuple[Frame, int]:
-    i = _first(df, pl.col("RELSHIP") == "20")
-    return _set(df, i, EPNUM="99"), i
-
-
-def _duplicate_person(df: Frame) -> tuple[Frame, int]:
-    i = _first(df, pl.col("RELSHIP") == "21")  # a spouse: EPNUM 2, the householder is 1
-    return _set(df, i, EPNUM="1"), i
+NURSING = pl.col("QGQTYP") == "301"
+SPOUSE = pl.col("RELSHIP") == "21"
+HEAD = pl.col("RELSHIP") == "20"
+FACILITY = pl.col("RTYPE") == "4"
 
 
 def _other_block(df: Frame) -> tuple[Frame, int]:
-    i = _first(df, pl.col("RELSHIP") == "20")
+    i = _first(df, HEAD)
     other = df.filter(pl.col("TABBLK") != df["TABBLK"][i])["TABBLK"][0]
     tract = df.filter(pl.col("TABBLK") == other)["TABTRACTCE"][0]
     return _set(df, i, TABBLK=other, TABTRACTCE=tract), i
@@ -127,41 +93,8 @@ def _dup_unit(df: Frame) -> tuple[Frame, int]:
     return pl.concat([df.head(4), df.slice(3)]), 4
 
 
-def _vacant_pop(df: Frame) -> tuple[Frame, int]:
-    i = _first(df, pl.col("HH_STATUS") == "2")
-    return _set(df, i, FINAL_POP="2"), i
-
-
-def _pop(df: Frame) -> tuple[Frame, int]:
-    i = _first(df, (pl.col("HH_STATUS") == "1") & (pl.col("FINAL_POP") == "2"))
-    return _set(df, i, FINAL_POP="3"), i
-
-
-def _hu_with_type(df: Frame) -> tuple[Frame, int]:
-    i = _first(df, pl.col("HH_STATUS") == "1")
-    return _set(df, i, QGQTYP="301"), i
-
-
-def _facility_status(df: Frame) -> tuple[Frame, int]:
-    i = _first(df, pl.col("RTYPE") == "4")
-    return _set(df, i, HH_STATUS="1"), i
-
-
-def _bad_type(df: Frame) -> tuple[Frame, int]:
-    i = _first(df, pl.col("RTYPE") == "4")
-    return _set(df, i, QGQTYP="999"), i
-
-
-def _bad_mafid(df: Frame) -> tuple[Frame, int]:
-    return _set(df, 2, MAFID="12345"), 2
-
-
-def _no_block(df: Frame) -> tuple[Frame, int]:
-    return _set(df, 1, TABBLK="9999"), 1
-
-
 def _empty_facility(df: Frame) -> tuple[Frame, int]:
-    i = _first(df, pl.col("RTYPE") == "4")
+    i = _first(df, FACILITY)
     extra = _set(df.slice(i, 1), 0, MAFID="999999999", FINAL_POP="4")
     return pl.concat([df, extra]), df.height
 
@@ -182,30 +115,36 @@ def _person_record(df: Frame) -> tuple[Frame, int]:
 
 
 CASES: list[tuple[str, Callable[[Frame], tuple[Frame, int]], str, str | None, str | None]] = [
-    ("cef-persons", _unknown_type, "gq_person_without_facility", "QGQTYP", "401"),
-    ("cef-persons", _minor_nursing, "minor_in_nursing", "QAGE", "016"),
-    ("cef-persons", _two_heads, "householder_count", None, None),
-    ("cef-persons", _unknown_mafid, "unknown_mafid", "MAFID", "999999998"),
-    ("cef-persons", _invalid_relship, "invalid_relship", "RELSHIP", "19"),
-    ("cef-persons", _relship_gq, "relship_gq_mismatch", "RELSHIP", "25"),
-    ("cef-persons", _cenhisp, "invalid_cenhisp", "CENHISP", "3"),
-    ("cef-persons", _age, "age_out_of_range", "QAGE", "116"),
-    ("cef-persons", _epnum, "epnum_out_of_range", "EPNUM", "99"),
-    ("cef-persons", _duplicate_person, "duplicate_person", "EPNUM", "1"),
+    # an institutional type the block has no facility of
+    ("cef-persons", _at(NURSING, QGQTYP="401"), "gq_person_without_facility", "QGQTYP", "401"),
+    ("cef-persons", _at(NURSING, QAGE="016"), "minor_in_nursing", "QAGE", "016"),
+    ("cef-persons", _at(SPOUSE, RELSHIP="20"), "householder_count", None, None),
+    ("cef-persons", _at(3, MAFID="999999998"), "unknown_mafid", "MAFID", "999999998"),
+    ("cef-persons", _at(5, RELSHIP="19"), "invalid_relship", "RELSHIP", "19"),
+    ("cef-persons", _at(pl.col("QGQTYP") == "501", RELSHIP="25"), "relship_gq_mismatch",
+     "RELSHIP", "25"),
+    ("cef-persons", _at(7, CENHISP="3"), "invalid_cenhisp", "CENHISP", "3"),
+    ("cef-persons", _at(8, QAGE="116"), "age_out_of_range", "QAGE", "116"),
+    ("cef-persons", _at(HEAD, EPNUM="99"), "epnum_out_of_range", "EPNUM", "99"),
+    # a spouse numbered 1, as the householder
+    ("cef-persons", _at(SPOUSE, EPNUM="1"), "duplicate_person", "EPNUM", "1"),
     ("cef-persons", _other_block, "block_mismatch", "TABBLK", None),
     ("cef-units", _dup_unit, "duplicate_mafid", "MAFID", None),
-    ("cef-units", _vacant_pop, "vacant_unit_with_persons", "FINAL_POP", "2"),
-    ("cef-units", _pop, "final_pop_mismatch", "FINAL_POP", "3"),
-    ("cef-units", _hu_with_type, "rtype_gq_mismatch", "QGQTYP", "301"),
-    ("cef-units", _facility_status, "rtype_status_mismatch", "HH_STATUS", "1"),
-    ("cef-units", _bad_type, "invalid_gq_type", "QGQTYP", "999"),
-    ("cef-units", _bad_mafid, "invalid_mafid", "MAFID", "12345"),
-    ("cef-units", _no_block, "block_not_in_grfc", "TABBLK", None),
+    ("cef-units", _at(pl.col("HH_STATUS") == "2", FINAL_POP="2"), "vacant_unit_with_persons",
+     "FINAL_POP", "2"),
+    ("cef-units", _at((pl.col("HH_STATUS") == "1") & (pl.col("FINAL_POP") == "2"),
+                      FINAL_POP="3"), "final_pop_mismatch", "FINAL_POP", "3"),
+    ("cef-units", _at(pl.col("HH_STATUS") == "1", QGQTYP="301"), "rtype_gq_mismatch", "QGQTYP",
+     "301"),
+    ("cef-units", _at(FACILITY, HH_STATUS="1"), "rtype_status_mismatch", "HH_STATUS", "1"),
+    ("cef-units", _at(FACILITY, QGQTYP="999"), "invalid_gq_type", "QGQTYP", "999"),
+    ("cef-units", _at(2, MAFID="12345"), "invalid_mafid", "MAFID", "12345"),
+    ("cef-units", _at(1, TABBLK="9999"), "block_not_in_grfc", "TABBLK", None),
     ("cef-units", _empty_facility, "empty_facility", "FINAL_POP", "4"),
     ("household-records", _vacant_household, "households_per_block", "TABBLK", None),
     ("household-records", _hhrace, "household_mismatch", "HHRACE", None),
     ("person-records", _person_record, "person_records_mismatch", "QAGE", None),
-]
+]  # fmt: skip
 LOCATED_ELSEWHERE = {"householder_count", "households_per_block", "empty_facility"}
 """Kinds named at another file's row (the unit's row of cef-units, the block's first record)."""
 
@@ -295,7 +234,7 @@ def test_cli_validate_products(valid: Path, tmp_path: Path) -> None:
     res = runner.invoke(app, ["validate", "--data", str(valid), "--product", "topdown", "--json"])
     assert res.exit_code == 0, res.output
     assert '"gq_facilities"' in res.stdout
-    folder, line = _broken(valid, tmp_path, "cef-persons", _minor_nursing)
+    folder, line = _broken(valid, tmp_path, "cef-persons", _at(NURSING, QAGE="016"))
     res = runner.invoke(app, ["validate", "--data", str(folder), "--product", "topdown"])
     assert res.exit_code == 1
     assert f"cef-persons.txt, line {line}, column QAGE, value '016'" in res.stderr

@@ -79,6 +79,7 @@ from privtab.data.spec import (
     OneOf,
     RowRule,
     TableSpec,
+    _id_rule,
     name_problems,
     to_polars,
 )
@@ -125,14 +126,9 @@ NURSING = "301"
 
 
 # ---------------------------------------------------------------------------- rules
-def _ids(column: str) -> FieldRule:
-    w = ID_WIDTHS[column]
-    return FieldRule(column, "malformed_id", f"{column} must be {w} digits", Digits(column, w, w))
-
-
 def _geo_rules(valid_states: Sequence[str]) -> tuple[FieldRule, ...]:
     return (
-        *(_ids(c) for c in BLOCK_COLUMNS),
+        *(_id_rule(c) for c in BLOCK_COLUMNS),
         FieldRule(
             "TABBLKST",
             "unknown_state",
@@ -391,11 +387,13 @@ def _qgq(column: str = "QGQTYP") -> pl.Expr:
     return out.cast(pl.UInt16).alias(column)
 
 
-def _block_rows(
+def blocks_in_grfc(
     log: ProblemLog, file: str, valid: pl.DataFrame, keys: NDArray[np.uint64] | None
 ) -> NDArray[np.bool_]:
-    """Whether each valid row's block is in GRF-C (reported as ``block_not_in_grfc``)."""
-    block = valid[BLOCK].to_numpy()
+    """Whether the block (``BLOCK``, null: not a block id) of each row (``ROW``) is a
+    GRF-C block of ``keys`` (sorted; ``None``: not checked); the others are reported as
+    ``block_not_in_grfc``."""
+    block = valid[BLOCK].fill_null(0).to_numpy()
     if keys is None:
         return np.ones(block.size, dtype=bool)
     pos = np.minimum(np.searchsorted(keys, block), max(keys.size - 1, 0))
@@ -467,7 +465,7 @@ def load_units(
         return None
     states = _states(valid_states)
     checker = _BatchChecker(name, units_spec(states), table.header)
-    keys = _block_keys(geography)
+    keys = block_keys(geography)
     parts: list[pl.DataFrame] = []
     for batch in _batches(table, batch_rows, log):
         valid = checker.check(batch, log).select(
@@ -478,7 +476,7 @@ def load_units(
             pl.col("HH_STATUS").cast(pl.UInt8),
             pl.col("FINAL_POP").cast(pl.UInt32),
         )
-        _block_rows(log, name, valid, keys)
+        blocks_in_grfc(log, name, valid, keys)
         parts.append(valid)
     if sum(log.counts.values()) > before:
         return None
@@ -533,7 +531,8 @@ def _states(valid_states: Sequence[str] | None) -> tuple[str, ...]:
     return tuple(valid_states) if valid_states is not None else VALID_STATES
 
 
-def _block_keys(geography: Geography | None) -> NDArray[np.uint64] | None:
+def block_keys(geography: Geography | None) -> NDArray[np.uint64] | None:
+    """The sorted GRF-C block keys (``None`` without a geography)."""
     if geography is None:
         return None
     keys: NDArray[np.uint64] = geography.blocks[BLOCK].to_numpy()
@@ -574,7 +573,7 @@ class PopulationCheck:
         if table is None:
             return
         checker = _BatchChecker(name, persons_spec(_states(self.valid_states)), table.header)
-        keys = _block_keys(self.geography)
+        keys = block_keys(self.geography)
         for batch in _batches(table, self.batch_rows, self.log):
             self.persons += batch.height
             valid = checker.check(batch, self.log).select(
@@ -593,7 +592,7 @@ class PopulationCheck:
             if dup.any():
                 self._report(name, valid.filter(dup), "duplicate_person", "EPNUM",
                              "the same (MAFID, EPNUM) twice", pl.col("EPNUM"))  # fmt: skip
-            ok = _block_rows(self.log, name, valid, keys)
+            ok = blocks_in_grfc(self.log, name, valid, keys)
             if self.cross:
                 self._cross(name, valid.filter(pl.Series(ok)))
             yield valid
@@ -982,6 +981,8 @@ __all__ = [
     "PopulationCheck",
     "PopulationSummary",
     "Units",
+    "block_keys",
+    "blocks_in_grfc",
     "check_households",
     "check_person_records",
     "check_population",

@@ -21,20 +21,20 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import polars as pl
 
 from privtab.data._scan import find_input
-from privtab.data._tables import ROW
 from privtab.data.cef import (
     CEF_PERSONS_STEM,
     CEF_UNITS_STEM,
     HOUSEHOLDS_STEM,
+    block_keys,
+    blocks_in_grfc,
     check_population,
     households_frame,
 )
-from privtab.data.errors import InputValidationError, Problem, ProblemLog
-from privtab.data.geography import BLOCK, GRFC_STEM, Geography, load_geography
+from privtab.data.errors import InputValidationError, ProblemLog
+from privtab.data.geography import GRFC_STEM, Geography, load_geography
 from privtab.data.iterations import ReferenceData, load_reference
 
 INPUT_SETS = ("persons", "population", "households")
@@ -99,7 +99,7 @@ def validate_folder(
         path = find_input(data, HOUSEHOLDS_STEM, log)
         hh = None if path is None else households_frame(path, log)
         if hh is not None:
-            _households_in_grfc(hh, str(path), geo, log)
+            blocks_in_grfc(log, str(path), hh, block_keys(geo))
             summary["households"] = {"records": hh.height}
     if "population" in wanted:
 
@@ -120,33 +120,6 @@ def _absorb(log: ProblemLog, err: InputValidationError) -> None:
         examples = [p for p in err.problems if (p.file, p.kind) == key]
         if examples:
             log.add_many(n, examples)
-
-
-def _households_in_grfc(
-    frame: pl.DataFrame, file: str, geo: Geography | None, log: ProblemLog
-) -> None:
-    """Every household record's block is a GRF-C block (``block_not_in_grfc``)."""
-    if geo is None:
-        return
-    keys = geo.blocks[BLOCK].to_numpy()
-    block = frame[BLOCK].fill_null(0).to_numpy()
-    pos = np.minimum(np.searchsorted(keys, block), max(keys.size - 1, 0))
-    bad = np.flatnonzero(keys[pos] != block) if keys.size else np.arange(block.size)
-    if bad.size:
-        rows = frame[ROW].to_numpy()
-        log.add_many(
-            bad.size,
-            [
-                Problem(
-                    file,
-                    "block_not_in_grfc",
-                    "the block is not in GRF-C",
-                    row=int(rows[i]),
-                    column="TABBLK",
-                )
-                for i in bad[: log.examples]
-            ],
-        )
 
 
 __all__ = ["INPUT_SETS", "present_inputs", "validate_folder"]

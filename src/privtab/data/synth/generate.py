@@ -73,7 +73,7 @@ from privtab.data.synth.population import (
 from privtab.data.synth.states import StateModel, resolve_states
 
 UNIT_PERSONS = 1 << 16
-DEFAULT_CHUNK_ROWS = 1 << 19
+DEFAULT_CHUNK_ROWS = 1 << 18
 SYNTH_GRFC_COLUMNS = (
     "TABBLKST",
     "TABBLKCOU",
