@@ -34,8 +34,15 @@ def _read(path: Path) -> pl.DataFrame:
 
 @pytest.fixture(scope="module")
 def de(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """``privtab synth --persons 200000 --states DE --out D`` (the issue's acceptance run)."""
+    from typer.testing import CliRunner
+
+    from privtab.cli import app
+
     out = tmp_path_factory.mktemp("pop") / "de"
-    synthesize(out, N, states="DE", seed=3)
+    args = ["synth", "--persons", str(N), "--states", "DE", "--out", str(out), "--seed", "3"]
+    res = CliRunner().invoke(app, [*args, "--quiet"])
+    assert res.exit_code == 0, res.output
     return out
 
 
