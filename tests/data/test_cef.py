@@ -241,3 +241,24 @@ def test_cli_validate_products(valid: Path, tmp_path: Path) -> None:
     assert "[minor_in_nursing]" in res.stderr
     res = runner.invoke(app, ["validate", "--data", str(valid), "--product", "nope"])
     assert res.exit_code == 2
+
+
+def test_units_in_any_order(valid: Path, tmp_path: Path) -> None:
+    """A units file not sorted by MAFID is looked up through its sort order (the synth
+    writes it sorted: no copy); a repeated MAFID is still found."""
+    d = tmp_path / "shuffled"
+    shutil.copytree(valid, d)
+    (d / "household-records.txt").unlink()  # its order is that of the occupied units
+    units = _read(d / "cef-units.txt").reverse()
+    (d / "cef-units.txt").write_text(units.write_csv(separator="|", quote_style="never"))
+    summary = validate_folder(d, inputs=["population"])
+    assert summary["population"]["units"] == units.height
+    log = ProblemLog()
+    loaded = load_units(d / "cef-units.txt", log)
+    assert loaded is not None
+    assert loaded.order is not None
+    again = pl.concat([units, units.slice(7, 1)])
+    (d / "cef-units.txt").write_text(again.write_csv(separator="|", quote_style="never"))
+    p = _problem(d, "duplicate_mafid")
+    assert p.row == units.height + 2
+    assert p.value == units["MAFID"][7]

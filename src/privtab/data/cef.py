@@ -430,23 +430,46 @@ class Units:
     status: NDArray[np.uint8]
     pop: NDArray[np.uint32]
     rows: NDArray[np.uint32]
-    order: NDArray[np.int64] = field(init=False)
-    """Positions sorted by MAFID (for lookups)."""
+    order: NDArray[np.int64] | None = field(init=False)
+    """Positions sorted by MAFID; ``None`` when the file is sorted by MAFID already (as
+    ``privtab synth`` writes it: no copy)."""
+    _sorted: NDArray[np.uint32] = field(init=False)
 
     def __post_init__(self) -> None:
-        self.order = np.argsort(self.mafid, kind="stable")
+        m = self.mafid
+        if m.size < 2 or bool((m[1:] > m[:-1]).all()):
+            self.order, self._sorted = None, m
+        else:
+            self.order = np.argsort(m, kind="stable")
+            self._sorted = m[self.order]
 
     def __len__(self) -> int:
         return int(self.mafid.size)
 
+    def repeated(self) -> NDArray[np.int64]:
+        """Positions (file order) of the units whose MAFID an earlier unit has."""
+        s = self._sorted
+        dup = np.flatnonzero(s[1:] == s[:-1]) + 1
+        return np.sort(dup if self.order is None else self.order[dup])
+
     def lookup(self, mafid: NDArray[np.uint32]) -> tuple[NDArray[np.int64], NDArray[np.bool_]]:
         """Position (file order) of each MAFID's unit, and whether it exists."""
-        sorted_ids = self.mafid[self.order]
-        if sorted_ids.size == 0:
+        s = self._sorted
+        if s.size == 0:
             return np.zeros(mafid.size, dtype=np.int64), np.zeros(mafid.size, dtype=bool)
-        pos = np.minimum(np.searchsorted(sorted_ids, mafid), sorted_ids.size - 1)
-        found = sorted_ids[pos] == mafid
-        return self.order[pos], found
+        pos = np.minimum(np.searchsorted(s, mafid), s.size - 1)
+        found = s[pos] == mafid
+        return (pos if self.order is None else self.order[pos]), found
+
+
+_UNIT_TYPES = {
+    ROW: np.uint32,
+    "MAFID": np.uint32,
+    BLOCK: np.uint64,
+    "QGQTYP": np.uint16,
+    "HH_STATUS": np.uint8,
+    "FINAL_POP": np.uint32,
+}
 
 
 def load_units(
@@ -456,7 +479,8 @@ def load_units(
     valid_states: Sequence[str] | None = None,
     batch_rows: int = DEFAULT_BATCH_ROWS,
 ) -> Units | None:
-    """Read and validate a ``cef-units`` file; ``None`` if it has any problem."""
+    """Read and validate a ``cef-units`` file; ``None`` if it has any problem. The valid
+    rows of every batch are kept as numpy columns (≈ 23 bytes a unit)."""
     path = Path(path)
     name = str(path)
     before = sum(log.counts.values())
@@ -466,7 +490,7 @@ def load_units(
     states = _states(valid_states)
     checker = _BatchChecker(name, units_spec(states), table.header)
     keys = block_keys(geography)
-    parts: list[pl.DataFrame] = []
+    parts: dict[str, list[NDArray[Any]]] = {c: [] for c in _UNIT_TYPES}
     for batch in _batches(table, batch_rows, log):
         valid = checker.check(batch, log).select(
             ROW,
@@ -477,23 +501,20 @@ def load_units(
             pl.col("FINAL_POP").cast(pl.UInt32),
         )
         blocks_in_grfc(log, name, valid, keys)
-        parts.append(valid)
+        for c, dtype in _UNIT_TYPES.items():
+            parts[c].append(valid[c].to_numpy().astype(dtype, copy=False))
     if sum(log.counts.values()) > before:
         return None
-    df = pl.concat(parts) if parts else _empty_units()
-    units = Units(
-        path,
-        df["MAFID"].to_numpy(),
-        df[BLOCK].to_numpy(),
-        df["QGQTYP"].to_numpy(),
-        df["HH_STATUS"].to_numpy(),
-        df["FINAL_POP"].to_numpy(),
-        df[ROW].to_numpy().astype(np.uint32),
-    )
-    sorted_ids = units.mafid[units.order]
-    dup = np.flatnonzero(sorted_ids[1:] == sorted_ids[:-1]) + 1
-    if dup.size:
-        where = np.sort(units.order[dup])
+
+    def column(c: str) -> NDArray[Any]:
+        got = parts.pop(c)
+        return np.concatenate(got) if got else np.zeros(0, dtype=_UNIT_TYPES[c])
+
+    m, b, q, st, fp, r = (column(c) for c in ("MAFID", BLOCK, "QGQTYP", "HH_STATUS",
+                                              "FINAL_POP", ROW))  # fmt: skip
+    units = Units(path, m, b, q, st, fp, r)
+    where = units.repeated()
+    if where.size:
         log.add_many(
             where.size,
             [
@@ -510,19 +531,6 @@ def load_units(
         )
         return None
     return units
-
-
-def _empty_units() -> pl.DataFrame:
-    return pl.DataFrame(
-        schema={
-            ROW: pl.UInt64,
-            "MAFID": pl.UInt32,
-            BLOCK: pl.UInt64,
-            "QGQTYP": pl.UInt16,
-            "HH_STATUS": pl.UInt8,
-            "FINAL_POP": pl.UInt32,
-        }
-    )
 
 
 def _states(valid_states: Sequence[str] | None) -> tuple[str, ...]:
@@ -622,7 +630,7 @@ class PopulationCheck:
         unit_gq = u.qgqtyp[pos]
         checks += [
             ("block_mismatch", "TABBLK", "the person's block is not the block of its unit",
-             found & (u.block[pos] != block), pl.col(BLOCK)),
+             found & (u.block[pos] != block), pl.col(BLOCK).cast(pl.String).str.zfill(15)),
             ("gq_person_without_facility", "QGQTYP",
              "a GQ person's unit must be a GQ facility of the same type in the same block",
              found & (qgq > 0) & (unit_gq != qgq), pl.col("QGQTYP")),
@@ -640,8 +648,10 @@ class PopulationCheck:
         at = pos[found]
         np.add.at(self.count, at, 1)
         head = found & (v["RELSHIP"].to_numpy() == 20)
-        np.add.at(self.heads, pos[head], 1)
-        self.head_race[pos[head]] = v["CENRACE"].to_numpy()[head]
+        touched = pos[head]
+        np.add.at(self.heads, touched, 1)
+        self.heads[touched] = np.minimum(self.heads[touched], 2)  # 2: "more than one"
+        self.head_race[touched] = v["CENRACE"].to_numpy()[head]
 
     def finish(self) -> None:
         """The per-unit rules, once every person has been read."""
