@@ -13,7 +13,14 @@ import polars as pl
 import pytest
 
 from privtab.atomic import OutputExistsError, OutputRefusedError
-from privtab.data import GeoLevel, InputValidationError, ReferenceData, load_inputs, read_persons
+from privtab.data import (
+    GRFC_COLUMNS,
+    GeoLevel,
+    InputValidationError,
+    ReferenceData,
+    load_inputs,
+    read_persons,
+)
 from privtab.data.convert import convert_file
 from privtab.data.levels import Granularity
 from privtab.data.membership import expand_iterations
@@ -123,8 +130,8 @@ def test_deterministic_and_chunk_invariant(tmp_path: Path, nation: Path) -> None
     a = synthesize(tmp_path / "a", 70_000, seed=5, states="AL,AK,PR", chunk_rows=1 << 16)
     b = synthesize(tmp_path / "b", 70_000, seed=5, states="AL,AK,PR", chunk_rows=1 << 20)
     c = synthesize(tmp_path / "c", 70_000, seed=6, states="AL,AK,PR")
-    for f in ("person-records.txt", "GRF-C.txt"):
-        assert (a.out / f).read_bytes() == (b.out / f).read_bytes()
+    for f in ("person-records", "GRF-C", "household-records", "cef-units", "cef-persons"):
+        assert (a.out / f"{f}.txt").read_bytes() == (b.out / f"{f}.txt").read_bytes()
     assert (a.out / "person-records.txt").read_bytes() != (
         c.out / "person-records.txt"
     ).read_bytes()
@@ -134,12 +141,19 @@ def test_deterministic_and_chunk_invariant(tmp_path: Path, nation: Path) -> None
 def test_parquet_output_and_round_trip(tmp_path: Path) -> None:
     t = synthesize(tmp_path / "t", 30_000, seed=3, states="HI,72")
     p = synthesize(tmp_path / "p", 30_000, seed=3, states="HI,72", fmt="parquet")
-    for stem in ("person-records", "GRF-C"):
+    nulls = {
+        "person-records": [f"QRACE{i}" for i in range(1, 9)],
+        "household-records": [f"QRACE{i}" for i in range(1, 9)],
+        "cef-units": ["QGQTYP"],
+        "cef-persons": ["QGQTYP"],
+        "GRF-C": [],
+    }
+    for stem, null in nulls.items():
         a = pl.read_csv(t.out / f"{stem}.txt", separator="|", infer_schema=False)
         b = pl.read_parquet(p.out / f"{stem}.parquet")
-        if stem == "person-records":
-            b = b.with_columns(pl.col(f"QRACE{i}").fill_null("Null") for i in range(1, 9))
-        assert a.equals(b)
+        b = b.with_columns(pl.col(c).cast(pl.String) for c in b.columns)
+        b = b.with_columns(pl.col(c).fill_null("Null") for c in null)
+        assert a.equals(b), stem
     load_inputs(None, p.out)
     # txt -> parquet -> txt is byte-identical
     convert_file(t.out / "person-records.txt", tmp_path / "x.parquet")
@@ -147,7 +161,10 @@ def test_parquet_output_and_round_trip(tmp_path: Path) -> None:
     assert (tmp_path / "x.txt").read_bytes() == (t.out / "person-records.txt").read_bytes()
     convert_file(t.out / "GRF-C.txt", tmp_path / "g.parquet")
     convert_file(tmp_path / "g.parquet", tmp_path / "g.txt")
-    assert (tmp_path / "g.txt").read_bytes() == (t.out / "GRF-C.txt").read_bytes()
+    # the conversion keeps SafeTab-P's columns (TABBLKGRPCE and COUSUBFP are not carried)
+    grfc = pl.read_csv(t.out / "GRF-C.txt", separator="|", infer_schema=False)
+    kept = grfc.select(GRFC_COLUMNS).write_csv(separator="|", quote_style="never")
+    assert (tmp_path / "g.txt").read_text() == kept
     with pytest.raises(FileExistsError):
         convert_file(t.out / "GRF-C.txt", tmp_path / "g.parquet")
 

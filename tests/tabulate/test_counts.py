@@ -106,7 +106,7 @@ def test_sparse_products_equal_the_joins_for_every_level(prepared) -> None:
         dense[total["G"].to_numpy()] = total["N"].to_numpy()
         assert np.array_equal(exact.total, dense)
         seen.add(dom.geo)
-    assert seen == set(GeoLevel) - {GeoLevel.AIANNH}  # DE, RI, PR hold no AIANNH area
+    assert seen == set(GeoLevel) - {GeoLevel.AIANNH}  # synth_small holds no AIANNH area
 
 
 def test_state_chunks_partition_a_level(prepared) -> None:

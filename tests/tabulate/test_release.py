@@ -190,7 +190,7 @@ def test_release_files_and_guarantee(synth_small, tmp_path: Path) -> None:
     doc = json.loads((out / "release.json").read_text())
     assert doc["private"] is False
     assert "SeededSource" in doc["noise"]
-    # DE and RI have no AIANNH area: that level's domain is empty, skipped, not charged
+    # synth_small has no AIANNH area: that level's domain is empty, skipped, not charged
     us_levels = {lv["level"]: lv for lv in doc["runs"]["US"]["levels"]}
     assert us_levels["(AIANNH, 2)"]["status"] == "empty domain"
     assert doc["runs"]["US"]["plan"]["total_budget"] == pytest.approx(4.944 - 0.159)

@@ -55,9 +55,15 @@ def _confidential_numbers(res: RunResult, person_file: Path) -> dict[str, list[s
         "persons": [str(PERSONS), f"{PERSONS:,}"],
         "person file bytes": [str(size), f"{size:,}"],
     }
+    # an iteration code is printed in the tables anyway: a count equal to one proves nothing
+    from privtab.data import production_config_dir, read_reference
+
+    ref = read_reference(production_config_dir())
+    public = {it.code for it in (*ref.race_iterations(), *ref.ethnicity_iterations())}
     for lv in res.record.levels:
         m = lv["memberships"]
-        numbers[f"memberships {lv['level']}"] = [str(m), f"{m:,}"]
+        if str(m) not in public:
+            numbers[f"memberships {lv['level']}"] = [str(m), f"{m:,}"]
     return numbers
 
 
@@ -108,7 +114,8 @@ def test_release_folder_holds_nothing_confidential(
             assert d not in text.lower(), f"{path.name} holds a digest of the person file"
         for what, forms in numbers.items():
             for form in forms:
-                hit = re.search(rf"(?<![\d.,]){re.escape(form)}(?![\d])", text)
+                # a number, not part of another one (arXiv:2209.03310 does not hold 2209)
+                hit = re.search(rf"(?<![\d.,]){re.escape(form)}(?!\.?\d)", text)
                 assert hit is None, f"{path.name} holds the {what} ({form})"
     assert "person-records" not in (seeded.out / "release.json").read_text()
 

@@ -34,7 +34,7 @@ def synth(
     seed: int = typer.Option(0, "--seed", min=0, help="Seed of the synthetic population."),
     fmt: str = typer.Option("txt", "--format", help="txt (Census pipe-delimited) or parquet."),
     chunk_rows: int = typer.Option(
-        1 << 19, "--chunk-rows", min=1, help="Persons generated and written per chunk (memory)."
+        1 << 18, "--chunk-rows", min=1, help="Persons generated and written per chunk (memory)."
     ),
     overwrite: OverwriteOption = False,
     quiet: QuietOption = False,

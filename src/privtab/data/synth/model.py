@@ -4,15 +4,27 @@ Synthetic data is not privacy noise: a seeded ``numpy`` Generator is used throug
 every output is marked synthetic. Everything here is a deterministic function of
 (seed, number of persons, states, reference data).
 
-Geography (per selected state, FIPS ids as in the Census files):
+Geography (per selected state, FIPS ids as in the Census files). The hierarchy rule, the
+same at every size (issue 26):
 
 - counties: the state's real number of counties, odd FIPS codes 001, 003, ...; populations
   log-normal (σ = 1.6), so a state has both near-empty and very large counties;
-- tracts: about one per 4,000 persons (at least one per county, at most the real ~85,000
-  scaled to the selected states), allocated to counties by population, codes 000100,
-  000200, ...; tract populations vary ±30 %;
-- blocks: about 40 persons each (1..100 per tract, 8.3 M at national scale), codes
-  ``g0nn`` (block group g = 1..9); block sizes log-normal, ~20 % of blocks empty;
+- tracts: ``max(1, round(n_c / 3,700))`` per county, ``n_c`` the county's expected persons
+  (at most 9,999 per county, codes 000100, 000200, ...). 3,700 persons per tract gives
+  about the real tract counts at the real population (2020 Census tallies: 85,395 tracts for
+  the 50 states, DC and PR, 3,920 persons each on average; rural states have smaller tracts —
+  Vermont ≈ 3,300, Delaware ≈ 3,800), and several tracts in every county of ≥ 10,000
+  persons whatever the size of the nation; tract populations vary ±30 %;
+- block groups: ``1 + min(Poisson(1.84), 8)`` per tract (1–9, mean 2.84 as the 2020 tallies'
+  242,335 block groups per 85,395 tracts);
+- blocks: ``clip(round(LogNormal(ln 29, 0.4)), 1, 80)`` per block group (mean ≈ 31, most
+  20–40; 2020: 33.7 per block group). A block's code is ``gnnn``: its block group's digit
+  ``g`` (1–9, TABBLKGRPCE) and its number in the block group (001, 002, ...). Block sizes are
+  log-normal, ~20 % of blocks have no household population;
+- county subdivisions (COUSUBFP): runs of consecutive block groups within a county — minor
+  civil divisions of about 3 block groups in the strong-MCD states (CT, ME, MA, MI, MN, NH,
+  NJ, NY, PA, RI, VT, WI: towns and townships cover the state), county subdivisions of about
+  10 block groups elsewhere; codes unique within the state (99999 is never drawn);
 - places: runs of consecutive "urban" tracts form cities (which may straddle counties);
   some rural tracts hold a small town over part of their blocks; the rest is outside any
   place (PLACEFP 99999); codes unique within the state;
@@ -20,6 +32,8 @@ Geography (per selected state, FIPS ids as in the Census files):
   15 %, ...) lies in runs of AIANNH areas, some covering only part of a tract; one area
   crosses the Arizona / New Mexico / Utah borders when those states are selected (as the
   Navajo Nation does); codes 0001..9998 (9999 = none).
+
+Households, housing units and group quarters: :mod:`privtab.data.synth.population`.
 
 Persons (drawn independently given their block):
 
@@ -48,6 +62,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -57,12 +72,20 @@ from privtab.data.synth.states import StateModel
 
 F64 = npt.NDArray[np.float64]
 I64 = npt.NDArray[np.int64]
+Ints = npt.NDArray[np.signedinteger[Any]]
+"""Compact block columns (int16/int32: a nation has ~8 M blocks)."""
 
-PERSONS_PER_TRACT = 4_000
-PERSONS_PER_BLOCK = 40
-MAX_BLOCKS_PER_TRACT = 100
-REAL_TRACTS = 85_000
-US_POPULATION_M = 331.449
+PERSONS_PER_TRACT = 3_700
+MAX_TRACTS_PER_COUNTY = 9_999
+BLOCK_GROUPS_EXTRA_MEAN = 1.84
+BLOCKS_PER_GROUP_MEDIAN = 29.0
+BLOCKS_PER_GROUP_SIGMA = 0.4
+MAX_BLOCKS_PER_GROUP = 80
+STRONG_MCD_STATES = ("09", "23", "25", "26", "27", "33", "34", "36", "42", "44", "50", "55")
+"""States whose minor civil divisions cover the state (TopDown's spine uses them)."""
+COUSUB_GROUPS = {True: 3.0, False: 10.0}
+"""Mean block groups per county subdivision: strong-MCD states, other states."""
+NO_COUSUB = 99_999
 MULTIPLICITY = np.array([0.80, 0.14, 0.04, 0.012, 0.005, 0.0015, 0.0008, 0.0007])
 SAME_GROUP_EXTRA = 0.55
 HISPANIC_RACE_AS_ORIGIN = 0.6
@@ -170,15 +193,20 @@ class SynthGeography:
     county_state: I64
     county_code: I64
     county_weight: F64
+    """Expected persons of every county."""
     tract_county: I64
     tract_code: I64
-    block_tract: I64
-    block_code: I64
-    block_place: I64
-    block_aiannh: I64
-    block_area: I64
+    block_tract: Ints
+    block_code: Ints
+    """``gnnn``: block group digit ``g`` (TABBLKGRPCE) and the block's number in its group."""
+    block_place: Ints
+    block_cousub: Ints
+    block_aiannh: Ints
+    block_area: Ints
     """Index of the block's AIANNH area record (-1: none); per state, for the race model."""
-    block_prob: F64
+    block_weight: npt.NDArray[np.float32]
+    """Relative household population of every block (0: none), summing to 1 per tract × the
+    tract's expected persons."""
     n_places: int
     n_aiannh: int
     area_aian_share: F64
@@ -192,8 +220,20 @@ class SynthGeography:
         out: I64 = self.county_state[self.tract_county[self.block_tract]]
         return out
 
+    @property
+    def block_county(self) -> I64:
+        out: I64 = self.tract_county[self.block_tract]
+        return out
 
-def _largest_remainder(weights: F64, total: int) -> I64:
+    @property
+    def block_group(self) -> I64:
+        """TABBLKGRPCE of every block: the first digit of its code (1–9)."""
+        out: I64 = self.block_code.astype(np.int64) // 1000
+        return out
+
+
+def largest_remainder(weights: F64, total: int) -> I64:
+    """``total`` split in proportion to ``weights`` (largest remainders get the rest)."""
     q = weights / weights.sum() * total
     base: I64 = np.floor(q).astype(np.int64)
     rest = total - int(base.sum())
@@ -203,18 +243,17 @@ def _largest_remainder(weights: F64, total: int) -> I64:
     return base
 
 
-def tract_count(persons: int, states: Sequence[StateModel]) -> int:
-    """Number of tracts for ``persons`` persons in ``states`` (see the module docstring)."""
-    counties = sum(s.counties for s in states)
-    share = sum(s.population for s in states) / US_POPULATION_M
-    cap = max(counties, round(REAL_TRACTS * share))
-    return int(min(max(round(persons / PERSONS_PER_TRACT), counties), cap))
+def tracts_per_county(expected_persons: F64) -> I64:
+    """Tracts of every county from its expected persons (see the module docstring)."""
+    n = np.rint(np.asarray(expected_persons, dtype=np.float64) / PERSONS_PER_TRACT)
+    return np.clip(n, 1, MAX_TRACTS_PER_COUNTY).astype(np.int64)
 
 
 def build_geography(
     rng: np.random.Generator, states: Sequence[StateModel], persons: int
 ) -> SynthGeography:
-    """Counties, tracts, blocks, places and AIANNH areas of the selected states."""
+    """Counties, tracts, block groups, blocks, county subdivisions, places and AIANNH areas
+    of the selected states, for ``persons`` persons."""
     states = tuple(states)
     n_c = np.array([s.counties for s in states])
     county_state = np.repeat(np.arange(len(states)), n_c)
@@ -222,24 +261,42 @@ def build_geography(
     w = rng.lognormal(0.0, 1.6, size=county_state.size)
     pops = np.array([s.population for s in states])
     w = w / np.bincount(county_state, weights=w)[county_state] * pops[county_state]
-    n_t = 1 + _largest_remainder(w, tract_count(persons, states) - len(w))
+    w = w / w.sum() * persons  # expected persons of every county
+    n_t = tracts_per_county(w)
     tract_county = np.repeat(np.arange(len(w)), n_t)
     tract_code = np.concatenate([100 * (np.arange(k) + 1) for k in n_t]).astype(np.int64)
     tract_w = (w / n_t)[tract_county] * rng.lognormal(0.0, 0.3, size=tract_county.size)
-    # blocks
-    mean_b = int(np.clip(round(persons / max(len(tract_county), 1) / PERSONS_PER_BLOCK), 1, 100))
-    n_b = np.minimum(1 + rng.poisson(mean_b - 1, size=tract_county.size), MAX_BLOCKS_PER_TRACT)
-    block_tract = np.repeat(np.arange(tract_county.size), n_b)
+    # block groups per tract, blocks per block group
+    n_g = 1 + np.minimum(rng.poisson(BLOCK_GROUPS_EXTRA_MEAN, size=tract_county.size), 8)
+    group_tract = np.repeat(np.arange(tract_county.size), n_g)
+    group_first = np.concatenate([[0], np.cumsum(n_g)[:-1]])
+    group_digit = np.arange(group_tract.size) - group_first[group_tract] + 1
+    size = rng.lognormal(np.log(BLOCKS_PER_GROUP_MEDIAN), BLOCKS_PER_GROUP_SIGMA, group_tract.size)
+    per_group = np.clip(np.rint(size), 1, MAX_BLOCKS_PER_GROUP).astype(np.int64)
+    # block columns as compact integers from the start (a nation has ~8 M blocks)
+    i32 = np.int32
+    block_group_ix = np.repeat(np.arange(group_tract.size, dtype=i32), per_group)
+    block_tract = group_tract.astype(i32)[block_group_ix]
+    g_first = np.concatenate([[0], np.cumsum(per_group)[:-1]]).astype(i32)
+    in_group = np.arange(block_tract.size, dtype=i32) - g_first[block_group_ix] + 1
+    block_code = (group_digit.astype(np.int16)[block_group_ix] * 1000 + in_group).astype(np.int16)
+    del in_group
+    n_b = np.bincount(block_tract, minlength=tract_county.size)
     first = np.concatenate([[0], np.cumsum(n_b)[:-1]])
-    j = np.arange(block_tract.size) - first[block_tract]
-    block_code = ((1 + j // 99) * 1000 + j % 99 + 1).astype(np.int64)
-    bw = rng.lognormal(0.0, 1.0, size=block_tract.size) * (rng.random(block_tract.size) > 0.2)
+    j = np.arange(block_tract.size, dtype=i32) - first.astype(i32)[block_tract]
+    bw = rng.lognormal(0.0, 1.0, size=block_tract.size)
+    bw *= rng.random(block_tract.size) > 0.2
     bw[first] = np.maximum(bw[first], 0.05)  # at least one populated block per tract
-    bw = bw / np.bincount(block_tract, weights=bw)[block_tract] * tract_w[block_tract]
-    block_prob = bw / bw.sum()
+    bw *= (tract_w / np.bincount(block_tract, weights=bw, minlength=tract_w.size))[block_tract]
+    block_weight = (bw / bw.sum()).astype(np.float32)
+    del bw
     tract_state = county_state[tract_county]
     block_place, n_places = _places(rng, tract_state, n_b, block_tract, j)
     block_aiannh, block_area, area_share = _aiannh(rng, states, tract_state, n_b, block_tract, j)
+    del j
+    group_county = tract_county[group_tract]
+    block_cousub = _cousubs(rng, states, county_state, group_county).astype(i32)[block_group_ix]
+    del block_group_ix
     return SynthGeography(
         states=states,
         county_state=county_state,
@@ -250,18 +307,45 @@ def build_geography(
         block_tract=block_tract,
         block_code=block_code,
         block_place=block_place,
+        block_cousub=block_cousub,
         block_aiannh=block_aiannh,
         block_area=block_area,
-        block_prob=block_prob,
+        block_weight=block_weight,
         n_places=n_places,
         n_aiannh=len(np.unique(block_aiannh[block_aiannh != 9999])),
         area_aian_share=area_share,
     )
 
 
+def _cousubs(
+    rng: np.random.Generator,
+    states: tuple[StateModel, ...],
+    county_state: I64,
+    group_county: I64,
+) -> I64:
+    """COUSUBFP of every block group: runs of consecutive block groups of one county (see
+    the module docstring), numbered in order within the state."""
+    n = group_county.size
+    if n == 0:
+        return np.zeros(0, dtype=np.int64)
+    strong = np.array([s.fips in STRONG_MCD_STATES for s in states])[county_state[group_county]]
+    mean = np.where(strong, COUSUB_GROUPS[True], COUSUB_GROUPS[False])
+    new_county = np.concatenate([[True], group_county[1:] != group_county[:-1]])
+    starts = new_county | (rng.random(n) < 1.0 / mean)
+    state = county_state[group_county]
+    ordinal = np.cumsum(starts) - 1
+    new_state = np.concatenate([[True], state[1:] != state[:-1]])
+    first_in_state = np.maximum.accumulate(np.where(new_state, np.arange(n), 0))
+    local = ordinal - ordinal[first_in_state]
+    per_state = np.bincount(state, weights=starts, minlength=len(states)).astype(np.int64)
+    step = np.maximum(1, (99_000 - 100) // np.maximum(per_state, 1))[state]
+    out: I64 = (100 + local * step).astype(np.int64)
+    return out
+
+
 def _places(
-    rng: np.random.Generator, tract_state: I64, n_b: I64, block_tract: I64, j: I64
-) -> tuple[I64, int]:
+    rng: np.random.Generator, tract_state: I64, n_b: I64, block_tract: Ints, j: Ints
+) -> tuple[Ints, int]:
     """PLACEFP of every block (99999 outside places)."""
     n = tract_state.size
     urban = rng.random(n) < 0.5
@@ -280,10 +364,10 @@ def _places(
     code = 100 + local * step
     tract_place = np.where(urban | town, code, 99_999)
     # a town covers the first half of its tract's blocks only
-    in_town_part = j < np.ceil(n_b[block_tract] / 2)
-    block_place = np.where(
-        town[block_tract] & ~in_town_part, 99_999, tract_place[block_tract]
-    ).astype(np.int64)
+    half = np.ceil(n_b / 2).astype(np.int32)
+    outside_town = town[block_tract] & (j >= half[block_tract])
+    block_place = tract_place.astype(np.int32)[block_tract]
+    block_place[outside_town] = 99_999
     return block_place, int(new_place.sum())
 
 
@@ -292,9 +376,9 @@ def _aiannh(
     states: tuple[StateModel, ...],
     tract_state: I64,
     n_b: I64,
-    block_tract: I64,
-    j: I64,
-) -> tuple[I64, I64, F64]:
+    block_tract: Ints,
+    j: Ints,
+) -> tuple[Ints, Ints, F64]:
     """AIANNHCE (9999 = none) and the AIANNH area record index of every block."""
     tract_area = np.full(tract_state.size, -1, dtype=np.int64)
     partial = np.zeros(tract_state.size, dtype=bool)
@@ -328,15 +412,13 @@ def _aiannh(
         if all(f in first for f in ("04", "35", "49")):
             codes[first["35"]] = codes[first["04"]]
             codes[first["49"]] = codes[first["04"]]
-    block_area = tract_area[block_tract]
-    outside_part = partial[block_tract] & (j >= np.ceil(n_b[block_tract] / 2))
-    block_area = np.where(outside_part, -1, block_area)
-    if n_areas_total == 0:
-        block_code = np.full(block_area.size, 9_999, dtype=np.int64)
-    else:
-        block_code = np.where(block_area >= 0, codes[np.maximum(block_area, 0)], 9_999)
+    block_area = tract_area.astype(np.int32)[block_tract]
+    half = np.ceil(n_b / 2).astype(np.int32)
+    block_area[partial[block_tract] & (j >= half[block_tract])] = -1
+    code_of = np.append(codes, 9_999).astype(np.int16)  # area -1: none (9999)
+    block_code = code_of[block_area]
     share = rng.uniform(0.2, 0.9, size=n_areas_total)
-    return block_code.astype(np.int64), block_area.astype(np.int64), share
+    return block_code, block_area, share
 
 
 @dataclass
@@ -562,6 +644,7 @@ __all__ = [
     "build_geography",
     "build_race_model",
     "cenrace_table",
+    "largest_remainder",
     "major_groups",
-    "tract_count",
+    "tracts_per_county",
 ]
