@@ -1,42 +1,42 @@
-"""Writing a release's tables: T1/T2 in the Census layout, plus privtab's error tables.
+"""The Census part-file layout of a release's tables, and its writer (any product).
 
-The layout is the one the 2020 production code wrote (``safetab_p_analytics.py``: Spark
-``write.csv(sep="|", header=True)`` after ``repartition(1)``, the PR run appended to the US
-run's folders):
+The 2020 production systems (SafeTab-P's ``safetab_p_analytics.py``, SafeTab-H's
+``safetab_h_analytics.py``) wrote every table with Spark's ``write.csv(sep="|",
+header=True)`` after ``repartition(1)``, a second run (Puerto Rico) appending to the first's
+folder. A product declares its tables (:class:`CensusTable`: name, folder, Census columns,
+companion file, whether ``headers.csv`` is written) and this module writes them:
 
-- ``t1/`` — ``part-00000-us-c000.csv`` (then ``part-00000-pr-c000.csv`` when Puerto Rico is
-  run too): pipe-delimited, a header line, exactly ``REGION_ID|REGION_TYPE|ITERATION_CODE|
-  COUNT``; ``headers.csv`` (the header, no newline) and an empty ``_SUCCESS``;
-- ``t2/`` — the same with ``REGION_ID|REGION_TYPE|ITERATION_CODE|AGESTART|AGEEND|SEX|COUNT``
-  (sex marginals are rows with ``AGESTART = AGEEND = *``);
-- ``t1-error.parquet`` / ``t2-error.parquet`` — the **companion tables**: one row per
-  published row, keyed by its Census key columns (every Census column but ``COUNT``), with
-  what privtab knows about that row's noise: ``NOISE`` (law), ``NOISE_SCALE``, ``VARIANCE``,
-  ``MOE95`` (exact), and in T1 ``STAT_LEVEL``, ``COUNT_SOURCE``, ``STAGE1_COUNT`` and its
-  law (:data:`privtab.tabulate.tables.T1_SCHEMA` / ``T2_SCHEMA`` minus ``COUNT``). All of it
-  is public (the plan) or noisy output (the stage-1 count), so publishing it costs nothing;
-  it is read back by :func:`privtab.analysis.safetab.load_release`.
-- ``t1.parquet`` / ``t2.parquet`` — Parquet copies of T1/T2 (Census columns only), only with
-  the ``parquet`` format.
+- ``<folder>/`` — ``part-00000-us-c000.csv`` (then ``part-00000-pr-c000.csv`` when a second
+  run is written): pipe-delimited, a header line, exactly the table's Census columns; an
+  empty ``_SUCCESS``; and — for tables declared so (SafeTab-P's ``t1/``, ``t2/``) —
+  ``headers.csv`` (the header, no newline);
+- the **companion table** (``<name>-error.parquet`` by default; several tables may share
+  one): one row per published row, keyed by its Census key columns (every Census column
+  but ``COUNT``), with what privtab knows about that row's noise — every column of the
+  product's wide frame that is not a Census column. All of it is public (the plan) or noisy
+  output, so publishing it costs nothing;
+- ``<name>.parquet`` — a Parquet copy of the table (Census columns only), only with the
+  ``parquet`` format.
 
 Every Parquet file carries the release's key-value metadata
-(:func:`privtab.release.marking.parquet_metadata`). Frames are appended level by level and
-chunk by chunk, so memory holds one chunk's output at most.
+(:func:`privtab.release.marking.parquet_metadata`). Frames are appended chunk by chunk, so
+memory holds one chunk's output at most.
 
 Use::
 
-    with CensusWriter(tmp, formats=("txt",), metadata=parquet_metadata(private)) as w:
+    tables = [CensusTable("t1", T1_COLUMNS), ...]
+    with CensusWriter(tmp, tables, schemas, formats=("txt",), metadata=meta) as w:
         w.start_run("US")
-        for part in chunks:            # frames with T1_SCHEMA / T2_SCHEMA columns
-            w.write(part.t1, part.t2)  # already suppressed, clamped, with marginals
+        for part in chunks:                  # wide frames, one per table
+            w.write({"t1": part.t1, ...})    # rows as published
         w.start_run("PR")
         ...
-    files = w.files                    # every file written, its table, kind and rows
-    outputs = outputs_manifest(tmp, files)   # for release.json (SHA-256 of each file)
+    outputs = outputs_manifest(tmp, w.files)   # for release.json (SHA-256 of each file)
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -45,12 +45,14 @@ from typing import IO, Any
 import polars as pl
 
 __all__ = [
-    "CENSUS_COLUMNS",
-    "ERROR_FILES",
     "FORMATS",
+    "HEADERS_FILE",
+    "SEPARATOR",
+    "SUCCESS_FILE",
+    "CensusTable",
     "CensusWriter",
     "OutputFile",
-    "census_header",
+    "census_schema",
     "error_schema",
     "outputs_manifest",
     "part_file_name",
@@ -59,50 +61,80 @@ __all__ = [
 ]
 
 FORMATS = ("txt", "parquet")
-"""``txt``: the Census text folders ``t1/`` and ``t2/``; ``parquet``: ``t1.parquet`` and
-``t2.parquet`` (Census columns). The companion error tables are always written."""
-
-CENSUS_COLUMNS: dict[str, tuple[str, ...]] = {
-    "t1": ("REGION_ID", "REGION_TYPE", "ITERATION_CODE", "COUNT"),
-    "t2": ("REGION_ID", "REGION_TYPE", "ITERATION_CODE", "AGESTART", "AGEEND", "SEX", "COUNT"),
-}
-"""The published columns of each table, in Census order (production ``T1_COLUMNS``,
-``T2_COLUMNS``)."""
-ERROR_FILES = {"t1": "t1-error.parquet", "t2": "t2-error.parquet"}
-"""The companion table of each table."""
+"""``txt``: the Census text folders; ``parquet``: a Parquet copy of each table (Census
+columns). The companion error tables are always written."""
 SEPARATOR = "|"
 HEADERS_FILE = "headers.csv"
 SUCCESS_FILE = "_SUCCESS"
+COUNT = "COUNT"
 
 
-def census_header(table: str) -> str:
-    """The header line of a Census table (no newline), e.g. ``REGION_ID|…|COUNT``."""
-    return SEPARATOR.join(CENSUS_COLUMNS[table])
+@dataclass(frozen=True)
+class CensusTable:
+    """One published table: its ``name`` (the key of its frames, its Parquet copy
+    ``<name>.parquet`` and its rows in ``release.json``), its ``folder`` of part files
+    (default: the name), its Census ``columns`` in Census order (the last is ``COUNT``), its
+    companion ``error_file`` (default ``<name>-error.parquet``; tables sharing one must
+    share their key columns) and whether its folder holds ``headers.csv``."""
+
+    name: str
+    columns: tuple[str, ...]
+    folder: str = ""
+    error_file: str = ""
+    headers_file: bool = True
+
+    def __post_init__(self) -> None:
+        if not self.columns or self.columns[-1] != COUNT:
+            raise ValueError(f"table {self.name}: the last Census column must be {COUNT}")
+        if not self.folder:
+            object.__setattr__(self, "folder", self.name)
+        if not self.error_file:
+            object.__setattr__(self, "error_file", f"{self.name}-error.parquet")
+
+    @property
+    def header(self) -> str:
+        """The header line (no newline), e.g. ``REGION_ID|…|COUNT``."""
+        return SEPARATOR.join(self.columns)
+
+    @property
+    def keys(self) -> tuple[str, ...]:
+        """The key columns of a row: every Census column but ``COUNT``."""
+        return self.columns[:-1]
+
+    @property
+    def copy_file(self) -> str:
+        return f"{self.name}.parquet"
+
+    @property
+    def error_group(self) -> str:
+        """The name the companion file is listed under in ``release.json``: the file's
+        stem without ``-error`` (``t1``, ``t3``)."""
+        return self.error_file.removesuffix(".parquet").removesuffix("-error")
 
 
 def part_file_name(scope: str) -> str:
-    """The part file of one run in ``t1/`` or ``t2/`` (Spark's ``part-00000-…-c000.csv``
-    shape, with the run's name in place of Spark's random job id)."""
+    """The part file of one run (Spark's ``part-00000-…-c000.csv`` shape, with the run's
+    name in place of Spark's random job id)."""
     return f"part-00000-{scope.lower()}-c000.csv"
 
 
-def census_schema(table: str) -> dict[str, Any]:
+def census_schema(table: CensusTable) -> dict[str, Any]:
     """Polars schema of a Census table: strings and an Int64 ``COUNT``."""
-    return {c: (pl.Int64 if c == "COUNT" else pl.String) for c in CENSUS_COLUMNS[table]}
+    return {c: (pl.Int64 if c == COUNT else pl.String) for c in table.columns}
 
 
-def error_schema(table: str, full: dict[str, Any]) -> dict[str, Any]:
+def error_schema(table: CensusTable, full: Mapping[str, Any]) -> dict[str, Any]:
     """The companion table's schema: the key columns, then every column of ``full`` (the
-    engine's wide schema) that is not a Census column."""
-    census = CENSUS_COLUMNS[table]
-    keys = {c: full[c] for c in census if c != "COUNT"}
-    return {**keys, **{c: t for c, t in full.items() if c not in census}}
+    product's wide schema) that is not a Census column."""
+    keys = {c: full[c] for c in table.keys}
+    return {**keys, **{c: t for c, t in full.items() if c not in table.columns}}
 
 
 @dataclass(frozen=True)
 class OutputFile:
     """One file of the release's tables: its path relative to the release folder, the table
-    it belongs to (``t1``/``t2``), its kind and its data rows."""
+    it belongs to (for a companion file shared by several tables: their
+    :attr:`CensusTable.error_group`), its kind and its data rows."""
 
     path: str
     table: str
@@ -134,61 +166,62 @@ class _ParquetAppender:
 
 
 class CensusWriter:
-    """Writes T1 and T2 of a release in the Census layout and the companion error tables.
+    """Writes a product's tables in the Census layout and their companion error tables.
 
-    ``schemas`` maps ``t1``/``t2`` to the wide frames the engine produces (default
-    :data:`privtab.tabulate.tables.T1_SCHEMA` / ``T2_SCHEMA``): :meth:`write` splits each
-    frame into its Census columns (the text part file of the current run, and the Parquet
-    copy with the ``parquet`` format) and the rest (the companion table, keyed by the
-    Census key columns). The caller passes rows as they are to be published (suppressed,
-    clamped, with sex marginals); nothing is dropped or changed here.
+    ``schemas`` maps each table's name to the wide frames the product produces:
+    :meth:`write` splits each frame into its Census columns (the text part file of the
+    current run, and the Parquet copy with the ``parquet`` format) and the rest (the
+    companion table, keyed by the Census key columns). The caller passes rows as they are
+    to be published; nothing is dropped or changed here.
     """
 
     def __init__(
         self,
         directory: Path,
+        tables: Sequence[CensusTable],
+        schemas: Mapping[str, Mapping[str, Any]],
         *,
         formats: tuple[str, ...] = ("txt",),
         metadata: dict[str, str] | None = None,
-        schemas: dict[str, dict[str, Any]] | None = None,
     ) -> None:
         unknown = set(formats) - set(FORMATS)
         if unknown or not formats:
             raise ValueError(f"formats must be a non-empty subset of {FORMATS}, got {formats}")
-        if schemas is None:
-            from privtab.tabulate.tables import T1_SCHEMA, T2_SCHEMA
-
-            schemas = {"t1": T1_SCHEMA, "t2": T2_SCHEMA}
-        for table, schema in schemas.items():
-            missing = [c for c in CENSUS_COLUMNS[table] if c not in schema]
+        self.tables = {t.name: t for t in tables}
+        if set(schemas) != set(self.tables):
+            raise ValueError(f"schemas for {sorted(schemas)}, tables {sorted(self.tables)}")
+        for t in tables:
+            missing = [c for c in t.columns if c not in schemas[t.name]]
             if missing:
-                raise ValueError(f"{table} schema lacks the Census columns {missing}")
+                raise ValueError(f"{t.name} schema lacks the Census columns {missing}")
         self.directory = Path(directory)
         self.formats = tuple(formats)
-        self.schemas = schemas
+        self.schemas = {n: dict(s) for n, s in schemas.items()}
         meta = dict(metadata or {})
         self._text = "txt" in formats
         self._scope: str | None = None
         self._scopes: list[str] = []
         self._parts: dict[str, IO[bytes]] = {}
         self._part_rows: dict[tuple[str, str], int] = {}
-        self._errors = {
-            t: _ParquetAppender(self.directory / ERROR_FILES[t], error_schema(t, s), meta)
-            for t, s in schemas.items()
-        }
+        self._errors: dict[str, _ParquetAppender] = {}
+        for t in tables:
+            if t.error_file not in self._errors:
+                path = self.directory / t.error_file
+                schema = error_schema(t, self.schemas[t.name])
+                self._errors[t.error_file] = _ParquetAppender(path, schema, meta)
         self._copies = (
             {
-                t: _ParquetAppender(self.directory / f"{t}.parquet", census_schema(t), meta)
-                for t in schemas
+                t.name: _ParquetAppender(self.directory / t.copy_file, census_schema(t), meta)
+                for t in tables
             }
             if "parquet" in formats
             else {}
         )
-        self.rows = dict.fromkeys(schemas, 0)
+        self.rows = dict.fromkeys(self.tables, 0)
         self._closed = False
         if self._text:
-            for t in schemas:
-                (self.directory / t).mkdir(exist_ok=False)
+            for t in tables:
+                (self.directory / t.folder).mkdir(parents=True, exist_ok=False)
 
     # -- writing --------------------------------------------------------------------------
     def start_run(self, scope: str) -> None:
@@ -201,34 +234,39 @@ class CensusWriter:
         self._scopes.append(scope)
         if not self._text:
             return
-        for t in self.schemas:
-            fh = (self.directory / t / part_file_name(scope)).open("wb")
-            fh.write((census_header(t) + "\n").encode())
-            self._parts[t] = fh
-            self._part_rows[(t, scope)] = 0
+        for t in self.tables.values():
+            fh = (self.directory / t.folder / part_file_name(scope)).open("wb")
+            fh.write((t.header + "\n").encode())
+            self._parts[t.name] = fh
+            self._part_rows[(t.name, scope)] = 0
 
-    def write(self, t1: pl.DataFrame, t2: pl.DataFrame) -> None:
-        """Append one chunk's published T1 and T2 rows (frames with the wide schemas)."""
+    def write(self, frames: Mapping[str, pl.DataFrame]) -> None:
+        """Append one chunk's published rows: a wide frame per table (tables absent from
+        ``frames`` get no rows)."""
         if self._scope is None:
             raise ValueError("start_run(scope) before writing rows")
-        for table, frame in (("t1", t1), ("t2", t2)):
+        unknown = set(frames) - set(self.tables)
+        if unknown:
+            raise ValueError(f"frames for unknown tables {sorted(unknown)}")
+        for name, frame in frames.items():
             if frame.height == 0:
                 continue
-            schema = self.schemas[table]
+            t = self.tables[name]
+            schema = self.schemas[name]
             missing = [c for c in schema if c not in frame.columns]
             if missing:
-                raise ValueError(f"{table} frame lacks columns {missing}")
+                raise ValueError(f"{name} frame lacks columns {missing}")
             frame = frame.select(list(schema)).cast(pl.Schema(schema))
-            census = frame.select(CENSUS_COLUMNS[table])
+            census = frame.select(t.columns)
             if self._text:
                 census.write_csv(
-                    self._parts[table], separator=SEPARATOR, include_header=False, null_value=""
+                    self._parts[name], separator=SEPARATOR, include_header=False, null_value=""
                 )
-                self._part_rows[(table, self._scope)] += census.height
-            if table in self._copies:
-                self._copies[table].write(census)
-            self._errors[table].write(frame)
-            self.rows[table] += frame.height
+                self._part_rows[(name, self._scope)] += census.height
+            if name in self._copies:
+                self._copies[name].write(census)
+            self._errors[t.error_file].write(frame)
+            self.rows[name] += frame.height
 
     # -- finishing ------------------------------------------------------------------------
     def _close_parts(self) -> None:
@@ -237,7 +275,8 @@ class CensusWriter:
         self._parts = {}
 
     def close(self) -> None:
-        """Close every file; write ``headers.csv`` and ``_SUCCESS`` in the text folders."""
+        """Close every file; write ``_SUCCESS`` (and ``headers.csv`` where declared) in
+        the text folders."""
         if self._closed:
             return
         self._closed = True
@@ -245,25 +284,39 @@ class CensusWriter:
         for appender in (*self._errors.values(), *self._copies.values()):
             appender.close()
         if self._text:
-            for t in self.schemas:
-                (self.directory / t / HEADERS_FILE).write_text(census_header(t))
-                (self.directory / t / SUCCESS_FILE).write_bytes(b"")
+            for t in self.tables.values():
+                if t.headers_file:
+                    (self.directory / t.folder / HEADERS_FILE).write_text(t.header)
+                (self.directory / t.folder / SUCCESS_FILE).write_bytes(b"")
 
     @property
     def files(self) -> list[OutputFile]:
         """Every file written (after :meth:`close`), in a stable order."""
         out: list[OutputFile] = []
-        for t in self.schemas:
+        listed: set[str] = set()
+        for t in self.tables.values():
             if self._text:
                 for scope in self._scopes:
-                    rows = self._part_rows[(t, scope)]
-                    out.append(OutputFile(f"{t}/{part_file_name(scope)}", t, "census_text", rows))
-                out.append(OutputFile(f"{t}/{HEADERS_FILE}", t, "header", 0))
-                out.append(OutputFile(f"{t}/{SUCCESS_FILE}", t, "marker", 0))
-            if t in self._copies:
-                out.append(OutputFile(f"{t}.parquet", t, "census_parquet", self._copies[t].rows))
-            out.append(OutputFile(ERROR_FILES[t], t, "error", self._errors[t].rows))
+                    rows = self._part_rows[(t.name, scope)]
+                    path = f"{t.folder}/{part_file_name(scope)}"
+                    out.append(OutputFile(path, t.name, "census_text", rows))
+                if t.headers_file:
+                    out.append(OutputFile(f"{t.folder}/{HEADERS_FILE}", t.name, "header", 0))
+                out.append(OutputFile(f"{t.folder}/{SUCCESS_FILE}", t.name, "marker", 0))
+            if t.name in self._copies:
+                copy = self._copies[t.name]
+                out.append(OutputFile(t.copy_file, t.name, "census_parquet", copy.rows))
+            if t.error_file not in listed and self._shares_last(t):
+                listed.add(t.error_file)
+                rows = self._errors[t.error_file].rows
+                out.append(OutputFile(t.error_file, t.error_group, "error", rows))
         return out
+
+    def _shares_last(self, table: CensusTable) -> bool:
+        """Whether ``table`` is the last declared table of its companion file (the file
+        is listed after the last of the tables it holds)."""
+        sharing = [t for t in self.tables.values() if t.error_file == table.error_file]
+        return sharing[-1].name == table.name
 
     def __enter__(self) -> CensusWriter:
         return self
@@ -279,7 +332,8 @@ class CensusWriter:
 
 def outputs_manifest(directory: Path, files: list[OutputFile]) -> dict[str, Any]:
     """``release.json``'s ``outputs``: every file with its SHA-256, table, kind and rows,
-    and the published rows of each table."""
+    and the published rows of each companion group (``t1_rows``, … — one row of a
+    companion table per published row)."""
     from privtab.data.inputs import sha256_file
 
     listed = {
@@ -292,50 +346,46 @@ def outputs_manifest(directory: Path, files: list[OutputFile]) -> dict[str, Any]
         }
         for f in files
     }
+    groups = list(dict.fromkeys(f.table for f in files if f.kind == "error"))
     rows = {
-        t: sum(f.rows for f in files if f.table == t and f.kind == "error") for t in ("t1", "t2")
+        f"{g}_rows": sum(f.rows for f in files if f.table == g and f.kind == "error")
+        for g in groups
     }
-    return {
-        "layout": "census",
-        "files": listed,
-        "t1_rows": rows["t1"],
-        "t2_rows": rows["t2"],
-    }
+    return {"layout": "census", "files": listed, **rows}
 
 
-def part_files(directory: Path, table: str) -> list[Path]:
-    """The data files of a Census text folder ``directory/table/`` in name order: every file
-    but ``headers.csv`` and hidden or ``_``-prefixed ones (what a Spark reader of the folder
-    reads as data)."""
-    folder = Path(directory) / table
+def part_files(directory: Path, folder: str) -> list[Path]:
+    """The data files of a Census text folder ``directory/folder/`` in name order: every
+    file but ``headers.csv`` and hidden or ``_``-prefixed ones (what a Spark reader of the
+    folder reads as data)."""
+    path = Path(directory) / folder
     return sorted(
         p
-        for p in folder.iterdir()
+        for p in path.iterdir()
         if p.is_file() and p.name != HEADERS_FILE and not p.name.startswith(("_", "."))
     )
 
 
-def read_census_table(directory: Path, table: str) -> pl.DataFrame | None:
+def read_census_table(directory: Path, table: CensusTable) -> pl.DataFrame | None:
     """A Census table of a release, typed (strings and Int64 ``COUNT``): the text folder
-    ``table/`` (every part file, each with its header) or else the Parquet copy
-    ``table.parquet``; ``None`` if the release has neither. Raises ``ValueError`` for a
-    file whose header is not the Census header."""
+    (every part file, each with its header) or else the Parquet copy; ``None`` if the
+    release has neither. Raises ``ValueError`` for a file whose header is not the table's."""
     d = Path(directory)
     schema = census_schema(table)
-    if (d / table).is_dir():
+    if (d / table.folder).is_dir():
         frames = []
-        for part in part_files(d, table):
+        for part in part_files(d, table.folder):
             with part.open("rb") as fh:
                 head = fh.readline().decode("utf-8", errors="replace").rstrip("\r\n")
-            if head != census_header(table):
-                raise ValueError(f"{part}: header {head!r} is not {census_header(table)!r}")
+            if head != table.header:
+                raise ValueError(f"{part}: header {head!r} is not {table.header!r}")
             frames.append(
                 pl.read_csv(part, separator=SEPARATOR, schema=schema, null_values=None)
                 if part.stat().st_size > len(head) + 1
                 else pl.DataFrame(schema=schema)
             )
         return pl.concat(frames) if frames else pl.DataFrame(schema=schema)
-    if (d / f"{table}.parquet").exists():
-        df = pl.read_parquet(d / f"{table}.parquet")
+    if (d / table.copy_file).exists():
+        df = pl.read_parquet(d / table.copy_file)
         return df.select(list(schema)).cast(pl.Schema(schema))
     return None
