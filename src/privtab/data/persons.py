@@ -291,6 +291,10 @@ class TypedPersons:
             self.race[rows],
         )
 
+    def slots(self) -> NDArray[np.uint64]:
+        """Each person's row within its unit's cells: ``(sex − 1) · 128 + age``."""
+        return (self.sex.astype(np.uint64) - np.uint64(1)) * np.uint64(128) + self.age
+
     def canonical(self) -> pl.DataFrame:
         """The canonical form (:data:`CANONICAL_SCHEMA`; ``UNIT`` only with a geography)."""
         k1, k2 = pack_race_codes(self.race)

@@ -263,20 +263,27 @@ def finest_age_bins() -> NDArray[np.int64]:
 
 
 def region_incidence(
-    cm: CellMatrix, rows: tuple[int, int], unit_region: NDArray[np.int64], dom: Domain
+    cm: CellMatrix,
+    rows: tuple[int, int],
+    unit_region: NDArray[np.int64],
+    dom: Domain,
+    slot_map: NDArray[np.int64] | None = None,
 ) -> sparse.csr_array:
     """``S``: (region of ``dom``, sex, finest age bin) × the rows ``[a, b)`` of ``cm``; a 1
     where the row's unit lies in the region and its age in the bin (``unit_region``:
     :func:`unit_regions` of the level; regions outside the slice ``dom`` have no row; the
     bins are :func:`finest_age_bins`, rows indexed by the bin's first age). Its entries
-    have the type of :attr:`CellMatrix.counts`."""
+    have the type of :attr:`CellMatrix.counts`. ``slot_map``: the row within a region of
+    each slot (default :func:`finest_age_bins`; records other than persons pass their own,
+    e.g. the identity)."""
     a, b = rows
     units = cm.unit[a:b]
     region = np.full(units.size, -1, dtype=np.int64)
     known = units < unit_region.size
     region[known] = unit_region[units[known]] - dom.first_region
     inside = (region >= 0) & (region < len(dom.regions))
-    label = np.where(inside, region * SEX_AGES + finest_age_bins()[cm.sex_age[a:b]], -1)
+    slots = finest_age_bins() if slot_map is None else slot_map
+    label = np.where(inside, region * SEX_AGES + slots[cm.sex_age[a:b]], -1)
     return merge_rows(label, len(dom.regions) * SEX_AGES, cm.counts)
 
 
@@ -286,15 +293,16 @@ def region_counts(
     unit_region: NDArray[np.int64],
     dom: Domain,
     workers: int = 1,
+    slot_map: NDArray[np.int64] | None = None,
 ) -> sparse.csr_array:
     """``M = S X``: persons per (region of ``dom``, sex, age) × code combination, from the
-    rows ``[a, b)`` of ``cm`` (:func:`region_incidence`). The same for every iteration
-    level of a geography (:class:`RegionProducts` keeps it). ``workers``: threads
-    (:func:`product`)."""
+    rows ``[a, b)`` of ``cm`` (:func:`region_incidence`, with its ``slot_map``). The same
+    for every iteration level of a geography (:class:`RegionProducts` keeps it).
+    ``workers``: threads (:func:`product`)."""
     x = cm.rows(rows)
     if x.dtype != cm.counts:
         x = x.astype(cm.counts)
-    return product(region_incidence(cm, rows, unit_region, dom), x, workers)
+    return product(region_incidence(cm, rows, unit_region, dom, slot_map), x, workers)
 
 
 def coarsening(geography: Geography, fine: GeoLevel, coarse: GeoLevel) -> NDArray[np.int64] | None:
@@ -455,10 +463,18 @@ class RegionProducts:
     (:func:`coarsening`).
     """
 
-    def __init__(self, cm: CellMatrix, geography: Geography, workers: int = 1) -> None:
+    def __init__(
+        self,
+        cm: CellMatrix,
+        geography: Geography,
+        workers: int = 1,
+        slot_map: NDArray[np.int64] | None = None,
+    ) -> None:
         self.cm = cm
         self.geography = geography
         self.workers = workers
+        self.slot_map = slot_map
+        """The row within a region of each slot (:func:`region_incidence`)."""
         self.nesting = Nesting(geography)
         self.built: list[tuple[GeoLevel, GeoLevel | None]] = []
         """Every product built: (level, the level it was derived from; ``None``: the cells)."""
@@ -477,7 +493,8 @@ class RegionProducts:
         if source is None:
             rows = (0, self.cm.unit.size)
             region = unit_regions(self.geography, geo)
-            made = region_counts(self.cm, rows, region, self.nesting.whole(geo), self.workers)
+            whole = self.nesting.whole(geo)
+            made = region_counts(self.cm, rows, region, whole, self.workers, self.slot_map)
         else:
             to_coarse = self.nesting.map(source, geo)
             assert to_coarse is not None
