@@ -36,13 +36,15 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, cast
 
 import numpy as np
 import polars as pl
 from numpy.typing import NDArray
 
-from privtab.data._scan import CodedBatch
+from privtab.data._scan import CodedBatch, find_input, has_rows, open_table
+from privtab.data.errors import Problem, ProblemLog
 from privtab.data.geography import BLOCK, UNIT, Geography
 from privtab.data.iterations import CODES_FILE, ReferenceData
 from privtab.data.membership import RACE_KEYS, pack_race_codes
@@ -75,6 +77,8 @@ __all__ = [
     "TENURES",
     "HouseholdReader",
     "TypedHouseholds",
+    "find_household_file",
+    "find_input_file",
     "household_spec",
     "read_households",
     "slot_of",
@@ -352,3 +356,32 @@ def read_households(
             np.zeros(0, np.uint8),
         ).canonical()
     return pl.concat(parts)
+
+
+def find_input_file(directory: Path, stem: str, log: ProblemLog) -> Path | None:
+    """``directory/<stem>.txt`` or ``.parquet`` — exactly one must exist (else a problem
+    in ``log``: ``missing_file`` or ``ambiguous_input``)."""
+    return find_input(directory, stem, log)
+
+
+def find_household_file(
+    directory: Path, log: ProblemLog, *, allow_empty: bool = False
+) -> Path | None:
+    """The household file of a data folder, its header checked (exact columns, in order)
+    and — unless ``allow_empty`` — at least one row (``no_households``: production refuses
+    an empty unit file)."""
+    path = find_input(directory, HOUSEHOLD_STEM, log)
+    if path is None:
+        return None
+    header = open_table(path, HOUSEHOLD_COLUMNS, log, optional_null=RACE_COLUMNS)
+    if header is None:
+        return None
+    if not allow_empty and not has_rows(path):
+        log.add(
+            Problem(
+                str(path),
+                "no_households",
+                "the household file has a header but no rows: nothing to tabulate",
+            )
+        )
+    return path

@@ -154,7 +154,9 @@ class HConfig:
                 f"{t},{g.value},{i}": {"value": float(b), "exact": str(b)}
                 for (t, g, i), b in self.budgets.items()
             },
-            "thresholds_h_t3": {f"{g.value},{i}": list(v) for (g, i), v in self.thresholds_t3.items()},
+            "thresholds_h_t3": {
+                f"{g.value},{i}": list(v) for (g, i), v in self.thresholds_t3.items()
+            },
             "thresholds_h_t4": {f"{g.value},{i}": v for (g, i), v in self.thresholds_t4.items()},
             "max_race_codes": self.max_race_codes,
             "allow_negative_counts": self.allow_negative_counts,
@@ -219,7 +221,9 @@ def parse_config(
         if own:
             log.raise_if_any()
         return None
-    known = {threshold_key(g, i): (g, i) for g in (*US_LEVELS, *PR_LEVELS) for i in ITERATION_LEVELS}
+    known = {
+        threshold_key(g, i): (g, i) for g in (*US_LEVELS, *PR_LEVELS) for i in ITERATION_LEVELS
+    }
     t3 = raw[THRESHOLD_KEYS["t3"]]
     t4 = raw[THRESHOLD_KEYS["t4"]]
     return HConfig(

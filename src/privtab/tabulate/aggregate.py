@@ -46,6 +46,7 @@ __all__ = [
     "aggregate_persons",
     "aggregate_records",
     "aggregate_typed",
+    "prefetch",
     "cells_from_frame",
     "merge_packed",
     "packed_cells",
@@ -488,7 +489,7 @@ ROW_SHIFT = _COMBO_BITS
 row of the cell matrix, ``UNIT · 256 + sex × age``; its low bits are the combination."""
 
 
-def _prefetch(batches: Iterator[_T], depth: int = 2) -> Iterator[_T]:
+def prefetch(batches: Iterator[_T], depth: int = 2) -> Iterator[_T]:
     """Run ``batches`` (reading + validation) in a thread, ``depth`` batches ahead.
 
     Reading/validating (pyarrow, polars) and aggregating (polars) both release the GIL, so
@@ -530,6 +531,9 @@ def _prefetch(batches: Iterator[_T], depth: int = 2) -> Iterator[_T]:
     finally:
         stop.set()
         thread.join(timeout=5)
+
+
+_prefetch_batches = prefetch  # ``aggregate_persons``' flag of the same name shadows it
 
 
 def _unpack(acc: pl.DataFrame) -> pl.DataFrame:
@@ -579,7 +583,7 @@ def aggregate_persons(
         if progress is not None:
             progress(reader.rows_read, time.monotonic() - started)
 
-    batches = _prefetch(typed) if prefetch else typed
+    batches = _prefetch_batches(typed) if prefetch else typed
     cells = aggregate_typed(batches, inputs.reference.codes, starts, merge_rows, read)
     reader.raise_if_invalid()
     return cells
