@@ -30,8 +30,8 @@ from privtab._lazy import lazy_exports
 
 if TYPE_CHECKING:
     from privtab.safetab_h.planning import plan
-    from privtab.safetab_h.queries import HPlan
     from privtab.safetab_h.privacy import person_guarantee
+    from privtab.safetab_h.queries import HPlan
     from privtab.safetab_h.run import HRunResult, run_release
 
 __all__ = ["HPlan", "HRunResult", "person_guarantee", "plan", "run_release"]

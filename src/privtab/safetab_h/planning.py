@@ -14,7 +14,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from privtab.data import Scope
 from privtab.safetab_h.queries import HPlan
 
 __all__ = ["plan", "plan_summary", "plan_tables"]

@@ -59,8 +59,8 @@ from privtab.safetab_h.algorithm import CellNoise
 from privtab.safetab_h.config import TABLES
 from privtab.safetab_h.engine import HEngine, make_engine
 from privtab.safetab_h.inputs import HInputs, load_inputs, resolve_config_path
-from privtab.safetab_h.queries import HPlan, QueryPlan
 from privtab.safetab_h.privacy import PERSON_FACTOR, analyse, person_guarantee_json
+from privtab.safetab_h.queries import HPlan, QueryPlan
 from privtab.safetab_h.tables import DESIGNS, census_tables, wide_schema
 from privtab.tabulate.context import RunOptions
 from privtab.tabulate.ledgering import cancel_quietly, commit_quietly
