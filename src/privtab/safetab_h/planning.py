@@ -16,10 +16,10 @@ from typing import Any
 
 from privtab.safetab_h.queries import HPlan
 
-__all__ = ["plan", "plan_summary", "plan_tables"]
+__all__ = ["config_and_reference", "plan", "plan_summary", "plan_tables"]
 
 
-def _config(config: str | Path | None) -> tuple[Any, Any]:
+def config_and_reference(config: str | Path | None) -> tuple[Any, Any]:
     from privtab.data import read_reference
     from privtab.safetab_h.config import read_config
     from privtab.safetab_h.inputs import resolve_config_path
@@ -33,7 +33,7 @@ def plan(config: str | Path | None = None, scope: str = "US") -> HPlan:
     a parameters folder; default: the packaged 2020 production NMFv5)."""
     from privtab.errors import UsageError
 
-    cfg, ref = _config(config)
+    cfg, ref = config_and_reference(config)
     runs = {s.value: s for s in cfg.scopes}
     if scope.upper() not in runs:
         raise UsageError(f"the config does not run {scope!r} (it runs {', '.join(runs)})")
@@ -65,7 +65,7 @@ def plan_summary(
     from privtab.accounting.exact import ExactGuarantee
     from privtab.safetab_h.privacy import analyse, person_guarantee_json
 
-    cfg, ref = _config(config)
+    cfg, ref = config_and_reference(config)
     runs: dict[str, Any] = {}
     plans = []
     for scope in cfg.scopes:
