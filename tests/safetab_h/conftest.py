@@ -51,9 +51,7 @@ def toy_params(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return params_with(tmp_path_factory.mktemp("toy-params"), src, **every_level(cfg))
 
 
-def generate(
-    out: Path, *, households: int = 400, seed: int = 3, run_pr: bool = True
-) -> Path:
+def generate(out: Path, *, households: int = 400, seed: int = 3, run_pr: bool = True) -> Path:
     """A data folder in the Census layout over the toy GRF-C and toy code lists:
     ``household-records.txt`` (random householders of states 01, 02, 11 and 72, and a few
     of state 08, outside every run) and ``pop-group-totals.txt`` — a T1 holding most groups

@@ -119,8 +119,11 @@ def expected_tables(
     types = (US_TYPES if cfg["run_us"] else ()) + (PR_TYPES if run_pr else ())
     out: dict[str, set[tuple[str, str, str, int, int]]] = defaultdict(set)
     for row in _rows(t1 if t1 is not None else data / "pop-group-totals.txt"):
-        rtype, rid, code, c = row["REGION_TYPE"], row["REGION_ID"], row["ITERATION_CODE"], int(
-            row["COUNT"]
+        rtype, rid, code, c = (
+            row["REGION_TYPE"],
+            row["REGION_ID"],
+            row["ITERATION_CODE"],
+            int(row["COUNT"]),
         )
         if rtype not in types:
             continue

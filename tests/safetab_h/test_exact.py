@@ -63,9 +63,7 @@ def test_groups_without_households_are_released_as_zero(
     assert zeros and all(r[4] == 0 for r in zeros)
 
 
-def test_seeded_runs_have_the_noise_off_shape(
-    generated: tuple[Path, Path], tmp_path: Path
-) -> None:
+def test_seeded_runs_have_the_noise_off_shape(generated: tuple[Path, Path], tmp_path: Path) -> None:
     """The same rows (keys) whatever the noise: only COUNT differs."""
     params, data = generated
     _run(params, data, tmp_path / "off")

@@ -55,7 +55,9 @@ def test_rows_per_group_and_marginals(seeded: Path) -> None:
     for name, frame in t.items():
         cell = f"T{name[2]}_DATA_CELL"
         parent = tree[f"t{name[2]}"]
-        got = {(r[0], r[1], r[2], r[3]): r[4] for r in frame.select(*KEY, cell, "COUNT").iter_rows()}
+        got = {
+            (r[0], r[1], r[2], r[3]): r[4] for r in frame.select(*KEY, cell, "COUNT").iter_rows()
+        }
         for (a, b, c, x), v in got.items():
             kids = [k for k, p in parent.items() if p == x and (a, b, c, k) in got]
             if kids:

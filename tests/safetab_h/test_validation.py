@@ -50,14 +50,10 @@ def _problems(folder: Path, **kw: object) -> list[tuple[str, str, int | None]]:
     return [(p.kind, Path(p.file).name, p.row) for p in err.value.problems]
 
 
-def test_the_release_is_valid_with_every_check(
-    release: Path, generated: tuple[Path, Path]
-) -> None:
+def test_the_release_is_valid_with_every_check(release: Path, generated: tuple[Path, Path]) -> None:
     params, data = generated
     cfg, groups, plans = load_domain(params, data)
-    res = validate_output(
-        release, rules=OutputRulesH.from_config(cfg), groups=groups, plans=plans
-    )
+    res = validate_output(release, rules=OutputRulesH.from_config(cfg), groups=groups, plans=plans)
     assert {"domain", "stat_level", "missing_group", "marginal_sum", "cell_table"} <= set(
         res.checks
     )

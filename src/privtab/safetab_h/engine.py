@@ -42,6 +42,7 @@ from privtab.safetab_h.inputs import HInputs
 from privtab.safetab_h.queries import QueryPlan
 from privtab.tabulate.aggregate import aggregate_records, prefetch
 from privtab.tabulate.algorithm import SEX_AGES
+from privtab.tabulate.chunk import Drawing
 from privtab.tabulate.counts import (
     CellMatrix,
     RegionProducts,
@@ -57,7 +58,15 @@ from privtab.tabulate.engines.polars import (
     default_threads,
 )
 
-__all__ = ["HEngine", "PolarsHEngine", "group_slots", "level_domain", "make_engine"]
+__all__ = [
+    "HEngine",
+    "PolarsHEngine",
+    "exact_chunks",
+    "group_slots",
+    "level_domain",
+    "make_engine",
+    "state_slices",
+]
 
 Say = Callable[[str], None]
 IDENTITY_SLOTS: NDArray[np.int64] = np.arange(SEX_AGES, dtype=np.int64)
@@ -76,9 +85,10 @@ class HEngine(Protocol):
         ...
 
     def tabulate(
-        self, groups: LevelGroups, queries: list[QueryPlan], draw: CellNoise, nonnegative: bool
+        self, groups: LevelGroups, queries: list[QueryPlan], drawing: Drawing, nonnegative: bool
     ) -> Iterator[ChunkOutput]:
-        """A level's published rows, chunk by chunk, in group order."""
+        """A level's published rows, chunk by chunk, in group order; the noise from
+        ``drawing`` (its source, or noise off for tests)."""
         ...
 
     def close(self) -> None: ...
@@ -107,6 +117,46 @@ def group_slots(exact_group: NDArray[np.int64], slot: NDArray[np.int64], n: NDAr
     flat = p[keep] * SLOTS + slot[keep]
     out = np.bincount(flat, weights=n[keep], minlength=wanted.size * SLOTS)
     return out.astype(np.int64).reshape(wanted.size, SLOTS)
+
+
+ByRegion = Callable[[Domain, tuple[int, int]], sparse.csr_array]
+"""``M = S X`` of a chunk's regions (its domain, its rows of the cell matrix)."""
+
+
+def exact_chunks(
+    groups: LevelGroups,
+    dom: Domain,
+    chunks: list[tuple[Domain, tuple[int, int]]],
+    by_region: ByRegion,
+    iterations: sparse.csr_array,
+    threads: int = 1,
+) -> Iterator[tuple[LevelGroups, NDArray[np.int64]]]:
+    """The exact households per (group, slot) of ``groups`` (a level's T1 groups, or those
+    of some whole states), chunk by chunk of ``dom`` (whole states for a level nested in
+    states: :meth:`privtab.tabulate.counts.StateRows.chunks`), in group order: ``F = (S X)
+    B`` of the chunk (``by_region``, times ``iterations``), its groups' entries gathered
+    (:func:`group_slots`); groups of states the chunks do not hold (no GRF-C region at
+    this level) get zeros. Every engine runs this, on its own cells."""
+    n_it = len(dom.codes)
+    done = 0
+    for part, span in chunks:
+        if dom.geo in NESTED_IN_STATE:
+            a, b = state_slices(groups, sorted({r[:2] for r in part.regions}))
+        else:
+            a, b = 0, groups.size
+        if a > done:  # groups of states without a GRF-C region: no household
+            yield groups.take(done, a), np.zeros((a - done, SLOTS), np.int64)
+        if b <= a:
+            continue
+        chunk = groups.take(a, b)
+        local = chunk.region - part.first_region
+        inside = (chunk.region >= 0) & (local >= 0) & (local < len(part.regions))
+        wanted = np.where(inside, local * n_it + chunk.iteration, -1)
+        exact = exact_counts(by_region(part, span), iterations, part, threads)
+        yield chunk, group_slots(exact.group, exact.sex_age, exact.n, wanted, part.size)
+        done = b
+    if done < groups.size:
+        yield groups.take(done, groups.size), np.zeros((groups.size - done, SLOTS), np.int64)
 
 
 def state_slices(groups: LevelGroups, states: list[str]) -> tuple[int, int]:
@@ -184,42 +234,27 @@ class PolarsHEngine:
 
     def exact(self, groups: LevelGroups) -> Iterator[tuple[LevelGroups, NDArray[np.int64]]]:
         """The exact households per (group, slot) of the level's groups, chunk by chunk
-        (whole states; groups of states without GRF-C blocks get zeros), in group order."""
+        (:func:`exact_chunks`), in group order."""
         assert self.products is not None
         assert self.inputs is not None
         assert self._states
-        dom = level_domain(self.inputs, groups)
         if groups.size == 0:
             return
+        dom = level_domain(self.inputs, groups)
         iterations = self._iteration_matrix(groups, dom)
         self.products.retain(dom.geo)
         whole = self.products.get(dom.geo)
         chunks = self._states.chunks(dom, self.max_chunk_groups, self.max_chunk_cells)
-        n_it = len(dom.codes)
-        done = 0
-        for part, _ in chunks:
-            if dom.geo in NESTED_IN_STATE:
-                states = sorted({r[:2] for r in part.regions})
-                a, b = state_slices(groups, states)
-            else:
-                a, b = 0, groups.size
-            if a > done:  # groups of states without a GRF-C region: no household
-                yield groups.take(done, a), np.zeros((a - done, SLOTS), np.int64)
-            if b <= a:
-                continue
-            chunk = groups.take(a, b)
-            local = chunk.region - part.first_region
-            inside = (chunk.region >= 0) & (local >= 0) & (local < len(part.regions))
-            wanted = np.where(inside, local * n_it + chunk.iteration, -1)
-            exact = exact_counts(region_rows(whole, part), iterations, part, self.threads)
-            yield chunk, group_slots(exact.group, exact.sex_age, exact.n, wanted, part.size)
-            done = b
-        if done < groups.size:
-            yield groups.take(done, groups.size), np.zeros((groups.size - done, SLOTS), np.int64)
+
+        def by_region(part: Domain, _: tuple[int, int]) -> sparse.csr_array:
+            return region_rows(whole, part)
+
+        yield from exact_chunks(groups, dom, chunks, by_region, iterations, self.threads)
 
     def tabulate(
-        self, groups: LevelGroups, queries: list[QueryPlan], draw: CellNoise, nonnegative: bool
+        self, groups: LevelGroups, queries: list[QueryPlan], drawing: Drawing, nonnegative: bool
     ) -> Iterator[ChunkOutput]:
+        draw = CellNoise(drawing.source, enabled=drawing.noise)
         for chunk, exact in self.exact(groups):
             yield tabulate_chunk(queries, chunk, exact, draw, nonnegative=nonnegative)
 

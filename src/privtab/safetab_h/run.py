@@ -55,13 +55,13 @@ from privtab.publish.census import CensusWriter, outputs_manifest
 from privtab.release.document import KIND_H, LevelEntry, ReleaseDocument, RunEntry
 from privtab.release.marking import parquet_metadata, write_not_private
 from privtab.release.record import RunRecord, check_record_path, default_record_path
-from privtab.safetab_h.algorithm import CellNoise
 from privtab.safetab_h.config import TABLES
 from privtab.safetab_h.engine import HEngine, make_engine
 from privtab.safetab_h.inputs import HInputs, load_inputs, resolve_config_path
 from privtab.safetab_h.privacy import PERSON_FACTOR, analyse, person_guarantee_json
 from privtab.safetab_h.queries import HPlan, QueryPlan
 from privtab.safetab_h.tables import DESIGNS, census_tables, wide_schema
+from privtab.tabulate.chunk import Drawing
 from privtab.tabulate.context import RunOptions
 from privtab.tabulate.ledgering import cancel_quietly, commit_quietly
 from privtab.tabulate.worker import background, in_worker
@@ -252,7 +252,7 @@ def _build(ctx: _Context, tmp: Path) -> tuple[ReleaseDocument, RunRecord]:
     ctx.seconds["inputs"] = time.monotonic() - t0
     analyses = {s: background(partial(_analyse, p, ctx.opts)) for s, p in drawn.items()}
     t0 = time.monotonic()
-    households = ctx.engine.prepare(inputs, ctx.progress)
+    households = _aggregate(ctx, inputs)
     ctx.seconds["aggregate"] = time.monotonic() - t0
     _check_households(inputs, households)
     t0 = time.monotonic()
@@ -290,6 +290,23 @@ def _build(ctx: _Context, tmp: Path) -> tuple[ReleaseDocument, RunRecord]:
     return document, record
 
 
+def _aggregate(ctx: _Context, inputs: HInputs) -> dict[str, int]:
+    """Validate and aggregate the household file; refuse a file that changes while read."""
+    from privtab.errors import InputError
+
+    path = inputs.households_path
+    before = path.stat()
+    households = ctx.engine.prepare(inputs, ctx.progress)
+    after = path.stat() if path.exists() else None
+    if after is None or (before.st_size, before.st_mtime_ns) != (after.st_size, after.st_mtime_ns):
+        raise InputError(
+            "the household file changed while it was read (size or modification time differ)",
+            file=str(path),
+            hint="run again on a file that is not being written",
+        )
+    return households
+
+
 def _warn_dropped(ctx: _Context, inputs: HInputs) -> None:
     """Say which T1 rows no run tabulates because they lie outside its states (production's
     readers drop them silently)."""
@@ -307,7 +324,6 @@ def _warn_dropped(ctx: _Context, inputs: HInputs) -> None:
                 f"{n:,} T1 row(s) of {scope.value} region types lie outside the run's states "
                 f"and are not tabulated, as production's readers drop them (e.g. {where})"
             )
-            ctx.warnings.append(msg)
             LOG.warning(msg)
 
 
@@ -401,20 +417,21 @@ def _tabulate_run(
             entries += _skipped(inputs, scope, geo.value, lv, groups.size)
             continue
         t0 = time.monotonic()
-        draw = CellNoise(ctx.source, enabled=ctx.opts.noise)
+        drawing = Drawing(ctx.source, noise=ctx.opts.noise)
         tallies = {q.key: _Tally() for q in queries}
-        for chunk in ctx.engine.tabulate(groups, queries, draw, ctx.nonnegative):
+        for chunk in ctx.engine.tabulate(groups, queries, drawing, ctx.nonnegative):
             writer.write(chunk.frames())
             memberships += chunk.memberships
             for out in chunk.queries:
                 tallies[out.query.key].add(out)
+        cells = sum(t.cells for t in tallies.values())
         for q in queries:
-            cost = _charge(q, q.key in draw.used)
+            cost = _charge(q, tallies[q.key].cells > 0)
             charges.append(cost)
             entries.append(_entry(q, groups, tallies[q.key], cost))
             record["queries"][q.key] = {"groups": groups.size}
         ctx.progress(
-            f"{scope.value} {groups.key}: {groups.size:,} groups, {draw.draws:,} noisy cells "
+            f"{scope.value} {groups.key}: {groups.size:,} groups, {cells:,} noisy cells "
             f"({time.monotonic() - t0:.1f} s)"
         )
     zero = ExactGuarantee.zero("zcdp" if plan.privacy_defn == "zcdp" else "pure")
