@@ -80,9 +80,9 @@ def generate(out: Path, *, households: int = 400, seed: int = 3, run_pr: bool = 
     lines.append("08|500|000300|0060|01|1000|" + "Null|" * 7 + "1000|1|4")  # another state
     (out / "household-records.txt").write_text("\n".join(lines) + "\n")
     its = iterations(TOY / "input_dir_zcdp")
-    regions: dict[str, set[str]] = {t: set() for t in ("USA", "STATE", "COUNTY", "TRACT",
-                                                         "PLACE", "AIANNH", "PR-STATE",
-                                                         "PR-COUNTY", "PR-TRACT", "PR-PLACE")}  # fmt: skip
+    types = ("USA", "STATE", "COUNTY", "TRACT", "PLACE", "AIANNH", "PR-STATE", "PR-COUNTY",
+             "PR-TRACT", "PR-PLACE")  # fmt: skip
+    regions: dict[str, set[str]] = {t: set() for t in types}
     for st, cou, tr, _, pl, ai in blocks:
         pr = "PR-" if st == "72" else ""
         if not pr:

@@ -111,9 +111,9 @@ def expected_tables(
         slot = 4 * (int(h["HOUSEHOLD_TYPE"]) - 1) + int(h["TEN"]) - 1
         for rtype, rid in block_regions(block, us, run_pr).items():
             for code, it in its.items():
-                if it["level"] in (1, 2) and tabulated_at(it, rtype):
-                    if in_iteration(it, races, h["QSPAN"]):
-                        counts[(rtype, rid, code)][slot] += 1
+                level_ok = it["level"] in (1, 2) and tabulated_at(it, rtype)
+                if level_ok and in_iteration(it, races, h["QSPAN"]):
+                    counts[(rtype, rid, code)][slot] += 1
     run_states = us | ({"72"} if run_pr else set())
     aiannh = {r["AIANNHCE"] for r in grfc.values() if r["TABBLKST"] in us}
     types = (US_TYPES if cfg["run_us"] else ()) + (PR_TYPES if run_pr else ())

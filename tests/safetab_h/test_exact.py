@@ -32,7 +32,8 @@ def test_census_toy_data_every_level(toy_params: Path, tmp_path: Path) -> None:
     # every statistic level of both tables occurs, with negative and zero T1 counts
     assert set(got) == {"T03001", "T03002", "T03003", "T03004", "T04001", "T04002"}
     t1 = [line.split("|") for line in (TOY / "pop-group-totals.txt").read_text().splitlines()[1:]]
-    assert any(int(c) < 0 for *_, c in t1) and any(int(c) == 0 for *_, c in t1)
+    assert any(int(c) < 0 for *_, c in t1)
+    assert any(int(c) == 0 for *_, c in t1)
     assert rel["domain"]["US"]["t1_rows_not_tabulated"]["outside_states"] == 19  # PLACE 22833
     assert rel["domain"]["US"]["t1_rows_not_tabulated"]["other_run"] == 90  # PR rows
 
@@ -49,7 +50,9 @@ def test_generated_households_both_runs(generated: tuple[Path, Path], tmp_path: 
     assert ("STATE", "01", "0001") not in regions  # LEVEL 0
     assert not any(r[0].startswith("22") for rows in got.values() for r in rows)
     dropped = rel["domain"]["US"]["t1_rows_not_tabulated"]
-    assert dropped["pruned"] == 2 and dropped["level_0"] == 1 and dropped["outside_states"] == 1
+    assert dropped["pruned"] == 2
+    assert dropped["level_0"] == 1
+    assert dropped["outside_states"] == 1
     assert {r[1] for r in got["T03001"] | got["T03004"]} & {"PR-STATE", "PR-TRACT"}
 
 
@@ -60,7 +63,8 @@ def test_groups_without_households_are_released_as_zero(
     _run(params, data, tmp_path / "rel")
     got = read_tables(tmp_path / "rel")
     zeros = [r for rows in got.values() for r in rows if r[0] == "0199999"]
-    assert zeros and all(r[4] == 0 for r in zeros)
+    assert zeros
+    assert all(r[4] == 0 for r in zeros)
 
 
 def test_seeded_runs_have_the_noise_off_shape(generated: tuple[Path, Path], tmp_path: Path) -> None:

@@ -75,7 +75,7 @@ def test_noise_variance_is_s_over_2rho(seeded: Path, generated: tuple[Path, Path
 
     from privtab.safetab_h.queries import HPlan
 
-    params, _ = generated
+    _params, _ = generated
     doc = json.loads((seeded / "exact" / "release.json").read_text())
     plans = {s: HPlan.from_dict(r["plan"]) for s, r in doc["runs"].items()}
     rho = {q.key: q.budget for p in plans.values() for q in p.queries}
@@ -95,7 +95,8 @@ def test_noise_variance_is_s_over_2rho(seeded: Path, generated: tuple[Path, Path
         total += float(z2.sum())
         n += z2.size
         v4 += float((joined["K4"]).sum())
-    assert exact.height > 0 and n > 20_000
+    assert exact.height > 0
+    assert n > 20_000
     stat = (total - n) / math.sqrt(v4)
     assert abs(stat) < 4.5, (stat, n)
 

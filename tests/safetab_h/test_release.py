@@ -41,7 +41,8 @@ def test_exact_guarantees_of_the_production_config(chained: tuple[Path, Path, Pa
     doc = json.loads((h / "release.json").read_text())
     us = Fraction(doc["runs"]["US"]["guarantee"]["zcdp"]["rho_exact"])
     pr = Fraction(doc["runs"]["PR"]["guarantee"]["zcdp"]["rho_exact"])
-    assert us == Fraction("8.895302") and pr == Fraction("4.754134")
+    assert us == Fraction("8.895302")
+    assert pr == Fraction("4.754134")
     assert Fraction(doc["guarantee"]["zcdp"]["rho_exact"]) == us  # disjoint runs: the larger
     assert doc["guarantee"]["zcdp"]["rho"] >= float(us)  # the float is rounded up
     person = doc["person_level"]
@@ -69,10 +70,13 @@ def test_layout_is_production_s(chained: tuple[Path, Path, Path]) -> None:
             ]
             head = (folder / "part-00000-us-c000.csv").read_text().splitlines()[0]
             assert head == f"REGION_ID|REGION_TYPE|ITERATION_CODE|{t.upper()}_DATA_CELL|COUNT"
-    assert (h / "t3-error.parquet").is_file() and (h / "t4-error.parquet").is_file()
-    assert (h / "report.html").is_file() and (h / "NOT_PRIVATE").is_file()
+    assert (h / "t3-error.parquet").is_file()
+    assert (h / "t4-error.parquet").is_file()
+    assert (h / "report.html").is_file()
+    assert (h / "NOT_PRIVATE").is_file()
     text = (h / "report.html").read_text()
-    assert "NOT PRIVATE" in text and "ρ<sub>P</sub> + 2ρ<sub>H</sub>" in text
+    assert "NOT PRIVATE" in text
+    assert "ρ<sub>P</sub> + 2ρ<sub>H</sub>" in text
 
 
 def test_nothing_confidential_in_the_folder(chained: tuple[Path, Path, Path]) -> None:

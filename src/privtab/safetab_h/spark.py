@@ -180,10 +180,8 @@ class SparkHEngine:
 
     def close(self) -> None:
         for shared in self._shared.values():
-            try:
+            with contextlib.suppress(Exception):  # the session may be gone already
                 shared.destroy()
-            except Exception:  # the session may be gone already
-                pass
         self._shared.clear()
         if self._cells is not None:
             with contextlib.suppress(Exception):
