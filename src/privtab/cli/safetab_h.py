@@ -261,3 +261,38 @@ def validate_output_cmd(
 
     res = validate_paths(directory, config=config, data=data, t1=t1)
     emit(res.to_json(), as_json, head=[f"valid: {', '.join(res.checks)}"])
+
+
+def both_products(
+    res_p: Any,
+    summary_p: dict[str, Any],
+    shown_p: tuple[list[str], list[Any]],
+    data: Path,
+    config_h: str | None,
+    out_h: str | None,
+    opts: Any,
+    as_json: bool,
+) -> None:
+    """``privtab safetab run --products p,h``: after SafeTab-P's release, SafeTab-H on the
+    same population with the T1 just published (one release folder each; in the ledger the
+    same data set, so DHC-A and DHC-B compose per person)."""
+    from dataclasses import replace
+
+    out = Path(out_h) if out_h else res_p.out.with_name(res_p.out.name + "-h")
+    dataset = opts.dataset_id or (res_p.record.ledger or {}).get("dataset")
+    if dataset is None and res_p.private:
+        from privtab.data.inputs import sha256_file
+
+        persons = next((data / f"person-records{e}" for e in (".txt", ".parquet")
+                        if (data / f"person-records{e}").exists()), None)  # fmt: skip
+        dataset = f"sha256:{sha256_file(persons)}" if persons is not None else None
+    res_h = run_h_cli(config_h, data, out, replace(opts, dataset_id=dataset), t1=res_p.out)
+    summary_h = release_summary_h(res_h)
+    if as_json:
+        emit({"p": summary_p, "h": summary_h}, True)
+    else:
+        head, tables = shown_p
+        emit(summary_p, False, tables, head=head)
+        emit(summary_h, False, head=[_headline(summary_h)])
+    for w in [*res_p.warnings, *res_h.warnings]:
+        warn(w)
