@@ -99,6 +99,16 @@ def test_both_products_compose_per_person_in_the_ledger(tmp_path: Path) -> None:
     assert composed.value == person == rho_p + 2 * rho_h
     res = runner.invoke(app, ["safetab-h", "validate-output", str(tmp_path / "rel-h"), "--json"])
     assert res.exit_code == 0, res.output
+    # privtab semantics --release shows the person-level guarantee for both folders
+    sem_h = _json(["semantics", "--release", str(tmp_path / "rel-h")])
+    level = sem_h["person_level"]
+    assert isinstance(level, dict)
+    assert Fraction(level["guarantee"]["zcdp"]["rho_exact"]) == person
+    assert level["complete"] is True
+    sem_p = _json(["semantics", "--release", str(tmp_path / "rel")])
+    note = sem_p["person_level"]
+    assert isinstance(note, dict)
+    assert "rho_P + 2 rho_H" in note["note"]
 
 
 def test_validate_output_names_the_problem(tmp_path: Path) -> None:
