@@ -31,6 +31,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cached_property
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -46,6 +47,7 @@ __all__ = [
     "T4",
     "TableDesign",
     "census_tables",
+    "read_release_tables",
     "wide_schema",
 ]
 
@@ -202,3 +204,32 @@ def wide_schema(design: TableDesign) -> dict[str, Any]:
         "VARIANCE": pl.Float64,
         "MOE95": pl.Int64,
     }
+
+
+def read_release_tables(directory: Path) -> dict[str, pl.DataFrame]:
+    """Every published table of a SafeTab-H release folder, each row joined with its noise
+    (the companion ``t3-error.parquet`` / ``t4-error.parquet``: ``STAT_LEVEL``,
+    ``NOISY_CELLS``, ``NOISE``, ``NOISE_SCALE``, ``VARIANCE``, ``MOE95``) — what
+    ``privtab analyze ci --release`` reads. Raises ``FileNotFoundError`` / ``ValueError``
+    for a folder that is not a SafeTab-H release or whose companions do not match."""
+    from privtab.publish.census import read_census_table
+
+    out: dict[str, pl.DataFrame] = {}
+    for table in census_tables():
+        design = DESIGNS[table.folder.split("/")[0]]
+        census = read_census_table(directory, table)
+        if census is None:
+            raise FileNotFoundError(f"{directory} has no {table.folder}/: not a SafeTab-H release")
+        companion = directory / table.error_file
+        if not companion.exists():
+            raise FileNotFoundError(f"{companion} not found: the noise of {table.name}'s rows")
+        schema = wide_schema(design)
+        keys = list(table.keys)
+        errors = pl.read_parquet(companion).with_columns(pl.col(c).cast(pl.String) for c in keys)
+        joined = census.join(errors, on=keys, how="left", maintain_order="left", coalesce=True)
+        if joined.height != census.height or joined["NOISE"].null_count():
+            raise ValueError(f"{companion} does not match {table.folder}/ row for row")
+        out[table.name] = joined.with_columns(pl.col(design.cell_column).cast(pl.Int64)).select(
+            list(schema)
+        )
+    return out
