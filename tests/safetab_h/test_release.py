@@ -124,3 +124,16 @@ def test_seeded_runs_are_reproducible_and_never_in_the_ledger(
     for part in h.rglob("part-*.csv"):
         assert (tmp_path / "h2" / part.relative_to(h)).read_bytes() == part.read_bytes()
     assert not ledger.exists()
+
+
+def test_the_demo_hook(chained: tuple[Path, Path, Path], tmp_path: Path) -> None:
+    """:func:`privtab.safetab_h.demo.run_demo_h`: what ``privtab demo`` calls after its
+    SafeTab-P release (production NMFv5 restricted to the demo's states, no ledger)."""
+    from privtab.safetab_h.demo import run_demo_h
+
+    data, p, _ = chained
+    res = run_demo_h(data, p, tmp_path / "h", ["10", "44", "72"], source=SeededSource(3))
+    doc = res.release
+    assert doc["config"]["state_filter_us"] == ["10", "44"]
+    assert doc["person_level"]["complete"] is True
+    assert (tmp_path / "h" / "t4" / "T04002").is_dir()
