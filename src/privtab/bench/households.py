@@ -47,8 +47,10 @@ def _draw(shares: tuple[tuple[int, int], ...], seed: int) -> pl.Expr:
     for code, share in shares:
         bound += share
         cond = u < bound
-        expr = pl.when(cond).then(pl.lit(str(code))) if expr is None else expr.when(cond).then(
-            pl.lit(str(code))
+        expr = (
+            pl.when(cond).then(pl.lit(str(code)))
+            if expr is None
+            else expr.when(cond).then(pl.lit(str(code)))
         )
     assert expr is not None
     return expr.otherwise(pl.lit(str(shares[-1][0])))

@@ -46,10 +46,10 @@ __all__ = [
     "aggregate_persons",
     "aggregate_records",
     "aggregate_typed",
-    "prefetch",
     "cells_from_frame",
     "merge_packed",
     "packed_cells",
+    "prefetch",
 ]
 
 COMBO = "C"
