@@ -42,18 +42,15 @@ COLUMNS = (
 def _draw(shares: tuple[tuple[int, int], ...], seed: int) -> pl.Expr:
     """A code per row with the given percentage shares, from a seeded hash of the row."""
     u = pl.col("_I").hash(seed) % 100
-    expr: pl.Expr | None = None
-    bound = 0
+    bounds = []
+    total = 0
     for code, share in shares:
-        bound += share
-        cond = u < bound
-        expr = (
-            pl.when(cond).then(pl.lit(str(code)))
-            if expr is None
-            else expr.when(cond).then(pl.lit(str(code)))
-        )
-    assert expr is not None
-    return expr.otherwise(pl.lit(str(shares[-1][0])))
+        total += share
+        bounds.append((code, total))
+    expr: pl.Expr = pl.lit(str(shares[-1][0]))
+    for code, bound in reversed(bounds[:-1]):
+        expr = pl.when(u < bound).then(pl.lit(str(code))).otherwise(expr)
+    return expr
 
 
 def households_from_persons(persons: Path, out: Path, seed: int = 0) -> Path:
