@@ -53,10 +53,14 @@ def _draw(shares: tuple[tuple[int, int], ...], seed: int) -> pl.Expr:
     return expr
 
 
-def households_from_persons(persons: Path, out: Path, seed: int = 0) -> Path:
-    """Write ``out`` (``.txt``: pipe-delimited with a header; ``.parquet``) from the
-    synthetic person file ``persons`` (module docstring); returns ``out``."""
+def households_from_persons(
+    persons: Path, out: Path, seed: int = 0, *, fmt: str | None = None
+) -> Path:
+    """Write ``out`` (``fmt``, default from its suffix: ``txt`` — pipe-delimited with a
+    header — or ``parquet``) from the synthetic person file ``persons`` (module
+    docstring); returns ``out``."""
     persons, out = Path(persons), Path(out)
+    parquet = (fmt or out.suffix.lstrip(".")) == "parquet"
     if persons.suffix == ".parquet":
         lf = pl.scan_parquet(persons).select(pl.all().cast(pl.String))
     else:
@@ -71,7 +75,7 @@ def households_from_persons(persons: Path, out: Path, seed: int = 0) -> Path:
         )
         .select(COLUMNS)
     )
-    if out.suffix == ".parquet":
+    if parquet:
         frame.sink_parquet(out)
     else:
         frame.sink_csv(out, separator="|", quote_style="never")

@@ -128,6 +128,17 @@ FLOOR = (
     ),
     Option("seed", 7, "Seed of privtab synth.", minimum=0),
 )
+SAFETAB_H = (
+    Option("persons", 10_000_000, "Synthetic persons (households: about a third).", minimum=1),
+    Option(
+        "data",
+        None,
+        "Where the synthetic input is kept/reused (DATA/synth-N).",
+        str | None,
+        parse=_path,
+    ),
+    Option("seed", 7, "Seed of privtab synth.", minimum=0),
+)
 SAFETAB = (
     Option("persons", 1_000_000, "Synthetic persons.", minimum=1),
     Option(
