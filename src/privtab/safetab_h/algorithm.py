@@ -117,23 +117,25 @@ def _frame(
     n, m = rows.size, len(published)
     mech = query.cell.mechanism
     moe = [count_error(mech, x).moe95 for x in k]
-    take = np.repeat(rows, m)
+    take = pl.Series(np.repeat(rows, m))
+    ids, codes = groups.series()
     frame = pl.DataFrame(
         {
-            "REGION_ID": pl.Series(groups.region_id, dtype=pl.String).gather(take),
-            "REGION_TYPE": [groups.geo.value] * (n * m),
-            "ITERATION_CODE": pl.Series(groups.iteration_code, dtype=pl.String).gather(take),
+            "REGION_ID": ids.gather(take),
+            "ITERATION_CODE": codes.gather(take),
             d.cell_column: np.tile(np.asarray(published, dtype=np.int64), n),
             "COUNT": values.reshape(-1),
-            "STAT_LEVEL": np.full(n * m, level, dtype=np.int8),
             "NOISY_CELLS": np.tile(np.asarray(k, dtype=np.int64), n),
-            "NOISE": [query.cell.noise] * (n * m),
-            "NOISE_SCALE": np.full(n * m, query.cell.noise_scale),
             "VARIANCE": np.tile(np.asarray(k, dtype=np.float64) * query.cell.variance, n),
             "MOE95": np.tile(np.asarray(moe, dtype=np.int64), n),
         }
+    ).with_columns(
+        pl.lit(groups.geo.value).alias("REGION_TYPE"),
+        pl.lit(level, pl.Int8).alias("STAT_LEVEL"),
+        pl.lit(query.cell.noise).alias("NOISE"),
+        pl.lit(query.cell.noise_scale, pl.Float64).alias("NOISE_SCALE"),
     )
-    return frame.cast(pl.Schema(wide_schema(d)))  # type: ignore[arg-type]
+    return frame.select(list(wide_schema(d)))
 
 
 def tabulate_query(

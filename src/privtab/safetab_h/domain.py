@@ -65,6 +65,17 @@ class LevelGroups:
     def key(self) -> str:
         return f"({self.geo.value}, {self.iteration_level})"
 
+    def series(self) -> tuple[pl.Series, pl.Series]:
+        """REGION_ID and ITERATION_CODE as polars Series (built once per chunk)."""
+        cached: tuple[pl.Series, pl.Series] | None = self.__dict__.get("_series")
+        if cached is None:
+            cached = (
+                pl.Series(self.region_id, dtype=pl.String),
+                pl.Series(self.iteration_code, dtype=pl.String),
+            )
+            object.__setattr__(self, "_series", cached)
+        return cached
+
     def take(self, lo: int, hi: int) -> LevelGroups:
         """Groups ``lo:hi``."""
         return LevelGroups(

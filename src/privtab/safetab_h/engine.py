@@ -47,7 +47,7 @@ from privtab.tabulate.counts import (
     CellMatrix,
     RegionProducts,
     StateRows,
-    exact_counts,
+    f_entries,
     region_rows,
     state_units,
 )
@@ -152,8 +152,8 @@ def exact_chunks(
         local = chunk.region - part.first_region
         inside = (chunk.region >= 0) & (local >= 0) & (local < len(part.regions))
         wanted = np.where(inside, local * n_it + chunk.iteration, -1)
-        exact = exact_counts(by_region(part, span), iterations, part, threads)
-        yield chunk, group_slots(exact.group, exact.sex_age, exact.n, wanted, part.size)
+        group, slot, n = f_entries(by_region(part, span), iterations, n_it, threads)
+        yield chunk, group_slots(group, slot, n, wanted, part.size)
         done = b
     if done < groups.size:
         yield groups.take(done, groups.size), np.zeros((groups.size - done, SLOTS), np.int64)

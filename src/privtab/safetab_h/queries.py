@@ -155,8 +155,12 @@ class HPlan:
         from privtab.data.stability import level_stability
 
         queries = []
+        stabilities: dict[tuple[int, object], int] = {}
         for geo, lv in config.levels(scope):
-            stab = level_stability(reference, config.max_race_codes, lv, geo.granularity)
+            key = (lv, geo.granularity)
+            if key not in stabilities:  # the same for every geography of a granularity
+                found = level_stability(reference, config.max_race_codes, lv, geo.granularity)
+                stabilities[key] = found.value
             for table in DESIGNS:
                 budget = config.budget(table, geo, lv)  # type: ignore[arg-type]
                 if budget == 0:
@@ -173,7 +177,7 @@ class HPlan:
                         iteration_level=lv,
                         privacy_defn=config.privacy_defn,
                         budget=budget,
-                        stability=stab.value,
+                        stability=stabilities[key],
                         thresholds=th,
                     )
                 )

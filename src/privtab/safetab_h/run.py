@@ -265,16 +265,22 @@ def _build(ctx: _Context, tmp: Path) -> tuple[ReleaseDocument, RunRecord]:
         runs = {s: _tabulate_run(ctx, inputs, s, plans[s], writer) for s in inputs.config.scopes}
     ctx.seconds["tabulate_and_write"] = time.monotonic() - t0
     _check_overlap(inputs, runs)
-    _validate_staged(ctx, inputs, tmp, list(plans.values()))
-    document = _document(ctx, inputs, runs, plans, analyses, outputs_manifest(tmp, writer.files))
-    document.write(tmp)
-    if not document.private:
-        write_not_private(tmp, document.noise)
-    if ctx.opts.report:
-        from privtab.safetab_h.report import write_report
+    # the written tables are checked (polars, off the GIL) while release.json and the
+    # report are written; a failed check is raised first and publishes nothing
+    validated = background(partial(_validate_staged, ctx, inputs, tmp, list(plans.values())))
+    try:
+        outputs = outputs_manifest(tmp, writer.files)
+        document = _document(ctx, inputs, runs, plans, analyses, outputs)
+        document.write(tmp)
+        if not document.private:
+            write_not_private(tmp, document.noise)
+        if ctx.opts.report:
+            from privtab.safetab_h.report import write_report
 
-        ctx.progress("writing report.html")
-        write_report(tmp / "report.html", document.to_json())
+            ctx.progress("writing report.html")
+            write_report(tmp / "report.html", document.to_json())
+    finally:
+        validated()
     record = RunRecord(
         release=str(Path(os.path.abspath(ctx.out))),
         started_utc=ctx.started_utc,

@@ -153,10 +153,11 @@ def _check_tables(family: pl.DataFrame, design: TableDesign, log: ProblemLog) ->
     """``one_table``, ``cell_table``, ``marginal_sum`` over a family's valid rows."""
     if family.height == 0:
         return
+    # a group's cells as a bit mask (cells are distinct: duplicates are reported apart)
     groups = family.group_by(GROUP).agg(
         pl.col("_LEVEL").n_unique().alias("_NT"),
         pl.col("_LEVEL").first(),
-        pl.col("_CELL").sort().alias("_CELLS"),
+        pl.lit(2, pl.Int64).pow(pl.col("_CELL")).cast(pl.Int64).sum().alias("_MASK"),
         pl.col(FILE).first(),
         pl.col(LINE).min(),
     )
@@ -168,17 +169,22 @@ def _check_tables(family: pl.DataFrame, design: TableDesign, log: ProblemLog) ->
         f"the group is in more than one {design.name.upper()} table",
         value="ITERATION_CODE",
     )
-    single = groups.filter(pl.col("_NT") == 1)
-    expected = pl.col("_LEVEL").replace_strict(
-        {lv: list(design.published(lv)) for lv in tables}, return_dtype=pl.List(pl.Int64)
-    )
-    wrong = single.filter(pl.col("_CELLS") != expected).with_columns(
-        pl.format(
-            "cells {} in {}",
-            pl.col("_CELLS").cast(pl.List(pl.String)).list.join(","),
-            pl.col("_LEVEL").replace_strict(tables, return_dtype=pl.String),
-        ).alias("_V")
-    )
+    masks = {lv: sum(1 << c for c in design.published(lv)) for lv in tables}
+    expected = pl.col("_LEVEL").replace_strict(masks, return_dtype=pl.Int64)
+    wrong = groups.filter((pl.col("_NT") == 1) & (pl.col("_MASK") != expected))
+    if wrong.height:
+        cells = (
+            family.join(wrong.select(GROUP), on=GROUP)
+            .group_by(GROUP)
+            .agg(pl.col("_CELL").sort().cast(pl.String).str.join(",").alias("_CELLS"))
+        )
+        wrong = wrong.join(cells, on=GROUP).with_columns(
+            pl.format(
+                "cells {} in {}",
+                "_CELLS",
+                pl.col("_LEVEL").replace_strict(tables, return_dtype=pl.String),
+            ).alias("_V")
+        )
     report_each_file(
         log,
         wrong,
@@ -232,17 +238,17 @@ def _check_domain(
             q = plan.query(design.name, geo.value, lv)
             if q is None or lg.size == 0:
                 continue
+            ids, codes = lg.series()
             frames.append(
                 pl.DataFrame(
                     {
-                        "REGION_ID": list(lg.region_id),
-                        "REGION_TYPE": [geo.value] * lg.size,
-                        "ITERATION_CODE": list(lg.iteration_code),
+                        "REGION_ID": ids,
+                        "ITERATION_CODE": codes,
                         "_WANT": design.stat_level(lg.t1_count, q.thresholds).astype("int64"),
                     }
-                )
+                ).with_columns(pl.lit(geo.value).alias("REGION_TYPE"))
             )
-    want = pl.concat(frames) if frames else pl.DataFrame(
+    want = pl.concat(frames, how="diagonal") if frames else pl.DataFrame(
         schema={**dict.fromkeys(GROUP, pl.String), "_WANT": pl.Int64}
     )  # fmt: skip
     firsts = family.filter(pl.struct(GROUP).is_first_distinct())

@@ -54,6 +54,7 @@ __all__ = [
     "coarsening",
     "coarser_counts",
     "exact_counts",
+    "f_entries",
     "finest_age_bins",
     "merge_rows",
     "product",
@@ -377,16 +378,11 @@ def product(a: sparse.csr_array, b: sparse.csr_array, workers: int = 1) -> spars
     return out
 
 
-def exact_counts(
-    by_region: sparse.csr_array, iterations: sparse.csr_array, dom: Domain, workers: int = 1
-) -> ExactCounts:
-    """Exact persons per (group, sex, age) of the groups of ``dom`` (``G`` indexes ``dom``
-    region-major from 0) from ``by_region`` — ``M = S X`` of exactly the regions of
-    ``dom`` (:func:`region_counts`, :func:`region_rows`, or the sum of such products over
-    disjoint sets of cells) — and the level's iteration
-    incidence ``iterations`` (combinations × ``dom.codes``): ``F = (S X) B`` (module
-    docstring), in ``workers`` threads (blocks of rows of ``S X``)."""
-    n_it = len(dom.codes)
+def f_entries(
+    by_region: sparse.csr_array, iterations: sparse.csr_array, n_it: int, workers: int = 1
+) -> tuple[NDArray[np.int64], NDArray[np.int64], NDArray[np.int64]]:
+    """The non-zero entries of ``F = (S X) B`` as (group ``region · n_it + iteration``,
+    row within the region, count), in ``workers`` threads (blocks of rows of ``S X``)."""
 
     def entries(block: tuple[int, int]) -> tuple[NDArray[np.int64], ...]:
         f = sparse.coo_array(row_slice(by_region, *block) @ iterations)
@@ -395,6 +391,19 @@ def exact_counts(
 
     parts = in_threads(entries, row_blocks(by_region, iterations, workers))
     group, sa, n = (x[0] if len(x) == 1 else np.concatenate(x) for x in zip(*parts, strict=True))
+    return group, sa, n
+
+
+def exact_counts(
+    by_region: sparse.csr_array, iterations: sparse.csr_array, dom: Domain, workers: int = 1
+) -> ExactCounts:
+    """Exact persons per (group, sex, age) of the groups of ``dom`` (``G`` indexes ``dom``
+    region-major from 0) from ``by_region`` — ``M = S X`` of exactly the regions of
+    ``dom`` (:func:`region_counts`, :func:`region_rows`, or the sum of such products over
+    disjoint sets of cells) — and the level's iteration
+    incidence ``iterations`` (combinations × ``dom.codes``): ``F = (S X) B`` (module
+    docstring, :func:`f_entries`), in ``workers`` threads (blocks of rows of ``S X``)."""
+    group, sa, n = f_entries(by_region, iterations, len(dom.codes), workers)
     return ExactCounts.from_entries(group, sa, n, dom.size)
 
 
