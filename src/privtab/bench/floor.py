@@ -60,22 +60,29 @@ _TYPES = {
 }
 
 
+def count_cells(path: Path, key: tuple[str, ...], types: dict[str, str]) -> tuple[int, int]:
+    """A typed polars read of a record file (Parquet or ``|``-separated text; the columns
+    of ``types`` cast to their polars types) and a group-by to ``key``: (records, cells)."""
+    import polars as pl
+
+    name = str(path)
+    if name.endswith(".parquet"):
+        lf = pl.scan_parquet(name)
+    else:
+        lf = pl.scan_csv(name, separator="|", infer_schema=False)
+    # race codes 2-8 are empty when absent: a non-strict cast turns them into nulls
+    typed = lf.select(
+        pl.col(c).cast(getattr(pl, t), strict=not c.startswith("QRACE")) for c, t in types.items()
+    )
+    cells = typed.group_by(key).agg(pl.len().alias("N")).collect()
+    return int(cells["N"].sum()), cells.height
+
+
 def floor_pass(persons: Path) -> dict[str, int]:
     """The floor: a typed polars read of ``persons`` (Parquet or ``|``-separated text)
     and a group-by to the cell key. Returns the persons and cells it found."""
-    import polars as pl
-
-    path = str(persons)
-    if path.endswith(".parquet"):
-        lf = pl.scan_parquet(path)
-    else:
-        lf = pl.scan_csv(path, separator="|", infer_schema=False)
-    # race codes 2-8 are empty when absent: a non-strict cast turns them into nulls
-    typed = lf.select(
-        pl.col(c).cast(getattr(pl, t), strict=not c.startswith("QRACE")) for c, t in _TYPES.items()
-    )
-    cells = typed.group_by(_KEY).agg(pl.len().alias("N")).collect()
-    return {"persons": int(cells["N"].sum()), "cells": cells.height}
+    found, cells = count_cells(persons, _KEY, _TYPES)
+    return {"persons": found, "cells": cells}
 
 
 def run(

@@ -67,20 +67,12 @@ TARGET_SECONDS = 600.0
 
 
 def floor_pass(households: Path) -> dict[str, int]:
-    """The floor: a typed polars read of ``households`` and a group-by to the cell key."""
-    import polars as pl
+    """The floor: a typed polars read of ``households`` and a group-by to the cell key
+    (:func:`privtab.bench.floor.count_cells`)."""
+    from privtab.bench.floor import count_cells
 
-    path = str(households)
-    lf = (
-        pl.scan_parquet(path)
-        if path.endswith(".parquet")
-        else pl.scan_csv(path, separator="|", infer_schema=False)
-    )
-    typed = lf.select(
-        pl.col(c).cast(getattr(pl, t), strict=not c.startswith("QRACE")) for c, t in _TYPES.items()
-    )
-    cells = typed.group_by(_KEY).agg(pl.len().alias("N")).collect()
-    return {"households": int(cells["N"].sum()), "cells": cells.height}
+    found, cells = count_cells(households, _KEY, _TYPES)
+    return {"households": found, "cells": cells}
 
 
 def _households(inputs: Path, seed: int) -> Path:

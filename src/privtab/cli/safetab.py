@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -197,20 +198,26 @@ def run_cmd(
 
 
 def run_release_cli(config: str | Path | None, data: Path, out: Path, opts: Any) -> Any:
-    """:func:`privtab.tabulate.run_release` with its progress on stderr (the log). A user
-    error is reported by the root group (one located message, its exit code); an interrupt
-    before publication → "no release was written", exit 130. Nothing after publication
-    fails."""
+    """:func:`privtab.tabulate.run_release` with its progress on stderr (the log); see
+    :func:`guarded`."""
+    from privtab.tabulate.run import run_release
+
+    return guarded(lambda: run_release(config, data, out, opts))
+
+
+def guarded(run: Callable[[], Any]) -> Any:
+    """Run a release (``run``): a user error is reported by the root group (one located
+    message, its exit code); an interrupt before publication → "no release was
+    written", exit 130. Nothing after publication fails."""
     import warnings
 
     from privtab.errors import EXIT_INTERRUPTED
     from privtab.mechanisms import InsecureReleaseWarning
-    from privtab.tabulate.run import run_release
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", InsecureReleaseWarning)  # warned by the caller
         try:
-            return run_release(config, data, out, opts)
+            return run()
         except KeyboardInterrupt as exc:  # user errors are reported by the root group
             typer.echo(f"privtab: error: {exc or 'interrupted'}: no release was written", err=True)
             raise typer.Exit(EXIT_INTERRUPTED) from None

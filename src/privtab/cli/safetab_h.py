@@ -190,20 +190,12 @@ def run_h_cli(
     config: str | Path | None, data: Path, out: Path, opts: Any, *, t1: Path | None
 ) -> Any:
     """:func:`privtab.safetab_h.run_release` with its progress on stderr; an interrupt
-    before publication → "no release was written", exit 130."""
-    import warnings
-
-    from privtab.errors import EXIT_INTERRUPTED
-    from privtab.mechanisms import InsecureReleaseWarning
+    before publication → "no release was written", exit 130
+    (:func:`privtab.cli.safetab.guarded`)."""
+    from privtab.cli.safetab import guarded
     from privtab.safetab_h.run import run_release
 
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", InsecureReleaseWarning)
-        try:
-            return run_release(config, data, out, opts, t1=t1)
-        except KeyboardInterrupt as exc:
-            typer.echo(f"privtab: error: {exc or 'interrupted'}: no release was written", err=True)
-            raise typer.Exit(EXIT_INTERRUPTED) from None
+    return guarded(lambda: run_release(config, data, out, opts, t1=t1))
 
 
 def release_summary_h(res: Any) -> dict[str, Any]:

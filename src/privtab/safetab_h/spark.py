@@ -46,7 +46,7 @@ from privtab.data.errors import ProblemLog
 from privtab.data.households import SLOTS, HouseholdReader
 from privtab.data.membership import iteration_matrix
 from privtab.data.persons import FilePart, format_of, person_parts
-from privtab.random import RandomSource, SecureSource, SeededSource
+from privtab.random import RandomSource
 from privtab.safetab_h.algorithm import CellNoise, ChunkOutput, tabulate_chunk
 from privtab.safetab_h.domain import LevelGroups
 from privtab.safetab_h.engine import (
@@ -72,7 +72,9 @@ from privtab.tabulate.engines.spark import (
     numbered_combos,
     parquet_rows,
     partition_cells,
+    seed_of,
     split_cells,
+    task_source,
 )
 
 if TYPE_CHECKING:
@@ -131,12 +133,7 @@ class _Level:
 
     def source(self, secure: list[RandomSource], label: str | None) -> RandomSource:
         """The chunk's source: seeded per (level, state) for tests, else the task's own."""
-        if self.seed is not None:
-            tail = "" if label is None else f"-{label}"
-            return SeededSource(f"{self.seed}-{self.groups.key}{tail}")
-        if not secure:
-            secure.append(SecureSource())  # this task's own OS entropy, never shared
-        return secure[0]
+        return task_source(self.seed, self.groups.key, secure, label)
 
     def draw(self, groups: LevelGroups, exact: NDArray[np.int64], src: RandomSource) -> ChunkOutput:
         draw = CellNoise(src, enabled=self.noise)
@@ -264,7 +261,7 @@ class SparkHEngine:
             return
         sc = self.spark.sparkContext
         dom = level_domain(self.inputs, groups)
-        seed = _seed_of(drawing.source)
+        seed = seed_of(drawing.source)
         job = _Level(groups, tuple(queries), dom, seed, drawing.noise, nonnegative,
                      1 if seed is not None else self.max_chunk_groups,
                      self.max_chunk_cells)  # fmt: skip
@@ -336,14 +333,6 @@ def _runs(idx: NDArray[np.int64]) -> list[int]:
         return []
     starts = np.r_[True, np.diff(idx) != 1]
     return [int(i) for i in idx[starts]]
-
-
-def _seed_of(source: RandomSource | None) -> str | None:
-    if source is None or source.is_private:
-        return None
-    if isinstance(source, SeededSource):
-        return str(source.seed)
-    return f"{source.random_bits(128):032x}"
 
 
 def _per_run(inputs: HInputs) -> dict[str, tuple[str, ...]]:

@@ -133,7 +133,9 @@ __all__ = [
     "numbered_combos",
     "parquet_rows",
     "partition_cells",
+    "seed_of",
     "split_cells",
+    "task_source",
 ]
 
 Say = Callable[[str], None]
@@ -302,12 +304,7 @@ class _Level:
 
     def source(self, secure: list[RandomSource], label: str | None) -> RandomSource:
         """The chunk's source: seeded per (level, state) for tests, else the task's own."""
-        if self.seed is not None:
-            tail = "" if label is None else f"-{label}"
-            return SeededSource(f"{self.seed}-{self.plan.key}{tail}")
-        if not secure:
-            secure.append(SecureSource())  # this task's own OS entropy, never shared
-        return secure[0]
+        return task_source(self.seed, self.plan.key, secure, label)
 
     def draw(self, dom: Domain, exact: Any, src: RandomSource) -> ChunkResult:
         """The chunk's noisy counts, their integers narrowed for the trip to the driver
@@ -319,6 +316,20 @@ class _Level:
         cells = tuple(replace(t, groups=_narrow(t.groups), noisy=_narrow(t.noisy)) for t in g.cells)
         narrow = replace(g, count=_narrow(g.count), stage1=_narrow(g.stage1), cells=cells)
         return replace(res, groups=narrow)
+
+
+def task_source(
+    seed: str | None, level: str, secure: list[RandomSource], label: str | None
+) -> RandomSource:
+    """A task's random source for a chunk: for tests, ``SeededSource(f"{seed}-{level}")``
+    (``-{label}``: the chunk's state) — the same draws whatever the partitions; else the
+    task's own secure source (its OS entropy, never shared), created once in ``secure``."""
+    if seed is not None:
+        tail = "" if label is None else f"-{label}"
+        return SeededSource(f"{seed}-{level}{tail}")
+    if not secure:
+        secure.append(SecureSource())
+    return secure[0]
 
 
 def _narrow(values: NDArray[np.int64]) -> NDArray[np.signedinteger[Any]]:
@@ -583,7 +594,7 @@ class SparkEngine:
         if self._cells is None or self._layout is None or self.inputs is None:
             raise RuntimeError("call prepare() first")
         dom = level_domain(plan, self.inputs.geography, self.inputs.reference)
-        job = _Level(plan, dom, _seed_of(drawing.source), drawing.noise, drawing.evaluate,
+        job = _Level(plan, dom, seed_of(drawing.source), drawing.noise, drawing.evaluate,
                      self.max_chunk_groups, self.max_chunk_cells)  # fmt: skip
         its, nest = self._iterations(plan, dom), self._nest_products(dom.geo)
         if dom.geo not in NESTED_IN_STATE:
@@ -905,7 +916,7 @@ def parquet_rows(path: Path) -> int:
         return int(pf.metadata.num_rows)
 
 
-def _seed_of(source: RandomSource | None) -> str | None:
+def seed_of(source: RandomSource | None) -> str | None:
     """``None`` for a secure source (tasks draw their own entropy); for a seeded test
     source, its seed (or, for another non-private source, 128 bits drawn from it)."""
     if source is None or source.is_private:
