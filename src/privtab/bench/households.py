@@ -76,7 +76,7 @@ def households_from_persons(
         .select(COLUMNS)
     )
     if parquet:
-        frame.sink_parquet(out)
+        frame.sink_parquet(out, row_group_size=1 << 19)
     else:
         frame.sink_csv(out, separator="|", quote_style="never")
     return out

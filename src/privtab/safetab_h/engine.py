@@ -191,7 +191,7 @@ class PolarsHEngine:
 
     def prepare(self, inputs: HInputs, say: Say) -> dict[str, int]:
         say(f"validating and aggregating {inputs.households_path}")
-        reader = inputs.household_reader()
+        reader = inputs.household_reader(batch_rows=1 << 20)  # as SafeTab-P's aggregation
         starts = inputs.geography.units.group_by("TABBLKST").agg(pl.col(UNIT).min())[UNIT]
         started = time.monotonic()
         last = [0.0]
