@@ -85,6 +85,40 @@ def floor_pass(persons: Path) -> dict[str, int]:
     return {"persons": found, "cells": cells}
 
 
+def around(
+    module: str, file: Path, cmd: list[str], work: Path, log: str
+) -> tuple[list[dict[str, Any]], dict[str, Any], dict[str, Any]]:
+    """The floor (``module.floor_pass(file)`` in its own process), then ``cmd`` (a release
+    printing its JSON summary), then the floor again, each under ``/usr/bin/time -v``
+    (logs ``work/floor-before.stderr``, ``work/LOG``, ``work/floor-after.stderr``).
+
+    Returns (the two floor runs, the release's timing with its command and phase seconds,
+    the ratios of the release to the faster floor: ``ratio_wall``, ``ratio_cpu``)."""
+    code = (
+        f"import json, pathlib; from {module} import floor_pass; "
+        f"print(json.dumps(floor_pass(pathlib.Path({str(file)!r}))))"
+    )
+    floor_cmd = [sys.executable, "-c", code]
+    floors = []
+    first, proc = run_timed(floor_cmd, work / "floor-before.stderr")
+    floors.append({**first, **json.loads(proc.stdout)})
+    release, proc = run_timed(cmd, work / log)
+    summary = json.loads(proc.stdout)
+    second, proc = run_timed(floor_cmd, work / "floor-after.stderr")
+    floors.append({**second, **json.loads(proc.stdout)})
+    best = min(f["wall_seconds"] for f in floors)
+    best_cpu = min(f["cpu_seconds"] or float("inf") for f in floors)
+    timing = {**release, "command": " ".join(cmd), "seconds": summary.get("seconds", {})}
+    if "rows" in summary:
+        timing["rows"] = sum(summary["rows"].values())
+    cpu = release["cpu_seconds"]
+    ratios = {
+        "ratio_wall": round(release["wall_seconds"] / best, 2),
+        "ratio_cpu": round(cpu / best_cpu, 2) if cpu else None,
+    }
+    return floors, timing, ratios
+
+
 def run(
     persons: int = 10_000_000,
     data: Path | None = None,
@@ -98,40 +132,22 @@ def run(
     inputs = (Path(data) if data is not None else work) / f"synth-{persons}"
     synthetic_input(inputs, persons, seed, "--format", "parquet")
     file = inputs / "person-records.parquet"
-    code = (
-        f"import json, pathlib; from {__name__} import floor_pass; "
-        f"print(json.dumps(floor_pass(pathlib.Path({str(file)!r}))))"
-    )
-    floor_cmd = [sys.executable, "-c", code]
-    floors = []
-    first, proc = run_timed(floor_cmd, work / "floor-before.stderr")
-    floors.append({**first, **json.loads(proc.stdout)})
     rel_cmd = release_command(inputs, work / f"rel-{persons}", "--overwrite", "--format", "parquet")
-    release, proc = run_timed(rel_cmd, work / "release.stderr")
-    summary = json.loads(proc.stdout)
-    second, proc = run_timed(floor_cmd, work / "floor-after.stderr")
-    floors.append({**second, **json.loads(proc.stdout)})
-    best = min(floors, key=lambda f: f["wall_seconds"])
-    best_cpu = min(f["cpu_seconds"] or float("inf") for f in floors)
+    floors, release, ratios = around(__name__, file, rel_cmd, work, "release.stderr")
+    release.pop("rows", None)
     return {
         "machine": machine(),
         "persons": persons,
         "floor_runs": floors,
-        "release": {
-            **release,
-            "command": " ".join(rel_cmd),
-            "seconds": summary.get("seconds", {}),
-        },
+        "release": release,
         "floor_command": "python -c 'privtab.bench.floor.floor_pass(PERSON_FILE)'",
-        "ratio_wall": round(release["wall_seconds"] / best["wall_seconds"], 2),
-        "ratio_cpu": (
-            round(release["cpu_seconds"] / best_cpu, 2) if release["cpu_seconds"] else None
-        ),
+        **ratios,
         "target_ratio": 5.0,
     }
 
 
-def _row(what: str, m: dict[str, Any]) -> list[str]:
+def timing_row(what: str, m: dict[str, Any]) -> list[str]:
+    """One program's row: wall, CPU, peak RSS, load before."""
     cpu = "—" if m.get("cpu_seconds") is None else f"{m['cpu_seconds']:,.1f} s"
     rss = "—" if m.get("peak_rss_mb") is None else f"{m['peak_rss_mb'] / 1024:.2f} GiB"
     load = " / ".join(f"{x:g}" for x in m.get("load_average_before") or [])
@@ -140,8 +156,8 @@ def _row(what: str, m: dict[str, Any]) -> list[str]:
 
 def tables(res: dict[str, Any]) -> list[Table]:
     """Floor runs, the release and the two ratios."""
-    rows = [_row(f"floor ({i})", f) for i, f in enumerate(res["floor_runs"], start=1)]
-    rows.append(_row("release (19 levels, Parquet, report)", res["release"]))
+    rows = [timing_row(f"floor ({i})", f) for i, f in enumerate(res["floor_runs"], start=1)]
+    rows.append(timing_row("release (19 levels, Parquet, report)", res["release"]))
     cols = ["program", "wall", "CPU (user + sys)", "peak RSS", "load before (1/5/15 min)"]
     seconds = res["release"].get("seconds", {})
     notes = [

@@ -128,16 +128,15 @@ FLOOR = (
     ),
     Option("seed", 7, "Seed of privtab synth.", minimum=0),
 )
+#: SafeTab-H's: the floor's, with the persons' help naming the households they make
 SAFETAB_H = (
-    Option("persons", 10_000_000, "Synthetic persons (households: about a third).", minimum=1),
     Option(
-        "data",
-        None,
-        "Where the synthetic input is kept/reused (DATA/synth-N).",
-        str | None,
-        parse=_path,
+        "persons",
+        10_000_000,
+        "Synthetic persons (households: about 0.36 per person; 356000000 ≈ 2020's 1.27e8).",
+        minimum=1,
     ),
-    Option("seed", 7, "Seed of privtab synth.", minimum=0),
+    *FLOOR[1:],
 )
 SAFETAB = (
     Option("persons", 1_000_000, "Synthetic persons.", minimum=1),

@@ -18,17 +18,17 @@ them):
 Each runs in its own process under ``/usr/bin/time -v``. The result gives both ratios,
 SafeTab-H ÷ floor in wall-clock and CPU seconds (target ≤ 5×, as SafeTab-P's), and the
 SafeTab-H wall time against the 10-minute target at the 2020 size (≈ 1.27 × 10⁸
-households: ``--persons 400000000``).
+households: ``--persons 356000000``).
 """
 
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 from typing import Any
 
 from privtab.bench._common import Table, machine, privtab_exe, run_timed, synthetic_input, table
+from privtab.bench.floor import around, count_cells, timing_row
 
 ABOUT = """\
 One synthetic population (`privtab synth --seed 7 --format parquet`; its households in the
@@ -69,8 +69,6 @@ TARGET_SECONDS = 600.0
 def floor_pass(households: Path) -> dict[str, int]:
     """The floor: a typed polars read of ``households`` and a group-by to the cell key
     (:func:`privtab.bench.floor.count_cells`)."""
-    from privtab.bench.floor import count_cells
-
     found, cells = count_cells(households, _KEY, _TYPES)
     return {"households": found, "cells": cells}
 
@@ -111,58 +109,30 @@ def run(
              "--ledger", ledger, "--overwrite", "--format", "parquet", "--no-report"]  # fmt: skip
     p_run, proc = run_timed(p_cmd, work / "safetab-p.stderr")
     p_seconds = json.loads(proc.stdout).get("seconds", {})
-    code = (
-        f"import json, pathlib; from {__name__} import floor_pass; "
-        f"print(json.dumps(floor_pass(pathlib.Path({str(households)!r}))))"
-    )
-    floor_cmd = [sys.executable, "-c", code]
-    floors = []
-    first, proc = run_timed(floor_cmd, work / "floor-before.stderr")
-    floors.append({**first, **json.loads(proc.stdout)})
     h_cmd = [exe, "safetab-h", "run", "--data", str(inputs), "--t1", str(rel_p), "--out",
              str(work / f"rel-h-{persons}"), "--json", "--ledger", ledger, "--overwrite",
              "--format", "parquet"]  # fmt: skip
-    release, proc = run_timed(h_cmd, work / "safetab-h.stderr")
-    summary = json.loads(proc.stdout)
-    second, proc = run_timed(floor_cmd, work / "floor-after.stderr")
-    floors.append({**second, **json.loads(proc.stdout)})
-    best = min(floors, key=lambda f: f["wall_seconds"])
-    best_cpu = min(f["cpu_seconds"] or float("inf") for f in floors)
+    floors, release, ratios = around(__name__, households, h_cmd, work, "safetab-h.stderr")
     return {
         "machine": machine(),
         "persons": persons,
-        "households": best["households"],
+        "households": floors[0]["households"],
         "safetab_p": {**p_run, "command": " ".join(p_cmd), "seconds": p_seconds},
         "floor_runs": floors,
-        "release": {
-            **release,
-            "command": " ".join(h_cmd),
-            "seconds": summary.get("seconds", {}),
-            "rows": sum(summary.get("rows", {}).values()),
-        },
+        "release": release,
         "floor_command": "python -c 'privtab.bench.safetab_h.floor_pass(HOUSEHOLD_FILE)'",
-        "ratio_wall": round(release["wall_seconds"] / best["wall_seconds"], 2),
-        "ratio_cpu": (
-            round(release["cpu_seconds"] / best_cpu, 2) if release["cpu_seconds"] else None
-        ),
+        **ratios,
         "target_ratio": TARGET_RATIO,
         "target_seconds": TARGET_SECONDS,
     }
 
 
-def _row(what: str, m: dict[str, Any]) -> list[str]:
-    cpu = "—" if m.get("cpu_seconds") is None else f"{m['cpu_seconds']:,.1f} s"
-    rss = "—" if m.get("peak_rss_mb") is None else f"{m['peak_rss_mb'] / 1024:.2f} GiB"
-    load = " / ".join(f"{x:g}" for x in m.get("load_average_before") or [])
-    return [what, f"{m['wall_seconds']:,.1f} s", cpu, rss, load or "—"]
-
-
 def tables(res: dict[str, Any]) -> list[Table]:
     """The four runs, the ratios and the 2020-size target."""
-    rows = [_row("SafeTab-P (NMFv7, its T1 = the domain)", res["safetab_p"])]
-    rows.append(_row("floor (1)", res["floor_runs"][0]))
-    rows.append(_row("SafeTab-H (NMFv5, Parquet, report)", res["release"]))
-    rows.append(_row("floor (2)", res["floor_runs"][1]))
+    rows = [timing_row("SafeTab-P (NMFv7, its T1 = the domain)", res["safetab_p"])]
+    rows.append(timing_row("floor (1)", res["floor_runs"][0]))
+    rows.append(timing_row("SafeTab-H (NMFv5, Parquet, report)", res["release"]))
+    rows.append(timing_row("floor (2)", res["floor_runs"][1]))
     cols = ["program", "wall", "CPU (user + sys)", "peak RSS", "load before (1/5/15 min)"]
     wall = res["release"]["wall_seconds"]
     seconds = res["release"].get("seconds", {})
