@@ -52,6 +52,7 @@ __all__ = [
     "check_values",
     "column_patterns",
     "grfc_path",
+    "note_config_checks",
     "read_parquet_table",
     "read_table",
     "read_text_table",
@@ -96,6 +97,22 @@ class ValidationSummary:
 
 
 # ----------------------------------------------------------------------------- schemas
+def note_config_checks(summary: ValidationSummary, allow_negative_counts: bool | None) -> None:
+    """Record the checks that need the config (``allow_negative_counts`` is None without
+    one): ``state_filter`` always with it, ``negative_count`` unless the config allows
+    negative counts; otherwise both are skipped, saying why."""
+    if allow_negative_counts is None:
+        why = "no config given and no config recorded in release.json"
+        summary.skipped["negative_count"] = why
+        summary.skipped["state_filter"] = why
+        return
+    summary.checks.append("state_filter")
+    if not allow_negative_counts:
+        summary.checks.append("negative_count")
+    else:
+        summary.skipped["negative_count"] = "the config allows negative counts"
+
+
 def column_patterns(path: Path, columns: Sequence[str]) -> dict[str, str]:
     """Each column's full-match regex from a Census output schema file (``CategoricalStr``
     and ``CategoricalInt`` values become an alternation; ``\\d`` becomes ``[0-9]``: ASCII

@@ -47,6 +47,7 @@ from privtab.publish.validation import (
     check_duplicates,
     check_values,
     column_patterns,
+    note_config_checks,
     read_table,
     report_each_file,
 )
@@ -321,15 +322,7 @@ def validate_output(
         summary.checks += ["domain", "stat_level", "missing_group"]
     else:
         summary.skipped["domain"] = "needs the T1, the GRF-C and the config (--data, --t1)"
-    if rules is None:
-        summary.skipped["state_filter"] = "no config given and none in release.json"
-        summary.skipped["negative_count"] = "no config given and none in release.json"
-    else:
-        summary.checks.append("state_filter")
-        if rules.allow_negative_counts:
-            summary.skipped["negative_count"] = "the config allows negative counts"
-        else:
-            summary.checks.append("negative_count")
+    note_config_checks(summary, None if rules is None else rules.allow_negative_counts)
     if log:
         raise OutputValidationError(log.problems, log.counts)
     return summary

@@ -64,6 +64,7 @@ from privtab.publish.validation import (
     check_duplicates,
     check_values,
     grfc_path,
+    note_config_checks,
     read_table,
     report_each_file,
 )
@@ -416,16 +417,7 @@ def validate_output(
             if rules is not None
             else "needs the config (--config or the release's release.json) and the GRF-C"
         )
-    if rules is None:
-        why = "no config given and no config recorded in release.json"
-        summary.skipped["negative_count"] = why
-        summary.skipped["state_filter"] = why
-    else:
-        summary.checks.append("state_filter")
-        if not rules.allow_negative_counts:
-            summary.checks.append("negative_count")
-        else:
-            summary.skipped["negative_count"] = "the config allows negative counts"
+    note_config_checks(summary, None if rules is None else rules.allow_negative_counts)
     if log:
         raise OutputValidationError(log.problems, log.counts)
     return summary
