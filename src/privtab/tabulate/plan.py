@@ -83,15 +83,17 @@ class StagePlan:
         )
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "stage": self.stage,
-            "noise": self.noise,
-            "parameter": float(self.parameter),
-            "parameter_exact": str(self.parameter),
-            "noise_scale": self.noise_scale,
-            "variance": self.variance,
-            "moe95": self.moe95,
-        }
+        from privtab.mechanisms.counts import CountNoise
+
+        count = CountNoise(
+            self.noise,
+            self.parameter,
+            self.mechanism,
+            self.noise_scale,
+            self.variance,
+            self.moe95,
+        )
+        return {"stage": self.stage, **count.to_dict()}
 
 
 @dataclass(frozen=True)
