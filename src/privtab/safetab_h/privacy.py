@@ -47,17 +47,17 @@ from typing import Any
 import numpy as np
 
 from privtab.accounting import RDP, zcdp_epsilon
-from privtab.accounting.conversions import rdp_epsilon_order, zcdp_optimal_order
+from privtab.accounting.conversions import rdp_epsilon_order, zcdp_analyses
 from privtab.accounting.curves import geometric_rdp_divergence
 from privtab.accounting.exact import ExactGuarantee
 from privtab.accounting.guarantees import FloatArray
 from privtab.accounting.pld import (
-    GridTooFineError,
     LossFactor,
     compose_plds,
     discrete_gaussian_loss,
     feasible_grid,
     geometric_loss,
+    solve_on_a_fitting_grid,
 )
 from privtab.safetab_h.queries import HPlan
 
@@ -133,24 +133,13 @@ def analyse(plan: HPlan, delta: float, *, pld_grid: float = 1e-3) -> dict[str, d
         out["rdp"] = {"epsilon": eps, "delta": delta, "alpha": alpha,
                       "method": "exact geometric divergence, CKS, optimal α"}  # fmt: skip
     else:
-        for m in ("analytic", "grid", "optimal"):
-            out[f"zcdp_{m}"] = {
-                "epsilon": float(zcdp_epsilon(total, delta, m)),
-                "delta": delta,
-                "rho": total,
-                "method": f"ρ = Σρ_q, {m} conversion",
-            }
-        out["zcdp_optimal"]["alpha"] = float(zcdp_optimal_order(total, delta))
-    grid = plan_grid(plan, pld_grid)
-    for _ in range(8):
-        try:
-            upper = plan_pld(plan, grid=grid).epsilon(delta)
-            lower = plan_pld(plan, grid=grid, pessimistic=False).epsilon(delta)
-            break
-        except GridTooFineError as exc:
-            grid = max(exc.grid, 2.0 * grid)
-    else:  # pragma: no cover - the grid doubles until the windows fit
-        raise RuntimeError("the PLD analysis found no feasible grid")
+        out.update(zcdp_analyses(total, delta, "ρ = Σρ_q"))
+
+    def solve(h: float) -> tuple[float, float]:
+        upper = plan_pld(plan, grid=h).epsilon(delta)
+        return upper, plan_pld(plan, grid=h, pessimistic=False).epsilon(delta)
+
+    grid, (upper, lower) = solve_on_a_fitting_grid(solve, plan_grid(plan, pld_grid))
     out["pld"] = {
         "epsilon": upper,
         "delta": delta,
