@@ -10,8 +10,6 @@ restricted to the demo's states, the T1 just published as the domain, and the sa
 
 from __future__ import annotations
 
-import json
-import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -26,19 +24,9 @@ def demo_parameters_h(directory: Path, states: list[str]) -> Path:
     """The production NMFv5 parameters copied to ``directory`` with ``state_filter_us`` the
     demo's US states (and ``run_pr`` when 72 is one of them); returns the config path."""
     from privtab.data.resources import production_config_dir_h
+    from privtab.tabulate.demo import demo_parameters
 
-    directory.mkdir(parents=True, exist_ok=True)
-    src = production_config_dir_h()
-    for f in src.iterdir():
-        if f.is_file():
-            shutil.copy2(f, directory / f.name)
-    cfg = json.loads((src / "config.json").read_text())
-    us = [s for s in states if s != "72"]
-    cfg["state_filter_us"] = us or cfg["state_filter_us"][:1]
-    cfg["run_us"] = bool(us)
-    cfg["run_pr"] = "72" in states
-    (directory / "config.json").write_text(json.dumps(cfg, indent=2))
-    return directory / "config.json"
+    return demo_parameters(directory, states, "72" in states, production_config_dir_h())
 
 
 def run_demo_h(
