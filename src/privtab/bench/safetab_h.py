@@ -139,7 +139,8 @@ def tables(res: dict[str, Any]) -> list[Table]:
     notes = [
         f"SafeTab-H ÷ floor: {res['ratio_wall']:.1f}× wall, "
         + ("—" if res["ratio_cpu"] is None else f"{res['ratio_cpu']:.1f}× CPU")
-        + f" (target ≤ {res['target_ratio']:g}×; floor = the faster of the two floor runs)",
+        + f" (target ≤ {res['target_ratio']:g}× at 10⁷ persons; floor = the faster of the two"
+        " floor runs)",
         f"SafeTab-H wall {wall:,.0f} s for {res['households']:,} households "
         f"(2020-size target: ≤ {res['target_seconds']:g} s at ≈ 1.27 × 10⁸)",
         f"floor: {res['floor_runs'][0]['cells']:,} cells; {res['release'].get('rows', 0):,} "
