@@ -97,6 +97,28 @@ def test_nothing_confidential_in_the_folder(chained: tuple[Path, Path, Path]) ->
                 assert s not in text, (f, s)
 
 
+def test_release_json_names_no_paths_of_the_operator(chained: tuple[Path, Path, Path]) -> None:
+    """The config by file name and SHA-256 (as SafeTab-P's), no folder of the machine in
+    any file; validate-output finds the packaged config again by its SHA-256."""
+    from privtab.data.inputs import sha256_file
+    from privtab.data.resources import production_config_dir_h
+    from privtab.safetab_h.validation import validate_paths
+
+    data, p, h = chained
+    doc = json.loads((h / "release.json").read_text())
+    packaged = production_config_dir_h() / "config.json"
+    assert doc["config"]["source"] == "config.json"
+    assert doc["config"]["source_sha256"] == sha256_file(packaged)
+    assert doc["plan"]["source"] == "config.json [US]"
+    folders = {str(data), str(p), str(h.parent), str(packaged.parent)}
+    for f in h.rglob("*"):
+        if f.is_file() and f.suffix in (".json", ".html", ".csv", ".txt"):
+            text = f.read_text(errors="replace")
+            assert not [d for d in folders if d in text], f
+    summary = validate_paths(h, data=data, t1=p)
+    assert "domain" in summary.checks
+
+
 def test_private_run_charges_the_person_level_part_to_the_ledger(
     chained: tuple[Path, Path, Path], tmp_path: Path
 ) -> None:

@@ -219,7 +219,6 @@ def release_summary_h(res: Any) -> dict[str, Any]:
             if run["privacy"]
         },
         "domain": rel["domain"],
-        "seconds": res.seconds,
     }
 
 

@@ -552,6 +552,27 @@ def _validate_staged(ctx: _Context, inputs: HInputs, tmp: Path, plans: list[HPla
     ctx.seconds["validate_output"] = time.monotonic() - t0
 
 
+def _public_config(inputs: HInputs) -> dict[str, Any]:
+    """The config for ``release.json``: its values, and as its source the file's **name and
+    SHA-256** — never its path, which names folders of the operator's machine (as
+    SafeTab-P's ``release.json``)."""
+    from privtab.data.inputs import sha256_file
+
+    cfg = inputs.config.to_dict()
+    where = Path(str(cfg.get("source", "")))
+    cfg["source"] = where.name
+    cfg["source_sha256"] = sha256_file(where) if where.is_file() else None
+    return cfg
+
+
+def _public_plan(plan: HPlan, source: str) -> dict[str, Any]:
+    """``plan.to_dict()`` with the config's path in its label replaced by the file's name."""
+    d = plan.to_dict()
+    if source:
+        d["source"] = str(d.get("source", "")).replace(source, Path(source).name)
+    return d
+
+
 def _document(
     ctx: _Context,
     inputs: HInputs,
@@ -568,7 +589,7 @@ def _document(
         s.value: RunEntry(
             scope=s.value,
             guarantee=r.guarantee,
-            plan=plans[s].to_dict(),
+            plan=_public_plan(plans[s], inputs.config.source),
             privacy=analyses[s](),
             levels=tuple(r.entries),
         )
@@ -589,9 +610,9 @@ def _document(
         "person_level": person_guarantee_json(
             guarantee, ctx.persons, ctx.persons_source, ctx.opts.delta
         ),
-        "plan": plans[worst].to_dict(),
+        "plan": _public_plan(plans[worst], inputs.config.source),
         "engine": ctx.engine.name,
-        "config": inputs.config.to_dict(),
+        "config": _public_config(inputs),
         "domain": {s.value: inputs.groups[s].to_dict() for s in inputs.config.scopes},
         "public_inputs": {p.name: {"sha256": sha256_file(p)} for p in inputs.public_files()},
         "outputs": outputs,

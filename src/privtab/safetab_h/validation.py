@@ -328,6 +328,18 @@ def validate_output(
     return summary
 
 
+def _recorded_config(doc: Mapping[str, Any]) -> Path | None:
+    """The config a release was made with, when it is privtab's packaged NMFv5 (the
+    ``source_sha256`` of ``release.json`` says so; release.json names no paths)."""
+    from privtab.data.inputs import sha256_file
+    from privtab.data.resources import production_config_dir_h
+
+    cfg = doc.get("config")
+    sha = cfg.get("source_sha256") if isinstance(cfg, dict) else None
+    packaged = production_config_dir_h() / "config.json"
+    return packaged if sha and sha == sha256_file(packaged) else None
+
+
 def validate_paths(
     directory: str | Path,
     *,
@@ -346,9 +358,7 @@ def validate_paths(
         raise UsageError(f"release folder {d} not found")
     path = resolve_config_path(config) if config is not None else None
     if path is None and (d / "release.json").is_file():
-        recorded = json.loads((d / "release.json").read_text(encoding="utf-8"))
-        source = (recorded.get("config") or {}).get("source")
-        path = Path(source) if source and Path(source).is_file() else None
+        path = _recorded_config(json.loads((d / "release.json").read_text(encoding="utf-8")))
     if data is None or path is None:
         rules = OutputRulesH.from_config(read_config(path)) if path is not None else None
         return validate_output(d, rules=rules)
