@@ -4,12 +4,14 @@ One call runs SafeTab-P on DataFrames (``privtab.safetab.release(persons, geogra
 ``docs/python.md``); the subpackages hold the parts:
 
 - :mod:`privtab.safetab` — the one-call Python API: a release, its plan, intervals;
+- :mod:`privtab.safetab_h` — SafeTab-H (Detailed DHC-B: households by type and tenure);
 - :mod:`privtab.accounting` — guarantee types, conversions, composition, ledgers;
 - :mod:`privtab.random` — secure randomness and exact noise samplers;
 - :mod:`privtab.mechanisms` — noise mechanisms that know their guarantee and error;
 - :mod:`privtab.data` — the Census input files: readers, validation, reference data;
 - :mod:`privtab.tabulate` — the SafeTab-P engine: plans, analyses, runs;
 - :mod:`privtab.release` — ``release.json``, the typed description of a release;
+- :mod:`privtab.publish` — the shared publishing floors (Census part files, output rules);
 - :mod:`privtab.analysis` — using noisy outputs: intervals, combinations, tests;
 - :mod:`privtab.semantics` — what a guarantee means to an attacker;
 - :mod:`privtab.invariants` — Semi-DP: privacy with counts published exactly;
@@ -34,10 +36,12 @@ SUBPACKAGES = (
     "data",
     "invariants",
     "mechanisms",
+    "publish",
     "random",
     "release",
     "report",
     "safetab",
+    "safetab_h",
     "semantics",
     "tabulate",
     "topdown",

@@ -143,10 +143,15 @@ def test_writer_files_and_manifest(tmp_path: Path) -> None:
     out.mkdir()
     with CensusWriter(out, formats=("txt",), metadata={PRIVATE_KEY: "true"}) as w:
         with pytest.raises(ValueError, match="start_run"):
-            w.write(t1, pl.DataFrame(schema=T2_SCHEMA))
+            w.write({"t1": t1, "t2": pl.DataFrame(schema=T2_SCHEMA)})
         w.start_run("US")
-        w.write(t1, pl.DataFrame(schema=T2_SCHEMA))
-        w.write(t1.with_columns(pl.lit("10003").alias("REGION_ID")), pl.DataFrame(schema=T2_SCHEMA))
+        w.write({"t1": t1, "t2": pl.DataFrame(schema=T2_SCHEMA)})
+        w.write(
+            {
+                "t1": t1.with_columns(pl.lit("10003").alias("REGION_ID")),
+                "t2": pl.DataFrame(schema=T2_SCHEMA),
+            }
+        )
         with pytest.raises(ValueError, match="already"):
             w.start_run("US")
     files = {f.path: f for f in w.files}

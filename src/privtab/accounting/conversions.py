@@ -34,7 +34,7 @@ take any guarantee object (never a bare number, which would be ambiguous).
 from __future__ import annotations
 
 import math
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -75,6 +75,7 @@ __all__ = [
     "rdp_epsilon_order",
     "to_approx",
     "to_rdp",
+    "zcdp_analyses",
     "zcdp_delta",
     "zcdp_epsilon",
     "zcdp_optimal_order",
@@ -506,3 +507,19 @@ def to_approx(g: Guarantee | ExactGuarantee, delta: float) -> ApproxDP:
     """``g`` as an (ε, δ)-DP guarantee at the given δ, by the tightest method here."""
     g = guarantee_arg(g, "to_approx")
     return ApproxDP(epsilon_at(g, delta), delta if not isinstance(g, PureDP) else 0.0)
+
+
+def zcdp_analyses(rho: float, delta: float, total: str = "ρ") -> dict[str, dict[str, Any]]:
+    """ε(δ) of a ρ-zCDP guarantee by each conversion (``zcdp_analytic``, ``zcdp_grid``,
+    ``zcdp_optimal`` — the last with its order α*), as the rows of a release's analyses;
+    ``total`` is how the method names ρ (e.g. ``ρ = Σρ_i``)."""
+    out: dict[str, dict[str, Any]] = {}
+    for m in ("analytic", "grid", "optimal"):
+        out[f"zcdp_{m}"] = {
+            "epsilon": float(zcdp_epsilon(rho, delta, m)),
+            "delta": delta,
+            "rho": rho,
+            "method": f"{total}, {m} conversion",
+        }
+    out["zcdp_optimal"]["alpha"] = float(zcdp_optimal_order(rho, delta))
+    return out

@@ -66,15 +66,18 @@ from __future__ import annotations
 
 import math
 from abc import ABC, abstractmethod
-from collections.abc import Hashable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field, replace
 from functools import cached_property, lru_cache
+from typing import TypeVar
 
 import numpy as np
 from numpy.typing import ArrayLike
 
 from privtab.accounting._gaussian_buckets import MIN_SIGMA, tail_bound
 from privtab.accounting.guarantees import FloatArray, check_parameter
+
+_T = TypeVar("_T")
 
 
 def _dot(a: np.ndarray, b: np.ndarray) -> float:
@@ -110,6 +113,7 @@ __all__ = [
     "either_of",
     "feasible_grid",
     "geometric_loss",
+    "solve_on_a_fitting_grid",
     "worst_of",
 ]
 
@@ -1242,3 +1246,17 @@ def either_of(
     return AtomLoss(
         h * ks[keep].astype(np.float64), np.log(m[keep]), min(p_inf, 1.0), f"either of: {names}"
     )
+
+
+def solve_on_a_fitting_grid(
+    solve: Callable[[float], _T], grid: float, tries: int = 8
+) -> tuple[float, _T]:
+    """``(grid, solve(grid))``, coarsening the grid (each time at least twofold, or to the
+    width a :class:`GridTooFineError` names) while ``solve`` finds it too fine;
+    ``RuntimeError`` after ``tries`` grids."""
+    for _ in range(tries):
+        try:
+            return grid, solve(grid)
+        except GridTooFineError as exc:
+            grid = max(exc.grid, 2.0 * grid)
+    raise RuntimeError(f"the PLD analysis found no feasible grid (last tried {grid:.3g})")

@@ -203,6 +203,56 @@ def load_checked(path: str | Path) -> SafeTabRelease:
     return rel
 
 
+def _is_safetab_h(path: str | Path) -> bool:
+    from privtab.release.document import KIND_H
+
+    doc = Path(path) / "release.json"
+    if not doc.is_file():
+        return (Path(path) / "t3").is_dir()
+    import json
+
+    try:
+        return bool(json.loads(doc.read_text(encoding="utf-8")).get("kind") == KIND_H)
+    except ValueError:
+        return False
+
+
+def _analyze_h(
+    command: str, path: Path, *, out: str | Path | None, overwrite: bool, **options: Any
+) -> dict[str, Any]:
+    """``privtab analyze ci --release`` of a SafeTab-H release: exact intervals of every
+    published cell of every table (a marginal of ``k`` noisy cells: the ``k``-fold
+    convolution; variance ``k σ²``)."""
+    from privtab.analysis.safetab import SafeTabRelease, add_intervals
+    from privtab.release import read_release_document
+    from privtab.safetab_h.tables import read_release_tables
+
+    if command != "ci":
+        raise UsageError(
+            f"analyze {command} is for SafeTab-P releases (stage-1 totals, T2 cells); a "
+            "SafeTab-H release supports analyze ci"
+        )
+    doc = read_release_document(path) if (path / "release.json").exists() else None
+    if doc is not None and not doc.private:
+        LOG.warning(
+            "THIS RELEASE IS NOT PRIVATE (seeded or noise-off test run): its counts carry no "
+            "protection; every output derived from it is marked not private"
+        )
+    tables = {n: add_intervals(df, options["level"]) for n, df in read_release_tables(path).items()}
+    summary: dict[str, Any] = {"release": str(path)}
+    for name, df in tables.items():
+        summary[f"{name}_rows"] = df.height
+    if out is not None:
+        import polars as pl
+
+        meta = {} if doc is None else doc.to_json()
+        rel = SafeTabRelease(pl.DataFrame(), pl.DataFrame(), meta, path, doc)
+        summary["written"] = write_derived(out, tables, rel, "analyze ci", overwrite=overwrite)
+    else:
+        summary["written"] = []
+    return summary
+
+
 def analyze_release(
     command: str,
     path: str | Path,
@@ -213,6 +263,8 @@ def analyze_release(
 ) -> dict[str, Any]:
     """``privtab analyze ci|combine|postprocess --release PATH``: the analysed tables
     (written to ``out`` by :func:`write_derived`) and a JSON-ready summary of them."""
+    if _is_safetab_h(path):
+        return _analyze_h(command, Path(path), out=out, overwrite=overwrite, **options)
     rel = load_checked(path)
     if command == "ci":
         tables = intervals_release(rel, options["level"])

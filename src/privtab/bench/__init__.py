@@ -107,6 +107,13 @@ BENCHMARKS: dict[str, Benchmark] = {
             options=opts.FLOOR,
         ),
         Benchmark(
+            "safetab_h",
+            "SafeTab-H release vs plain polars read + group-by, chained to SafeTab-P",
+            heavy=True,
+            help="SafeTab-P, then SafeTab-H on its T1, against the floor of the household file.",
+            options=opts.SAFETAB_H,
+        ),
+        Benchmark(
             "scale",
             "SafeTab-P release: time and memory against persons",
             heavy=True,

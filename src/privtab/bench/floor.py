@@ -68,22 +68,63 @@ _TYPES = {
 }
 
 
+def count_cells(path: Path, key: tuple[str, ...], types: dict[str, str]) -> tuple[int, int]:
+    """A typed polars read of a record file (Parquet or ``|``-separated text; the columns
+    of ``types`` cast to their polars types) and a group-by to ``key``: (records, cells)."""
+    import polars as pl
+
+    name = str(path)
+    if name.endswith(".parquet"):
+        lf = pl.scan_parquet(name)
+    else:
+        lf = pl.scan_csv(name, separator="|", infer_schema=False)
+    # race codes 2-8 are empty when absent: a non-strict cast turns them into nulls
+    typed = lf.select(
+        pl.col(c).cast(getattr(pl, t), strict=not c.startswith("QRACE")) for c, t in types.items()
+    )
+    cells = typed.group_by(key).agg(pl.len().alias("N")).collect()
+    return int(cells["N"].sum()), cells.height
+
+
 def floor_pass(persons: Path) -> dict[str, int]:
     """The floor: a typed polars read of ``persons`` (Parquet or ``|``-separated text)
     and a group-by to the cell key. Returns the persons and cells it found."""
-    import polars as pl
+    found, cells = count_cells(persons, _KEY, _TYPES)
+    return {"persons": found, "cells": cells}
 
-    path = str(persons)
-    if path.endswith(".parquet"):
-        lf = pl.scan_parquet(path)
-    else:
-        lf = pl.scan_csv(path, separator="|", infer_schema=False)
-    # race codes 2-8 are empty when absent: a non-strict cast turns them into nulls
-    typed = lf.select(
-        pl.col(c).cast(getattr(pl, t), strict=not c.startswith("QRACE")) for c, t in _TYPES.items()
+
+def around(
+    module: str, file: Path, cmd: list[str], work: Path, log: str
+) -> tuple[list[dict[str, Any]], dict[str, Any], dict[str, Any]]:
+    """The floor (``module.floor_pass(file)`` in its own process), then ``cmd`` (a release
+    printing its JSON summary), then the floor again, each under ``/usr/bin/time -v``
+    (logs ``work/floor-before.stderr``, ``work/LOG``, ``work/floor-after.stderr``).
+
+    Returns (the two floor runs, the release's timing with its command and phase seconds,
+    the ratios of the release to the faster floor: ``ratio_wall``, ``ratio_cpu``)."""
+    code = (
+        f"import json, pathlib; from {module} import floor_pass; "
+        f"print(json.dumps(floor_pass(pathlib.Path({str(file)!r}))))"
     )
-    cells = typed.group_by(_KEY).agg(pl.len().alias("N")).collect()
-    return {"persons": int(cells["N"].sum()), "cells": cells.height}
+    floor_cmd = [sys.executable, "-c", code]
+    floors = []
+    first, proc = run_timed(floor_cmd, work / "floor-before.stderr")
+    floors.append({**first, **json.loads(proc.stdout)})
+    release, proc = run_timed(cmd, work / log)
+    summary = json.loads(proc.stdout)
+    second, proc = run_timed(floor_cmd, work / "floor-after.stderr")
+    floors.append({**second, **json.loads(proc.stdout)})
+    best = min(f["wall_seconds"] for f in floors)
+    best_cpu = min(f["cpu_seconds"] or float("inf") for f in floors)
+    timing = {**release, "command": " ".join(cmd), "seconds": run_seconds(summary)}
+    if "rows" in summary:
+        timing["rows"] = sum(summary["rows"].values())
+    cpu = release["cpu_seconds"]
+    ratios = {
+        "ratio_wall": round(release["wall_seconds"] / best, 2),
+        "ratio_cpu": round(cpu / best_cpu, 2) if cpu else None,
+    }
+    return floors, timing, ratios
 
 
 def run(
@@ -99,40 +140,22 @@ def run(
     inputs = (Path(data) if data is not None else work) / f"synth-{persons}"
     synthetic_input(inputs, persons, seed, "--format", "parquet")
     file = inputs / "person-records.parquet"
-    code = (
-        f"import json, pathlib; from {__name__} import floor_pass; "
-        f"print(json.dumps(floor_pass(pathlib.Path({str(file)!r}))))"
-    )
-    floor_cmd = [sys.executable, "-c", code]
-    floors = []
-    first, proc = run_timed(floor_cmd, work / "floor-before.stderr")
-    floors.append({**first, **json.loads(proc.stdout)})
     rel_cmd = release_command(inputs, work / f"rel-{persons}", "--overwrite", "--format", "parquet")
-    release, proc = run_timed(rel_cmd, work / "release.stderr")
-    summary = json.loads(proc.stdout)
-    second, proc = run_timed(floor_cmd, work / "floor-after.stderr")
-    floors.append({**second, **json.loads(proc.stdout)})
-    best = min(floors, key=lambda f: f["wall_seconds"])
-    best_cpu = min(f["cpu_seconds"] or float("inf") for f in floors)
+    floors, release, ratios = around(__name__, file, rel_cmd, work, "release.stderr")
+    release.pop("rows", None)
     return {
         "machine": machine(),
         "persons": persons,
         "floor_runs": floors,
-        "release": {
-            **release,
-            "command": " ".join(rel_cmd),
-            "seconds": run_seconds(summary),
-        },
+        "release": release,
         "floor_command": "python -c 'privtab.bench.floor.floor_pass(PERSON_FILE)'",
-        "ratio_wall": round(release["wall_seconds"] / best["wall_seconds"], 2),
-        "ratio_cpu": (
-            round(release["cpu_seconds"] / best_cpu, 2) if release["cpu_seconds"] else None
-        ),
+        **ratios,
         "target_ratio": 5.0,
     }
 
 
-def _row(what: str, m: dict[str, Any]) -> list[str]:
+def timing_row(what: str, m: dict[str, Any]) -> list[str]:
+    """One program's row: wall, CPU, peak RSS, load before."""
     cpu = "—" if m.get("cpu_seconds") is None else f"{m['cpu_seconds']:,.1f} s"
     rss = "—" if m.get("peak_rss_mb") is None else f"{m['peak_rss_mb'] / 1024:.2f} GiB"
     load = " / ".join(f"{x:g}" for x in m.get("load_average_before") or [])
@@ -141,8 +164,8 @@ def _row(what: str, m: dict[str, Any]) -> list[str]:
 
 def tables(res: dict[str, Any]) -> list[Table]:
     """Floor runs, the release and the two ratios."""
-    rows = [_row(f"floor ({i})", f) for i, f in enumerate(res["floor_runs"], start=1)]
-    rows.append(_row("release (19 levels, Parquet, report)", res["release"]))
+    rows = [timing_row(f"floor ({i})", f) for i, f in enumerate(res["floor_runs"], start=1)]
+    rows.append(timing_row("release (19 levels, Parquet, report)", res["release"]))
     cols = ["program", "wall", "CPU (user + sys)", "peak RSS", "load before (1/5/15 min)"]
     seconds = res["release"].get("seconds", {})
     notes = [

@@ -128,6 +128,16 @@ FLOOR = (
     ),
     Option("seed", 7, "Seed of privtab synth.", minimum=0),
 )
+#: SafeTab-H's: the floor's, with the persons' help naming the households they make
+SAFETAB_H = (
+    Option(
+        "persons",
+        10_000_000,
+        "Synthetic persons (households: about 0.36 per person; 356000000 ≈ 2020's 1.27e8).",
+        minimum=1,
+    ),
+    *FLOOR[1:],
+)
 SAFETAB = (
     Option("persons", 1_000_000, "Synthetic persons.", minimum=1),
     Option(

@@ -24,6 +24,7 @@ from privtab.cli import (
     invariants,
     ledger,
     safetab,
+    safetab_h,
     semantics,
     synth,
     topdown,
@@ -79,6 +80,7 @@ demo.register(app)
 invariants.register(app)
 ledger.register(app)
 safetab.register(app)
+safetab_h.register(app)
 semantics.register(app)
 synth.register(app)
 topdown.register(app)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -75,7 +76,9 @@ def plan_cmd(
     emit(res, as_json, plan_tables(res, paper=moe is not None))
 
 
-_NOT_RUN_OPTIONS = frozenset({"data", "out", "config", "quiet", "as_json"})
+_NOT_RUN_OPTIONS = frozenset(
+    {"data", "out", "config", "quiet", "as_json", "products", "config_h", "out_h"}
+)
 
 
 @safetab_app.command("run")
@@ -156,12 +159,26 @@ def run_cmd(
         help="Create missing parent folders of --out (default: refused, so that a "
         "mistyped path creates nothing).",
     ),
+    products: str = typer.Option(
+        "p",
+        "--products",
+        help="p (SafeTab-P) or p,h: then SafeTab-H too, on the same population (DATA's "
+        "household-records) with the T1 just published, in --out-h.",
+    ),
+    config_h: str | None = typer.Option(
+        None, "--config-h", help="With --products p,h: SafeTab-H's config (default NMFv5)."
+    ),
+    out_h: str | None = typer.Option(
+        None, "--out-h", help="With --products p,h: SafeTab-H's release (default OUT-h)."
+    ),
     quiet: QuietOption = False,
     as_json: JsonOption = False,
 ) -> None:
-    """Run SafeTab-P on person records and write T1/T2, release.json and report.html.
+    """Run SafeTab-P on person records and write T1/T2, release.json and report.html
+    (with --products p,h, then SafeTab-H on the households: one release folder each).
 
-    Example: privtab safetab run --data synth-1m --out release-1m
+    Examples: privtab safetab run --data synth-1m --out release-1m;
+    privtab safetab run --products p,h --data synth-1m --out rel-1m (and rel-1m-h)
     """
     from privtab.tabulate.context import RunOptions
     from privtab.tabulate.summary import release_summary, release_tables
@@ -169,29 +186,45 @@ def run_cmd(
     open_unit("--delta", delta)
     # every other flag is named as RunOptions.from_flags' argument of the same name
     flags = {k: v for k, v in ctx.params.items() if k not in _NOT_RUN_OPTIONS}
+    wanted = [x.strip().lower() for x in products.split(",") if x.strip()]
+    if wanted not in (["p"], ["p", "h"]):
+        from privtab.cli._render import fail
+
+        fail(f"--products must be p or p,h, got {products!r}")
     opts = RunOptions.from_flags(**flags)
     res = run_release_cli(config, Path(data), Path(out), opts)
     summary = release_summary(res)
     head, tables = release_tables(summary)
-    emit(summary, as_json, tables, head=head)
-    report_after_publication(res)
+    if wanted == ["p"]:
+        emit(summary, as_json, tables, head=head)
+        report_after_publication(res)
+        return
+    from privtab.cli.safetab_h import both_products
+
+    both_products(res, summary, (head, tables), Path(data), config_h, out_h, opts, as_json)
 
 
 def run_release_cli(config: str | Path | None, data: Path, out: Path, opts: Any) -> Any:
-    """:func:`privtab.tabulate.run_release` with its progress on stderr (the log). A user
-    error is reported by the root group (one located message, its exit code); an interrupt
-    before publication → "no release was written", exit 130. Nothing after publication
-    fails."""
+    """:func:`privtab.tabulate.run_release` with its progress on stderr (the log); see
+    :func:`guarded`."""
+    from privtab.tabulate.run import run_release
+
+    return guarded(lambda: run_release(config, data, out, opts))
+
+
+def guarded(run: Callable[[], Any]) -> Any:
+    """Run a release (``run``): a user error is reported by the root group (one located
+    message, its exit code); an interrupt before publication → "no release was
+    written", exit 130. Nothing after publication fails."""
     import warnings
 
     from privtab.errors import EXIT_INTERRUPTED
     from privtab.mechanisms import InsecureReleaseWarning
-    from privtab.tabulate.run import run_release
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", InsecureReleaseWarning)  # warned by the caller
         try:
-            return run_release(config, data, out, opts)
+            return run()
         except KeyboardInterrupt as exc:  # user errors are reported by the root group
             typer.echo(f"privtab: error: {exc or 'interrupted'}: no release was written", err=True)
             raise typer.Exit(EXIT_INTERRUPTED) from None

@@ -108,6 +108,11 @@ def semantics(
             prior_posterior=p2p, bounds=ov["prior_to_posterior"],
         )  # fmt: skip
     head, tables = overview_tables(ov, g, runs, name)
+    if release is not None:
+        from privtab.semantics.overview import person_level, person_level_line
+
+        ov["person_level"] = person_level(doc)
+        head = [*person_level_line(ov["person_level"]), *head]
     emit(ov, as_json, tables, head=head)
 
 

@@ -28,7 +28,12 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
 Format = Literal["txt", "parquet"]
-EXTENSIONS: dict[str, Format] = {".txt": "txt", ".parquet": "parquet", ".pq": "parquet"}
+EXTENSIONS: dict[str, Format] = {
+    ".txt": "txt",
+    ".parquet": "parquet",
+    ".pq": "parquet",
+    ".csv": "txt",  # the pipe-delimited part files of a Census release folder (a T1)
+}
 _LINE_SEPARATOR = "\x1f"  # a byte that never occurs in Census text files
 _LINE = "_LINE"
 

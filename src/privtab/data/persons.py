@@ -77,6 +77,7 @@ from privtab.data.spec import (
     Digits,
     FieldRule,
     RowRule,
+    TableSpec,
     code_int,
     field_count_message,
     name_problems,
@@ -170,12 +171,13 @@ class PersonReader:
     def typed_batches(self) -> Iterator[TypedPersons]:
         """The valid rows of every batch as typed arrays (nothing yielded for a batch
         without any); every row has been checked and its problems logged."""
-        table = open_table(self.path, PERSON_COLUMNS, self.log, optional_null=RACE_COLUMNS)
+        spec = self.spec()
+        table = open_table(self.path, spec.columns, self.log, optional_null=RACE_COLUMNS)
         if table is None:
             return
         name = str(self.path)
-        coded = _CodedPath(self.reference, self.geography, self.max_race_codes)
-        checker = _Checker(name, self.reference, self.geography, self.max_race_codes)
+        coded = self.coded_path()
+        checker = _Checker(name, self.reference, self.geography, self.max_race_codes, spec)
         states = None if self.states is None else np.asarray([int(x) for x in self.states])
         if self.part is None:
             coded_batches = table.coded_batches(self.batch_rows)
@@ -204,6 +206,15 @@ class PersonReader:
 
     def raise_if_invalid(self) -> None:
         self.log.raise_if_any()
+
+    def spec(self) -> TableSpec:
+        """The rules of the file (a reader of another record file overrides this and
+        :meth:`coded_path`: the same streaming validation for any Census record file)."""
+        return person_spec(self.max_race_codes)
+
+    def coded_path(self) -> _CodedPath:
+        """The flagging and typing of the file's dictionary-encoded batches."""
+        return _CodedPath(self.reference, self.geography, self.max_race_codes)
 
 
 def person_parts(path: str | Path, parts: int) -> list[FilePart]:
@@ -280,6 +291,10 @@ class TypedPersons:
             self.race[rows],
         )
 
+    def slots(self) -> NDArray[np.uint64]:
+        """Each person's row within its unit's cells: ``(sex − 1) · 128 + age``."""
+        return (self.sex.astype(np.uint64) - np.uint64(1)) * np.uint64(128) + self.age
+
     def canonical(self) -> pl.DataFrame:
         """The canonical form (:data:`CANONICAL_SCHEMA`; ``UNIT`` only with a geography)."""
         k1, k2 = pack_race_codes(self.race)
@@ -306,6 +321,7 @@ _TYPES: dict[str, type[np.unsignedinteger[Any]]] = {
     "QSEX": np.uint8,
     **dict.fromkeys(BLOCK_COLUMNS, np.uint64),
     **dict.fromkeys((*RACE_COLUMNS, "QSPAN"), np.uint16),
+    **dict.fromkeys(("HOUSEHOLD_TYPE", "TEN"), np.uint8),  # household records
 }
 
 
@@ -323,9 +339,13 @@ class _CodedPath:
     """
 
     def __init__(
-        self, reference: ReferenceData | None, geography: Geography | None, max_race_codes: int
+        self,
+        reference: ReferenceData | None,
+        geography: Geography | None,
+        max_race_codes: int,
+        spec: TableSpec | None = None,
     ) -> None:
-        self.spec = person_spec(max_race_codes)
+        self.spec = spec if spec is not None else person_spec(max_race_codes)
         self.codes = code_strings(reference)
         rules = self.spec.rules(self.codes is not None)
         self.field_rules = {
@@ -537,16 +557,18 @@ class _Checker:
         reference: ReferenceData | None,
         geography: Geography | None,
         max_race_codes: int,
+        spec: TableSpec | None = None,
     ) -> None:
         self.file = file
-        self.spec = person_spec(max_race_codes)
+        self.spec = spec if spec is not None else person_spec(max_race_codes)
         self.codes = code_strings(reference)
         self.blocks = None if geography is None else geography.blocks.select(BLOCK)
 
     def check(self, b: pl.DataFrame, log: ProblemLog) -> pl.DataFrame:
         """Report every problem of a batch; return its valid rows (raw strings)."""
-        n = len(PERSON_COLUMNS)
-        report_field_counts(self.file, b.filter(pl.col(FIELDS) != n), PERSON_COLUMNS, log)
+        cols = self.spec.columns
+        report_field_counts(self.file, b.filter(pl.col(FIELDS) != len(cols)), cols, log)
+        n = len(cols)
         b = b.filter(pl.col(FIELDS) == n)
         flags: list[pl.Expr] = []
 

@@ -14,7 +14,9 @@ rounded **up** with the exact rational beside it (``rho_exact`` / ``epsilon_exac
 Schema (``schema_version`` :data:`SCHEMA_VERSION`; fields not listed are kept in
 :attr:`ReleaseDocument.extra`):
 
-- ``schema_version``, ``kind`` (``"privtab.safetab-p.release"``), ``privtab_version``,
+- ``schema_version``, ``kind`` (``"privtab.safetab-p.release"``, or
+  ``"privtab.safetab-h.release"`` for SafeTab-H, whose ``runs.*.levels`` are its queries),
+  ``privtab_version``,
   ``started_utc`` (when the run started — before any data was read);
 - ``private`` (false for seeded or noise-off test runs), ``noise`` (the random source);
 - ``guarantee`` (exact, the release as a whole) and ``guarantee_note``;
@@ -41,6 +43,8 @@ from privtab.errors import InputError
 
 __all__ = [
     "KIND",
+    "KINDS",
+    "KIND_H",
     "SCHEMA_VERSION",
     "LevelEntry",
     "ReleaseDocument",
@@ -52,6 +56,10 @@ __all__ = [
 
 SCHEMA_VERSION = 2
 KIND = "privtab.safetab-p.release"
+KIND_H = "privtab.safetab-h.release"
+KINDS = (KIND, KIND_H)
+"""The products whose ``release.json`` this module reads: SafeTab-P (Detailed DHC-A) and
+SafeTab-H (Detailed DHC-B); the same schema, each its own ``kind``."""
 FILENAME = "release.json"
 
 
@@ -96,6 +104,8 @@ class ReleaseDocument:
     postprocessing: Mapping[str, Any]
     extra: Mapping[str, Any] = field(default_factory=dict, repr=False)
     path: Path | None = None
+    kind: str = KIND
+    """The product (:data:`KINDS`)."""
 
     @property
     def schema_version(self) -> int:
@@ -128,7 +138,7 @@ class ReleaseDocument:
             }
         return {
             "schema_version": SCHEMA_VERSION,
-            "kind": KIND,
+            "kind": self.kind,
             "privtab_version": self.privtab_version,
             "started_utc": self.started_utc,
             "private": self.private,
@@ -218,10 +228,10 @@ def parse_release_document(doc: Any, origin: str = FILENAME) -> ReleaseDocument:
             f"{origin}: no schema_version — not a privtab release, or written by privtab "
             "0.1 (re-run the release with this version)"
         )
-    if doc["schema_version"] != SCHEMA_VERSION or doc.get("kind") != KIND:
+    if doc["schema_version"] != SCHEMA_VERSION or doc.get("kind") not in KINDS:
         raise ReleaseDocumentError(
             f"{origin}: schema {doc.get('kind')!r} version {doc['schema_version']!r} "
-            f"(this privtab reads {KIND!r} version {SCHEMA_VERSION})"
+            f"(this privtab reads {' and '.join(map(repr, KINDS))} version {SCHEMA_VERSION})"
         )
     runs = _need(doc, "runs", origin, dict)
     return ReleaseDocument(
@@ -233,6 +243,7 @@ def parse_release_document(doc: Any, origin: str = FILENAME) -> ReleaseDocument:
         runs={s: _run(s, r, f"{origin}: runs.{s}") for s, r in runs.items()},
         postprocessing=doc.get("postprocessing") or {},
         extra={k: v for k, v in doc.items() if k not in _CORE},
+        kind=str(doc["kind"]),
     )
 
 

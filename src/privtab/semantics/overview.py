@@ -34,6 +34,8 @@ __all__ = [
     "guarantee_overview",
     "overview_tables",
     "parse_guarantee",
+    "person_level",
+    "person_level_line",
     "release_runs",
     "select_concerns",
     "topdown_overview",
@@ -117,6 +119,48 @@ def release_runs(path: str | None) -> tuple[dict[str, Any], list[ReleaseRun], bo
         LOG.info("computing each run's privacy-loss distribution ...")
     name = Path(path).parent if Path(path).name == "release.json" else Path(path)
     return doc, list(runs), private, str(name)
+
+
+def person_level(doc: dict[str, Any]) -> dict[str, Any] | None:
+    """What a release means per person when DHC-A and DHC-B of one population are both
+    released: a SafeTab-H release states it (``person_level``: ρ_P + 2ρ_H, a person
+    changing at most one household record, :mod:`privtab.safetab_h.privacy`); a SafeTab-P
+    release gets the rule; ``None`` for anything else."""
+    from privtab.release.document import KIND, KIND_H
+
+    if doc.get("kind") == KIND_H and isinstance(doc.get("person_level"), dict):
+        found = dict(doc["person_level"])
+        found["unit_of_guarantee"] = "household (one household record added or removed)"
+        return found
+    if doc.get("kind") == KIND:
+        return {
+            "guarantee": doc.get("guarantee"),
+            "formula": "rho_P + 2 rho_H",
+            "complete": False,
+            "note": "per person for DHC-A alone; if DHC-B (SafeTab-H) of the same population "
+            "is released too, a person's guarantee is rho_P + 2 rho_H (pure: eps_P + "
+            "2 eps_H): see the DHC-B release's person_level",
+        }
+    return None
+
+
+def person_level_line(found: dict[str, Any] | None) -> list[str]:
+    """The line ``privtab semantics --release`` prints about the person-level guarantee."""
+    if found is None:
+        return []
+    g = found.get("guarantee") or {}
+    body = g.get("zcdp") or g.get("pure") or {}
+    exact = body.get("rho_exact") or body.get("epsilon_exact")
+    if "note" in found:
+        return [f"Per person: {found['note']}."]
+    part = "" if found.get("complete") else " (DHC-B's part: add DHC-A's guarantee)"
+    eps = found.get("epsilon")
+    at = "" if not isinstance(eps, float) else f", ε = {eps:.4g} at δ = {found.get('delta'):g}"
+    return [
+        f"Per person, DHC-A and DHC-B together ({found.get('formula')}): "
+        f"{'ρ' if 'zcdp' in g else 'ε'} = {exact}{at}{part}; this release's own guarantee "
+        "below is per household."
+    ]
 
 
 def _lists(d: dict[str, Any]) -> dict[str, Any]:

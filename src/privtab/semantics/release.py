@@ -11,7 +11,10 @@ reads exactly one field, the top-level ``"guarantee"`` object, which holds exact
 
 Everything else in the file is ignored, except in a privtab SafeTab-P release, whose runs
 (United States, Puerto Rico: disjoint persons) :func:`load_release_runs` returns one by one,
-each with its own guarantee and plan (for the power against its worst-case person). Rényi
+each with its own guarantee and plan (for the power against its worst-case person). A
+SafeTab-H release's guarantee is per household; its ``person_level`` (DHC-A and DHC-B
+together, per person) is shown beside it (:func:`privtab.semantics.overview.
+person_level`). Rényi
 curve files (``--rdp-file``) are either JSON ``{"alphas": [...], "taus": [...]}`` or CSV
 with columns ``alpha,tau``.
 """
@@ -173,7 +176,7 @@ class ReleaseRun:
 def load_release_runs(path: str | Path) -> tuple[dict[str, Any], list[ReleaseRun]]:
     """The parsed ``release.json`` and its runs (none for a file that is not a privtab
     release: only its top-level ``guarantee`` is known then)."""
-    from privtab.release.document import ReleaseDocumentError, parse_release_document
+    from privtab.release.document import KIND, ReleaseDocumentError, parse_release_document
     from privtab.tabulate import ReleasePlan
     from privtab.tabulate.report_text import run_words
 
@@ -184,7 +187,9 @@ def load_release_runs(path: str | Path) -> tuple[dict[str, Any], list[ReleaseRun
         rel = parse_release_document(doc, str(p))
     except ReleaseDocumentError as exc:
         raise ReleaseError(str(exc)) from None
-    runs = []
+    runs: list[ReleaseRun] = []
+    if rel.kind != KIND:  # SafeTab-H: its guarantee (per household) and person level only
+        return rel.to_json(), runs
     for scope, run in rel.runs.items():
         try:
             plan = ReleasePlan.from_dict(dict(run.plan))

@@ -26,7 +26,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import numpy as np
 import polars as pl
@@ -43,18 +43,40 @@ __all__ = [
     "PERSONS_SCHEMA",
     "ROW_SHIFT",
     "Cells",
+    "PackedCells",
+    "Records",
     "aggregate_persons",
+    "aggregate_records",
     "aggregate_typed",
     "cells_from_frame",
     "merge_packed",
     "packed_cells",
     "person_words",
+    "prefetch",
 ]
 
 COMBO = "C"
 """Column of the combination id (distinct RACE_KEY1, RACE_KEY2, QSPAN)."""
 _CELL_KEYS = (UNIT, *RACE_KEYS, "QSPAN", "QSEX", "QAGE")
 _T = TypeVar("_T")
+
+
+class Records(Protocol):
+    """Validated typed records of any Census record file (persons, households): each
+    row's geo unit, race codes (QRACE1..QRACE8, 0 = ``Null``), ethnicity code and *slot* —
+    its row within its unit's cells (persons: ``(sex − 1) · 128 + age``; households:
+    ``4 · (HOUSEHOLD_TYPE − 1) + (TEN − 1)``), below 256."""
+
+    @property
+    def unit(self) -> NDArray[np.uint32] | None: ...
+
+    @property
+    def race(self) -> NDArray[np.uint16]: ...
+
+    @property
+    def span(self) -> NDArray[np.uint16]: ...
+
+    def slots(self) -> NDArray[np.uint64]: ...
 
 
 @dataclass(frozen=True)
@@ -152,7 +174,7 @@ class _ComboIds:
         self.size += count
         return ids
 
-    def ids(self, persons: TypedPersons) -> NDArray[np.uint64]:
+    def ids(self, persons: Records) -> NDArray[np.uint64]:
         """The combination id of every row (new combinations get new ids).
 
         The rows are valid (:class:`privtab.data.PersonReader` yields no other): each holds
@@ -309,15 +331,15 @@ _SHIFT_SEX = 1 << (_COMBO_BITS + _AGE_BITS)
 _SHIFT_UNIT = 1 << (_COMBO_BITS + _AGE_BITS + _SEX_BITS)
 
 
-def _packed_key(persons: TypedPersons, combo: NDArray[np.uint64]) -> NDArray[np.uint64]:
-    """UNIT (32 bits) | sex − 1 (1) | age (7) | combination (24) in one UInt64: sorted keys
-    are cells sorted by unit, sex, age, then combination — the rows of the cell matrix
-    (:class:`privtab.tabulate.counts.CellMatrix`) in order."""
-    assert persons.unit is not None
+def _packed_key(records: Records, combo: NDArray[np.uint64]) -> NDArray[np.uint64]:
+    """UNIT (32 bits) | slot (8: for persons sex − 1 (1) | age (7)) | combination (24) in
+    one UInt64: sorted keys are cells sorted by unit, slot (persons: sex, age), then
+    combination — the rows of the cell matrix (:class:`privtab.tabulate.counts.
+    CellMatrix`) in order."""
+    assert records.unit is not None
     u64 = np.uint64
-    key = persons.unit.astype(u64) * u64(_SHIFT_UNIT)
-    key += (persons.sex.astype(u64) - u64(1)) * u64(_SHIFT_SEX)
-    key += persons.age.astype(u64) * u64(_SHIFT_AGE)
+    key = records.unit.astype(u64) * u64(_SHIFT_UNIT)
+    key += records.slots() * u64(_SHIFT_AGE)
     key += combo
     return key
 
@@ -418,6 +440,22 @@ class _Partitions:
             self.rows += merged.height if merged is not None else 0
         self.pending = 0
 
+    def packed(self) -> tuple[NDArray[np.uint64], NDArray[np.uint32]]:
+        """Every cell's packed key and count, sorted by key (= by UNIT first); consumes
+        self (each state's table is merged, then the states are concatenated in order)."""
+        keys: list[NDArray[np.uint64]] = []
+        counts: list[NDArray[np.uint32]] = []
+        for p in range(len(self.acc)):
+            merged = self._merged(p)
+            self.acc[p] = None
+            if merged is not None:
+                merged = merged.sort("K")
+                keys.append(merged["K"].to_numpy())
+                counts.append(merged["N"].to_numpy())
+        if not keys:
+            return np.zeros(0, np.uint64), np.zeros(0, np.uint32)
+        return np.concatenate(keys), np.concatenate(counts)
+
     def cells(self) -> pl.DataFrame:
         """Every cell, unpacked and sorted by packed key (= by UNIT first); consumes self."""
         out: list[pl.DataFrame] = []
@@ -472,7 +510,7 @@ ROW_SHIFT = _COMBO_BITS
 row of the cell matrix, ``UNIT · 256 + sex × age``; its low bits are the combination."""
 
 
-def _prefetch(batches: Iterator[_T], depth: int = 2) -> Iterator[_T]:
+def prefetch(batches: Iterator[_T], depth: int = 2) -> Iterator[_T]:
     """Run ``batches`` (reading + validation) in a thread, ``depth`` batches ahead.
 
     Reading/validating (pyarrow, polars) and aggregating (polars) both release the GIL, so
@@ -514,6 +552,9 @@ def _prefetch(batches: Iterator[_T], depth: int = 2) -> Iterator[_T]:
     finally:
         stop.set()
         thread.join(timeout=5)
+
+
+_prefetch_batches = prefetch  # ``aggregate_persons``' flag of the same name shadows it
 
 
 def _unpack(acc: pl.DataFrame) -> pl.DataFrame:
@@ -565,14 +606,36 @@ def aggregate_persons(
         if progress is not None:
             progress(reader.rows_read, time.monotonic() - started)
 
-    batches = _prefetch(typed) if prefetch else typed
+    batches = _prefetch_batches(typed) if prefetch else typed
     cells = aggregate_typed(batches, inputs.reference.codes, starts, merge_rows, read, digest)
     reader.raise_if_invalid()
     return cells
 
 
+def _fill(
+    batches: Iterable[Records],
+    codes: Iterable[int],
+    unit_starts: Sequence[int],
+    merge_rows: int,
+    after_batch: Callable[[], None] | None,
+    each: Callable[[Any], None] | None = None,
+) -> tuple[_Partitions, _ComboIds]:
+    """Every batch counted into per-state partial tables (combination ids by
+    :class:`_ComboIds`, packed keys counted by a sort); ``each(batch)`` is called on every
+    batch first (the records digest)."""
+    combos = _ComboIds(sorted(codes))
+    store = _Partitions(list(unit_starts), min_pending=merge_rows)
+    for batch in batches:
+        if each is not None:
+            each(batch)
+        store.add(_counted(_packed_key(batch, combos.ids(batch))))
+        if after_batch is not None:
+            after_batch()
+    return store, combos
+
+
 def aggregate_typed(
-    batches: Iterable[TypedPersons],
+    batches: Iterable[Records],
     codes: Iterable[int],
     unit_starts: Sequence[int],
     merge_rows: int = 1 << 23,
@@ -585,14 +648,34 @@ def aggregate_typed(
     per range of units starting at ``unit_starts`` (the states) and merged exactly.
     The cells come out sorted by unit, sex, age and combination id. ``digest``: fed
     every row (:func:`person_words`)."""
-    combos = _ComboIds(sorted(codes))
-    store = _Partitions(list(unit_starts), min_pending=merge_rows)
-    for batch in batches:
-        if digest is not None:
-            digest.add(person_words(batch))
-        store.add(_counted(_packed_key(batch, combos.ids(batch))))
-        if after_batch is not None:
-            after_batch()
+    each = None if digest is None else (lambda b: digest.add(person_words(b)))
+    store, combos = _fill(batches, codes, unit_starts, merge_rows, after_batch, each)
     # sorted by the packed key = by unit first: engines slice the cells of a state cheaply
     cells = store.cells()
     return Cells(cells, combos.table, int(cells["N"].sum() or 0))
+
+
+@dataclass(frozen=True)
+class PackedCells:
+    """Exact records per (geo unit, slot, code combination) cell as sorted packed keys
+    (:func:`packed_cells`' layout: ``K >> ROW_SHIFT`` is the cell matrix's row
+    ``UNIT · 256 + slot``) and counts; ``combos`` as in :class:`Cells`."""
+
+    keys: NDArray[np.uint64]
+    n: NDArray[np.uint32]
+    combos: pl.DataFrame
+    records: int
+
+
+def aggregate_records(
+    batches: Iterable[Records],
+    codes: Iterable[int],
+    unit_starts: Sequence[int],
+    merge_rows: int = 1 << 23,
+    after_batch: Callable[[], None] | None = None,
+) -> PackedCells:
+    """:func:`aggregate_typed` for any record file, kept packed (no per-column unpacking:
+    :meth:`privtab.tabulate.counts.CellMatrix.from_packed` reads the keys directly)."""
+    store, combos = _fill(batches, codes, unit_starts, merge_rows, after_batch)
+    keys, n = store.packed()
+    return PackedCells(keys, n, combos.table, int(n.sum(dtype=np.uint64)))

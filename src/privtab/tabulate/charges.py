@@ -19,7 +19,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from fractions import Fraction
 
 from privtab.accounting.exact import Definition, ExactGuarantee, compose_exact
 from privtab.tabulate.plan import LevelPlan, ReleasePlan, StagePlan
@@ -40,15 +39,11 @@ def _definition(plan: LevelPlan | ReleasePlan) -> Definition:
 
 def stage_cost(stage: StagePlan) -> ExactGuarantee:
     """The exact guarantee of one draw of ``stage``'s mechanism (sensitivity 1): ρ of the
-    discrete Gaussian or ε of the geometric, read from the mechanism object itself."""
-    from privtab.mechanisms import DiscreteGaussian, Geometric
+    discrete Gaussian or ε of the geometric, read from the mechanism object itself
+    (:func:`privtab.mechanisms.counts.mechanism_cost`)."""
+    from privtab.mechanisms.counts import mechanism_cost
 
-    mech = stage.mechanism
-    if isinstance(mech, DiscreteGaussian):
-        return ExactGuarantee("zcdp", Fraction(mech.rho_exact))
-    if isinstance(mech, Geometric):
-        return ExactGuarantee("pure", Fraction(mech.epsilon_exact))
-    raise TypeError(f"no exact guarantee for {type(mech).__name__}")
+    return mechanism_cost(stage.mechanism)
 
 
 def level_charge(plan: LevelPlan, used: Iterable[str]) -> ExactGuarantee:

@@ -54,6 +54,7 @@ __all__ = [
     "coarsening",
     "coarser_counts",
     "exact_counts",
+    "f_entries",
     "finest_age_bins",
     "merge_rows",
     "product",
@@ -263,20 +264,27 @@ def finest_age_bins() -> NDArray[np.int64]:
 
 
 def region_incidence(
-    cm: CellMatrix, rows: tuple[int, int], unit_region: NDArray[np.int64], dom: Domain
+    cm: CellMatrix,
+    rows: tuple[int, int],
+    unit_region: NDArray[np.int64],
+    dom: Domain,
+    slot_map: NDArray[np.int64] | None = None,
 ) -> sparse.csr_array:
     """``S``: (region of ``dom``, sex, finest age bin) × the rows ``[a, b)`` of ``cm``; a 1
     where the row's unit lies in the region and its age in the bin (``unit_region``:
     :func:`unit_regions` of the level; regions outside the slice ``dom`` have no row; the
     bins are :func:`finest_age_bins`, rows indexed by the bin's first age). Its entries
-    have the type of :attr:`CellMatrix.counts`."""
+    have the type of :attr:`CellMatrix.counts`. ``slot_map``: the row within a region of
+    each slot (default :func:`finest_age_bins`; records other than persons pass their own,
+    e.g. the identity)."""
     a, b = rows
     units = cm.unit[a:b]
     region = np.full(units.size, -1, dtype=np.int64)
     known = units < unit_region.size
     region[known] = unit_region[units[known]] - dom.first_region
     inside = (region >= 0) & (region < len(dom.regions))
-    label = np.where(inside, region * SEX_AGES + finest_age_bins()[cm.sex_age[a:b]], -1)
+    slots = finest_age_bins() if slot_map is None else slot_map
+    label = np.where(inside, region * SEX_AGES + slots[cm.sex_age[a:b]], -1)
     return merge_rows(label, len(dom.regions) * SEX_AGES, cm.counts)
 
 
@@ -286,15 +294,16 @@ def region_counts(
     unit_region: NDArray[np.int64],
     dom: Domain,
     workers: int = 1,
+    slot_map: NDArray[np.int64] | None = None,
 ) -> sparse.csr_array:
     """``M = S X``: persons per (region of ``dom``, sex, age) × code combination, from the
-    rows ``[a, b)`` of ``cm`` (:func:`region_incidence`). The same for every iteration
-    level of a geography (:class:`RegionProducts` keeps it). ``workers``: threads
-    (:func:`product`)."""
+    rows ``[a, b)`` of ``cm`` (:func:`region_incidence`, with its ``slot_map``). The same
+    for every iteration level of a geography (:class:`RegionProducts` keeps it).
+    ``workers``: threads (:func:`product`)."""
     x = cm.rows(rows)
     if x.dtype != cm.counts:
         x = x.astype(cm.counts)
-    return product(region_incidence(cm, rows, unit_region, dom), x, workers)
+    return product(region_incidence(cm, rows, unit_region, dom, slot_map), x, workers)
 
 
 def coarsening(geography: Geography, fine: GeoLevel, coarse: GeoLevel) -> NDArray[np.int64] | None:
@@ -369,16 +378,11 @@ def product(a: sparse.csr_array, b: sparse.csr_array, workers: int = 1) -> spars
     return out
 
 
-def exact_counts(
-    by_region: sparse.csr_array, iterations: sparse.csr_array, dom: Domain, workers: int = 1
-) -> ExactCounts:
-    """Exact persons per (group, sex, age) of the groups of ``dom`` (``G`` indexes ``dom``
-    region-major from 0) from ``by_region`` — ``M = S X`` of exactly the regions of
-    ``dom`` (:func:`region_counts`, :func:`region_rows`, or the sum of such products over
-    disjoint sets of cells) — and the level's iteration
-    incidence ``iterations`` (combinations × ``dom.codes``): ``F = (S X) B`` (module
-    docstring), in ``workers`` threads (blocks of rows of ``S X``)."""
-    n_it = len(dom.codes)
+def f_entries(
+    by_region: sparse.csr_array, iterations: sparse.csr_array, n_it: int, workers: int = 1
+) -> tuple[NDArray[np.int64], NDArray[np.int64], NDArray[np.int64]]:
+    """The non-zero entries of ``F = (S X) B`` as (group ``region · n_it + iteration``,
+    row within the region, count), in ``workers`` threads (blocks of rows of ``S X``)."""
 
     def entries(block: tuple[int, int]) -> tuple[NDArray[np.int64], ...]:
         f = sparse.coo_array(row_slice(by_region, *block) @ iterations)
@@ -387,6 +391,19 @@ def exact_counts(
 
     parts = in_threads(entries, row_blocks(by_region, iterations, workers))
     group, sa, n = (x[0] if len(x) == 1 else np.concatenate(x) for x in zip(*parts, strict=True))
+    return group, sa, n
+
+
+def exact_counts(
+    by_region: sparse.csr_array, iterations: sparse.csr_array, dom: Domain, workers: int = 1
+) -> ExactCounts:
+    """Exact persons per (group, sex, age) of the groups of ``dom`` (``G`` indexes ``dom``
+    region-major from 0) from ``by_region`` — ``M = S X`` of exactly the regions of
+    ``dom`` (:func:`region_counts`, :func:`region_rows`, or the sum of such products over
+    disjoint sets of cells) — and the level's iteration
+    incidence ``iterations`` (combinations × ``dom.codes``): ``F = (S X) B`` (module
+    docstring, :func:`f_entries`), in ``workers`` threads (blocks of rows of ``S X``)."""
+    group, sa, n = f_entries(by_region, iterations, len(dom.codes), workers)
     return ExactCounts.from_entries(group, sa, n, dom.size)
 
 
@@ -455,10 +472,18 @@ class RegionProducts:
     (:func:`coarsening`).
     """
 
-    def __init__(self, cm: CellMatrix, geography: Geography, workers: int = 1) -> None:
+    def __init__(
+        self,
+        cm: CellMatrix,
+        geography: Geography,
+        workers: int = 1,
+        slot_map: NDArray[np.int64] | None = None,
+    ) -> None:
         self.cm = cm
         self.geography = geography
         self.workers = workers
+        self.slot_map = slot_map
+        """The row within a region of each slot (:func:`region_incidence`)."""
         self.nesting = Nesting(geography)
         self.built: list[tuple[GeoLevel, GeoLevel | None]] = []
         """Every product built: (level, the level it was derived from; ``None``: the cells)."""
@@ -477,7 +502,8 @@ class RegionProducts:
         if source is None:
             rows = (0, self.cm.unit.size)
             region = unit_regions(self.geography, geo)
-            made = region_counts(self.cm, rows, region, self.nesting.whole(geo), self.workers)
+            whole = self.nesting.whole(geo)
+            made = region_counts(self.cm, rows, region, whole, self.workers, self.slot_map)
         else:
             to_coarse = self.nesting.map(source, geo)
             assert to_coarse is not None

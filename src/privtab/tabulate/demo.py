@@ -64,13 +64,15 @@ class Demo:
         )
 
 
-def demo_parameters(directory: Path, states: list[str], run_pr: bool) -> Path:
-    """The production parameters copied to ``directory`` with ``state_filter_us`` set to
-    the demo's states (FIPS); returns the config path."""
+def demo_parameters(
+    directory: Path, states: list[str], run_pr: bool, source: Path | None = None
+) -> Path:
+    """The production parameters (``source``: default SafeTab-P's) copied to ``directory``
+    with ``state_filter_us`` set to the demo's states (FIPS); returns the config path."""
     from privtab.data import production_config_dir
 
     directory.mkdir(parents=True, exist_ok=True)
-    src = production_config_dir()
+    src = source if source is not None else production_config_dir()
     for f in src.iterdir():
         if f.is_file():
             shutil.copy2(f, directory / f.name)

@@ -29,6 +29,9 @@ rule (``kind``)     what is checked
 ``parquet_copy``    ``t1.parquet``/``t2.parquet`` hold the same rows as the text folders
 ==================  ========================================================================
 
+The rules every Census table obeys (layout … ``duplicate``, ``companion``,
+``parquet_copy``) are the shared framework :mod:`privtab.publish.validation`; the T1/T2
+rules (``cell_table``, ``t1_sum``, ``marginal_sum``, ``domain``) are SafeTab-P's, here.
 Every failure is a :class:`privtab.data.Problem` naming the file, the line (header = line
 1; Parquet: the 1-based row), the column and value where they exist, and the rule; all are
 raised together as one :class:`OutputValidationError` (a
@@ -43,21 +46,30 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
-from privtab.data.errors import InputValidationError, Problem, ProblemLog
-from privtab.tabulate.output import (
-    CENSUS_COLUMNS,
-    ERROR_FILES,
-    HEADERS_FILE,
-    SEPARATOR,
-    census_header,
-    part_files,
+from privtab.data.errors import ProblemLog
+from privtab.publish.validation import (
+    FILE,
+    LINE,
+    OutputValidationError,
+    ValidationSummary,
+    at_row,
+    check_companion,
+    check_copy,
+    check_duplicates,
+    check_values,
+    grfc_path,
+    note_config_checks,
+    read_table,
+    report_each_file,
 )
+from privtab.publish.validation import column_patterns as patterns_of
+from privtab.tabulate.output import CENSUS_COLUMNS, ERROR_FILES, TABLES
 
 if TYPE_CHECKING:
     from privtab.data import Geography, ReferenceData, SafeTabConfig
@@ -71,9 +83,6 @@ __all__ = [
     "validate_paths",
 ]
 
-_FILE, _LINE = "_FILE", "_LINE"
-ALWAYS_IN_FILTER = frozenset({"USA", "AIANNH"})
-"""REGION_TYPEs whose ids do not start with a state code (production's exception)."""
 PR_STATE = "72"
 MARGINAL = "*"
 ALWAYS_CHECKED = (
@@ -89,14 +98,6 @@ ALWAYS_CHECKED = (
     "parquet_copy",
 )
 """Rules checked on every release (the others need the config or the GRF-C)."""
-
-
-class OutputValidationError(InputValidationError):
-    """The written release breaks an output rule: every problem, located (file, line,
-    column, value, rule)."""
-
-    def _render(self) -> str:
-        return super()._render().replace("invalid input:", "invalid release output:", 1)
 
 
 @dataclass(frozen=True)
@@ -152,252 +153,13 @@ class OutputRules:
             return None
 
 
-@dataclass
-class ValidationSummary:
-    """What :func:`validate_output` checked (when it did not raise)."""
-
-    directory: str
-    files: dict[str, int] = field(default_factory=dict)
-    """Every table file read and its data rows."""
-    checks: list[str] = field(default_factory=list)
-    skipped: dict[str, str] = field(default_factory=dict)
-    """Rules not checked, and why."""
-    rules_source: str = ""
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "valid": True,
-            "directory": self.directory,
-            "files": self.files,
-            "checks": self.checks,
-            "skipped": self.skipped,
-            "rules_source": self.rules_source,
-        }
-
-
 # ----------------------------------------------------------------------------- schemas
 def column_patterns(table: str, schemas: Path | None = None) -> dict[str, str]:
-    """Each column's full-match regex from the Census output schema ``<table>.json``
-    (``CategoricalStr`` values become an alternation; ``\\d`` becomes ``[0-9]``: ASCII
-    digits only)."""
-    import re
-
+    """Each column's full-match regex from the Census output schema ``<table>.json`` of
+    T1 or T2 (:func:`privtab.publish.validation.column_patterns`)."""
     from privtab.data.resources import schemas_dir
 
-    path = (schemas or schemas_dir()) / f"{table}.json"
-    raw = json.loads(path.read_text(encoding="utf-8"))
-    out: dict[str, str] = {}
-    for attr in raw["init_params"]["attributes"]:
-        params = attr["init_params"]
-        col = params["column"]
-        if "values" in params:
-            body = "|".join(re.escape(v) for v in params["values"])
-        else:
-            body = params["pattern"].replace("\\d", "[0-9]")
-        out[col] = f"^(?:{body})$"
-    missing = [c for c in CENSUS_COLUMNS[table] if c not in out]
-    if missing:  # pragma: no cover - the packaged schemas describe every column
-        raise ValueError(f"{path} does not describe the columns {missing}")
-    return out
-
-
-# ----------------------------------------------------------------------------- reading
-def _read_text_table(
-    directory: Path, table: str, log: ProblemLog, rows: dict[str, int]
-) -> pl.DataFrame | None:
-    """All part files of ``table/`` as strings with their file and line, or ``None``;
-    each part file's data lines go to ``rows``."""
-    folder = directory / table
-    cols = list(CENSUS_COLUMNS[table])
-    header = census_header(table)
-    headers = folder / HEADERS_FILE
-    if not headers.is_file():
-        log.add(Problem(str(headers), "layout", f"{table}/{HEADERS_FILE} is missing"))
-    elif headers.read_text(encoding="utf-8", errors="replace") != header:
-        got = headers.read_text(encoding="utf-8", errors="replace")
-        log.add(
-            Problem(str(headers), "layout", f"must hold exactly {header!r}", row=1, value=got[:200])
-        )
-    parts = part_files(directory, table)
-    if not parts:
-        log.add(Problem(str(folder), "layout", f"{table}/ holds no part file"))
-        return None
-    frames = []
-    for part in parts:
-        lines = pl.read_csv(
-            part,
-            has_header=False,
-            separator="\x1f",
-            quote_char=None,
-            schema={"_L": pl.String},
-            encoding="utf8-lossy",
-        ).with_row_index(_LINE, offset=1)
-        if lines.height == 0 or lines["_L"][0] != header:
-            log.add(
-                Problem(
-                    str(part),
-                    "header",
-                    f"the first line must be exactly the Census header {header!r}",
-                    row=1,
-                    value=None if lines.height == 0 else str(lines["_L"][0])[:200],
-                )
-            )
-            continue
-        body = lines.slice(1).with_columns(pl.col("_L").fill_null(""))
-        rows[str(part.relative_to(directory))] = body.height
-        fields = pl.col("_L").str.split(SEPARATOR)
-        body = body.with_columns(fields.list.len().alias("_NF"), fields.alias("_F"))
-        bad = body.filter(pl.col("_NF") != len(cols))
-        _report(
-            log,
-            bad,
-            str(part),
-            "field_count",
-            f"a line must have exactly {len(cols)} fields ({header})",
-            value="_L",
-        )
-        good = body.filter(pl.col("_NF") == len(cols)).select(
-            pl.lit(str(part)).alias(_FILE),
-            pl.col(_LINE).cast(pl.Int64),
-            *[pl.col("_F").list.get(i).alias(c) for i, c in enumerate(cols)],
-        )
-        frames.append(good)
-    if not frames:
-        return None
-    return pl.concat(frames)
-
-
-def _read_parquet_table(path: Path, table: str, log: ProblemLog) -> pl.DataFrame | None:
-    cols = list(CENSUS_COLUMNS[table])
-    df = pl.read_parquet(path)
-    if df.columns != cols:
-        log.add(
-            Problem(
-                str(path),
-                "header",
-                f"the columns must be exactly {cols}",
-                value=",".join(df.columns)[:200],
-            )
-        )
-        return None
-    return df.select(
-        pl.lit(str(path)).alias(_FILE),
-        pl.int_range(1, pl.len() + 1, dtype=pl.Int64).alias(_LINE),
-        *[pl.col(c).cast(pl.String) for c in cols],
-    )
-
-
-def _report(
-    log: ProblemLog,
-    rows: pl.DataFrame,
-    file: str | None,
-    kind: str,
-    message: str,
-    *,
-    column: str | None = None,
-    value: str | None = None,
-) -> None:
-    """Record every row of ``rows`` (columns ``_FILE``/``_LINE``) as one problem kind."""
-    if rows.height == 0:
-        return
-    take = rows.head(max(log.room(file or str(rows[_FILE][0]), kind), 1))
-    examples = []
-    for r in take.iter_rows(named=True):
-        f = file or r[_FILE]
-        v = r.get(value) if value else (r.get(column) if column else None)
-        examples.append(
-            Problem(
-                f,
-                kind,
-                message,
-                row=r.get(_LINE),
-                column=column,
-                value=None if v is None else str(v)[:200],
-            )
-        )
-    log.add_many(rows.height, examples)
-
-
-def _report_each_file(
-    log: ProblemLog,
-    rows: pl.DataFrame,
-    kind: str,
-    message: str,
-    *,
-    column: str | None = None,
-    value: str | None = None,
-) -> None:
-    for (f,), part in rows.group_by(_FILE, maintain_order=True):
-        _report(log, part, str(f), kind, message, column=column, value=value)
-
-
-def _at_row(rows: pl.DataFrame, file: str, line: str, *extra: pl.Expr) -> pl.DataFrame:
-    """``rows`` placed at the file and line held in its columns ``file`` and ``line`` (a
-    joined table's row, e.g. the T1 row of a group), for :func:`_report_each_file`."""
-    return rows.select(pl.col(file).alias(_FILE), pl.col(line).alias(_LINE), *extra)
-
-
-# ----------------------------------------------------------------------------- checks
-def _check_values(
-    df: pl.DataFrame, table: str, rules: OutputRules | None, log: ProblemLog
-) -> pl.DataFrame:
-    """Patterns, negativity and the state filter; returns the rows whose values are all
-    valid, with ``COUNT`` as Int64."""
-    ok = pl.lit(True)
-    for col, regex in column_patterns(table).items():
-        good = pl.col(col).str.contains(regex)
-        _report_each_file(
-            log,
-            df.filter(~good),
-            "pattern",
-            f"{col} does not match the Census output schema ({regex})",
-            column=col,
-        )
-        ok = ok & good
-    valid = df.filter(ok).with_columns(pl.col("COUNT").cast(pl.Int64, strict=False))
-    overflow = valid.filter(pl.col("COUNT").is_null())
-    _report_each_file(log, overflow, "pattern", "COUNT is not a 64-bit integer", column="COUNT")
-    valid = valid.filter(pl.col("COUNT").is_not_null())
-    if rules is not None and not rules.allow_negative_counts:
-        _report_each_file(
-            log,
-            valid.filter(pl.col("COUNT") < 0),
-            "negative_count",
-            "negative count, but the config has allow_negative_counts = false",
-            column="COUNT",
-        )
-    if rules is not None and rules.states:
-        starts = pl.col("REGION_ID").str.slice(0, 2).is_in(list(rules.states))
-        outside = valid.filter(~pl.col("REGION_TYPE").is_in(list(ALWAYS_IN_FILTER)) & ~starts)
-        _report_each_file(
-            log,
-            outside,
-            "state_filter",
-            f"REGION_ID is not in a state of the run ({', '.join(rules.states)})",
-            column="REGION_ID",
-        )
-    return valid
-
-
-def _check_duplicates(df: pl.DataFrame, table: str, log: ProblemLog) -> bool:
-    """Report every key seen twice; return whether there was one."""
-    keys = [c for c in CENSUS_COLUMNS[table] if c != "COUNT"]
-    dup = df.filter(pl.struct(keys).is_duplicated()).sort(_FILE, _LINE)
-    if dup.height == 0:
-        return False
-    later = dup.filter(~pl.struct(keys).is_first_distinct())
-    firsts = dup.filter(pl.struct(keys).is_first_distinct()).select(
-        *keys, pl.format("{} line {}", pl.col(_FILE), pl.col(_LINE)).alias("_FIRST")
-    )
-    later = later.join(firsts, on=keys, how="left")
-    _report_each_file(
-        log,
-        later.with_columns(pl.concat_str([pl.lit("also at "), pl.col("_FIRST")]).alias("_V")),
-        "duplicate",
-        f"the same {', '.join(keys)} appears more than once",
-        value="_V",
-    )
-    return True
+    return patterns_of((schemas or schemas_dir()) / f"{table}.json", CENSUS_COLUMNS[table])
 
 
 def _bin_table() -> pl.DataFrame:
@@ -425,13 +187,13 @@ def _check_consistency(t1: pl.DataFrame, t2: pl.DataFrame, log: ProblemLog) -> N
     cells = t2.filter(~is_marg)
     margs = t2.filter(is_marg)
     half = t2.filter((pl.col("AGESTART") == MARGINAL) ^ (pl.col("AGEEND") == MARGINAL))
-    _report_each_file(
+    report_each_file(
         log, half, "cell_table", "AGESTART and AGEEND must both be '*' (a marginal) or neither"
     )
     cells = cells.filter(~((pl.col("AGESTART") == MARGINAL) | (pl.col("AGEEND") == MARGINAL)))
     with_n = cells.with_columns(pl.len().over(group).cast(pl.Int64).alias("_N"))
     bad_size = with_n.filter(~pl.col("_N").is_in([8, 18, 46]))
-    _report_each_file(
+    report_each_file(
         log,
         bad_size.filter(pl.struct(group).is_first_distinct()),
         "cell_table",
@@ -440,7 +202,7 @@ def _check_consistency(t1: pl.DataFrame, t2: pl.DataFrame, log: ProblemLog) -> N
     )
     sized = with_n.filter(pl.col("_N").is_in([8, 18, 46]))
     stray = sized.join(_bin_table(), on=["_N", "AGESTART", "AGEEND"], how="anti")
-    _report_each_file(
+    report_each_file(
         log,
         stray.with_columns(pl.format("{}-{}", "AGESTART", "AGEEND").alias("_V")),
         "cell_table",
@@ -456,21 +218,21 @@ def _check_t1_sums(t1: pl.DataFrame, cells: pl.DataFrame, log: ProblemLog) -> No
     group = GROUP
     sums = cells.group_by(group).agg(
         pl.col("COUNT").sum().alias("_S"),
-        pl.col(_FILE).first(),
-        pl.col(_LINE).min(),
+        pl.col(FILE).first(),
+        pl.col(LINE).min(),
     )
     joined = sums.join(
         t1.select(
             *group,
             pl.col("COUNT").alias("_T1"),
-            pl.col(_FILE).alias("_F1"),
-            pl.col(_LINE).alias("_L1"),
+            pl.col(FILE).alias("_F1"),
+            pl.col(LINE).alias("_L1"),
         ),
         on=group,
         how="left",
     )
     missing = joined.filter(pl.col("_T1").is_null())
-    _report_each_file(
+    report_each_file(
         log,
         missing,
         "t1_sum",
@@ -478,9 +240,9 @@ def _check_t1_sums(t1: pl.DataFrame, cells: pl.DataFrame, log: ProblemLog) -> No
         value="ITERATION_CODE",
     )
     wrong = joined.filter(pl.col("_T1").is_not_null() & (pl.col("_T1") != pl.col("_S")))
-    _report_each_file(
+    report_each_file(
         log,
-        _at_row(wrong, "_F1", "_L1", pl.format("T1 {} ≠ Σ cells {}", "_T1", "_S").alias("_V")),
+        at_row(wrong, "_F1", "_L1", pl.format("T1 {} ≠ Σ cells {}", "_T1", "_S").alias("_V")),
         "t1_sum",
         "T1 COUNT is not the sum of the group's T2 cells",
         value="_V",
@@ -491,32 +253,32 @@ def _check_marginals(cells: pl.DataFrame, margs: pl.DataFrame, log: ProblemLog) 
     """Each sex of a group with cells has one marginal, the sum of that sex's cells."""
     group = GROUP
     by_sex = cells.group_by([*group, "SEX"]).agg(
-        pl.col("COUNT").sum().alias("_S"), pl.col(_FILE).first(), pl.col(_LINE).min()
+        pl.col("COUNT").sum().alias("_S"), pl.col(FILE).first(), pl.col(LINE).min()
     )
     m = margs.select(
         *group,
         "SEX",
         pl.col("COUNT").alias("_M"),
-        pl.col(_FILE).alias("_FM"),
-        pl.col(_LINE).alias("_LM"),
+        pl.col(FILE).alias("_FM"),
+        pl.col(LINE).alias("_LM"),
     )
     both = by_sex.join(m, on=[*group, "SEX"], how="full", coalesce=True)
-    _report_each_file(
+    report_each_file(
         log,
         both.filter(pl.col("_M").is_null()).with_columns(pl.format("SEX {}", "SEX").alias("_V")),
         "marginal_sum",
         "the group has T2 cells but no sex marginal row (AGESTART = AGEEND = *) for this sex",
         value="_V",
     )
-    _report_each_file(
+    report_each_file(
         log,
-        _at_row(both.filter(pl.col("_S").is_null()), "_FM", "_LM"),
+        at_row(both.filter(pl.col("_S").is_null()), "_FM", "_LM"),
         "marginal_sum",
         "a sex marginal row without T2 cells for that sex",
     )
-    _report_each_file(
+    report_each_file(
         log,
-        _at_row(
+        at_row(
             both.filter(
                 pl.col("_S").is_not_null()
                 & pl.col("_M").is_not_null()
@@ -576,7 +338,7 @@ def _keyed(region_type: str, column: str, values: list[str]) -> pl.DataFrame:
 
 def _check_domain(df: pl.DataFrame, codes: pl.DataFrame, dom: _Domain, log: ProblemLog) -> None:
     out_region = df.join(dom.regions, on=["REGION_TYPE", "REGION_ID"], how="anti")
-    _report_each_file(
+    report_each_file(
         log,
         out_region,
         "domain",
@@ -584,7 +346,7 @@ def _check_domain(df: pl.DataFrame, codes: pl.DataFrame, dom: _Domain, log: Prob
         column="REGION_ID",
     )
     out_code = df.join(codes, on=["REGION_TYPE", "ITERATION_CODE"], how="anti")
-    _report_each_file(
+    report_each_file(
         log,
         out_code,
         "domain",
@@ -592,57 +354,6 @@ def _check_domain(df: pl.DataFrame, codes: pl.DataFrame, dom: _Domain, log: Prob
         "TotalOnly iterations have no T2 rows)",
         column="ITERATION_CODE",
     )
-
-
-def _check_companion(
-    directory: Path, table: str, df: pl.DataFrame, log: ProblemLog, duplicates: bool
-) -> int | None:
-    """One error row per published row (``df``: the table's valid rows; ``duplicates``:
-    whether ``df`` repeats a key). The writer writes both from the same frames, so a
-    companion whose keys equal ``df``'s row by row (same number of rows) has no extra, no
-    missing and — when ``df`` has no duplicate — no duplicate row: decided by one
-    comparison; otherwise the joins find and locate every problem."""
-    path = directory / ERROR_FILES[table]
-    if not path.exists():
-        log.add(Problem(str(path), "companion", f"the error table of {table} is missing"))
-        return None
-    keys = [c for c in CENSUS_COLUMNS[table] if c != "COUNT"]
-    comp = pl.read_parquet(path)
-    missing = [c for c in keys if c not in comp.columns]
-    if missing:
-        log.add(Problem(str(path), "companion", f"lacks the key columns {missing}"))
-        return comp.height
-    comp = comp.select([pl.col(c).cast(pl.String) for c in keys])
-    if not duplicates and comp.height == df.height and comp.equals(df.select(keys)):
-        return comp.height
-    comp = comp.with_row_index(_LINE, 1)
-    comp = comp.with_columns(pl.lit(str(path)).alias(_FILE), pl.col(_LINE).cast(pl.Int64))
-    extra = comp.join(df.select(keys), on=keys, how="anti")
-    _report(log, extra, str(path), "companion", f"an error row with no published {table} row")
-    lacking = df.join(comp.select(keys), on=keys, how="anti")
-    _report_each_file(log, lacking, "companion", f"a published row with no row in {path.name}")
-    dup = comp.filter(pl.struct(keys).is_duplicated() & ~pl.struct(keys).is_first_distinct())
-    _report(log, dup, str(path), "companion", "more than one error row for the same key")
-    return comp.height
-
-
-def _check_copy(directory: Path, table: str, text: pl.DataFrame, log: ProblemLog) -> None:
-    path = directory / f"{table}.parquet"
-    cols = list(CENSUS_COLUMNS[table])
-    copy = _read_parquet_table(path, table, ProblemLog())
-    if copy is None:
-        log.add(Problem(str(path), "parquet_copy", f"the columns must be exactly {cols}"))
-        return
-    a = text.select(cols).with_columns(pl.col("COUNT").cast(pl.String)).sort(cols)
-    b = copy.select(cols).sort(cols)
-    if not a.equals(b):
-        log.add(
-            Problem(
-                str(path),
-                "parquet_copy",
-                f"holds other rows than {table}/ ({b.height} vs {a.height} rows)",
-            )
-        )
 
 
 # ----------------------------------------------------------------------------- entry point
@@ -673,31 +384,25 @@ def validate_output(
     log = ProblemLog()
     tables: dict[str, pl.DataFrame] = {}
     for table in ("t1", "t2"):
-        if (d / table).is_dir():
-            df = _read_text_table(d, table, log, summary.files)
-        elif (d / f"{table}.parquet").is_file():
-            df = _read_parquet_table(d / f"{table}.parquet", table, log)
-            if df is not None:
-                summary.files[f"{table}.parquet"] = df.height
-        else:
-            log.add(
-                Problem(
-                    str(d / table),
-                    "layout",
-                    f"the release has no {table}/ folder (nor {table}.parquet)",
-                )
-            )
-            df = None
+        declared = TABLES[table]
+        df = read_table(d, declared, log, summary.files)
         if df is None:
             continue
-        valid = _check_values(df, table, rules, log)
-        duplicates = _check_duplicates(valid, table, log)
+        valid = check_values(
+            df,
+            column_patterns(table),
+            log,
+            states=rules.states if rules is not None else (),
+            allow_negative_counts=rules is None or rules.allow_negative_counts,
+        )
+        keys = declared.keys
+        duplicates = check_duplicates(valid, keys, log)
         tables[table] = valid
-        n = _check_companion(d, table, valid, log, duplicates)
+        n = check_companion(d / ERROR_FILES[table], keys, valid, log, duplicates, table)
         if n is not None:
             summary.files[ERROR_FILES[table]] = n
-        if (d / table).is_dir() and (d / f"{table}.parquet").is_file():
-            _check_copy(d, table, valid, log)
+        if (d / table).is_dir() and (d / declared.copy_file).is_file():
+            check_copy(d, declared, valid, log)
     if "t1" in tables and "t2" in tables:
         _check_consistency(tables["t1"], tables["t2"], log)
     if rules is not None and geography is not None and reference is not None:
@@ -712,16 +417,7 @@ def validate_output(
             if rules is not None
             else "needs the config (--config or the release's release.json) and the GRF-C"
         )
-    if rules is None:
-        why = "no config given and no config recorded in release.json"
-        summary.skipped["negative_count"] = why
-        summary.skipped["state_filter"] = why
-    else:
-        summary.checks.append("state_filter")
-        if not rules.allow_negative_counts:
-            summary.checks.append("negative_count")
-        else:
-            summary.skipped["negative_count"] = "the config allows negative counts"
+    note_config_checks(summary, None if rules is None else rules.allow_negative_counts)
     if log:
         raise OutputValidationError(log.problems, log.counts)
     return summary
@@ -758,27 +454,8 @@ def validate_paths(
         )
     geography = reference = None
     if data is not None and rules is not None:
-        grfc = _grfc_path(Path(data), GRFC_STEM)
+        grfc = grfc_path(Path(data), GRFC_STEM)
         us = tuple(s for s in rules.states if s != PR_STATE)
         geography = read_geography(grfc, us) if us else read_geography(grfc, ())
         reference = read_reference(params)
     return validate_output(d, rules=rules, geography=geography, reference=reference)
-
-
-def _grfc_path(data: Path, stem: str) -> Path:
-    """``data/GRF-C.txt`` or ``data/GRF-C.parquet`` (exactly one), else an input error."""
-    found = [
-        data / f"{stem}{ext}" for ext in (".txt", ".parquet") if (data / f"{stem}{ext}").exists()
-    ]
-    if len(found) != 1:
-        log = ProblemLog()
-        what = "both" if found else "neither"
-        log.add(
-            Problem(
-                str(data),
-                "missing_file" if not found else "ambiguous_input",
-                f"{what} of {stem}.txt and {stem}.parquet in {data}: need exactly one",
-            )
-        )
-        log.raise_if_any()
-    return found[0]

@@ -31,6 +31,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from privtab.accounting import ExactGuarantee, Guarantee
+from privtab.mechanisms.counts import NOISE_OF
 
 if TYPE_CHECKING:
     from privtab.data import ReferenceData, SafeTabConfig, Scope
@@ -41,10 +42,6 @@ __all__ = ["LevelPlan", "ReleasePlan", "StagePlan", "config_scope"]
 PrivacyDefn = Literal["zcdp", "puredp"]
 Stage = Literal["stage1", "stage2", "total"]
 Calibration = Literal["exact", "paper"]
-NOISE_OF: dict[str, Literal["discrete_gaussian", "geometric"]] = {
-    "zcdp": "discrete_gaussian",
-    "puredp": "geometric",
-}
 
 
 @dataclass(frozen=True)
@@ -65,42 +62,38 @@ class StagePlan:
 
     @classmethod
     def build(cls, stage: Stage, privacy_defn: PrivacyDefn, parameter: Fraction) -> StagePlan:
-        """The stage's mechanism (:func:`privtab.mechanisms.mechanism_from_spec`) and its
+        """The stage's mechanism (:class:`privtab.mechanisms.counts.CountNoise`) and its
         exact error; ``ValueError`` naming the stage if the parameter is not supported."""
-        from privtab.mechanisms import mechanism_from_spec
+        from privtab.mechanisms.counts import CountNoise
 
         if parameter <= 0:
             raise ValueError(f"{stage} parameter must be positive, got {parameter}")
-        noise = NOISE_OF[privacy_defn]
         try:
-            if privacy_defn == "zcdp":
-                mech = mechanism_from_spec(noise, rho=parameter)
-                scale = float(1 / (2 * parameter))
-            else:
-                mech = mechanism_from_spec(noise, epsilon=parameter)
-                scale = float(1 / parameter)
+            count = CountNoise.build(privacy_defn, parameter)
         except ValueError as exc:
             raise ValueError(f"{stage}: per-count {exc}") from exc
         return cls(
             stage=stage,
-            noise=noise,
+            noise=count.noise,
             parameter=parameter,
-            mechanism=mech,
-            noise_scale=scale,
-            variance=float(mech.variance),
-            moe95=int(mech.moe(Fraction(19, 20))),
+            mechanism=count.mechanism,
+            noise_scale=count.noise_scale,
+            variance=count.variance,
+            moe95=count.moe95,
         )
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "stage": self.stage,
-            "noise": self.noise,
-            "parameter": float(self.parameter),
-            "parameter_exact": str(self.parameter),
-            "noise_scale": self.noise_scale,
-            "variance": self.variance,
-            "moe95": self.moe95,
-        }
+        from privtab.mechanisms.counts import CountNoise
+
+        count = CountNoise(
+            self.noise,
+            self.parameter,
+            self.mechanism,
+            self.noise_scale,
+            self.variance,
+            self.moe95,
+        )
+        return {"stage": self.stage, **count.to_dict()}
 
 
 @dataclass(frozen=True)

@@ -42,12 +42,15 @@ from typing import Any, Literal
 
 import numpy as np
 
-from privtab.accounting import RDP, zcdp_epsilon
-from privtab.accounting.conversions import RDPMethod, rdp_epsilon_order, zcdp_optimal_order
+from privtab.accounting import RDP
+from privtab.accounting.conversions import (
+    RDPMethod,
+    rdp_epsilon_order,
+    zcdp_analyses,
+)
 from privtab.accounting.curves import geometric_rdp_divergence, geometric_rdp_paper_value
 from privtab.accounting.guarantees import FloatArray
 from privtab.accounting.pld import (
-    GridTooFineError,
     LossFactor,
     PLDProfile,
     compose_plds,
@@ -55,6 +58,7 @@ from privtab.accounting.pld import (
     either_of,
     feasible_grid,
     geometric_loss,
+    solve_on_a_fitting_grid,
     worst_of,
 )
 from privtab.tabulate.plan import LevelPlan, ReleasePlan
@@ -245,17 +249,16 @@ def _pld_bounds(plan: ReleasePlan, delta: float, grid: float) -> tuple[float, fl
         if any(lv.has_detailed_only for lv in plan.levels)
         else ("two_stage",)
     )
-    for _ in range(8):
-        try:
-            upper = plan_pld(plan, grid=grid).epsilon(delta)
-            lower = max(
-                plan_pld(plan, grid=grid, pessimistic=False, option=o).epsilon(delta)
-                for o in options
-            )
-            return grid, upper, lower
-        except GridTooFineError as exc:
-            grid = max(exc.grid, 2.0 * grid)
-    raise RuntimeError(f"the PLD analysis found no feasible grid (last tried {grid:.3g})")
+
+    def solve(h: float) -> tuple[float, float]:
+        upper = plan_pld(plan, grid=h).epsilon(delta)
+        lower = max(
+            plan_pld(plan, grid=h, pessimistic=False, option=o).epsilon(delta) for o in options
+        )
+        return upper, lower
+
+    grid, (upper, lower) = solve_on_a_fitting_grid(solve, grid)
+    return grid, upper, lower
 
 
 def _rdp_entry(
@@ -299,14 +302,7 @@ def analyse(
             valid=False,
         )
     else:
-        for m in ("analytic", "grid", "optimal"):
-            out[f"zcdp_{m}"] = {
-                "epsilon": float(zcdp_epsilon(total, delta, m)),
-                "delta": delta,
-                "rho": total,
-                "method": f"ρ = Σρ_i, {m} conversion",
-            }
-        out["zcdp_optimal"]["alpha"] = float(zcdp_optimal_order(total, delta))
+        out.update(zcdp_analyses(total, delta, "ρ = Σρ_i"))
     grid, upper, lower = _pld_bounds(plan, delta, plan_grid(plan, pld_grid))
     out["pld"] = {
         "epsilon": upper,

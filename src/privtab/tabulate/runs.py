@@ -171,7 +171,7 @@ class ReleaseTables:
 
     def _publish(self, part: ChunkResult, rule: SuppressionRule, level: dict[str, Any]) -> None:
         out = publish_chunk(part, rule, nonnegative=self.nonnegative)
-        self.writer.write(out.t1, out.t2)
+        self.writer.write({"t1": out.t1, "t2": out.t2})
         self.suppressed += out.suppressed
         level["suppression"]["suppressed_rows"] += out.suppressed
         level["t1_rows"] += out.t1.height

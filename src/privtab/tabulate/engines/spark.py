@@ -10,7 +10,7 @@ reader and validation of :class:`privtab.data.persons.PersonReader`, the aggrega
 where each piece runs and moves the pieces between processes.
 
 1. **Partition map** (public, from the GRF-C): consecutive states are grouped into
-   partitions of about equal GRF-C blocks (:class:`_Layout`; how many: ``partitions``,
+   partitions of about equal GRF-C blocks (:class:`StateLayout`; how many: ``partitions``,
    the Spark setting :data:`PARTITIONS_CONF`, or from the file's size and the cluster's
    cores); a partition holds whole states, so every level nested in states (state, county,
    tract, place) is tabulated inside one task per partition, without any shuffle.
@@ -125,7 +125,20 @@ if TYPE_CHECKING:
     from pyspark import RDD, Broadcast
     from pyspark.sql import SparkSession
 
-__all__ = ["DEFAULT_CHUNK_GROUPS", "DEFAULT_WAVE_GROUPS", "SparkEngine"]
+__all__ = [
+    "DEFAULT_CHUNK_GROUPS",
+    "DEFAULT_WAVE_GROUPS",
+    "SparkEngine",
+    "StateLayout",
+    "add_matrices",
+    "identity_partition",
+    "numbered_combos",
+    "parquet_rows",
+    "partition_cells",
+    "seed_of",
+    "split_cells",
+    "task_source",
+]
 
 Say = Callable[[str], None]
 
@@ -168,7 +181,7 @@ use one thread, not a pool per task spinning for the same cores."""
 
 
 @dataclass(frozen=True)
-class _Layout:
+class StateLayout:
     """The public partition map: the states of each partition (consecutive, whole) and
     the first geo unit of each (units are numbered state by state)."""
 
@@ -177,7 +190,7 @@ class _Layout:
     state_units: Mapping[str, tuple[int, int]]
 
     @classmethod
-    def of(cls, geography: Geography, partitions: int) -> _Layout:
+    def of(cls, geography: Geography, partitions: int) -> StateLayout:
         """At most ``partitions`` runs of consecutive states, each of at most its share of
         the GRF-C's blocks unless one state has more."""
         spans = state_units(geography)
@@ -229,7 +242,7 @@ class _Reading:
     reference: ReferenceData
     geography: Geography  # its blocks (BLOCK → UNIT) only
     max_race_codes: int
-    layout: _Layout
+    layout: StateLayout
 
 
 @dataclass(frozen=True)
@@ -295,12 +308,7 @@ class _Level:
 
     def source(self, secure: list[RandomSource], label: str | None) -> RandomSource:
         """The chunk's source: seeded per (level, state) for tests, else the task's own."""
-        if self.seed is not None:
-            tail = "" if label is None else f"-{label}"
-            return SeededSource(f"{self.seed}-{self.plan.key}{tail}")
-        if not secure:
-            secure.append(SecureSource())  # this task's own OS entropy, never shared
-        return secure[0]
+        return task_source(self.seed, self.plan.key, secure, label)
 
     def draw(self, dom: Domain, exact: Any, src: RandomSource) -> ChunkResult:
         """The chunk's noisy counts, their integers narrowed for the trip to the driver
@@ -312,6 +320,20 @@ class _Level:
         cells = tuple(replace(t, groups=_narrow(t.groups), noisy=_narrow(t.noisy)) for t in g.cells)
         narrow = replace(g, count=_narrow(g.count), stage1=_narrow(g.stage1), cells=cells)
         return replace(res, groups=narrow)
+
+
+def task_source(
+    seed: str | None, level: str, secure: list[RandomSource], label: str | None
+) -> RandomSource:
+    """A task's random source for a chunk: for tests, ``SeededSource(f"{seed}-{level}")``
+    (``-{label}``: the chunk's state) — the same draws whatever the partitions; else the
+    task's own secure source (its OS entropy, never shared), created once in ``secure``."""
+    if seed is not None:
+        tail = "" if label is None else f"-{label}"
+        return SeededSource(f"{seed}-{level}{tail}")
+    if not secure:
+        secure.append(SecureSource())
+    return secure[0]
 
 
 def _narrow(values: NDArray[np.int64]) -> NDArray[np.signedinteger[Any]]:
@@ -380,7 +402,7 @@ class SparkEngine:
         self.inputs: SafeTabInputs | None = None
         self.combos: pl.DataFrame | None = None
         self._cells: RDD[tuple[int, StateRows]] | None = None
-        self._layout: _Layout | None = None
+        self._layout: StateLayout | None = None
         # broadcast once per run, reused by the levels that share them: the combination →
         # iteration incidence per (iteration level, granularity) and the unit → region
         # map per geography
@@ -479,7 +501,7 @@ class SparkEngine:
         path = Path(inputs.persons_path)
         scan_persons(path)  # header / format check (raises InputValidationError)
         sc = _spark_context(self.spark)
-        layout = _Layout.of(inputs.geography, self._partitions(path, sc.defaultParallelism))
+        layout = StateLayout.of(inputs.geography, self._partitions(path, sc.defaultParallelism))
         parts = person_parts(path, self._parts(path, sc.defaultParallelism))
         say(
             f"validating and aggregating {path} with Spark ({sc.master}): "
@@ -489,14 +511,14 @@ class SparkEngine:
         try:
             found = sorted(read.map(_summary).collect(), key=lambda r: r[0].index)
             self._raise_if_invalid(inputs, [report for report, _ in found])
-            combos, ids = _numbered_combos([c for _, c in found])
+            combos, ids = numbered_combos([c for _, c in found])
             # kept until close(): the cached cells' lineage refers to it
             self._shared["ids"] = shared = sc.broadcast(ids)
             cells = (
-                read.flatMap(partial(_split_cells, shared, layout))
-                .partitionBy(len(layout.states), _identity)
+                read.flatMap(partial(split_cells, shared, layout))
+                .partitionBy(len(layout.states), identity_partition)
                 .mapPartitionsWithIndex(
-                    partial(_partition_cells, layout, combos.height), preservesPartitioning=True
+                    partial(partition_cells, layout, combos.height), preservesPartitioning=True
                 )
                 .persist(StorageLevel.MEMORY_AND_DISK)
             )
@@ -519,7 +541,7 @@ class SparkEngine:
         :data:`PART_BYTES` bytes) each, a multiple of the cluster's cores."""
         cores = max(1, cores)
         if format_of(path) == "parquet":
-            size, unit = _parquet_rows(path), PART_ROWS
+            size, unit = parquet_rows(path), PART_ROWS
         else:
             size, unit = path.stat().st_size, PART_BYTES
         return cores * -(-max(1, size) // (unit * cores))
@@ -535,14 +557,14 @@ class SparkEngine:
         if conf:
             return max(1, int(conf))
         if format_of(path) == "parquet":
-            rows = _parquet_rows(path)
+            rows = parquet_rows(path)
         else:
             rows = path.stat().st_size // _TEXT_BYTES_PER_PERSON
         cores = max(1, cores)
         return cores * -(-max(1, rows) // (PARTITION_PERSONS * cores))
 
     def _read(
-        self, sc: Any, inputs: SafeTabInputs, layout: _Layout, parts: list[FilePart]
+        self, sc: Any, inputs: SafeTabInputs, layout: StateLayout, parts: list[FilePart]
     ) -> RDD[_PartCells]:
         """Each part of the person file read, validated and aggregated by a task."""
         geo = inputs.geography
@@ -581,7 +603,7 @@ class SparkEngine:
         if self._cells is None or self._layout is None or self.inputs is None:
             raise RuntimeError("call prepare() first")
         dom = level_domain(plan, self.inputs.geography, self.inputs.reference)
-        job = _Level(plan, dom, _seed_of(drawing.source), drawing.noise, drawing.evaluate,
+        job = _Level(plan, dom, seed_of(drawing.source), drawing.noise, drawing.evaluate,
                      self.max_chunk_groups, self.max_chunk_cells)  # fmt: skip
         its, nest = self._iterations(plan, dom), self._nest_products(dom.geo)
         if dom.geo not in NESTED_IN_STATE:
@@ -590,7 +612,9 @@ class SparkEngine:
             else:
                 regions = self._unit_regions(dom.geo)
                 partials = self._cells.mapPartitions(partial(_partial_counts, job, regions))
-            whole = partials.reduceByKey(_add, 1).mapPartitions(partial(_whole_level, job, its))
+            whole = partials.reduceByKey(add_matrices, 1).mapPartitions(
+                partial(_whole_level, job, its)
+            )
             yield from map(_widened, whole.collect())
             return
         sc = _spark_context(self.spark)
@@ -692,11 +716,11 @@ def _waves(ranges: list[tuple[int, int]], n_it: int, most: int) -> Iterator[list
 
 
 # ---------------------------------------------------------------------- tasks
-def _identity(p: int) -> int:
+def identity_partition(p: int) -> int:
     return p
 
 
-def _add(a: sparse.csr_array, b: sparse.csr_array) -> sparse.csr_array:
+def add_matrices(a: sparse.csr_array, b: sparse.csr_array) -> sparse.csr_array:
     total: sparse.csr_array = a + b
     return total
 
@@ -724,7 +748,7 @@ def _summary(read: _PartCells) -> tuple[_PartReport, pl.DataFrame | None]:
     return read.report, None if read.cells is None else read.cells.combos
 
 
-def _numbered_combos(
+def numbered_combos(
     found: list[pl.DataFrame | None],
 ) -> tuple[pl.DataFrame, dict[int, NDArray[np.uint32]]]:
     """The distinct code combinations of every part, numbered in sorted order, and each
@@ -745,8 +769,8 @@ def _numbered_combos(
     return combos, ids
 
 
-def _split_cells(
-    shared: Broadcast[dict[int, NDArray[np.uint32]]], layout: _Layout, read: _PartCells
+def split_cells(
+    shared: Broadcast[dict[int, NDArray[np.uint32]]], layout: StateLayout, read: _PartCells
 ) -> Iterator[tuple[int, pl.DataFrame]]:
     """A part's cells with the run's combination ids, packed, split by partition."""
     if read.cells is None:
@@ -759,8 +783,8 @@ def _split_cells(
             yield p, packed.slice(bounds[p], bounds[p + 1] - bounds[p])
 
 
-def _partition_cells(
-    layout: _Layout, n_combos: int, p: int, items: Iterable[tuple[int, pl.DataFrame]]
+def partition_cells(
+    layout: StateLayout, n_combos: int, p: int, items: Iterable[tuple[int, pl.DataFrame]]
 ) -> Iterator[tuple[int, StateRows]]:
     """A partition's cell matrix: the exact sum of its parts' cells."""
     keys, n = merge_packed([frame for _, frame in items])
@@ -896,14 +920,14 @@ def _class_archive(conf: Mapping[str, str]) -> Path | None:
     return ensure_archive(_LOG.info)
 
 
-def _parquet_rows(path: Path) -> int:
+def parquet_rows(path: Path) -> int:
     import pyarrow.parquet as pq
 
     with pq.ParquetFile(path) as pf:
         return int(pf.metadata.num_rows)
 
 
-def _seed_of(source: RandomSource | None) -> str | None:
+def seed_of(source: RandomSource | None) -> str | None:
     """``None`` for a secure source (tasks draw their own entropy); for a seeded test
     source, its seed (or, for another non-private source, 128 bits drawn from it)."""
     if source is None or source.is_private:

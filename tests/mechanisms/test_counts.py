@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from privtab.mechanisms import DiscreteGaussian, Geometric
-from privtab.tabulate.errors import count_error
+from privtab.mechanisms.counts import count_error
 
 MECHS = [DiscreteGaussian(Fraction(159, 10000)), Geometric(Fraction(1, 20)), DiscreteGaussian(0.5)]
 
@@ -73,7 +73,7 @@ def test_large_scale_path_agrees_with_the_fft(monkeypatch: pytest.MonkeyPatch, k
     forced at a scale where the FFT still runs, it gives the same MOE for the discrete
     Gaussian and at most 2k more (never less) for the geometric mechanism."""
     import privtab.mechanisms.linear as linear
-    from privtab.tabulate import errors
+    from privtab.mechanisms import counts as errors
 
     mechs = [DiscreteGaussian(Fraction(1, 2 * 90_000)), Geometric(Fraction(1, 300))]
     fft = [count_error(m, k) for m in mechs]
