@@ -64,6 +64,7 @@ _ALPHA = 1.6
 _MAX_ITER = 4000
 _CHECK_EVERY = 10
 _SIGMA = 1.0  # weight of the totals' split relative to ρ
+_CHILD_BATCH_ELEMENTS = 4_000_000  # children's H_FF per batched inversion: ≤ 32 MB
 
 
 @dataclass(frozen=True)
@@ -77,6 +78,18 @@ class PassResult:
     objective: float
     solver: str
     fell_back: bool = False
+
+
+@dataclass(frozen=True)
+class AdmmSetup:
+    """What every ADMM iteration of a pass reuses (:meth:`StructuredPass.admm_setup`)."""
+
+    Minv: F64
+    MinvG: F64
+    Minv1: F64
+    rho: float
+    sigma: float
+    banded: bool
 
 
 def _objective(terms: Sequence[Term], answers: Sequence[F64]) -> float:
@@ -179,6 +192,16 @@ class StructuredPass:
         self.tol_d = 1e-8 * max(1.0, float(np.abs(self.G).max(initial=0)), lam_max * self.scale_p)
 
     # ---- ADMM -------------------------------------------------------------------------
+    def admm_setup(self) -> AdmmSetup | None:
+        """The x-update's data: ``M⁻¹`` for ``M = H + ρI + σ11ᵀ``, ``G M⁻¹``, ``M⁻¹1``
+        (``None`` if ``M`` is not numerically positive definite)."""
+        banded = bool(np.any(np.isfinite(self.tlo)) or np.any(np.isfinite(self.thi)))
+        sigma = _SIGMA * self.rho if banded else 0.0
+        Minv = spd_inverse(self.H + self.rho * np.eye(self.m.n) + sigma)
+        if Minv is None:
+            return None
+        return AdmmSetup(Minv, self.G @ Minv, Minv.sum(axis=0), self.rho, sigma, banded)
+
     def solve(self) -> F64 | None:
         """The certified optimum, or ``None`` if it could not be certified.
 
@@ -188,15 +211,11 @@ class StructuredPass:
         m, k, n = self.m, self.m.k, self.m.n
         if n == 0:
             return np.zeros((k, 0))
-        banded = bool(np.any(np.isfinite(self.tlo)) or np.any(np.isfinite(self.thi)))
-        rho = self.rho
-        sigma = _SIGMA * rho if banded else 0.0
-        M = self.H + rho * np.eye(n) + sigma
-        Minv = spd_inverse(M)
-        if Minv is None:
+        setup = self.admm_setup()
+        if setup is None:
             return None
-        MinvG = self.G @ Minv
-        Minv1 = Minv.sum(axis=0)
+        Minv, MinvG, Minv1 = setup.Minv, setup.MinvG, setup.Minv1
+        rho, sigma, banded = setup.rho, setup.sigma, setup.banded
         p = m.parent
         z = np.zeros((k, n))
         u = np.zeros((k, n))
@@ -286,37 +305,53 @@ class StructuredPass:
         return np.vstack(rows), np.asarray(rhs, dtype=np.float64)
 
     def _kkt(self, free: np.ndarray, tact: IDX, gact: IDX) -> tuple[F64, F64, F64, F64] | None:
+        """Solve the KKT system of the active set (module docstring): every child's
+        ``(H_FF)⁻¹`` by batched Cholesky, children in chunks of bounded memory, its active
+        rows by a small Schur complement, the coupling's ``λ`` by one ``n × n`` system."""
         m, H, G = self.m, self.H, self.G
         k, n = m.k, m.n
         p = m.parent
         if p is not None and np.any(~free.any(axis=0)):
             return None
+        Fp, mask = padded_free(free)
+        f = Fp.shape[1]
+        Gf = np.where(mask, G[np.arange(k)[:, None], Fp], 0.0)  # (k, f)
+        step = max(1, _CHILD_BATCH_ELEMENTS // max(1, f * f))
+        chunks = [slice(a, a + step) for a in range(0, k, step)]
+        kept: dict[int, F64] = {}
+        parts: dict[int, tuple[F64, F64, F64, F64]] = {}
         S = np.zeros((n, n))
         r = np.zeros(n) if p is None else p.astype(np.float64).copy()
-        parts: list[tuple[IDX, F64, F64, F64, F64, F64, F64] | None] = []
-        for i in range(k):
-            F = np.flatnonzero(free[i])
-            C, bvec = self._rows(i, free[i], int(tact[i]), gact[i])
-            if not F.size:
-                if np.any(bvec != 0):
-                    return None
-                parts.append(None)
-                continue
-            Hinv = spd_inverse(H[np.ix_(F, F)])
+        rowful = (tact != 0) | (gact != 0).any(axis=1)
+        for c, sl in enumerate(chunks):
+            Hinv = child_inverses(H, Fp[sl], mask[sl])
             if Hinv is None:
                 return None
-            HC = Hinv @ C.T  # (|F|, r): empty without active rows
-            Sc_pinv: F64 = (
-                np.asarray(np.linalg.pinv(C @ HC, rcond=1e-12), dtype=np.float64)
-                if C.shape[0]
-                else np.zeros((0, 0))
-            )
-            K = Hinv - HC @ Sc_pinv @ HC.T
-            base = K @ G[i, F] + HC @ (Sc_pinv @ bvec)
+            K, base = Hinv, np.einsum("kab,kb->ka", Hinv, Gf[sl])
+            for j in np.flatnonzero(rowful[sl]):
+                i = int(sl.start + j)
+                nf = int(mask[i].sum())
+                C, bvec = self._rows(i, free[i], int(tact[i]), gact[i])
+                if not nf:
+                    if np.any(bvec != 0):
+                        return None
+                    continue
+                if K is Hinv:
+                    K = Hinv.copy()
+                Hi = Hinv[j, :nf, :nf]
+                HC = Hi @ C.T
+                Sc_pinv = np.asarray(np.linalg.pinv(C @ HC, rcond=1e-12), dtype=np.float64)
+                K[j, :nf, :nf] = Hi - HC @ Sc_pinv @ HC.T
+                base[j, :nf] = K[j, :nf, :nf] @ Gf[i, :nf] + HC @ (Sc_pinv @ bvec)
+                parts[i] = (HC, Sc_pinv, C, bvec)
             if p is not None:
-                S[np.ix_(F, F)] += K
-                r[F] -= base
-            parts.append((F, Hinv, HC, Sc_pinv, K, C, bvec))
+                ms, Fs = mask[sl], Fp[sl]
+                pair = ms[:, :, None] & ms[:, None, :]
+                flat = (Fs[:, :, None] * n + Fs[:, None, :])[pair]
+                S += np.bincount(flat, weights=K[pair], minlength=n * n).reshape(n, n)
+                r -= np.bincount(Fs[ms], weights=base[ms], minlength=n)
+            if len(chunks) == 1:
+                kept[c] = Hinv
         lam: F64 = np.zeros(n)
         if p is not None:
             # S is singular exactly when rows depend on the coupling (every child with cells
@@ -333,23 +368,31 @@ class StructuredPass:
             else:
                 sol = sla.lstsq(S, r, lapack_driver="gelsy", check_finite=False)[0]
                 lam = np.asarray(sol, dtype=np.float64)
-        x = np.zeros((k, n))
+        gl = np.where(mask, Gf + lam[Fp], 0.0)
+        xf = np.zeros((k, f))
         mu_t = np.zeros(k)
         mu_g = np.zeros((k, GROUPS))
-        for i, part in enumerate(parts):
-            if part is None:
-                continue
-            F, Hinv, HC, Sc_pinv, K, C, bvec = part
-            gl = G[i, F] + lam[F]
-            mu = Sc_pinv @ (bvec - HC.T @ gl)
-            x[i, F] = Hinv @ (gl + C.T @ mu)
-            j = 0
-            if tact[i]:
-                mu_t[i] = mu[0]
-                j = 1
-            for g in np.flatnonzero(gact[i]):
-                mu_g[i, g] = mu[j]
-                j += 1
+        for c, sl in enumerate(chunks):
+            Hinv = kept[c] if c in kept else child_inverses(H, Fp[sl], mask[sl])
+            assert Hinv is not None  # it was invertible a moment ago
+            xf[sl] = np.einsum("kab,kb->ka", Hinv, gl[sl])
+            for j in np.flatnonzero(rowful[sl]):
+                i = int(sl.start + j)
+                if i not in parts:
+                    continue
+                HC, Sc_pinv, C, bvec = parts[i]
+                nf = int(mask[i].sum())
+                mu = Sc_pinv @ (bvec - HC.T @ gl[i, :nf])
+                xf[i, :nf] = Hinv[j, :nf, :nf] @ (gl[i, :nf] + C.T @ mu)
+                q = 0
+                if tact[i]:
+                    mu_t[i] = mu[0]
+                    q = 1
+                for g in np.flatnonzero(gact[i]):
+                    mu_g[i, g] = mu[q]
+                    q += 1
+        x = np.zeros((k, n))
+        x[np.nonzero(mask)[0], Fp[mask]] = xf[mask]
         nu = x @ H - G - lam[None, :] - mu_t[:, None] - mu_g[:, m.hhgq]
         return x, nu, mu_t, mu_g
 
@@ -419,10 +462,15 @@ class StructuredPass:
             gap = np.abs(np.where(free, x, 0.0).sum(axis=0) - m.parent)
             if float(gap.max(initial=0)) > tp * max(1, m.k):
                 return False, free, *self._consistent(tact, gact, mu_t, mu_g)
-        bad = (neg, dual_bad, t_bad_sign, t_viol, g_bad_sign, g_viol)
+        # an active row the solve could not meet (no free cell under it: the least-squares
+        # multipliers hide it) is infeasible too; its cells are freed
+        t_miss = (tact != 0) & ((tot < self.tlo - tp) | (tot > self.thi + tp))
+        g_miss = (gact != 0) & ((s < m.lo - tp) | (s > m.hi + tp))
+        bad = (neg, dual_bad, t_bad_sign, t_viol, g_bad_sign, g_viol, t_miss, g_miss)
         if not any(b.any() for b in bad):
             return True, free, tact, gact
         free = (free & ~neg) | dual_bad
+        free |= m.allowed & (t_miss[:, None] | g_miss[:, m.hhgq])
         tact = np.where(t_bad_sign, 0, tact)
         tact = np.where(t_viol, np.where(tot < self.tlo, -1, 1), tact).astype(np.intp)
         gact = np.where(g_bad_sign, 0, gact)
@@ -451,6 +499,33 @@ def _drop_one(act: IDX, mu: F64, rhs: F64, total: float) -> IDX:
     out = act.copy()
     out[cand[np.argmin(np.abs(mu[cand]))]] = 0
     return out
+
+
+def padded_free(free: np.ndarray) -> tuple[IDX, np.ndarray]:
+    """Each child's free cells, padded: ``Fp[i, :|Fᵢ|]`` the free cells in order (then 0),
+    ``mask`` which entries are real; ``(k, max |Fᵢ|)``."""
+    sizes = free.sum(axis=1)
+    f = int(sizes.max(initial=0))
+    order = np.argsort(~free, axis=1, kind="stable")[:, :f]
+    mask = np.arange(f)[None, :] < sizes[:, None]
+    return np.where(mask, order, 0).astype(np.intp), mask
+
+
+def child_inverses(H: F64, Fp: IDX, mask: np.ndarray) -> F64 | None:
+    """``(H_FF)⁻¹`` of the children of :func:`padded_free`'s ``(Fp, mask)`` at once
+    (``(k, f, f)``, padded with the identity), by batched LAPACK Cholesky (the positive
+    definiteness check) and inverse; ``None`` if one is not numerically positive definite."""
+    k, f = Fp.shape
+    pair = mask[:, :, None] & mask[:, None, :]
+    Hs = np.where(pair, H[Fp[:, :, None], Fp[:, None, :]], 0.0)
+    Hs[:, np.arange(f), np.arange(f)] += ~mask
+    if not k or not f:
+        return Hs
+    try:
+        np.linalg.cholesky(Hs)
+    except np.linalg.LinAlgError:
+        return None
+    return np.asarray(np.linalg.inv(Hs), dtype=np.float64)
 
 
 def spd_inverse(a: F64) -> F64 | None:
