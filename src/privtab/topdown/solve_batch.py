@@ -1,8 +1,7 @@
-"""Many parents' problems in one call: :func:`solve_children_batch`.
+"""Many parents' problems in one call (:func:`privtab.topdown.solve.solve_children_batch`).
 
 The national run solves ~2.4·10⁵ block groups' children (33 blocks, ~200 masked cells each)
-and ~10⁵ tracts' children. One such problem costs milliseconds of numpy calls on small
-arrays, not floating-point work; :func:`solve_children_batch` solves a list of problems
+and ~10⁵ tracts' children. :func:`solve_many` solves a list of problems
 (normally the children problems of many parents of one level) with the same steps as
 :func:`~privtab.topdown.solve.solve_children` and the same checks on every problem, but
 
@@ -53,10 +52,10 @@ from privtab.topdown.solve_structured import (
 )
 from privtab.topdown.solve_structured_batch import batches, solve_batch
 
-__all__ = ["DEFAULT_BATCH", "solve_children_batch"]
+__all__ = ["DEFAULT_BATCH", "solve_many"]
 
 #: Problems per stacked ADMM batch (measured: docs/topdown.md, "Speed").
-DEFAULT_BATCH = 64
+DEFAULT_BATCH = 32
 
 
 @dataclass
@@ -74,7 +73,7 @@ class _State:
     l2_seconds: float = 0.0
 
 
-def solve_children_batch(
+def solve_many(
     problems: Sequence[ChildrenProblem], *, solver: str = "default", batch: int = DEFAULT_BATCH
 ) -> list[ChildrenSolution]:
     """Solve every problem (module docstring), returning the solutions in order.

@@ -461,7 +461,12 @@ class StructuredPass:
         if m.parent is not None:
             gap = np.abs(np.where(free, x, 0.0).sum(axis=0) - m.parent)
             if float(gap.max(initial=0)) > tp * max(1, m.k):
-                return False, free, *self._consistent(tact, gact, mu_t, mu_g)
+                tact2, gact2 = self._consistent(tact, gact, mu_t, mu_g)
+                if np.array_equal(tact2, tact) and np.array_equal(gact2, gact):
+                    # no coupled row to drop: the active rows leave some cells too few free
+                    # children to meet the coupling; free every child there
+                    free = free | (m.allowed & (gap > tp)[None, :])
+                return False, free, tact2, gact2
         # an active row the solve could not meet (no free cell under it: the least-squares
         # multipliers hide it) is infeasible too; its cells are freed
         t_miss = (tact != 0) & ((tot < self.tlo - tp) | (tot > self.thi + tp))

@@ -23,7 +23,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
-from numpy.typing import NDArray
 
 from privtab.topdown.solve_model import F64, GROUPS, IDX
 from privtab.topdown.solve_structured import (
@@ -34,21 +33,21 @@ from privtab.topdown.solve_structured import (
     _threshold,
 )
 
-F32 = NDArray[np.float32]
-
 __all__: list[str] = []
 
-#: Upper bound on the stacked inverse (elements) of one batch: 2·10⁷ float32 = 80 MB.
-MAX_BATCH_ELEMENTS = 20_000_000
+#: Upper bound on the stacked inverses (elements) of one batch: 10⁶ float64 = 8 MB (larger
+#: stacks measured slower: they leave the cache; a tract-sized problem (n ≈ 700) goes alone).
+MAX_BATCH_ELEMENTS = 1_000_000
 #: Iterations between two looks at the active sets (the one-problem loop: 10). Measured on
 #: synthetic block groups: 37 instead of 47 iterations to certification, 1.75 instead of
-#: 1.2 polishes; 17% less time.
+#: 1.2 polishes; 17% less time. (Float32 iterates, 19% less again, were tried and dropped:
+#: on 1 of 200 block groups their rounding kept tiny entries of ``z`` flickering around 0,
+#: the active set never settled and the problem took 20 s instead of 0.1 s.)
 CHECK_EVERY = 5
-#: The iterates' precision. The ADMM only has to *find* the active set: the polish solves
-#: and verifies the KKT conditions in float64 from the data, so single precision changes
-#: which iteration finds it (measured: the same ones), never the solution; it halves the
-#: product's and the elementwise passes' memory traffic (19% less time measured).
-ITERATE = np.float32
+#: Iterations after which a problem leaves the batch uncertified (and is solved alone by
+#: the one-problem path, with its own limit and fallback): bounds the cost of a problem
+#: whose active set the batch cannot settle. Certified problems take 20–120 iterations.
+BATCH_MAX_ITER = 600
 
 
 class _Stack:
@@ -60,18 +59,18 @@ class _Stack:
         N = max(sp.m.n for sp in passes)
         self.k = np.array([sp.m.k for sp in passes], dtype=np.float64)
         self.n = [sp.m.n for sp in passes]
-        self.Minv = np.zeros((B, N, N), dtype=ITERATE)
-        self.MinvG = np.zeros((B, K, N), dtype=ITERATE)
-        self.Minv1 = np.zeros((B, N), dtype=ITERATE)
+        self.Minv = np.zeros((B, N, N))
+        self.MinvG = np.zeros((B, K, N))
+        self.Minv1 = np.zeros((B, N))
         self.p = np.zeros((B, N))
         self.has_p = np.zeros(B)
         self.rho = np.zeros(B)
         self.sigma = np.zeros(B)
-        self.cm = np.zeros((B, K), dtype=ITERATE)
+        self.cm = np.zeros((B, K))
         self.allowed = np.zeros((B, K, N), dtype=bool)
         self.tlo = np.full((B, K), -np.inf)
         self.thi = np.full((B, K), np.inf)
-        self.onehot = np.zeros((B, N, GROUPS), dtype=ITERATE)
+        self.onehot = np.zeros((B, N, GROUPS))
         self.lo = np.zeros((B, K, GROUPS))
         self.hi = np.full((B, K, GROUPS), np.inf)
         self.starts = np.zeros((B, GROUPS + 1), dtype=np.intp)
@@ -100,9 +99,9 @@ class _Stack:
                 setattr(self, name, [value[i] for i in keep])
 
 
-def _project(st: _Stack, w: F32) -> tuple[F32, IDX]:
+def _project(st: _Stack, w: F64) -> tuple[F64, IDX]:
     """:meth:`StructuredPass.project` for every problem of the stack."""
-    z = np.where(st.allowed, np.maximum(w, 0), 0).astype(ITERATE)
+    z = np.where(st.allowed, np.maximum(w, 0.0), 0.0)
     gact = np.zeros(st.lo.shape, dtype=np.intp)
     s = np.matmul(z, st.onehot)
     bad = (s < st.lo - 1e-12) | (s > st.hi + 1e-12)
@@ -110,9 +109,8 @@ def _project(st: _Stack, w: F32) -> tuple[F32, IDX]:
         sl = slice(int(st.starts[b, g]), int(st.starts[b, g + 1]))
         ok = st.allowed[b, i, sl]
         low = bool(s[b, i, g] < st.lo[b, i, g])
-        vals = w[b, i, sl][ok].astype(np.float64)
-        tau = _threshold(vals, float(st.lo[b, i, g] if low else st.hi[b, i, g]))
-        z[b, i, sl] = np.where(ok, np.maximum(w[b, i, sl] - tau, 0), 0)
+        tau = _threshold(w[b, i, sl][ok], float(st.lo[b, i, g] if low else st.hi[b, i, g]))
+        z[b, i, sl] = np.where(ok, np.maximum(w[b, i, sl] - tau, 0.0), 0.0)
         gact[b, i, g] = -1 if low else 1
     return z, gact
 
@@ -132,25 +130,25 @@ def solve_batch(passes: Sequence[StructuredPass]) -> list[F64 | None]:
     st = _Stack([passes[i] for i in live], [setups[i] for i in live])
     idx = np.array(live, dtype=np.intp)
     B, K, N = st.MinvG.shape
-    z = np.zeros((B, K, N), dtype=ITERATE)
-    u = np.zeros((B, K, N), dtype=ITERATE)
+    z = np.zeros((B, K, N))
+    u = np.zeros((B, K, N))
     s = np.clip(np.zeros((B, K)), st.tlo, st.thi)
     v = np.zeros((B, K))
     tact = np.zeros((B, K), dtype=np.intp)
     last: list[tuple[bytes, bytes, bytes] | None] = [None] * B
-    for it in range(1, _MAX_ITER + 1):
-        rho3 = st.rho[:, None, None].astype(ITERATE)
-        x: F32 = np.matmul(z - u, st.Minv)
+    for it in range(1, min(_MAX_ITER, BATCH_MAX_ITER) + 1):
+        rho3 = st.rho[:, None, None]
+        x: F64 = np.matmul(z - u, st.Minv)
         x *= rho3
         x += st.MinvG
-        x += (st.sigma[:, None] * (s - v)).astype(ITERATE)[:, :, None] * st.Minv1[:, None, :]
+        x += (st.sigma[:, None] * (s - v))[:, :, None] * st.Minv1[:, None, :]
         x *= st.cm[:, :, None]
         gap = (st.p - x.sum(axis=1)) * (st.has_p / st.k)[:, None]
-        x += st.cm[:, :, None] * gap.astype(ITERATE)[:, None, :]
+        x += st.cm[:, :, None] * gap[:, None, :]
         xh = _ALPHA * x + (1 - _ALPHA) * z
         z, gact = _project(st, xh + u)
         u += xh - z
-        sh = _ALPHA * x.sum(axis=2, dtype=np.float64) + (1 - _ALPHA) * s
+        sh = _ALPHA * x.sum(axis=2) + (1 - _ALPHA) * s
         s = np.clip(sh + v, st.tlo, st.thi)
         v += sh - s
         tact = np.where(s <= st.tlo, -1, np.where(s >= st.thi, 1, 0)).astype(np.intp)
