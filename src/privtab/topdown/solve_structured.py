@@ -22,7 +22,9 @@ these matrices are small — run with one BLAS thread per process (``OPENBLAS_NU
 a multi-threaded BLAS on a busy machine made the same solve 25 times slower in measurement.
 
 **Polish to exact optimality.** Every few iterations the active set read off ``z`` (cells
-at zero, bounds met with equality) is solved exactly: per child the reduced Hessian
+at zero — within the primal tolerance: at a degenerate optimum, e.g. noise-free data,
+entries converging to 0 keep flickering just above it — and bounds met with equality) is
+solved exactly: per child the reduced Hessian
 ``H_FF`` on its free cells (and its active rows, by a small Schur complement), coupled
 through one ``n × n`` system for the multipliers ``λ`` of ``Σ_i xᵢ = p``. The KKT
 conditions are then verified — primal feasibility (the coupling included), multipliers of
@@ -30,7 +32,10 @@ active bounds of the right sign — and violations are fixed by primal-dual acti
 Rows that are dependent on the coupling (every child's total fixed, or every child's
 persons of one hhgq) leave the multipliers determined up to a common shift ``(μ + c,
 λ − c)``; the shift nearest 0 that gives the active rows their signs is taken, and an
-inconsistent set of such rows loses the one with the smallest multiplier. A solution is
+inconsistent set of such rows loses the one with the smallest multiplier; if the coupling
+still fails, the children are freed in the cells where it fails. An active row the solve
+cannot meet (no free cell under it) frees its cells too: the check looks at every row,
+not only at the multipliers. A solution is
 returned only once verified (to 1e-9 of the parent's scale in the primal, 1e-8 relative in
 the dual), so it is the optimum, not an approximation; a pass that cannot be certified is
 solved by Clarabel and counted (``PassResult.fell_back``).
@@ -62,6 +67,10 @@ __all__: list[str] = []
 
 _ALPHA = 1.6
 _MAX_ITER = 4000
+#: Failed polishes after which a pass is handed to the fallback solver: a problem whose
+#: active-set steps cycle (tiny, degenerate problems: a person or two under total bands)
+#: would otherwise try again at every check up to _MAX_ITER (seconds for nothing).
+MAX_POLISH = 25
 _CHECK_EVERY = 10
 _SIGMA = 1.0  # weight of the totals' split relative to ρ
 _CHILD_BATCH_ELEMENTS = 4_000_000  # children's H_FF per batched inversion: ≤ 32 MB
@@ -223,6 +232,7 @@ class StructuredPass:
         v = np.zeros(k)
         tact = np.zeros(k, dtype=np.intp)
         last: tuple[bytes, bytes, bytes] | None = None
+        failed = 0
         for it in range(1, _MAX_ITER + 1):
             x = MinvG + rho * ((z - u) @ Minv)
             if banded:
@@ -239,12 +249,15 @@ class StructuredPass:
                 tact = np.where(s <= self.tlo, -1, np.where(s >= self.thi, 1, 0)).astype(np.intp)
             if it % _CHECK_EVERY:
                 continue
-            free = z > 0
+            free = z > self.tol_p  # entries within the primal tolerance of 0 are at 0
             key = (np.packbits(free).tobytes(), tact.tobytes(), gact.tobytes())
             if key == last:
                 sol = self.polish(free, tact, gact)
                 if sol is not None:
                     return sol
+                failed += 1
+                if failed >= MAX_POLISH:
+                    return None
             last = key
         return None
 
@@ -332,9 +345,7 @@ class StructuredPass:
                 i = int(sl.start + j)
                 nf = int(mask[i].sum())
                 C, bvec = self._rows(i, free[i], int(tact[i]), gact[i])
-                if not nf:
-                    if np.any(bvec != 0):
-                        return None
+                if not nf:  # its rows cannot be met: _verify frees their cells
                     continue
                 if K is Hinv:
                     K = Hinv.copy()
@@ -396,21 +407,24 @@ class StructuredPass:
         nu = x @ H - G - lam[None, :] - mu_t[:, None] - mu_g[:, m.hhgq]
         return x, nu, mu_t, mu_g
 
-    def _consistent(self, tact: IDX, gact: IDX, mu_t: F64, mu_g: F64) -> tuple[IDX, IDX]:
-        """An active set whose rows fix every child's total (or every child's persons of
-        one hhgq) contradicts the coupling unless their right-hand sides add up to the
-        parent's: drop one such row (primal-dual active-set step for the coupled rows)."""
+    def _consistent(
+        self, tact: IDX, gact: IDX, mu_t: F64, mu_g: F64, free: np.ndarray
+    ) -> tuple[IDX, IDX]:
+        """An active set whose rows fix the total of every child with a free cell (or the
+        persons of one hhgq of every child with a free cell there) contradicts the coupling
+        unless their right-hand sides add up to the parent's: drop one such row
+        (primal-dual active-set step for the coupled rows)."""
         m = self.m
         p = m.parent
         assert p is not None
-        has = m.allowed.any(axis=1)
+        has = free.any(axis=1)
         if np.all(tact[has] != 0):
             rhs = np.where(tact < 0, self.tlo, self.thi)[has]
             tact = tact.copy()
             tact[has] = _drop_one(tact[has], mu_t[has], rhs, float(p.sum()))
             return tact, gact
         pg = m.group_sums(p[None, :])[0]
-        cap = m.group_sums(m.allowed.astype(np.float64)) > 0
+        cap = m.group_sums(free.astype(np.float64)) > 0
         gact = gact.copy()
         for g in range(GROUPS):
             who = cap[:, g]
@@ -454,14 +468,18 @@ class StructuredPass:
         if m.parent is not None:
             mu_t, mu_g = self._shift(tact, gact, mu_t, mu_g, eq_t)
         t_bad_sign = ((tact < 0) & (mu_t < -td) | (tact > 0) & (mu_t > td)) & ~eq_t
-        t_viol = (tact == 0) & ((tot < self.tlo - tp) | (tot > self.thi + tp))
+        # a row is activated at its lower end only if that end is positive (a lower end ≤ 0
+        # is implied by x ≥ 0: its violation is the negativity, handled cell by cell)
+        t_low = (tact == 0) & (tot < self.tlo - tp) & (self.tlo > 0)
+        t_viol = t_low | (tact == 0) & (tot > self.thi + tp)
         eq_g = m.lo == m.hi
         g_bad_sign = ((gact < 0) & (mu_g < -td) | (gact > 0) & (mu_g > td)) & ~eq_g
-        g_viol = (gact == 0) & ((s < m.lo - tp) | (s > m.hi + tp))
+        g_low = (gact == 0) & (s < m.lo - tp) & (m.lo > 0)
+        g_viol = g_low | (gact == 0) & (s > m.hi + tp)
         if m.parent is not None:
             gap = np.abs(np.where(free, x, 0.0).sum(axis=0) - m.parent)
             if float(gap.max(initial=0)) > tp * max(1, m.k):
-                tact2, gact2 = self._consistent(tact, gact, mu_t, mu_g)
+                tact2, gact2 = self._consistent(tact, gact, mu_t, mu_g, free)
                 if np.array_equal(tact2, tact) and np.array_equal(gact2, gact):
                     # no coupled row to drop: the active rows leave some cells too few free
                     # children to meet the coupling; free every child there
@@ -474,12 +492,15 @@ class StructuredPass:
         bad = (neg, dual_bad, t_bad_sign, t_viol, g_bad_sign, g_viol, t_miss, g_miss)
         if not any(b.any() for b in bad):
             return True, free, tact, gact
-        free = (free & ~neg) | dual_bad
+        # a negative cell under a row about to be activated at its lower end stays free (the
+        # row, not the cell, is what was missing)
+        keep = t_low[:, None] | g_low[:, m.hhgq]
+        free = (free & ~(neg & ~keep)) | dual_bad
         free |= m.allowed & (t_miss[:, None] | g_miss[:, m.hhgq])
         tact = np.where(t_bad_sign, 0, tact)
-        tact = np.where(t_viol, np.where(tot < self.tlo, -1, 1), tact).astype(np.intp)
+        tact = np.where(t_viol, np.where(t_low, -1, 1), tact).astype(np.intp)
         gact = np.where(g_bad_sign, 0, gact)
-        gact = np.where(g_viol, np.where(s < m.lo, -1, 1), gact).astype(np.intp)
+        gact = np.where(g_viol, np.where(g_low, -1, 1), gact).astype(np.intp)
         return False, free, tact, gact
 
 

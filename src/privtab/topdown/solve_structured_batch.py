@@ -28,6 +28,7 @@ from privtab.topdown.solve_model import F64, GROUPS, IDX
 from privtab.topdown.solve_structured import (
     _ALPHA,
     _MAX_ITER,
+    MAX_POLISH,
     AdmmSetup,
     StructuredPass,
     _threshold,
@@ -136,6 +137,7 @@ def solve_batch(passes: Sequence[StructuredPass]) -> list[F64 | None]:
     v = np.zeros((B, K))
     tact = np.zeros((B, K), dtype=np.intp)
     last: list[tuple[bytes, bytes, bytes] | None] = [None] * B
+    failed = [0] * B
     for it in range(1, min(_MAX_ITER, BATCH_MAX_ITER) + 1):
         rho3 = st.rho[:, None, None]
         x: F64 = np.matmul(z - u, st.Minv)
@@ -158,12 +160,16 @@ def solve_batch(passes: Sequence[StructuredPass]) -> list[F64 | None]:
         for b in range(idx.size):
             sp = passes[int(idx[b])]
             k, n = sp.m.k, sp.m.n
-            free = z[b, :k, :n] > 0
+            free = z[b, :k, :n] > sp.tol_p  # as in StructuredPass.solve
             key = (np.packbits(free).tobytes(), tact[b, :k].tobytes(), gact[b, :k].tobytes())
             if key == last[b]:
                 sol = sp.polish(free, tact[b, :k], gact[b, :k])
                 if sol is not None:
                     out[int(idx[b])] = sol
+                    done.append(b)
+                    continue
+                failed[b] += 1
+                if failed[b] >= MAX_POLISH:  # leaves uncertified: solved alone
                     done.append(b)
                     continue
             last[b] = key
@@ -175,6 +181,7 @@ def solve_batch(passes: Sequence[StructuredPass]) -> list[F64 | None]:
             idx = idx[keep]
             z, u, s, v, tact = z[keep], u[keep], s[keep], v[keep], tact[keep]
             last = [last[int(b)] for b in keep]
+            failed = [failed[int(b)] for b in keep]
     return out
 
 
