@@ -82,7 +82,7 @@ def test_a_problem_the_batch_cannot_certify_is_solved_alone(
 
     problems = [synthetic_problem(s, children=6, persons=150, level="Block") for s in range(3)]
     alone = [solve_children(p) for p in problems]
-    monkeypatch.setattr(sb, "_MAX_ITER", 0)
+    monkeypatch.setattr(sb, "BATCH_MAX_ITER", 0)
     together = solve_children_batch(problems)
     for a, b in zip(alone, together, strict=True):
         np.testing.assert_array_equal(b.counts, a.counts)

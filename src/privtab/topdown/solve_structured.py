@@ -8,7 +8,8 @@ A pass containing ``detailed`` has ``H ⪰ w_detailed I``: strictly convex, a un
 solution. With only the coupling ``Σ_i xᵢ = p`` the solution is closed-form:
 ``xᵢ = H⁻¹gᵢ + (p − Σ_j H⁻¹g_j)/k``; and the same holds for ``H + ρI``.
 
-**ADMM** (Boyd et al. 2011, §5; over-relaxation α = 1.6): split ``x = z`` with ``x`` in the
+**ADMM** (Boyd et al. 2011, §5; over-relaxation α = 1.6; the loop is
+:func:`privtab.topdown.solve_structured_batch.solve_batch`, for one problem or many): split ``x = z`` with ``x`` in the
 coupling set ``{Σ_i xᵢ = p}`` and ``z`` in the children's own sets (``z ≥ 0``, zero where a
 child has no variable, its hhgq bounds), and — when the pass has total bands (the tolerance
 of a total-first problem's second pass, or exact per-child totals) — the children's totals
@@ -71,7 +72,6 @@ _MAX_ITER = 4000
 #: active-set steps cycle (tiny, degenerate problems: a person or two under total bands)
 #: would otherwise try again at every check up to _MAX_ITER (seconds for nothing).
 MAX_POLISH = 25
-_CHECK_EVERY = 10
 _SIGMA = 1.0  # weight of the totals' split relative to ρ
 _CHILD_BATCH_ELEMENTS = 4_000_000  # children's H_FF per batched inversion: ≤ 32 MB
 
@@ -212,75 +212,16 @@ class StructuredPass:
         return AdmmSetup(Minv, self.G @ Minv, Minv.sum(axis=0), self.rho, sigma, banded)
 
     def solve(self) -> F64 | None:
-        """The certified optimum, or ``None`` if it could not be certified.
+        """The certified optimum, or ``None`` if it could not be certified (the ADMM of
+        :mod:`privtab.topdown.solve_structured_batch` on this one problem, up to
+        ``_MAX_ITER`` iterations).
 
         The children's totals are split off too (``s = 1ᵀx`` with ``s`` in the total band,
         weight ``σ``): the x-update's matrix is ``H + ρI + σ11ᵀ``, still one for all
         children, and the band is a clip of ``s``."""
-        m, k, n = self.m, self.m.k, self.m.n
-        if n == 0:
-            return np.zeros((k, 0))
-        setup = self.admm_setup()
-        if setup is None:
-            return None
-        Minv, MinvG, Minv1 = setup.Minv, setup.MinvG, setup.Minv1
-        rho, sigma, banded = setup.rho, setup.sigma, setup.banded
-        p = m.parent
-        z = np.zeros((k, n))
-        u = np.zeros((k, n))
-        s = np.clip(z.sum(axis=1), self.tlo, self.thi)
-        v = np.zeros(k)
-        tact = np.zeros(k, dtype=np.intp)
-        last: tuple[bytes, bytes, bytes] | None = None
-        failed = 0
-        for it in range(1, _MAX_ITER + 1):
-            x = MinvG + rho * ((z - u) @ Minv)
-            if banded:
-                x += sigma * (s - v)[:, None] * Minv1[None, :]
-            if p is not None:
-                x += (p - x.sum(axis=0)) / k
-            xh = _ALPHA * x + (1 - _ALPHA) * z
-            z, _, gact = self.project(xh + u)
-            u += xh - z
-            if banded:
-                sh = _ALPHA * x.sum(axis=1) + (1 - _ALPHA) * s
-                s = np.clip(sh + v, self.tlo, self.thi)
-                v += sh - s
-                tact = np.where(s <= self.tlo, -1, np.where(s >= self.thi, 1, 0)).astype(np.intp)
-            if it % _CHECK_EVERY:
-                continue
-            free = z > self.tol_p  # entries within the primal tolerance of 0 are at 0
-            key = (np.packbits(free).tobytes(), tact.tobytes(), gact.tobytes())
-            if key == last:
-                sol = self.polish(free, tact, gact)
-                if sol is not None:
-                    return sol
-                failed += 1
-                if failed >= MAX_POLISH:
-                    return None
-            last = key
-        return None
+        from privtab.topdown.solve_structured_batch import solve_batch
 
-    def project(self, v: F64) -> tuple[F64, IDX, IDX]:
-        """The projection onto the children's own sets (``z ≥ 0``, zero where a child has no
-        variable, its hhgq bounds), and which hhgq rows it made active (−1 at the lower
-        bound, +1 at the upper)."""
-        m = self.m
-        k = m.k
-        z = np.where(m.allowed, np.maximum(v, 0.0), 0.0)
-        tact = np.zeros(k, dtype=np.intp)
-        gact = np.zeros((k, GROUPS), dtype=np.intp)
-        s = m.group_sums(z)
-        st = self.starts
-        for i, g in zip(*np.nonzero((s < m.lo - 1e-12) | (s > m.hi + 1e-12)), strict=True):
-            # one hhgq bound of one child: z = max(v − τ, 0) on that hhgq's cells
-            sl = slice(int(st[g]), int(st[g + 1]))
-            ok = m.allowed[i, sl]
-            low = bool(s[i, g] < m.lo[i, g])
-            tau = _threshold(v[i, sl][ok], float(m.lo[i, g] if low else m.hi[i, g]))
-            z[i, sl] = np.where(ok, np.maximum(v[i, sl] - tau, 0.0), 0.0)
-            gact[i, g] = -1 if low else 1
-        return z, tact, gact
+        return solve_batch([self], max_iter=_MAX_ITER)[0]
 
     # ---- polish -----------------------------------------------------------------------
     def polish(self, free: np.ndarray, tact: IDX, gact: IDX) -> F64 | None:

@@ -27,7 +27,6 @@ import numpy as np
 from privtab.topdown.solve_model import F64, GROUPS, IDX
 from privtab.topdown.solve_structured import (
     _ALPHA,
-    _MAX_ITER,
     MAX_POLISH,
     AdmmSetup,
     StructuredPass,
@@ -116,8 +115,13 @@ def _project(st: _Stack, w: F64) -> tuple[F64, IDX]:
     return z, gact
 
 
-def solve_batch(passes: Sequence[StructuredPass]) -> list[F64 | None]:
-    """The certified optimum of every problem (``None``: not certified; see module doc)."""
+def solve_batch(
+    passes: Sequence[StructuredPass], *, max_iter: int | None = None
+) -> list[F64 | None]:
+    """The certified optimum of every problem (``None``: not certified within ``max_iter``
+    iterations — default :data:`BATCH_MAX_ITER` — or :data:`MAX_POLISH` failed polishes;
+    see the module docstring)."""
+    limit = BATCH_MAX_ITER if max_iter is None else max_iter
     out: list[F64 | None] = [None] * len(passes)
     setups: dict[int, AdmmSetup] = {}
     for i, sp in enumerate(passes):
@@ -138,7 +142,7 @@ def solve_batch(passes: Sequence[StructuredPass]) -> list[F64 | None]:
     tact = np.zeros((B, K), dtype=np.intp)
     last: list[tuple[bytes, bytes, bytes] | None] = [None] * B
     failed = [0] * B
-    for it in range(1, min(_MAX_ITER, BATCH_MAX_ITER) + 1):
+    for it in range(1, limit + 1):
         rho3 = st.rho[:, None, None]
         x: F64 = np.matmul(z - u, st.Minv)
         x *= rho3
