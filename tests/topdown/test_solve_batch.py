@@ -141,3 +141,14 @@ def test_the_kkt_check_refuses_an_active_row_it_could_not_meet() -> None:
         np.testing.assert_allclose(got, reference, atol=1e-7)
         s = m.group_sums(got)
         assert np.all(s >= m.lo - 1e-7)
+
+
+def test_time_batch_compares_on_the_same_problems() -> None:
+    from privtab.topdown.solve_synthetic import time_batch
+
+    (row,) = time_batch([3], children=3, persons=30, level="Block")
+    assert row["size"] == 3
+    assert row["same_counts"] == 3
+    assert row["max_l2_diff"] <= 1e-8
+    assert row["one"] > 0
+    assert row["batch"] > 0

@@ -9,18 +9,19 @@ solution. With only the coupling ``Σ_i xᵢ = p`` the solution is closed-form:
 ``xᵢ = H⁻¹gᵢ + (p − Σ_j H⁻¹g_j)/k``; and the same holds for ``H + ρI``.
 
 **ADMM** (Boyd et al. 2011, §5; over-relaxation α = 1.6; the loop is
-:func:`privtab.topdown.solve_structured_batch.solve_batch`, for one problem or many): split ``x = z`` with ``x`` in the
-coupling set ``{Σ_i xᵢ = p}`` and ``z`` in the children's own sets (``z ≥ 0``, zero where a
-child has no variable, its hhgq bounds), and — when the pass has total bands (the tolerance
-of a total-first problem's second pass, or exact per-child totals) — the children's totals
-``s = 1ᵀx`` with ``s`` in its band (weight ``σ = ρ``). The x-update is the closed form above
-with ``M = H + ρI + σ11ᵀ``: one factorisation (an explicit ``n × n`` inverse) per pass,
-shared by every child and iteration, so an iteration is one ``(k, n) × (n, n)`` product. The
-z-update is ``max(v, 0)``, and where a child's hhgq bound is violated the threshold
-``max(v − τ, 0)`` on that hhgq's cells (a sort); the s-update is a clip. ``ρ = 2√(λ_min
-λ_max)`` from ``λ_min ≥ w_detailed`` and Gershgorin's ``λ_max ≤ max row sum``. BLAS threads:
-these matrices are small — run with one BLAS thread per process (``OPENBLAS_NUM_THREADS=1``);
-a multi-threaded BLAS on a busy machine made the same solve 25 times slower in measurement.
+:func:`privtab.topdown.solve_structured_batch.solve_batch`, for one problem or many): split
+``x = z`` with ``x`` in the coupling set ``{Σ_i xᵢ = p}`` and ``z`` in the children's own
+sets (``z ≥ 0``, zero where a child has no variable, its hhgq bounds), and — when the pass
+has total bands (the tolerance of a total-first problem's second pass, or exact per-child
+totals) — the children's totals ``s = 1ᵀx`` with ``s`` in its band (weight ``σ = ρ``). The
+x-update is the closed form above with ``M = H + ρI + σ11ᵀ``: one factorisation (an explicit
+``n × n`` inverse) per pass, shared by every child and iteration, so an iteration is one
+``(k, n) × (n, n)`` product. The z-update is ``max(v, 0)``, and where a child's hhgq bound
+is violated the threshold ``max(v − τ, 0)`` on that hhgq's cells (a sort); the s-update is a
+clip. ``ρ = 2√(λ_min λ_max)`` from ``λ_min ≥ w_detailed`` and Gershgorin's ``λ_max ≤ max row
+sum``. BLAS threads: these matrices are small — run with one BLAS thread per process
+(``OPENBLAS_NUM_THREADS=1``); a multi-threaded BLAS on a busy machine made the same solve 25
+times slower in measurement.
 
 **Polish to exact optimality.** Every few iterations the active set read off ``z`` (cells
 at zero — within the primal tolerance: at a degenerate optimum, e.g. noise-free data,
@@ -74,6 +75,7 @@ _MAX_ITER = 4000
 MAX_POLISH = 25
 _SIGMA = 1.0  # weight of the totals' split relative to ρ
 _CHILD_BATCH_ELEMENTS = 4_000_000  # children's H_FF per batched inversion: ≤ 32 MB
+_LOOP_ABOVE = 64  # free cells per child above which the inverses are taken one by one
 
 
 @dataclass(frozen=True)
@@ -483,6 +485,16 @@ def child_inverses(H: F64, Fp: IDX, mask: np.ndarray) -> F64 | None:
     (``(k, f, f)``, padded with the identity), by batched LAPACK Cholesky (the positive
     definiteness check) and inverse; ``None`` if one is not numerically positive definite."""
     k, f = Fp.shape
+    if f > _LOOP_ABOVE:  # large blocks: LAPACK's Cholesky inverse, one child at a time
+        out = np.zeros((k, f, f))
+        out[:, np.arange(f), np.arange(f)] = 1.0
+        for i in range(k):
+            nf = int(mask[i].sum())
+            inv = spd_inverse(H[np.ix_(Fp[i, :nf], Fp[i, :nf])])
+            if inv is None:
+                return None
+            out[i, :nf, :nf] = inv
+        return out
     pair = mask[:, :, None] & mask[:, None, :]
     Hs = np.where(pair, H[Fp[:, :, None], Fp[:, None, :]], 0.0)
     Hs[:, np.arange(f), np.arange(f)] += ~mask
