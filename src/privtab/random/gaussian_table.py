@@ -131,8 +131,9 @@ class CdfTable:
     """The certified inverse-CDF table of ``N_ℤ(sigma2)`` (module docstring).
 
     ``lo``/``hi``: ``(K,)`` uint64 bounds ``lo_k ≤ 2⁶³·F(k) ≤ hi_k``, both non-decreasing,
-    ``lo_{K−1} ≥ 2⁶³ − 1``; ``guide``: ``(2¹⁷,)`` int16, the signed sample of every
-    (bucket, sign) whose bucket is clean, ``_SENTINEL`` otherwise."""
+    ``lo_{K−1} ≥ 2⁶³ − 1`` (tested at the ends of the σ² range); ``guide``: ``(2¹⁷,)`` int16,
+    the signed sample of every (bucket, sign) whose bucket is clean, ``_SENTINEL``
+    otherwise."""
 
     sigma2: Fraction
     lo: NDArray[np.uint64]
