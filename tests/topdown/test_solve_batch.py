@@ -25,6 +25,7 @@ from privtab.topdown.solve import (
 from privtab.topdown.solve_model import prepare
 from privtab.topdown.solve_synthetic import synthetic_problem
 
+# private on purpose: the infeasible-problem builders of test_solve.py, shared
 from .test_solve import _parent, _problem, check
 
 
@@ -117,6 +118,7 @@ def test_the_kkt_check_refuses_an_active_row_it_could_not_meet() -> None:
     must look at the row itself. (Before the fix the polish returned a point 1 person
     short of the bound — on this very problem, seed 3 — and only the runtime check of the
     solution caught it.)"""
+    # private on purpose: the polish is driven directly from a chosen active set
     from privtab.topdown.solve import _terms, _totals
 
     p = synthetic_problem(3, level="Block", children=33, persons=1400)
