@@ -46,6 +46,7 @@ class Mutant:
 
 SAMPLER_TESTS = (
     "tests/random/test_privacy_mutants.py",
+    "tests/random/test_gaussian_table.py",
     "tests/random/test_exact_paths.py",
     "tests/random/test_samplers_statistical.py",
 )
@@ -72,6 +73,30 @@ MUTANTS: tuple[Mutant, ...] = (
             (
                 "accept[i] = resolve_less(LazyUniform(int(v[i]), 63), enclosure, src)",
                 "accept[i] = True",
+            ),
+        ),
+        SAMPLER_TESTS,
+    ),
+    Mutant(
+        "dg-table-tail-cut",
+        "discrete Gaussian table method: no draw beyond the table's last entry (bounded support)",
+        "src/privtab/random/gaussian_table.py",
+        (
+            (
+                "mag[i] = resolve_magnitude(table, int(v[i]), int(idx[i]), src)",
+                "mag[i] = min(int(idx[i]), table.size - 1)",
+            ),
+        ),
+        SAMPLER_TESTS,
+    ),
+    Mutant(
+        "dg-table-guide-boundary",
+        "discrete Gaussian table method: a guide bucket holding a CDF boundary counted clean",
+        "src/privtab/random/gaussian_table.py",
+        (
+            (
+                "(lo[np.minimum(first, lo.size - 1)] >= ends)",
+                "(lo[np.minimum(first, lo.size - 1)] >= starts)",
             ),
         ),
         SAMPLER_TESTS,

@@ -7,8 +7,11 @@ and estimate the privacy loss over the outcome histogram:
   ``|ln(n₀/n₁)| ≤ ε`` up to sampling error — ``(|L| − ε)/se ≤ 5.5`` with
   ``se = √(1/n₀ + 1/n₁)`` (Bonferroni over the bins: false failure < 1e-6);
 * zCDP (discrete Gaussian, Gaussian): the plug-in Rényi divergences of the outcome
-  histograms at α ∈ {1 (KL), 2, 3} stay below ``αρ`` (+5%, well above the estimator's
-  noise at these sample sizes) and the per-bin log-ratios follow the exact privacy loss.
+  histograms at α ∈ {1 (KL), 2, 3} over the bins with ≥ 100 outcomes on both sides stay
+  below ``αρ`` (+5%) and the per-bin log-ratios follow the exact privacy loss. (With bins
+  of ≥ 20 outcomes the α = 3 estimate is dominated by tail bins of a few dozen outcomes:
+  over 300 seeds of the discrete Gaussian at σ = 1 it exceeded 1.05·αρ in 4% of runs; with
+  ≥ 100 its mean is 1.32 and its standard deviation 0.014, 18 of them below 1.05·αρ.)
 
 Each check is shown to have power: a mechanism whose real parameter is worse than the one
 it claims (ε × 1.4, ρ × 2) fails it.
@@ -69,7 +72,7 @@ def _pure_dp_excess(h0: np.ndarray, h1: np.ndarray, eps: float) -> float:
 
 
 def _renyi(h0: np.ndarray, h1: np.ndarray, alpha: float) -> float:
-    mask = (h0 >= 20) & (h1 >= 20)
+    mask = (h0 >= 100) & (h1 >= 100)
     p, q = h0[mask] / h0.sum(), h1[mask] / h1.sum()
     if alpha == 1.0:
         return float((p * np.log(p / q)).sum())

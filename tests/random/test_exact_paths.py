@@ -19,7 +19,7 @@ import pytest
 
 # private on purpose: the exact slow paths are taken ~1e-12 of the time; driven directly
 import privtab.random._kernels as kernels
-from privtab.random import RandomSource, SeededSource, discrete_gaussian, discrete_laplace
+from privtab.random import RandomSource, SeededSource, discrete_laplace
 from privtab.random._kernels import LN2_63, accept_exp_neg, floor_scaled_neglog, prefixes63
 from privtab.random.exact import (
     LazyUniform,
@@ -30,6 +30,7 @@ from privtab.random.exact import (
     resolve_floor,
     resolve_less,
 )
+from privtab.random.gaussian_sampler import rejection_discrete_gaussian
 from privtab.random.laplace_sampler import _floor_spec, geometric
 from privtab.random.uniform import bernoulli_exp
 from tests._stats import discrete_gaussian_law, discrete_laplace_law, fits, geometric_law
@@ -173,7 +174,7 @@ def test_slow_path_discrete_laplace_large_scale_is_exact() -> None:
 
 @pytest.mark.usefixtures("force_slow_path")
 def test_slow_path_discrete_gaussian_is_exact() -> None:
-    x = discrete_gaussian(6.25, 6000, source=SeededSource("slow-dg"))
+    x = rejection_discrete_gaussian(6.25, 6000, source=SeededSource("slow-dg"))
     ok, msg = fits(x, discrete_gaussian_law(6.25))
     assert ok, msg
 

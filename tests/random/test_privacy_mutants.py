@@ -27,9 +27,9 @@ from privtab.random import (
     RandomSource,
     SecureSource,
     SeededSource,
-    discrete_gaussian,
     discrete_laplace,
 )
+from privtab.random.gaussian_sampler import rejection_discrete_gaussian
 from tests._stats import discrete_gaussian_law, discrete_laplace_law, fits, moments_ok
 
 # ----------------------------------------------------------------------------- tails
@@ -73,8 +73,10 @@ def _laplace_word(t: float, magnitude: int) -> int:
 
 @pytest.mark.parametrize("k_sigma", [6.1, 8.0])
 def test_discrete_gaussian_returns_tail_values(k_sigma: float) -> None:
-    """Every integer is a possible discrete Gaussian output: a proposal ``y`` ≈ kσ out
-    (σ = 10), accepted by its uniform (V < e^{−(|y|−σ)²/(2σ²)}), is returned as it is.
+    """Every integer is a possible discrete Gaussian output of the rejection method: a
+    proposal ``y`` ≈ kσ out (σ = 10), accepted by its uniform
+    (V < e^{−(|y|−σ)²/(2σ²)}), is returned as it is. (The table method's tail:
+    ``tests/random/test_gaussian_table.py``.)
 
     Kills ``dg-tails-6sigma``: a sampler with bounded support has infinite Rényi
     divergence between neighbours (a count near the cut-off is possible on one input and
@@ -86,7 +88,7 @@ def test_discrete_gaussian_returns_tail_values(k_sigma: float) -> None:
     accept_prob = math.exp(-((y - sigma) ** 2) / (2 * sigma2))
     accept_word = int(accept_prob / 16 * 2**63) << 1  # V ≈ a(y)/16: accepted, certified
     src = _TailSource(_laplace_word(sigma, y), accept_word)
-    out = discrete_gaussian(sigma2, 5, source=src)
+    out = rejection_discrete_gaussian(sigma2, 5, source=src)
     assert out.tolist() == [y] * 5
 
 
@@ -123,14 +125,15 @@ def every_acceptance_exact(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
 
 
 def test_discrete_gaussian_slow_path_alone_is_exact(every_acceptance_exact: dict[str, int]) -> None:
-    """With every acceptance decided by the exact slow path, 2000 draws fit N_ℤ(6.25)
+    """With every acceptance of the rejection method decided by the exact slow path, 2000
+    draws fit N_ℤ(6.25)
     (chi-square and DKW at α = 1e-6 each: false-failure rate ≤ 2e-6).
 
     Kills ``dg-slow-path-accepts``: a slow path that always accepts returns the discrete
     Laplace proposals (variance 12.3 instead of 6.25), rejected with p ≪ 1e-6 here; in
     production the bug fires on ~2⁻³⁸ of draws and breaks exactness.
     """
-    x = discrete_gaussian(6.25, 2000, source=SeededSource("mutant:dg-slow"))
+    x = rejection_discrete_gaussian(6.25, 2000, source=SeededSource("mutant:dg-slow"))
     assert every_acceptance_exact["resolve"] >= 2000
     ok, msg = fits(x, discrete_gaussian_law(6.25))
     assert ok, msg

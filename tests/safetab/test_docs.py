@@ -24,6 +24,6 @@ def test_the_python_page_runs_and_prints_what_it_says(tmp_path: Path) -> None:
     assert out.returncode == 0, out.stderr
     lines = out.stdout.splitlines()
     assert lines[0].startswith("<privtab Release NOT PRIVATE (seeded/test noise: never publish)")
-    assert "T1 6,084 rows, T2 20 rows, runs US>" in lines[0]  # as the page shows it
+    assert "T1 6,088 rows, T2 20 rows, runs US>" in lines[0]  # as the page shows it
     assert lines[1] == "23.92"
     assert lines[2] == "<privtab Plan: ρ = 4.944 zCDP, 19 levels (US 11, PR 8)>"

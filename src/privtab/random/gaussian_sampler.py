@@ -3,6 +3,11 @@
 :func:`discrete_gaussian` samples ``N_ℤ(σ²)``: ``P(X = x) ∝ exp(−x²/(2σ²))`` on ℤ for a
 rational ``σ² > 0`` (SafeTab seed Def. 7, Alg. 5; Canonne, Kamath & Steinke 2020).
 
+Two exact methods, chosen by σ² alone (so a seeded stream depends only on the calls made):
+for ``1/16 ≤ σ² ≤ 2¹⁴`` inversion from a certified integer CDF table
+(:mod:`privtab.random.gaussian_table`: one 64-bit word and no floating point per sample),
+otherwise the rejection sampler below.
+
 Method (rejection from the discrete Laplace, CKS 2020 Alg. 3, vectorised)
 -------------------------------------------------------------------------
 Draw ``Y ~`` discrete Laplace with a rational scale ``t > 0`` (we take ``t`` = σ rounded to
@@ -28,6 +33,7 @@ rational exponent and interval arithmetic. The Laplace proposals are exact
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from fractions import Fraction
 from functools import lru_cache
@@ -38,11 +44,17 @@ from numpy.typing import NDArray
 from privtab.random._kernels import accept_exp_neg, prefixes63
 from privtab.random._util import Size, exact_int64
 from privtab.random.exact import LazyUniform, exp_neg_enclosure, resolve_less
+from privtab.random.gaussian_table import (
+    TABLE_MAX_SIGMA2,
+    TABLE_MIN_SIGMA2,
+    cdf_table,
+    fill_from_table,
+)
 from privtab.random.laplace_sampler import MAX_SCALE, MIN_SCALE, _fill_discrete_laplace
 from privtab.random.rational import RationalLike, as_rational
 from privtab.random.sources import RandomSource
 
-__all__ = ["discrete_gaussian"]
+__all__ = ["discrete_gaussian", "rejection_discrete_gaussian"]
 
 
 @dataclass(frozen=True)
@@ -112,6 +124,20 @@ def _sigma2(sigma2: RationalLike, name: str = "sigma2") -> Fraction:
     return s2
 
 
+Filler = Callable[[NDArray[np.int64], RandomSource], None]
+
+
+@lru_cache(maxsize=256)
+def _filler(sigma2: Fraction) -> Filler:
+    """The sampler of ``N_ℤ(sigma2)`` (validated): the table inside its range, else rejection."""
+    s2 = _sigma2(sigma2)
+    if TABLE_MIN_SIGMA2 <= s2 <= TABLE_MAX_SIGMA2:
+        table = cdf_table(s2)
+        return lambda block, src: fill_from_table(block, table, src)
+    spec = _dg_spec(s2)
+    return lambda block, src: _fill_discrete_gaussian(block, spec, src)
+
+
 def discrete_gaussian(
     sigma2: RationalLike, size: Size, *, source: RandomSource | None = None
 ) -> NDArray[np.int64]:
@@ -121,8 +147,17 @@ def discrete_gaussian(
     exact binary value, a :class:`~fractions.Fraction`, a decimal string, … — with
     ``σ ≤ 2**44``. The discrete Gaussian mechanism with ρ-zCDP on a query of L2 sensitivity
     Δ uses ``sigma2 = Δ²/(2ρ)`` (CKS 2020 Thm. 4; SafeTab seed Alg. 5). Returns an
-    ``int64`` array of shape ``size``. See the module docstring for the method and the
-    exactness argument.
+    ``int64`` array of shape ``size``. See the module docstring for the methods and the
+    exactness arguments.
     """
+    fill = _filler(as_rational(sigma2, "sigma2", positive=True))
+    return exact_int64(size, source, fill)
+
+
+def rejection_discrete_gaussian(
+    sigma2: RationalLike, size: Size, *, source: RandomSource | None = None
+) -> NDArray[np.int64]:
+    """:func:`discrete_gaussian` by the rejection method at every σ² (for tests and the
+    same-run benchmark of the two methods; same law)."""
     spec = _dg_spec(_sigma2(sigma2))
     return exact_int64(size, source, lambda block, src: _fill_discrete_gaussian(block, spec, src))

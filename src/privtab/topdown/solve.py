@@ -116,6 +116,7 @@ __all__ = [
     "TopDownSolverError",
     "production_passes",
     "solve_children",
+    "solve_children_batch",
 ]
 
 #: Production's inter-pass tolerance (``opt_tol_slack = 0.1`` of the 2020 configuration).
@@ -406,3 +407,14 @@ def _validate(problem: ChildrenProblem) -> None:
         raise ValueError(f"{problem.geounit}: total_group without total")
     if not (math.isfinite(problem.tolerance) and problem.tolerance >= 0):
         raise ValueError(f"{problem.geounit}: tolerance must be finite and ≥ 0")
+
+
+def solve_children_batch(
+    problems: Sequence[ChildrenProblem], *, solver: str = "default", batch: int = 32
+) -> list[ChildrenSolution]:
+    """Solve many problems (normally the children problems of many parents of one level)
+    in one call: the same answers and checks as :func:`solve_children` problem by problem,
+    the structured L2 passes batched (:mod:`privtab.topdown.solve_batch`)."""
+    from privtab.topdown.solve_batch import solve_many
+
+    return solve_many(problems, solver=solver, batch=batch)

@@ -214,7 +214,13 @@ class _Lp:
         self.nrow += present.size
         # rows with no variable must hold for b = 0
         lo_a, hi_a = np.asarray(lo, dtype=np.float64), np.asarray(hi, dtype=np.float64)
-        absent = np.setdiff1d(compact(labels[labels >= 0])[0], present)
+        labelled = labels[labels >= 0]
+        if labelled.size == inverse.size:  # every labelled entry has a variable
+            absent = np.zeros(0, dtype=np.intp)
+        else:
+            seen = np.bincount(labelled) > 0
+            seen[present] = False
+            absent = np.flatnonzero(seen)
         if absent.size and (np.any(lo_a[absent] > 0) or np.any(hi_a[absent] < 0)):
             raise TopDownInfeasibleError(
                 self.model.geounit,

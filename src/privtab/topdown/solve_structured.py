@@ -8,21 +8,25 @@ A pass containing ``detailed`` has ``H ⪰ w_detailed I``: strictly convex, a un
 solution. With only the coupling ``Σ_i xᵢ = p`` the solution is closed-form:
 ``xᵢ = H⁻¹gᵢ + (p − Σ_j H⁻¹g_j)/k``; and the same holds for ``H + ρI``.
 
-**ADMM** (Boyd et al. 2011, §5; over-relaxation α = 1.6): split ``x = z`` with ``x`` in the
-coupling set ``{Σ_i xᵢ = p}`` and ``z`` in the children's own sets (``z ≥ 0``, zero where a
-child has no variable, its hhgq bounds), and — when the pass has total bands (the tolerance
-of a total-first problem's second pass, or exact per-child totals) — the children's totals
-``s = 1ᵀx`` with ``s`` in its band (weight ``σ = ρ``). The x-update is the closed form above
-with ``M = H + ρI + σ11ᵀ``: one factorisation (an explicit ``n × n`` inverse) per pass,
-shared by every child and iteration, so an iteration is one ``(k, n) × (n, n)`` product. The
-z-update is ``max(v, 0)``, and where a child's hhgq bound is violated the threshold
-``max(v − τ, 0)`` on that hhgq's cells (a sort); the s-update is a clip. ``ρ = 2√(λ_min
-λ_max)`` from ``λ_min ≥ w_detailed`` and Gershgorin's ``λ_max ≤ max row sum``. BLAS threads:
-these matrices are small — run with one BLAS thread per process (``OPENBLAS_NUM_THREADS=1``);
-a multi-threaded BLAS on a busy machine made the same solve 25 times slower in measurement.
+**ADMM** (Boyd et al. 2011, §5; over-relaxation α = 1.6; the loop is
+:func:`privtab.topdown.solve_structured_batch.solve_batch`, for one problem or many): split
+``x = z`` with ``x`` in the coupling set ``{Σ_i xᵢ = p}`` and ``z`` in the children's own
+sets (``z ≥ 0``, zero where a child has no variable, its hhgq bounds), and — when the pass
+has total bands (the tolerance of a total-first problem's second pass, or exact per-child
+totals) — the children's totals ``s = 1ᵀx`` with ``s`` in its band (weight ``σ = ρ``). The
+x-update is the closed form above with ``M = H + ρI + σ11ᵀ``: one factorisation (an explicit
+``n × n`` inverse) per pass, shared by every child and iteration, so an iteration is one
+``(k, n) × (n, n)`` product. The z-update is ``max(v, 0)``, and where a child's hhgq bound
+is violated the threshold ``max(v − τ, 0)`` on that hhgq's cells (a sort); the s-update is a
+clip. ``ρ = 2√(λ_min λ_max)`` from ``λ_min ≥ w_detailed`` and Gershgorin's ``λ_max ≤ max row
+sum``. BLAS threads: these matrices are small — run with one BLAS thread per process
+(``OPENBLAS_NUM_THREADS=1``); a multi-threaded BLAS on a busy machine made the same solve 25
+times slower in measurement.
 
 **Polish to exact optimality.** Every few iterations the active set read off ``z`` (cells
-at zero, bounds met with equality) is solved exactly: per child the reduced Hessian
+at zero — within the primal tolerance: at a degenerate optimum, e.g. noise-free data,
+entries converging to 0 keep flickering just above it — and bounds met with equality) is
+solved exactly: per child the reduced Hessian
 ``H_FF`` on its free cells (and its active rows, by a small Schur complement), coupled
 through one ``n × n`` system for the multipliers ``λ`` of ``Σ_i xᵢ = p``. The KKT
 conditions are then verified — primal feasibility (the coupling included), multipliers of
@@ -30,7 +34,10 @@ active bounds of the right sign — and violations are fixed by primal-dual acti
 Rows that are dependent on the coupling (every child's total fixed, or every child's
 persons of one hhgq) leave the multipliers determined up to a common shift ``(μ + c,
 λ − c)``; the shift nearest 0 that gives the active rows their signs is taken, and an
-inconsistent set of such rows loses the one with the smallest multiplier. A solution is
+inconsistent set of such rows loses the one with the smallest multiplier; if the coupling
+still fails, the children are freed in the cells where it fails. An active row the solve
+cannot meet (no free cell under it) frees its cells too: the check looks at every row,
+not only at the multipliers. A solution is
 returned only once verified (to 1e-9 of the parent's scale in the primal, 1e-8 relative in
 the dual), so it is the optimum, not an approximation; a pass that cannot be certified is
 solved by Clarabel and counted (``PassResult.fell_back``).
@@ -62,8 +69,13 @@ __all__: list[str] = []
 
 _ALPHA = 1.6
 _MAX_ITER = 4000
-_CHECK_EVERY = 10
+#: Failed polishes after which a pass is handed to the fallback solver: a problem whose
+#: active-set steps cycle (tiny, degenerate problems: a person or two under total bands)
+#: would otherwise try again at every check up to _MAX_ITER (seconds for nothing).
+MAX_POLISH = 25
 _SIGMA = 1.0  # weight of the totals' split relative to ρ
+_CHILD_BATCH_ELEMENTS = 4_000_000  # children's H_FF per batched inversion: ≤ 32 MB
+_LOOP_ABOVE = 64  # free cells per child above which the inverses are taken one by one
 
 
 @dataclass(frozen=True)
@@ -77,6 +89,18 @@ class PassResult:
     objective: float
     solver: str
     fell_back: bool = False
+
+
+@dataclass(frozen=True)
+class AdmmSetup:
+    """What every ADMM iteration of a pass reuses (:meth:`StructuredPass.admm_setup`)."""
+
+    Minv: F64
+    MinvG: F64
+    Minv1: F64
+    rho: float
+    sigma: float
+    banded: bool
 
 
 def _objective(terms: Sequence[Term], answers: Sequence[F64]) -> float:
@@ -179,76 +203,27 @@ class StructuredPass:
         self.tol_d = 1e-8 * max(1.0, float(np.abs(self.G).max(initial=0)), lam_max * self.scale_p)
 
     # ---- ADMM -------------------------------------------------------------------------
+    def admm_setup(self) -> AdmmSetup | None:
+        """The x-update's data: ``M⁻¹`` for ``M = H + ρI + σ11ᵀ``, ``G M⁻¹``, ``M⁻¹1``
+        (``None`` if ``M`` is not numerically positive definite)."""
+        banded = bool(np.any(np.isfinite(self.tlo)) or np.any(np.isfinite(self.thi)))
+        sigma = _SIGMA * self.rho if banded else 0.0
+        Minv = spd_inverse(self.H + self.rho * np.eye(self.m.n) + sigma)
+        if Minv is None:
+            return None
+        return AdmmSetup(Minv, self.G @ Minv, Minv.sum(axis=0), self.rho, sigma, banded)
+
     def solve(self) -> F64 | None:
-        """The certified optimum, or ``None`` if it could not be certified.
+        """The certified optimum, or ``None`` if it could not be certified (the ADMM of
+        :mod:`privtab.topdown.solve_structured_batch` on this one problem, up to
+        ``_MAX_ITER`` iterations).
 
         The children's totals are split off too (``s = 1ᵀx`` with ``s`` in the total band,
         weight ``σ``): the x-update's matrix is ``H + ρI + σ11ᵀ``, still one for all
         children, and the band is a clip of ``s``."""
-        m, k, n = self.m, self.m.k, self.m.n
-        if n == 0:
-            return np.zeros((k, 0))
-        banded = bool(np.any(np.isfinite(self.tlo)) or np.any(np.isfinite(self.thi)))
-        rho = self.rho
-        sigma = _SIGMA * rho if banded else 0.0
-        M = self.H + rho * np.eye(n) + sigma
-        Minv = spd_inverse(M)
-        if Minv is None:
-            return None
-        MinvG = self.G @ Minv
-        Minv1 = Minv.sum(axis=0)
-        p = m.parent
-        z = np.zeros((k, n))
-        u = np.zeros((k, n))
-        s = np.clip(z.sum(axis=1), self.tlo, self.thi)
-        v = np.zeros(k)
-        tact = np.zeros(k, dtype=np.intp)
-        last: tuple[bytes, bytes, bytes] | None = None
-        for it in range(1, _MAX_ITER + 1):
-            x = MinvG + rho * ((z - u) @ Minv)
-            if banded:
-                x += sigma * (s - v)[:, None] * Minv1[None, :]
-            if p is not None:
-                x += (p - x.sum(axis=0)) / k
-            xh = _ALPHA * x + (1 - _ALPHA) * z
-            z, _, gact = self.project(xh + u)
-            u += xh - z
-            if banded:
-                sh = _ALPHA * x.sum(axis=1) + (1 - _ALPHA) * s
-                s = np.clip(sh + v, self.tlo, self.thi)
-                v += sh - s
-                tact = np.where(s <= self.tlo, -1, np.where(s >= self.thi, 1, 0)).astype(np.intp)
-            if it % _CHECK_EVERY:
-                continue
-            free = z > 0
-            key = (np.packbits(free).tobytes(), tact.tobytes(), gact.tobytes())
-            if key == last:
-                sol = self.polish(free, tact, gact)
-                if sol is not None:
-                    return sol
-            last = key
-        return None
+        from privtab.topdown.solve_structured_batch import solve_batch
 
-    def project(self, v: F64) -> tuple[F64, IDX, IDX]:
-        """The projection onto the children's own sets (``z ≥ 0``, zero where a child has no
-        variable, its hhgq bounds), and which hhgq rows it made active (−1 at the lower
-        bound, +1 at the upper)."""
-        m = self.m
-        k = m.k
-        z = np.where(m.allowed, np.maximum(v, 0.0), 0.0)
-        tact = np.zeros(k, dtype=np.intp)
-        gact = np.zeros((k, GROUPS), dtype=np.intp)
-        s = m.group_sums(z)
-        st = self.starts
-        for i, g in zip(*np.nonzero((s < m.lo - 1e-12) | (s > m.hi + 1e-12)), strict=True):
-            # one hhgq bound of one child: z = max(v − τ, 0) on that hhgq's cells
-            sl = slice(int(st[g]), int(st[g + 1]))
-            ok = m.allowed[i, sl]
-            low = bool(s[i, g] < m.lo[i, g])
-            tau = _threshold(v[i, sl][ok], float(m.lo[i, g] if low else m.hi[i, g]))
-            z[i, sl] = np.where(ok, np.maximum(v[i, sl] - tau, 0.0), 0.0)
-            gact[i, g] = -1 if low else 1
-        return z, tact, gact
+        return solve_batch([self], max_iter=_MAX_ITER)[0]
 
     # ---- polish -----------------------------------------------------------------------
     def polish(self, free: np.ndarray, tact: IDX, gact: IDX) -> F64 | None:
@@ -286,37 +261,51 @@ class StructuredPass:
         return np.vstack(rows), np.asarray(rhs, dtype=np.float64)
 
     def _kkt(self, free: np.ndarray, tact: IDX, gact: IDX) -> tuple[F64, F64, F64, F64] | None:
+        """Solve the KKT system of the active set (module docstring): every child's
+        ``(H_FF)⁻¹`` by batched Cholesky, children in chunks of bounded memory, its active
+        rows by a small Schur complement, the coupling's ``λ`` by one ``n × n`` system."""
         m, H, G = self.m, self.H, self.G
         k, n = m.k, m.n
         p = m.parent
         if p is not None and np.any(~free.any(axis=0)):
             return None
+        Fp, mask = padded_free(free)
+        f = Fp.shape[1]
+        Gf = np.where(mask, G[np.arange(k)[:, None], Fp], 0.0)  # (k, f)
+        step = max(1, _CHILD_BATCH_ELEMENTS // max(1, f * f))
+        chunks = [slice(a, a + step) for a in range(0, k, step)]
+        kept: dict[int, F64] = {}
+        parts: dict[int, tuple[F64, F64, F64, F64]] = {}
         S = np.zeros((n, n))
         r = np.zeros(n) if p is None else p.astype(np.float64).copy()
-        parts: list[tuple[IDX, F64, F64, F64, F64, F64, F64] | None] = []
-        for i in range(k):
-            F = np.flatnonzero(free[i])
-            C, bvec = self._rows(i, free[i], int(tact[i]), gact[i])
-            if not F.size:
-                if np.any(bvec != 0):
-                    return None
-                parts.append(None)
-                continue
-            Hinv = spd_inverse(H[np.ix_(F, F)])
+        rowful = (tact != 0) | (gact != 0).any(axis=1)
+        for c, sl in enumerate(chunks):
+            Hinv = child_inverses(H, Fp[sl], mask[sl])
             if Hinv is None:
                 return None
-            HC = Hinv @ C.T  # (|F|, r): empty without active rows
-            Sc_pinv: F64 = (
-                np.asarray(np.linalg.pinv(C @ HC, rcond=1e-12), dtype=np.float64)
-                if C.shape[0]
-                else np.zeros((0, 0))
-            )
-            K = Hinv - HC @ Sc_pinv @ HC.T
-            base = K @ G[i, F] + HC @ (Sc_pinv @ bvec)
+            K, base = Hinv, np.einsum("kab,kb->ka", Hinv, Gf[sl])
+            for j in np.flatnonzero(rowful[sl]):
+                i = int(sl.start + j)
+                nf = int(mask[i].sum())
+                C, bvec = self._rows(i, free[i], int(tact[i]), gact[i])
+                if not nf:  # its rows cannot be met: _verify frees their cells
+                    continue
+                if K is Hinv:
+                    K = Hinv.copy()
+                Hi = Hinv[j, :nf, :nf]
+                HC = Hi @ C.T
+                Sc_pinv = np.asarray(np.linalg.pinv(C @ HC, rcond=1e-12), dtype=np.float64)
+                K[j, :nf, :nf] = Hi - HC @ Sc_pinv @ HC.T
+                base[j, :nf] = K[j, :nf, :nf] @ Gf[i, :nf] + HC @ (Sc_pinv @ bvec)
+                parts[i] = (HC, Sc_pinv, C, bvec)
             if p is not None:
-                S[np.ix_(F, F)] += K
-                r[F] -= base
-            parts.append((F, Hinv, HC, Sc_pinv, K, C, bvec))
+                ms, Fs = mask[sl], Fp[sl]
+                pair = ms[:, :, None] & ms[:, None, :]
+                flat = (Fs[:, :, None] * n + Fs[:, None, :])[pair]
+                S += np.bincount(flat, weights=K[pair], minlength=n * n).reshape(n, n)
+                r -= np.bincount(Fs[ms], weights=base[ms], minlength=n)
+            if len(chunks) == 1:
+                kept[c] = Hinv
         lam: F64 = np.zeros(n)
         if p is not None:
             # S is singular exactly when rows depend on the coupling (every child with cells
@@ -333,41 +322,52 @@ class StructuredPass:
             else:
                 sol = sla.lstsq(S, r, lapack_driver="gelsy", check_finite=False)[0]
                 lam = np.asarray(sol, dtype=np.float64)
-        x = np.zeros((k, n))
+        gl = np.where(mask, Gf + lam[Fp], 0.0)
+        xf = np.zeros((k, f))
         mu_t = np.zeros(k)
         mu_g = np.zeros((k, GROUPS))
-        for i, part in enumerate(parts):
-            if part is None:
-                continue
-            F, Hinv, HC, Sc_pinv, K, C, bvec = part
-            gl = G[i, F] + lam[F]
-            mu = Sc_pinv @ (bvec - HC.T @ gl)
-            x[i, F] = Hinv @ (gl + C.T @ mu)
-            j = 0
-            if tact[i]:
-                mu_t[i] = mu[0]
-                j = 1
-            for g in np.flatnonzero(gact[i]):
-                mu_g[i, g] = mu[j]
-                j += 1
+        for c, sl in enumerate(chunks):
+            Hinv = kept[c] if c in kept else child_inverses(H, Fp[sl], mask[sl])
+            assert Hinv is not None  # it was invertible a moment ago
+            xf[sl] = np.einsum("kab,kb->ka", Hinv, gl[sl])
+            for j in np.flatnonzero(rowful[sl]):
+                i = int(sl.start + j)
+                if i not in parts:
+                    continue
+                HC, Sc_pinv, C, bvec = parts[i]
+                nf = int(mask[i].sum())
+                mu = Sc_pinv @ (bvec - HC.T @ gl[i, :nf])
+                xf[i, :nf] = Hinv[j, :nf, :nf] @ (gl[i, :nf] + C.T @ mu)
+                q = 0
+                if tact[i]:
+                    mu_t[i] = mu[0]
+                    q = 1
+                for g in np.flatnonzero(gact[i]):
+                    mu_g[i, g] = mu[q]
+                    q += 1
+        x = np.zeros((k, n))
+        x[np.nonzero(mask)[0], Fp[mask]] = xf[mask]
         nu = x @ H - G - lam[None, :] - mu_t[:, None] - mu_g[:, m.hhgq]
         return x, nu, mu_t, mu_g
 
-    def _consistent(self, tact: IDX, gact: IDX, mu_t: F64, mu_g: F64) -> tuple[IDX, IDX]:
-        """An active set whose rows fix every child's total (or every child's persons of
-        one hhgq) contradicts the coupling unless their right-hand sides add up to the
-        parent's: drop one such row (primal-dual active-set step for the coupled rows)."""
+    def _consistent(
+        self, tact: IDX, gact: IDX, mu_t: F64, mu_g: F64, free: np.ndarray
+    ) -> tuple[IDX, IDX]:
+        """An active set whose rows fix the total of every child with a free cell (or the
+        persons of one hhgq of every child with a free cell there) contradicts the coupling
+        unless their right-hand sides add up to the parent's: drop one such row
+        (primal-dual active-set step for the coupled rows)."""
         m = self.m
         p = m.parent
         assert p is not None
-        has = m.allowed.any(axis=1)
+        has = free.any(axis=1)
         if np.all(tact[has] != 0):
             rhs = np.where(tact < 0, self.tlo, self.thi)[has]
             tact = tact.copy()
             tact[has] = _drop_one(tact[has], mu_t[has], rhs, float(p.sum()))
             return tact, gact
         pg = m.group_sums(p[None, :])[0]
-        cap = m.group_sums(m.allowed.astype(np.float64)) > 0
+        cap = m.group_sums(free.astype(np.float64)) > 0
         gact = gact.copy()
         for g in range(GROUPS):
             who = cap[:, g]
@@ -411,22 +411,39 @@ class StructuredPass:
         if m.parent is not None:
             mu_t, mu_g = self._shift(tact, gact, mu_t, mu_g, eq_t)
         t_bad_sign = ((tact < 0) & (mu_t < -td) | (tact > 0) & (mu_t > td)) & ~eq_t
-        t_viol = (tact == 0) & ((tot < self.tlo - tp) | (tot > self.thi + tp))
+        # a row is activated at its lower end only if that end is positive (a lower end ≤ 0
+        # is implied by x ≥ 0: its violation is the negativity, handled cell by cell)
+        t_low = (tact == 0) & (tot < self.tlo - tp) & (self.tlo > 0)
+        t_viol = t_low | (tact == 0) & (tot > self.thi + tp)
         eq_g = m.lo == m.hi
         g_bad_sign = ((gact < 0) & (mu_g < -td) | (gact > 0) & (mu_g > td)) & ~eq_g
-        g_viol = (gact == 0) & ((s < m.lo - tp) | (s > m.hi + tp))
+        g_low = (gact == 0) & (s < m.lo - tp) & (m.lo > 0)
+        g_viol = g_low | (gact == 0) & (s > m.hi + tp)
         if m.parent is not None:
             gap = np.abs(np.where(free, x, 0.0).sum(axis=0) - m.parent)
             if float(gap.max(initial=0)) > tp * max(1, m.k):
-                return False, free, *self._consistent(tact, gact, mu_t, mu_g)
-        bad = (neg, dual_bad, t_bad_sign, t_viol, g_bad_sign, g_viol)
+                tact2, gact2 = self._consistent(tact, gact, mu_t, mu_g, free)
+                if np.array_equal(tact2, tact) and np.array_equal(gact2, gact):
+                    # no coupled row to drop: the active rows leave some cells too few free
+                    # children to meet the coupling; free every child there
+                    free = free | (m.allowed & (gap > tp)[None, :])
+                return False, free, tact2, gact2
+        # an active row the solve could not meet (no free cell under it: the least-squares
+        # multipliers hide it) is infeasible too; its cells are freed
+        t_miss = (tact != 0) & ((tot < self.tlo - tp) | (tot > self.thi + tp))
+        g_miss = (gact != 0) & ((s < m.lo - tp) | (s > m.hi + tp))
+        bad = (neg, dual_bad, t_bad_sign, t_viol, g_bad_sign, g_viol, t_miss, g_miss)
         if not any(b.any() for b in bad):
             return True, free, tact, gact
-        free = (free & ~neg) | dual_bad
+        # a negative cell under a row about to be activated at its lower end stays free (the
+        # row, not the cell, is what was missing)
+        keep = t_low[:, None] | g_low[:, m.hhgq]
+        free = (free & ~(neg & ~keep)) | dual_bad
+        free |= m.allowed & (t_miss[:, None] | g_miss[:, m.hhgq])
         tact = np.where(t_bad_sign, 0, tact)
-        tact = np.where(t_viol, np.where(tot < self.tlo, -1, 1), tact).astype(np.intp)
+        tact = np.where(t_viol, np.where(t_low, -1, 1), tact).astype(np.intp)
         gact = np.where(g_bad_sign, 0, gact)
-        gact = np.where(g_viol, np.where(s < m.lo, -1, 1), gact).astype(np.intp)
+        gact = np.where(g_viol, np.where(g_low, -1, 1), gact).astype(np.intp)
         return False, free, tact, gact
 
 
@@ -451,6 +468,43 @@ def _drop_one(act: IDX, mu: F64, rhs: F64, total: float) -> IDX:
     out = act.copy()
     out[cand[np.argmin(np.abs(mu[cand]))]] = 0
     return out
+
+
+def padded_free(free: np.ndarray) -> tuple[IDX, np.ndarray]:
+    """Each child's free cells, padded: ``Fp[i, :|Fᵢ|]`` the free cells in order (then 0),
+    ``mask`` which entries are real; ``(k, max |Fᵢ|)``."""
+    sizes = free.sum(axis=1)
+    f = int(sizes.max(initial=0))
+    order = np.argsort(~free, axis=1, kind="stable")[:, :f]
+    mask = np.arange(f)[None, :] < sizes[:, None]
+    return np.where(mask, order, 0).astype(np.intp), mask
+
+
+def child_inverses(H: F64, Fp: IDX, mask: np.ndarray) -> F64 | None:
+    """``(H_FF)⁻¹`` of the children of :func:`padded_free`'s ``(Fp, mask)`` at once
+    (``(k, f, f)``, padded with the identity), by batched LAPACK Cholesky (the positive
+    definiteness check) and inverse; ``None`` if one is not numerically positive definite."""
+    k, f = Fp.shape
+    if f > _LOOP_ABOVE:  # large blocks: LAPACK's Cholesky inverse, one child at a time
+        out = np.zeros((k, f, f))
+        out[:, np.arange(f), np.arange(f)] = 1.0
+        for i in range(k):
+            nf = int(mask[i].sum())
+            inv = spd_inverse(H[np.ix_(Fp[i, :nf], Fp[i, :nf])])
+            if inv is None:
+                return None
+            out[i, :nf, :nf] = inv
+        return out
+    pair = mask[:, :, None] & mask[:, None, :]
+    Hs = np.where(pair, H[Fp[:, :, None], Fp[:, None, :]], 0.0)
+    Hs[:, np.arange(f), np.arange(f)] += ~mask
+    if not k or not f:
+        return Hs
+    try:
+        np.linalg.cholesky(Hs)
+    except np.linalg.LinAlgError:
+        return None
+    return np.asarray(np.linalg.inv(Hs), dtype=np.float64)
 
 
 def spd_inverse(a: F64) -> F64 | None:

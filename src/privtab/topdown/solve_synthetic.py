@@ -40,6 +40,7 @@ __all__ = [
     "measure",
     "synthetic_children",
     "synthetic_problem",
+    "time_batch",
     "time_solvers",
 ]
 
@@ -231,4 +232,42 @@ def time_solvers(
             out[s]["total"].append(time.process_time() - t0)
             out[s]["l2"].append(sol.diagnostics.seconds.get("l2", 0.0))
             out[s]["rounder"].append(sol.diagnostics.seconds.get("rounder", 0.0))
+    return out
+
+
+def time_batch(
+    call_sizes: Sequence[int], *, repeat: int = 1, batch: int | None = None, **problem: Any
+) -> list[dict[str, float]]:
+    """Per-problem CPU seconds of :func:`~privtab.topdown.solve.solve_children` one problem
+    at a time against :func:`~privtab.topdown.solve.solve_children_batch` given ``size``
+    problems in one call, on the same synthetic problems in the same run (alternating, best
+    of ``repeat``), with the agreement of the answers: ``[{"size", "one", "batch",
+    "ratio", "max_l2_diff", "same_counts"}, …]``. Problems are built before timing."""
+    import time
+
+    from privtab.topdown.solve import solve_children, solve_children_batch
+    from privtab.topdown.solve_batch import DEFAULT_BATCH
+
+    out = []
+    for size in call_sizes:
+        probs = [synthetic_problem(seed, **problem) for seed in range(size)]
+        best_one = best_batch = float("inf")
+        for _ in range(repeat):
+            t0 = time.process_time()
+            one = [solve_children(p) for p in probs]
+            t1 = time.process_time()
+            many = solve_children_batch(probs, batch=batch or DEFAULT_BATCH)
+            t2 = time.process_time()
+            best_one, best_batch = min(best_one, t1 - t0), min(best_batch, t2 - t1)
+        pairs = list(zip(one, many, strict=True))
+        out.append(
+            {
+                "size": float(size),
+                "one": best_one / size,
+                "batch": best_batch / size,
+                "ratio": best_one / best_batch,
+                "max_l2_diff": max(float(np.abs(a.l2 - b.l2).max()) for a, b in pairs),
+                "same_counts": float(sum(np.array_equal(a.counts, b.counts) for a, b in pairs)),
+            }
+        )
     return out

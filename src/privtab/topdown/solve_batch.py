@@ -1,0 +1,204 @@
+"""Many parents' problems in one call (:func:`privtab.topdown.solve.solve_children_batch`).
+
+The national run solves ~2.4·10⁵ block groups' children (33 blocks, ~200 masked cells each)
+and ~10⁵ tracts' children. :func:`solve_many` solves a list of problems
+(normally the children problems of many parents of one level) with the same steps as
+:func:`~privtab.topdown.solve.solve_children` and the same checks on every problem, but
+
+* the structured L2 passes of all problems run as one batched ADMM on stacked arrays
+  (:mod:`privtab.topdown.solve_structured_batch`), each problem polished and KKT-certified
+  on its own when its active set settles — the same certified optimum as alone;
+* a problem the batch does not certify is solved alone exactly as by ``solve_children``
+  (structured, then Clarabel, counted in ``structured_fallbacks``), so no problem can get
+  a different kind of answer from being batched.
+
+The rounder and every runtime check run per problem, as in ``solve_children``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from privtab.topdown.solve import (
+    _ZERO,
+    SOLVERS,
+    ChildrenProblem,
+    ChildrenSolution,
+    SolveDiagnostics,
+    _pass_down,
+    _terms,
+    _totals,
+    _validate,
+    solve_children,
+)
+from privtab.topdown.solve_model import (
+    F64,
+    Band,
+    Model,
+    check_feasible,
+    check_solution,
+    prepare,
+)
+from privtab.topdown.solve_structured import (
+    PassResult,
+    StructuredPass,
+    _objective,
+    _total_band,
+    solve_pass,
+)
+from privtab.topdown.solve_structured_batch import batches, solve_batch
+
+__all__ = ["DEFAULT_BATCH", "solve_many"]
+
+#: Problems per stacked ADMM batch (measured: docs/topdown.md, "Speed").
+DEFAULT_BATCH = 32
+
+
+@dataclass
+class _State:
+    """One problem on its way through the batch."""
+
+    problem: ChildrenProblem
+    model: Model
+    t0: float
+    x: F64
+    bands: list[Band] = field(default_factory=list)
+    solvers: list[str] = field(default_factory=list)
+    objectives: list[float] = field(default_factory=list)
+    fallbacks: int = 0
+    l2_seconds: float = 0.0
+
+
+def solve_many(
+    problems: Sequence[ChildrenProblem], *, solver: str = "default", batch: int = DEFAULT_BATCH
+) -> list[ChildrenSolution]:
+    """Solve every problem (module docstring), returning the solutions in order.
+
+    ``solver`` as for :func:`~privtab.topdown.solve.solve_children`; only the structured
+    solver (``"default"``) is batched, the generic ones solve problem by problem. Raises the
+    first problem's :class:`~privtab.topdown.solve.TopDownInfeasibleError` or
+    :class:`~privtab.topdown.solve.TopDownSolverError`, naming its geounit."""
+    solver = "structured" if solver == "default" else solver
+    if solver not in SOLVERS:
+        raise ValueError(f"solver must be one of {SOLVERS}")
+    if batch < 1:
+        raise ValueError("batch must be at least 1")
+    if solver != "structured":
+        return [solve_children(p, solver=solver) for p in problems]
+    out: list[ChildrenSolution | None] = [None] * len(problems)
+    states: dict[int, _State] = {}
+    for i, problem in enumerate(problems):
+        got = _start(problem)
+        if isinstance(got, _State):
+            states[i] = got
+        else:
+            out[i] = got
+    depth = max((len(s.problem.l2_passes) for s in states.values()), default=0)
+    for p in range(depth):
+        _l2_pass([s for s in states.values() if p < len(s.problem.l2_passes)], p, batch)
+    for i, s in states.items():
+        out[i] = _finish(s)
+    return [o for o in out if o is not None]
+
+
+def _start(problem: ChildrenProblem) -> _State | ChildrenSolution:
+    """Validate and prepare one problem (``solve_children``'s first steps); a problem
+    passed down (one child, empty parent) is finished here."""
+    t0 = time.perf_counter()
+    k = len(problem.children)
+    _validate(problem)
+    c = problem.constraints
+    parent = None if problem.parent is None else np.asarray(problem.parent, dtype=np.int64)
+    group, totals = _totals(c, k)
+    model = prepare(
+        problem.geounit,
+        problem.children,
+        parent,
+        c.gq_lower,
+        c.gq_upper,
+        c.structural_zeros,
+        group,
+        totals,
+    )
+    check_feasible(model, parent, c.structural_zeros, c.gq_lower, c.gq_upper)
+    if parent is not None and (k == 1 or not parent.any()):
+        return _pass_down(problem, model, parent, t0)
+    return _State(problem, model, t0, np.zeros((model.k, model.n)))
+
+
+def _l2_pass(states: Sequence[_State], p: int, batch: int) -> None:
+    """Pass ``p`` of every state: the structured ones batched, the rest one by one."""
+    t0 = time.perf_counter()
+    stacked: list[_State] = []
+    passes: list[StructuredPass] = []
+    for s in states:
+        terms = _terms(s.problem, s.model, s.problem.l2_passes[p])
+        need_x = p == len(s.problem.l2_passes) - 1
+        band = _total_band(s.model, s.bands)
+        simple_total = [t.name for t in terms] == ["total"] and not s.bands and not need_x
+        if band is None or simple_total or not any(t.injective for t in terms):
+            _record(s, solve_pass(s.model, terms, s.bands, "structured", need_x=need_x))
+            continue
+        stacked.append(s)
+        passes.append(StructuredPass(s.model, terms, *band))
+    for group in batches(passes, batch):
+        solved = solve_batch([passes[i] for i in group])
+        for i, x in zip(group, solved, strict=True):
+            s = stacked[i]
+            terms = _terms(s.problem, s.model, s.problem.l2_passes[p])
+            if x is None:  # not certified in the batch: alone, exactly as solve_children
+                need_x = p == len(s.problem.l2_passes) - 1
+                _record(s, solve_pass(s.model, terms, s.bands, "structured", need_x=need_x))
+                continue
+            answers = [t.apply(x) for t in terms]
+            _record(s, PassResult(x, answers, _objective(terms, answers), "structured"))
+    share = (time.perf_counter() - t0) / max(1, len(states))
+    for s in states:
+        s.l2_seconds += share
+
+
+def _record(s: _State, res: PassResult) -> None:
+    """Keep a pass's result and add its tolerance bands (``solve.py``'s ``_l2`` loop)."""
+    names = s.problem.l2_passes[len(s.solvers)]
+    terms = _terms(s.problem, s.model, names)
+    s.x = res.x
+    s.solvers.append(res.solver)
+    s.fallbacks += int(res.fell_back)
+    s.objectives.append(res.objective)
+    tol = float(s.problem.tolerance)
+    for t, a in zip(terms, res.answers, strict=True):
+        s.bands.append(Band(t.name, t.index, t.size, a - tol, a + tol))
+
+
+def _finish(s: _State) -> ChildrenSolution:
+    """The checks and the rounder of one problem (``solve_children``'s last steps)."""
+    from privtab.topdown.solve_round import round_children
+
+    model = s.model
+    l2 = np.where(s.x < _ZERO, 0.0, s.x)
+    check_solution(model, l2, integral=False, what="L2 solution")
+    t2 = time.perf_counter()
+    rounding = round_children(model, l2, s.problem.rounder_passes)
+    check_solution(model, rounding.counts.astype(np.float64), integral=True, what="rounding")
+    t3 = time.perf_counter()
+    diag = SolveDiagnostics(
+        geounit=s.problem.geounit,
+        children=model.k,
+        path="optimised",
+        cells=model.n,
+        variables=int(model.allowed.sum()),
+        l2_solvers=tuple(s.solvers),
+        l2_objectives=tuple(s.objectives),
+        structured_fallbacks=s.fallbacks,
+        rounder_objectives=rounding.objectives,
+        rounder_lps=rounding.lps,
+        rounder_mip_fallbacks=rounding.mip_fallbacks,
+        laminar=rounding.laminar,
+        cross_check=None,
+        seconds={"l2": s.l2_seconds, "rounder": t3 - t2},
+    )
+    return ChildrenSolution(model.full(l2), model.full(rounding.counts), diag)
