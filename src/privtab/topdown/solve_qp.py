@@ -38,6 +38,9 @@ from privtab.topdown.solve_model import (
 __all__: list[str] = []
 
 _BIG = 1e20
+#: SuperLU's column ordering of the symmetric KKT systems of :func:`polish` (minimum
+#: degree on Aᵀ + A: COLAMD's default took minutes on a county's 150 children).
+_PERMC = "MMD_AT_PLUS_A"
 
 
 @dataclass
@@ -218,7 +221,7 @@ def polish(
     Kreg = sp.csc_matrix(K + reg)
     rhs = np.concatenate([-q[F], b])
     try:
-        lu = sla.splu(Kreg.tocsc())
+        lu = sla.splu(Kreg.tocsc(), permc_spec=_PERMC)
     except RuntimeError:
         return None
     sol = lu.solve(rhs)
