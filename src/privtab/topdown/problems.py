@@ -96,6 +96,8 @@ class ProblemBuilder:
         self.source = source
         self.sink = sink
         self.tolerance = tolerance
+        #: noise draws made so far (cells drawn; 0 when the source is a file)
+        self.draws = 0
 
     def label(self, level: int, unit: int) -> str:
         """``"<level> <id>"`` (the root: its level name)."""
@@ -139,6 +141,7 @@ class ProblemBuilder:
         else:
             hists = self.histograms[k].dense(units)
         batch = self.source.measure(level, units, hists, needed)
+        self.draws += batch.draws
         del hists
         if self.sink is not None:
             self.sink(batch)

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import scipy.sparse as sp
@@ -40,7 +40,7 @@ __all__: list[str] = []
 _BIG = 1e20
 #: SuperLU's column ordering of the symmetric KKT systems of :func:`polish` (minimum
 #: degree on Aᵀ + A: COLAMD's default took minutes on a county's 150 children).
-_PERMC = "MMD_AT_PLUS_A"
+_PERMC: Literal["MMD_AT_PLUS_A"] = "MMD_AT_PLUS_A"
 
 
 @dataclass
