@@ -161,7 +161,18 @@ def run_release(
 
     opts = options or TopDownOptions()
     _check_options(opts)
-    source = release_source(opts.source, opts.allow_insecure or not opts.noise, "TopDown")
+    source = release_source(opts.source, opts.allow_insecure, "TopDown")
+    if not opts.noise:
+        import warnings
+
+        from privtab.mechanisms import InsecureReleaseWarning
+
+        warnings.warn(
+            "TopDown release without noise (exact counts): marked private: false, do not "
+            "publish",
+            InsecureReleaseWarning,
+            stacklevel=2,
+        )
     protect = [Path(data_dir)]
     check_output(out, overwrite=opts.overwrite, kind=FOLDER_KIND, protect=protect)
     record_path = Path(opts.run_record) if opts.run_record else default_record_path(out)
