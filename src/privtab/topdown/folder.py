@@ -81,9 +81,19 @@ class TopDownData:
         return [s for s in st if (s == PR_STATE) == (run == "pr")]
 
 
+#: The GRF-C codes TopDown reads and their widths (digits).
+GRFC_WIDTHS = {
+    "TABBLKST": 2, "TABBLKCOU": 3, "TABTRACTCE": 6, "TABBLKGRPCE": 1, "TABBLK": 4,
+    "PLACEFP": 5, "COUSUBFP": 5, "AIANNHCE": 4,
+}  # fmt: skip
+
+
 def read_grfc(path: Path) -> pl.DataFrame:
-    """The GRF-C's spine and tabulation columns as text, with ``BLOCK``, sorted by block
-    (a missing column is refused naming the file and column)."""
+    """The GRF-C's spine and tabulation columns as text, with ``BLOCK``, sorted by block.
+    Every code must be digits of its width and every block appear once: each problem is
+    refused naming the file, row (text: the line; Parquet: the row), column and value."""
+    from privtab.data.errors import Problem, ProblemLog
+
     lf = (
         pl.scan_parquet(path)
         if path.suffix == ".parquet"
@@ -95,9 +105,33 @@ def read_grfc(path: Path) -> pl.DataFrame:
         raise InputError(
             "the GRF-C lacks a column TopDown needs", file=str(path), row=1, column=missing[0]
         )
+    first = 1 if path.suffix == ".parquet" else 2
     frame = lf.select(*(pl.col(c).cast(pl.String) for c in GRFC_SPINE_COLUMNS)).collect()
+    frame = frame.with_row_index("_ROW", offset=first)
+    log = ProblemLog()
+    for c, width in GRFC_WIDTHS.items():
+        bad = frame.filter(~pl.col(c).str.contains(f"^[0-9]{{{width}}}$").fill_null(False))
+        log.add_many(
+            bad.height,
+            (
+                Problem(str(path), "bad_code", f"{c} must be {width} digits", int(r), c, v)
+                for r, v in bad.select("_ROW", c).head(log.examples).iter_rows()
+            ),
+        )
     block = pl.concat_str("TABBLKST", "TABBLKCOU", "TABTRACTCE", "TABBLK").alias("BLOCK")
-    return frame.with_columns(block).sort("BLOCK")
+    frame = frame.with_columns(block)
+    dup = frame.filter(pl.col("BLOCK").is_duplicated()).filter(
+        pl.int_range(pl.len()).over("BLOCK") > 0
+    )
+    log.add_many(
+        dup.height,
+        (
+            Problem(str(path), "duplicate_block", "a block given twice", int(r), "TABBLK", v)
+            for r, v in dup.select("_ROW", "BLOCK").head(log.examples).iter_rows()
+        ),
+    )
+    log.raise_if_any()
+    return frame.drop("_ROW").sort("BLOCK")
 
 
 def _scan(path: Path, columns: tuple[str, ...]) -> pl.LazyFrame:
