@@ -159,9 +159,7 @@ CASES = [
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
-def test_a_bad_input_is_refused_located_and_nothing_is_written(
-    case: Case, tmp_path: Path
-) -> None:
+def test_a_bad_input_is_refused_located_and_nothing_is_written(case: Case, tmp_path: Path) -> None:
     if case.cef and not HAVE_CEF:
         pytest.skip("needs privtab.data.cef (the synthetic-population readers)")
     data = tmp_path / "data"
