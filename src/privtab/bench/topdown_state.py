@@ -114,7 +114,7 @@ def _spine_accuracy(release: Path, data: Any) -> dict[str, Any]:
     nmf = read_nmf(release / "nmf" / "US-persons")
     out: dict[str, Any] = {}
     for k, level in enumerate(h.levels):
-        ids = h.ids(k) if k else [h.levels[0]]
+        ids = h.ids(k)
         measured = nmf.table.filter(pl.col("geolevel") == level)
         row: dict[str, Any] = {"geounits": len(ids)}
         n = len(ids)
