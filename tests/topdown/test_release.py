@@ -44,7 +44,7 @@ def data(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def _run(data: Path, out: Path, **kw: object) -> TopDownResult:
-    opts = TopDownOptions(allow_insecure=True, report=True, **kw)  # type: ignore[arg-type]
+    opts = TopDownOptions(allow_insecure=True, **{"report": True, **kw})  # type: ignore[arg-type]
     from privtab.mechanisms import InsecureReleaseWarning
 
     with pytest.warns(InsecureReleaseWarning):
@@ -357,3 +357,38 @@ def test_release_returns_typed_tables(data: Path) -> None:
         assert "NOT PRIVATE" in repr(r)
         path = r.path
     assert not path.exists()  # a temporary folder, owned and removed
+
+
+# ----------------------------------------------------------------- noisy measurements
+
+
+def test_the_noisy_measurements_alone_give_the_same_release_again(
+    data: Path, tmp_path: Path
+) -> None:
+    """``--nmf``: the measurements (and the public structure each run carries) are in the
+    folder; post-processing them alone gives back the same microdata and tables."""
+    from privtab.topdown.nmf import read_nmf
+    from privtab.topdown.run import postprocess_release
+
+    first = tmp_path / "first"
+    _run(data, first, source=SeededSource(77), nmf=True, report=False)
+    for name in ("US-persons", "US-units", "PR-persons", "PR-units"):
+        nmf = read_nmf(first / "nmf" / name)
+        assert not nmf.private
+        assert nmf.table.height > 0
+    validate_release(first)  # the nmf files are listed in release.json's outputs too
+    again = tmp_path / "again"
+    res = postprocess_release(first / "nmf", again, TopDownOptions(report=False),
+                              progress=lambda _m: None)  # fmt: skip
+    assert not res.private
+    assert (again / "NOT_PRIVATE").exists()
+    doc = json.loads((again / "release.json").read_text())
+    assert "none drawn" in doc["noise"]
+    assert set(doc["derived_from"]["measurements"]) == {
+        "US-persons/dpqueries.parquet", "US-units/dpqueries.parquet",
+        "PR-persons/dpqueries.parquet", "PR-units/dpqueries.parquet",
+    }  # fmt: skip
+    assert str(tmp_path) not in json.dumps(doc)  # no operator path
+    for rel in ("mdf/persons.parquet", "mdf/units.parquet", "pl94/P1.parquet", "pl94/H1.parquet"):
+        assert pl.read_parquet(first / rel).equals(pl.read_parquet(again / rel)), rel
+    validate_release(again)

@@ -6,6 +6,7 @@
   strategy file (``--strategy FILE``);
 * ``run`` — a release from a data folder (``privtab synth`` layout): the microdata,
   P1–P5/H1, ``release.json``, ``report.html`` (:mod:`privtab.topdown.run`);
+* ``postprocess`` — a new release from a release's noisy measurements alone (``--nmf``);
 * ``validate-output`` — the rules of a written release folder
   (:mod:`privtab.topdown.validate`).
 
@@ -40,7 +41,7 @@ def register(app: typer.Typer) -> None:
         app,
         "topdown",
         help,
-        {"plan": plan, "run": run, "validate-output": validate_output},
+        {"plan": plan, "run": run, "postprocess": postprocess, "validate-output": validate_output},
     )
 
 
@@ -308,6 +309,45 @@ def _run_lines(s: dict[str, Any]) -> list[str]:
     if s["run_record"]:
         lines.append(f"confidential run record: {s['run_record']}")
     return lines
+
+
+def postprocess(
+    nmf: str = typer.Option(..., "--nmf", help="The nmf/ folder of a release run with --nmf."),
+    out: str = typer.Option(..., "--out", "-o", help="Release folder to create."),
+    overwrite: OverwriteOption = False,
+    report: bool = typer.Option(True, "--report/--no-report", help="Write report.html."),
+    run_record: str | None = typer.Option(
+        None, "--run-record", help="Where the run record goes (default: beside --out)."
+    ),
+    quiet: QuietOption = False,
+    as_json: JsonOption = False,
+) -> None:
+    """Post-process a release's noisy measurements again into a new release (no data).
+
+    Example: privtab topdown postprocess --nmf release-de/nmf --out again-de
+    """
+    from privtab.cli._render import warn
+    from privtab.topdown.run import TopDownOptions, postprocess_release
+
+    opts = TopDownOptions(overwrite=overwrite, report=report, run_record=run_record)
+    with _CliProgress(quiet or as_json) as progress:
+        res = postprocess_release(Path(nmf), Path(out), opts, progress=progress)
+    doc = res.document
+    summary = {
+        "out": str(res.out),
+        "private": res.private,
+        "noise": doc["noise"],
+        "guarantee": doc["guarantee"],
+        "runs": sorted(doc["runs"]),
+        "skipped_runs": {},
+        "outputs": {k: v.get("rows") for k, v in doc["outputs"]["files"].items()},
+        "derived_from": doc.get("derived_from"),
+        "run_record": None if res.record_path is None else str(res.record_path),
+        "warnings": res.warnings,
+    }
+    emit(summary, as_json, [], lines=_run_lines(summary))
+    for w in res.warnings:
+        warn(w)
 
 
 # ----------------------------------------------------------------------------- validate

@@ -78,9 +78,7 @@ def one_blas_thread() -> contextlib.AbstractContextManager[object]:
     """A context in which the BLAS libraries NumPy and SciPy loaded use one thread."""
     from threadpoolctl import threadpool_limits
 
-    limits: contextlib.AbstractContextManager[object] = threadpool_limits(
-        limits=1, user_api="blas"
-    )
+    limits: contextlib.AbstractContextManager[object] = threadpool_limits(limits=1, user_api="blas")
     return limits
 
 

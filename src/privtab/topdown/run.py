@@ -63,6 +63,7 @@ __all__ = [
     "FOLDER_KIND",
     "TopDownOptions",
     "TopDownResult",
+    "postprocess_release",
     "run_release",
 ]
 
@@ -134,9 +135,12 @@ class _Context:
     reservation: Reservation | None = None
     warnings: list[str] = field(default_factory=list)
     seconds: dict[str, float] = field(default_factory=dict)
+    private_override: bool | None = None  # a re-run: as private as its measurements
 
     @property
     def private(self) -> bool:
+        if self.private_override is not None:
+            return self.private_override
         return self.opts.noise and bool(getattr(self.source, "is_private", False))
 
     def check(self) -> None:
@@ -168,8 +172,7 @@ def run_release(
         from privtab.mechanisms import InsecureReleaseWarning
 
         warnings.warn(
-            "TopDown release without noise (exact counts): marked private: false, do not "
-            "publish",
+            "TopDown release without noise (exact counts): marked private: false, do not publish",
             InsecureReleaseWarning,
             stacklevel=2,
         )
@@ -206,6 +209,65 @@ def run_release(
         written,
         ctx.warnings,
         interrupted_after_publication=guard.deferred is not None,
+    )
+
+
+def postprocess_release(
+    nmf: str | Path,
+    out: str | Path,
+    options: TopDownOptions | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> TopDownResult:
+    """Post-process a release's noisy measurements again, from its ``nmf/`` folder alone
+    (the measurements, the strategies and the public structure each run carries:
+    :mod:`privtab.topdown.nmf_structure`), into a new release folder ``out`` — no data, no
+    noise drawn, no ledger entry (post-processing costs no privacy). The new folder is
+    private exactly when the measurements are; its ``release.json`` says what it was
+    derived from. ``options``: ``solve``, ``report``, ``overwrite``, ``run_record``."""
+    from privtab.atomic import InterruptGuard, atomic_directory, check_output
+    from privtab.random.sources import default_source
+    from privtab.tabulate.worker import in_worker
+
+    opts = options or TopDownOptions()
+    _check_options(opts)
+    folder = Path(nmf)
+    if not folder.is_dir():
+        raise UsageError(f"--nmf {folder}: not a folder", hint="give a release's nmf/ folder")
+    protect = [folder]
+    check_output(out, overwrite=opts.overwrite, kind=FOLDER_KIND, protect=protect)
+    record_path = Path(opts.run_record) if opts.run_record else default_record_path(out)
+    check_record_path(record_path)
+    ctx = _Context(
+        data_dir=folder,
+        out=Path(out),
+        opts=opts,
+        source=default_source(),  # draws nothing: the measurements are read
+        say=progress or logging.getLogger("privtab.topdown").info,
+        cancel=threading.Event(),
+        started_utc=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+    )
+
+    def build(tmp: Path) -> tuple[dict[str, Any], RunRecord]:
+        from privtab.topdown.streaming import from_nmf, stream_release
+
+        sources = from_nmf(ctx, folder)
+        ctx.private_override = all(
+            bool(r.measurements_private)
+            for p in sources.pairs.values()
+            for r in (p.persons, p.units)
+        )
+        return stream_release(ctx, sources, tmp, {})
+
+    started = time.monotonic()
+    with InterruptGuard() as guard:
+        with atomic_directory(
+            out, kind=FOLDER_KIND, overwrite=opts.overwrite, protect=protect, guard=guard
+        ) as tmp:
+            document, record = in_worker(lambda: build(tmp), ctx.cancel)
+        record.seconds["total"] = time.monotonic() - started
+        written = _write_record(record, record_path, ctx.warnings)
+    return TopDownResult(
+        ctx.out, document, record, written, ctx.warnings, guard.deferred is not None
     )
 
 
@@ -310,6 +372,10 @@ def _build(ctx: _Context, tmp: Path) -> tuple[dict[str, Any], RunRecord]:
     data = inputs.load_data(folder, validated=ctx.opts.validate_inputs, say=ctx.say)
     ctx.seconds["inputs"] = time.monotonic() - t0
     ctx.check()
-    from privtab.topdown.streaming import stream_release
+    from privtab.topdown.streaming import from_data, stream_release
 
-    return stream_release(ctx, data, tmp, fingerprints)
+    t1 = time.monotonic()
+    grfc_sha256 = fingerprints[str(files["grfc"])]["sha256"]
+    sources = from_data(ctx, data, tmp, grfc_sha256)
+    ctx.seconds["prepare"] = time.monotonic() - t1
+    return stream_release(ctx, sources, tmp, fingerprints)

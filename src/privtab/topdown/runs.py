@@ -18,11 +18,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import polars as pl
 
+from privtab.errors import InputError
 from privtab.random import RandomSource
 from privtab.topdown.constraints import LevelConstraints, build_constraints, check_feasible
 from privtab.topdown.engine import Progress, SolveFn, TopDownEngine, solve_parent
@@ -34,7 +36,14 @@ from privtab.topdown.problems import ProblemBuilder
 from privtab.topdown.spine import BudgetShares, Spine, budget_shares, production_spine
 from privtab.topdown.strategy import Strategy, production_strategy
 
-__all__ = ["RUNS", "HistogramRun", "RunPair", "prepare_run"]
+__all__ = [
+    "RUNS",
+    "HistogramRun",
+    "RunPair",
+    "invariant_state_totals",
+    "pair_from_nmf",
+    "prepare_run",
+]
 
 #: ``--run`` values: the runs, each with its (persons, units) packaged strategies.
 RUNS: dict[str, tuple[str, str]] = {"us": ("us", "units"), "pr": ("pr", "units-pr")}
@@ -52,10 +61,10 @@ class HistogramRun:
     spine: Spine
     shares: BudgetShares
     constraints: list[LevelConstraints]
-    truth: list[SparseHistograms]
-    measurer: Measurer
     engine: TopDownEngine
     plan: TopDownPlan
+    #: a re-run from a noisy measurement file: whether those measurements are private
+    measurements_private: bool | None = None
 
     @property
     def histogram(self) -> str:
@@ -122,9 +131,7 @@ def _histogram_run(
     m = measurer(strategy, shares)
     builder = ProblemBuilder(strategy, spine, truth, cons, m, sink=sink)
     engine = TopDownEngine(builder, solve=solve, draw_all=draw_all, progress=progress)
-    return HistogramRun(
-        scope, strategy, spine, shares, cons, truth, m, engine, plan(strategy, shares)
-    )
+    return HistogramRun(scope, strategy, spine, shares, cons, engine, plan(strategy, shares))
 
 
 def prepare_run(
@@ -194,13 +201,59 @@ def prepare_run(
     return RunPair(SCOPES[run], runs["persons"], runs["units"])
 
 
-def true_state_totals(run: HistogramRun) -> dict[str, int]:
-    """The exact persons (or housing units) of every state of the run (confidential: for
-    the release's checks of its invariants, never published by this function)."""
-    leaves = run.truth[-1]
-    states = run.spine.blocks.get_column("TABBLKST").to_numpy()
-    totals = leaves.totals()
-    out: dict[str, int] = {}
-    for st in np.unique(states):
-        out[str(st)] = int(totals[states == st].sum())
-    return out
+def invariant_state_totals(run: HistogramRun) -> dict[str, int]:
+    """The exact total of every state of the run, from its invariants: the persons run's
+    ``total_by_group`` state totals (a US state's two parts together), else the exact
+    totals of the first level whose geounits each lie in one state (Puerto Rico's root;
+    the units run's blocks' housing units added up)."""
+    h = run.spine.hierarchy
+    states = run.spine.blocks.get_column("TABBLKST").to_numpy().astype(str)
+    for k, c in enumerate(run.constraints):
+        if c.group_total is not None and c.group_index is not None:
+            _, names = run.spine.unit_groups(h.levels[k])
+            return {str(n): int(t) for n, t in zip(names, c.group_total, strict=True)}
+    for k, c in enumerate(run.constraints):
+        first = h.leaf_starts(k)
+        last = np.append(first[1:], states.size) - 1
+        if c.total is None or not np.array_equal(states[first], states[last]):
+            continue
+        out: dict[str, int] = {}
+        for st, t in zip(states[first].tolist(), c.total.tolist(), strict=True):
+            out[st] = out.get(st, 0) + int(t)
+        return out
+    raise ValueError(f"the {run.scope} {run.histogram} run has no exact state totals")
+
+
+def pair_from_nmf(
+    persons: Path,
+    units: Path,
+    *,
+    solve: SolveFn = solve_parent,
+    progress: Progress | None = None,
+) -> RunPair:
+    """A scope's runs from its two noisy measurement folders (written by a release with
+    ``--nmf``): the strategies, spines and constraints they carry, the measurements read
+    from them (:class:`privtab.topdown.nmf.NMFSource`) — no data."""
+    from privtab.topdown.nmf import NMFSource, read_nmf
+    from privtab.topdown.nmf_structure import read_structure
+
+    runs = {}
+    scope = ""
+    for hist, folder in (("persons", persons), ("units", units)):
+        nmf = read_nmf(folder)
+        if nmf.strategy.histogram != hist:
+            raise InputError(
+                f"{folder} holds {nmf.strategy.histogram} measurements, not {hist}",
+                file=str(folder / "nmf.json"),
+            )
+        st = read_structure(folder)
+        shares = budget_shares(st.spine.hierarchy, nmf.strategy.geolevel_shares)
+        source = NMFSource(nmf, st.spine.hierarchy)
+        builder = ProblemBuilder(nmf.strategy, st.spine, None, st.constraints, source)
+        engine = TopDownEngine(builder, solve=solve, progress=progress)
+        scope = folder.name.split("-")[0]
+        runs[hist] = HistogramRun(
+            scope, nmf.strategy, st.spine, shares, st.constraints, engine,
+            plan(nmf.strategy, shares),
+        )  # fmt: skip
+    return RunPair(scope, runs["persons"], runs["units"])

@@ -18,27 +18,39 @@ import contextlib
 import itertools
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+import polars as pl
 
 from privtab.errors import InputError
 from privtab.release.record import RunRecord
 from privtab.topdown.assemble import Assembler, check_state
 from privtab.topdown.document import KIND, SCHEMA_VERSION, headline_guarantee, write_document
 from privtab.topdown.engine import ChunkResult
-from privtab.topdown.folder import TopDownData
-from privtab.topdown.runs import SCOPES, HistogramRun, RunPair, prepare_run, true_state_totals
+from privtab.topdown.folder import PR_STATE, TopDownData
+from privtab.topdown.runs import (
+    SCOPES,
+    HistogramRun,
+    RunPair,
+    invariant_state_totals,
+    prepare_run,
+)
 
 if TYPE_CHECKING:
     from privtab.topdown.nmf import NMFWriter
     from privtab.topdown.run import _Context
 
-__all__ = ["INVARIANTS", "POSTPROCESSING", "stream_release"]
+__all__ = ["INVARIANTS", "POSTPROCESSING", "Sources", "from_data", "from_nmf", "stream_release"]
 
 #: What a release holds exactly (the invariants of the 2020 design).
 INVARIANTS = (
     "persons run: each state's total population (a US state's AIAN and non-AIAN parts "
     "together; Puerto Rico's total)",
+    "persons run, as production: the State-level bounds on the persons by group-quarters "
+    "type are made with each AIAN / non-AIAN part's own total (production's hhgq_total_lb "
+    "and hhgq_total_ub with tot), so those part totals enter the post-processing",
     "persons run: per block, the housing units and the group-quarters facilities by type "
     "(bounds on the persons by group-quarters type; published as the MDF unit records)",
     "units run: per block, the housing units (occupied + vacant)",
@@ -79,6 +91,22 @@ def _grouped(run: HistogramRun, states: list[str]) -> Iterator[tuple[str, list[C
         raise AssertionError(f"chunks of state {pending[0]} are not in the GRF-C states")
 
 
+@dataclass(eq=False)
+class Sources:
+    """What a release is made from: the scopes' runs (``pairs``), the scopes skipped, the
+    blocks of the GRF-C (``grfc``: every block, tabulation columns) with their invariant
+    unit counts (``unit_counts``: ``BLOCK``, ``HU``, ``GQ1`` … ``GQ7``), the public
+    inputs named in ``release.json`` and, for a re-run, what it was derived from."""
+
+    pairs: dict[str, RunPair]
+    skipped: dict[str, str]
+    grfc: pl.DataFrame
+    unit_counts: pl.DataFrame
+    public_inputs: dict[str, Any]
+    derived_from: dict[str, Any] | None = None
+    writers: dict[str, NMFWriter] = field(default_factory=dict)
+
+
 def _nmf_writers(ctx: _Context, tmp: Path, pair: RunPair) -> dict[str, NMFWriter]:
     from privtab.topdown.nmf import NMFWriter
 
@@ -89,21 +117,14 @@ def _nmf_writers(ctx: _Context, tmp: Path, pair: RunPair) -> dict[str, NMFWriter
     }  # fmt: skip
 
 
-def stream_release(
-    ctx: _Context, data: TopDownData, tmp: Path, fingerprints: dict[str, Any]
-) -> tuple[dict[str, Any], RunRecord]:
-    """The release's runs, outputs, document and checks (module docstring)."""
-    from privtab.topdown.run import _Tally
-
+def from_data(ctx: _Context, data: TopDownData, tmp: Path, grfc_sha256: str) -> Sources:
+    """The requested scopes' runs on validated inputs (noise drawn as the engines solve;
+    with ``--nmf``, every measurement written as it is drawn)."""
     opts = ctx.opts
-    t0 = time.monotonic()
-    tally = _Tally(ctx.say, ctx.check)
-    pairs: dict[str, RunPair] = {}
-    skipped: dict[str, str] = {}
-    writers: dict[str, NMFWriter] = {}
+    src = Sources({}, {}, data.grfc, data.units, {"GRF-C": {"sha256": grfc_sha256}})
     for run in opts.runs:
         if not data.states(run):
-            skipped[SCOPES[run]] = "the GRF-C holds no block of this scope"
+            src.skipped[SCOPES[run]] = "the GRF-C holds no block of this scope"
             continue
         ctx.say(f"preparing the {SCOPES[run]} runs (spine, constraints, guarantee)")
         pair = prepare_run(
@@ -120,43 +141,91 @@ def stream_release(
             new = _nmf_writers(ctx, tmp, pair)
             pair.persons.engine.builder.sink = new["persons"].add
             pair.units.engine.builder.sink = new["units"].add
-            writers.update({f"{pair.scope}-{k}": w for k, w in new.items()})
-        for hist, r in (("persons", pair.persons), ("units", pair.units)):
-            r.engine.say = tally.engine(f"{pair.scope} {hist}", r.engine.total_parents)
-        pairs[run] = pair
-    if not pairs:
+            src.writers.update({f"{pair.scope}-{k}": w for k, w in new.items()})
+        src.pairs[run] = pair
+    if not src.pairs:
         raise InputError(
             f"the GRF-C holds no block of the requested runs ({', '.join(opts.runs)})",
             file=str(data.files["grfc"]),
         )
-    ctx.seconds["prepare"] = time.monotonic() - t0
-    asm = Assembler(tmp, ctx.private, data.grfc, data.units)
+    return src
+
+
+def from_nmf(ctx: _Context, folder: Path) -> Sources:
+    """The scopes of a release's noisy measurement folder (``nmf/``: ``<SCOPE>-persons``
+    and ``<SCOPE>-units``), to post-process them again — no data."""
+    from privtab.topdown.nmf_structure import BLOCKS
+    from privtab.topdown.runs import pair_from_nmf
+
+    pairs: dict[str, RunPair] = {}
+    blocks = []
+    for run, scope in SCOPES.items():
+        p, u = folder / f"{scope}-persons", folder / f"{scope}-units"
+        if not (p.is_dir() or u.is_dir()):
+            continue
+        ctx.say(f"reading the {scope} noisy measurements")
+        pairs[run] = pair_from_nmf(p, u, solve=ctx.opts.solve)
+        blocks.append(pl.read_parquet(p / BLOCKS))
+    if not pairs:
+        raise InputError(
+            "no noisy measurement folder (US-persons, US-units, PR-persons, PR-units)",
+            file=str(folder),
+            hint="give the nmf/ folder of a release made with --nmf",
+        )
+    facts = pl.concat(blocks).sort("BLOCK")
+    counts = facts.select("BLOCK", "HU", *(f"GQ{t}" for t in range(1, 8)))
+    grfc = facts.drop("HU", *(f"GQ{t}" for t in range(1, 8)))
+    from privtab.data.inputs import sha256_file
+
+    derived = {
+        "command": "privtab topdown postprocess",
+        "measurements": {
+            f"{d.name}/dpqueries.parquet": sha256_file(d / "dpqueries.parquet")
+            for d in sorted(folder.iterdir())
+            if (d / "dpqueries.parquet").is_file()
+        },
+    }
+    return Sources(pairs, {}, grfc, counts, {}, derived)
+
+
+def stream_release(
+    ctx: _Context, src: Sources, tmp: Path, inputs: dict[str, Any]
+) -> tuple[dict[str, Any], RunRecord]:
+    """The release's outputs state by state, its document and checks (module docstring);
+    ``inputs``: the confidential fingerprints for the run record."""
+    from privtab.topdown.run import _Tally
+
+    t0 = time.monotonic()
+    tally = _Tally(ctx.say, ctx.check)
+    for pair in src.pairs.values():
+        for hist, r in (("persons", pair.persons), ("units", pair.units)):
+            r.engine.say = tally.engine(f"{pair.scope} {hist}", r.engine.total_parents)
+    asm = Assembler(tmp, ctx.private, src.grfc, src.unit_counts)
     persons_total = 0
     try:
-        for run, pair in pairs.items():
-            persons_total += _stream_scope(ctx, data, asm, run, pair)
+        for run, pair in src.pairs.items():
+            persons_total += _stream_scope(ctx, src, asm, run, pair)
         files = asm.finish()
-        for w in writers.values():
-            w.close()
+        _close_nmf(src, tmp)
     except BaseException:
         asm.abort()
-        for w in writers.values():
+        for w in src.writers.values():
             with contextlib.suppress(Exception):
                 w.abort()
         raise
     ctx.seconds["runs_and_outputs"] = time.monotonic() - t0
-    doc = _document(ctx, data, pairs, skipped, tmp, asm, files, writers, fingerprints)
+    doc = _document(ctx, src, tmp, asm, files)
     _finish_folder(ctx, tmp, doc)
     record = RunRecord(
         release=str(ctx.out),
         started_utc=ctx.started_utc,
         private=ctx.private,
-        inputs=fingerprints,
+        inputs=inputs,
         persons=persons_total,
         seconds=ctx.seconds,
         levels=[
             {"scope": pair.scope, "histogram": hist, **lv}
-            for pair in pairs.values()
+            for pair in src.pairs.values()
             for hist, r in (("persons", pair.persons), ("units", pair.units))
             for lv in r.engine.level_records()
         ],
@@ -164,10 +233,30 @@ def stream_release(
     return doc, record
 
 
-def _stream_scope(ctx: _Context, data: TopDownData, asm: Assembler, run: str, pair: RunPair) -> int:
-    """One scope, state by state; returns its (true) persons, for the run record."""
-    states = data.states(run)
-    totals = true_state_totals(pair.persons)
+def _close_nmf(src: Sources, tmp: Path) -> None:
+    """Finish the noisy measurement files, each with its run's public structure."""
+    from privtab.topdown.nmf_structure import write_structure
+
+    facts = src.grfc.join(src.unit_counts, on="BLOCK", how="left").with_columns(
+        pl.col("HU", *(f"GQ{t}" for t in range(1, 8))).fill_null(0)
+    )
+    for pair in src.pairs.values():
+        st = facts.filter((pl.col("TABBLKST") == PR_STATE) == (pair.scope == "PR"))
+        for hist, r in (("persons", pair.persons), ("units", pair.units)):
+            name = f"{pair.scope}-{hist}"
+            if name in src.writers:
+                src.writers[name].close()
+                write_structure(tmp / "nmf" / name, r.spine, r.constraints, st,
+                                r.strategy.schema.cells)  # fmt: skip
+
+
+def _stream_scope(ctx: _Context, src: Sources, asm: Assembler, run: str, pair: RunPair) -> int:
+    """One scope, state by state; returns its persons (the invariant total)."""
+    states = sorted(
+        set(src.grfc.filter((pl.col("TABBLKST") == PR_STATE) == (run == "pr"))
+            .get_column("TABBLKST").to_list())
+    )  # fmt: skip
+    totals = invariant_state_totals(pair.persons)
     persons = _grouped(pair.persons, states)
     units = _grouped(pair.units, states)
     p_ids, u_ids = pair.persons.leaf_blocks(), pair.units.leaf_blocks()
@@ -194,44 +283,47 @@ def _manifest(tmp: Path, rows: dict[str, int]) -> dict[str, Any]:
 
 
 def _document(
-    ctx: _Context,
-    data: TopDownData,
-    pairs: dict[str, RunPair],
-    skipped: dict[str, str],
-    tmp: Path,
-    asm: Assembler,
-    files: list[Path],
-    writers: dict[str, NMFWriter],
-    fingerprints: dict[str, Any],
+    ctx: _Context, src: Sources, tmp: Path, asm: Assembler, files: list[Path]
 ) -> dict[str, Any]:
     from privtab import __version__
 
     runs = {
         pair.scope: {"persons": pair.persons.public(), "units": pair.units.public()}
-        for pair in pairs.values()
+        for pair in src.pairs.values()
     }
     rows = {"mdf/persons.txt": asm.mdf.persons, "mdf/persons.parquet": asm.mdf.persons,
             "mdf/units.txt": asm.mdf.units, "mdf/units.parquet": asm.mdf.units}  # fmt: skip
     for table, n in asm.tables.rows.items():
         rows[f"pl94/{table}.txt"] = rows[f"pl94/{table}.parquet"] = n
-    for name, w in writers.items():
+    for name, w in src.writers.items():
         rows[f"nmf/{name}/dpqueries.parquet"] = w.rows
-    grfc = str(data.files["grfc"])
-    return {
+    doc: dict[str, Any] = {
         "schema_version": SCHEMA_VERSION,
         "kind": KIND,
         "privtab_version": __version__,
         "started_utc": ctx.started_utc,
         "private": ctx.private,
-        "noise": ctx.source.description if ctx.opts.noise else "none (noise off: exact counts)",
+        "noise": _noise(ctx, src),
         "guarantee": headline_guarantee(runs),
         "runs": runs,
-        "skipped_runs": skipped,
+        "skipped_runs": src.skipped,
         "invariants": list(INVARIANTS),
         "postprocessing": POSTPROCESSING,
-        "public_inputs": {"GRF-C": {"sha256": fingerprints[grfc]["sha256"]}},
+        "public_inputs": src.public_inputs,
         "outputs": _manifest(tmp, rows),
     }
+    if src.derived_from is not None:
+        doc["derived_from"] = src.derived_from
+    return doc
+
+
+def _noise(ctx: _Context, src: Sources) -> str:
+    if src.derived_from is not None:
+        private = "private" if ctx.private else "NOT private"
+        return f"none drawn: post-processed from noisy measurements ({private})"
+    if not ctx.opts.noise:
+        return "none (noise off: exact counts)"
+    return ctx.source.description
 
 
 def _finish_folder(ctx: _Context, tmp: Path, doc: dict[str, Any]) -> None:
