@@ -392,3 +392,15 @@ def test_the_noisy_measurements_alone_give_the_same_release_again(
     for rel in ("mdf/persons.parquet", "mdf/units.parquet", "pl94/P1.parquet", "pl94/H1.parquet"):
         assert pl.read_parquet(first / rel).equals(pl.read_parquet(again / rel)), rel
     validate_release(again)
+
+
+def test_the_report_states_the_guarantee_and_the_banner(seeded: tuple[Path, TopDownResult]) -> None:
+    out, _ = seeded
+    page = (out / "report.html").read_text()
+    assert "293764/114921" in page
+    assert "11417641/152349649" in page
+    assert "NOT PRIVATE" in page  # a seeded release says so on the first screen
+    assert "Semi-DP" in page
+    assert "per geography" in page.lower()
+    assert "How to read the tables" in page
+    assert page.count("<table>") >= 4
