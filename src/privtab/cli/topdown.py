@@ -269,7 +269,20 @@ def run(
             typer.echo(f"privtab: error: {exc or 'interrupted'}: no release was written", err=True)
             raise typer.Exit(EXIT_INTERRUPTED) from None
     doc = res.document
-    summary = {
+    summary = _summary(res)
+    emit(summary, as_json, [], lines=_run_lines(summary))
+    if not res.private:
+        warn(f"{res.out} is NOT private ({doc['noise']}): never publish it")
+    for w in res.warnings:
+        warn(w)
+    if res.interrupted_after_publication:
+        warn(f"a signal arrived after the release was published: {res.out} is complete")
+
+
+def _summary(res: Any) -> dict[str, Any]:
+    """What ``run`` and ``postprocess`` print (``--json``: this object)."""
+    doc = res.document
+    out = {
         "out": str(res.out),
         "private": res.private,
         "noise": doc["noise"],
@@ -280,13 +293,9 @@ def run(
         "run_record": None if res.record_path is None else str(res.record_path),
         "warnings": res.warnings,
     }
-    emit(summary, as_json, [], lines=_run_lines(summary))
-    if not res.private:
-        warn(f"{res.out} is NOT private ({doc['noise']}): never publish it")
-    for w in res.warnings:
-        warn(w)
-    if res.interrupted_after_publication:
-        warn(f"a signal arrived after the release was published: {res.out} is complete")
+    if "derived_from" in doc:
+        out["derived_from"] = doc["derived_from"]
+    return out
 
 
 def _run_lines(s: dict[str, Any]) -> list[str]:
@@ -332,19 +341,7 @@ def postprocess(
     opts = TopDownOptions(overwrite=overwrite, report=report, run_record=run_record)
     with _CliProgress(quiet or as_json) as progress:
         res = postprocess_release(Path(nmf), Path(out), opts, progress=progress)
-    doc = res.document
-    summary = {
-        "out": str(res.out),
-        "private": res.private,
-        "noise": doc["noise"],
-        "guarantee": doc["guarantee"],
-        "runs": sorted(doc["runs"]),
-        "skipped_runs": {},
-        "outputs": {k: v.get("rows") for k, v in doc["outputs"]["files"].items()},
-        "derived_from": doc.get("derived_from"),
-        "run_record": None if res.record_path is None else str(res.record_path),
-        "warnings": res.warnings,
-    }
+    summary = _summary(res)
     emit(summary, as_json, [], lines=_run_lines(summary))
     for w in res.warnings:
         warn(w)

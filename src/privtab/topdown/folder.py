@@ -94,17 +94,7 @@ def read_grfc(path: Path) -> pl.DataFrame:
     refused naming the file, row (text: the line; Parquet: the row), column and value."""
     from privtab.data.errors import Problem, ProblemLog
 
-    lf = (
-        pl.scan_parquet(path)
-        if path.suffix == ".parquet"
-        else pl.scan_csv(path, separator="|", infer_schema=False, null_values=["Null"])
-    )
-    have = lf.collect_schema().names()
-    missing = [c for c in GRFC_SPINE_COLUMNS if c not in have]
-    if missing:
-        raise InputError(
-            "the GRF-C lacks a column TopDown needs", file=str(path), row=1, column=missing[0]
-        )
+    lf = _raw_scan(path, GRFC_SPINE_COLUMNS, "the GRF-C lacks a column TopDown needs")
     first = 1 if path.suffix == ".parquet" else 2
     frame = lf.select(*(pl.col(c).cast(pl.String) for c in GRFC_SPINE_COLUMNS)).collect()
     frame = frame.with_row_index("_ROW", offset=first)
@@ -134,21 +124,25 @@ def read_grfc(path: Path) -> pl.DataFrame:
     return frame.drop("_ROW").sort("BLOCK")
 
 
-def _scan(path: Path, columns: tuple[str, ...]) -> pl.LazyFrame:
-    """A lazy scan of ``columns`` (text), a missing column refused naming file and column."""
-    lf = scan_table(path, columns)
-    raw = (
+def _raw_scan(path: Path, columns: tuple[str, ...], message: str) -> pl.LazyFrame:
+    """A lazy scan of a C1 file as it is (text: every column as text), a missing column
+    of ``columns`` refused naming file and column."""
+    lf = (
         pl.scan_parquet(path)
         if path.suffix == ".parquet"
         else pl.scan_csv(path, separator="|", infer_schema=False, null_values=["Null"])
     )
-    have = raw.collect_schema().names()
+    have = lf.collect_schema().names()
     missing = [c for c in columns if c not in have]
     if missing:
-        raise InputError(
-            "a column TopDown needs is missing", file=str(path), row=1, column=missing[0]
-        )
+        raise InputError(message, file=str(path), row=1, column=missing[0])
     return lf
+
+
+def _scan(path: Path, columns: tuple[str, ...]) -> pl.LazyFrame:
+    """The ``columns`` of a C1 file, as text (a missing one refused, located)."""
+    _raw_scan(path, columns, "a column TopDown needs is missing")
+    return scan_table(path, columns)
 
 
 def validate(folder: Path) -> None:

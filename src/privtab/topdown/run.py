@@ -148,6 +148,68 @@ class _Context:
             raise KeyboardInterrupt("interrupted")
 
 
+def _context(
+    data_dir: Path,
+    out: str | Path,
+    opts: TopDownOptions,
+    source: RandomSource,
+    progress: Callable[[str], None] | None,
+) -> _Context:
+    """A run's context, once its output location was checked (refusals before any work)."""
+    from privtab.atomic import check_output
+
+    check_output(out, overwrite=opts.overwrite, kind=FOLDER_KIND, protect=[data_dir])
+    check_record_path(_record_path(out, opts))
+    return _Context(
+        data_dir=data_dir,
+        out=Path(out),
+        opts=opts,
+        source=source,
+        say=progress or logging.getLogger("privtab.topdown").info,
+        cancel=threading.Event(),
+        started_utc=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+    )
+
+
+def _record_path(out: str | Path, opts: TopDownOptions) -> Path:
+    return Path(opts.run_record) if opts.run_record else default_record_path(out)
+
+
+def _publish(
+    ctx: _Context, build: Callable[[Path], tuple[dict[str, Any], RunRecord]]
+) -> TopDownResult:
+    """``build`` in a worker thread inside the staging folder, renamed onto the target when
+    it succeeds; the ledger entry (if any) withdrawn on failure, committed after; the
+    confidential run record written beside the folder."""
+    from privtab.atomic import InterruptGuard, atomic_directory
+    from privtab.tabulate.worker import in_worker
+    from privtab.topdown import ledger
+
+    opts = ctx.opts
+    started = time.monotonic()
+    with InterruptGuard() as guard:
+        with atomic_directory(
+            ctx.out, kind=FOLDER_KIND, overwrite=opts.overwrite, protect=[ctx.data_dir],
+            guard=guard,
+        ) as tmp:  # fmt: skip
+            try:
+                document, record = in_worker(lambda: build(tmp), ctx.cancel)
+            except BaseException:
+                ledger.cancel(ctx.reservation)
+                raise
+        record.ledger = ledger.commit(ctx.reservation, ctx.out, ctx.warnings)
+        record.seconds["total"] = time.monotonic() - started
+        written = _write_record(record, _record_path(ctx.out, opts), ctx.warnings)
+    return TopDownResult(
+        ctx.out,
+        document,
+        record,
+        written,
+        ctx.warnings,
+        interrupted_after_publication=guard.deferred is not None,
+    )
+
+
 def run_release(
     data_dir: str | Path,
     out: str | Path,
@@ -158,10 +220,7 @@ def run_release(
     (module docstring). Raises a :class:`privtab.errors.UserError` for anything the user
     can fix (nothing is written), :class:`KeyboardInterrupt` when interrupted before
     publication (nothing is written)."""
-    from privtab.atomic import InterruptGuard, atomic_directory, check_output
     from privtab.mechanisms.base import release_source
-    from privtab.tabulate.worker import in_worker
-    from privtab.topdown import ledger
 
     opts = options or TopDownOptions()
     _check_options(opts)
@@ -176,40 +235,8 @@ def run_release(
             InsecureReleaseWarning,
             stacklevel=2,
         )
-    protect = [Path(data_dir)]
-    check_output(out, overwrite=opts.overwrite, kind=FOLDER_KIND, protect=protect)
-    record_path = Path(opts.run_record) if opts.run_record else default_record_path(out)
-    check_record_path(record_path)
-    ctx = _Context(
-        data_dir=Path(data_dir),
-        out=Path(out),
-        opts=opts,
-        source=source,
-        say=progress or logging.getLogger("privtab.topdown").info,
-        cancel=threading.Event(),
-        started_utc=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-    )
-    started = time.monotonic()
-    with InterruptGuard() as guard:
-        with atomic_directory(
-            out, kind=FOLDER_KIND, overwrite=opts.overwrite, protect=protect, guard=guard
-        ) as tmp:
-            try:
-                document, record = in_worker(lambda: _build(ctx, tmp), ctx.cancel)
-            except BaseException:
-                ledger.cancel(ctx.reservation)
-                raise
-        record.ledger = ledger.commit(ctx.reservation, ctx.out, ctx.warnings)
-        record.seconds["total"] = time.monotonic() - started
-        written = _write_record(record, record_path, ctx.warnings)
-    return TopDownResult(
-        ctx.out,
-        document,
-        record,
-        written,
-        ctx.warnings,
-        interrupted_after_publication=guard.deferred is not None,
-    )
+    ctx = _context(Path(data_dir), out, opts, source, progress)
+    return _publish(ctx, lambda tmp: _build(ctx, tmp))
 
 
 def postprocess_release(
@@ -224,28 +251,15 @@ def postprocess_release(
     noise drawn, no ledger entry (post-processing costs no privacy). The new folder is
     private exactly when the measurements are; its ``release.json`` says what it was
     derived from. ``options``: ``solve``, ``report``, ``overwrite``, ``run_record``."""
-    from privtab.atomic import InterruptGuard, atomic_directory, check_output
     from privtab.random.sources import default_source
-    from privtab.tabulate.worker import in_worker
 
     opts = options or TopDownOptions()
     _check_options(opts)
     folder = Path(nmf)
     if not folder.is_dir():
         raise UsageError(f"--nmf {folder}: not a folder", hint="give a release's nmf/ folder")
-    protect = [folder]
-    check_output(out, overwrite=opts.overwrite, kind=FOLDER_KIND, protect=protect)
-    record_path = Path(opts.run_record) if opts.run_record else default_record_path(out)
-    check_record_path(record_path)
-    ctx = _Context(
-        data_dir=folder,
-        out=Path(out),
-        opts=opts,
-        source=default_source(),  # draws nothing: the measurements are read
-        say=progress or logging.getLogger("privtab.topdown").info,
-        cancel=threading.Event(),
-        started_utc=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-    )
+    # the source draws nothing: the measurements are read
+    ctx = _context(folder, out, opts, default_source(), progress)
 
     def build(tmp: Path) -> tuple[dict[str, Any], RunRecord]:
         from privtab.topdown.streaming import from_nmf, stream_release
@@ -258,17 +272,7 @@ def postprocess_release(
         )
         return stream_release(ctx, sources, tmp, {})
 
-    started = time.monotonic()
-    with InterruptGuard() as guard:
-        with atomic_directory(
-            out, kind=FOLDER_KIND, overwrite=opts.overwrite, protect=protect, guard=guard
-        ) as tmp:
-            document, record = in_worker(lambda: build(tmp), ctx.cancel)
-        record.seconds["total"] = time.monotonic() - started
-        written = _write_record(record, record_path, ctx.warnings)
-    return TopDownResult(
-        ctx.out, document, record, written, ctx.warnings, guard.deferred is not None
-    )
+    return _publish(ctx, build)
 
 
 def _check_options(opts: TopDownOptions) -> None:

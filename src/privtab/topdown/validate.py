@@ -431,35 +431,18 @@ def _read_tables(check: _Check, folder: Path) -> dict[str, pl.DataFrame]:
         if df is None:
             continue
         names = cell_names(t)
+        rules = (
+            (f"GEOLEVEL must be one of {', '.join(GEOLEVELS)}", "GEOLEVEL",
+             ~pl.col("GEOLEVEL").is_in(list(GEOLEVELS))),
+            (f"CELL must be a cell of {t}", "CELL", ~pl.col("CELL").is_in(list(names))),
+            ("COUNT must be a non-negative integer", "COUNT",
+             ~pl.col("COUNT").str.contains(r"^[0-9]+$")),
+            ("GEOID must be digits (US for the nation)", "GEOID",
+             ~pl.col("GEOID").str.contains(r"^([0-9]+|US)$")),
+        )  # fmt: skip
         bad = False
-        bad |= check.rows(
-            path,
-            "pattern",
-            f"GEOLEVEL must be one of {', '.join(GEOLEVELS)}",
-            df.filter(~pl.col("GEOLEVEL").is_in(list(GEOLEVELS))),
-            "GEOLEVEL",
-        )
-        bad |= check.rows(
-            path,
-            "pattern",
-            f"CELL must be a cell of {t}",
-            df.filter(~pl.col("CELL").is_in(list(names))),
-            "CELL",
-        )
-        bad |= check.rows(
-            path,
-            "pattern",
-            "COUNT must be a non-negative integer",
-            df.filter(~pl.col("COUNT").str.contains(r"^[0-9]+$")),
-            "COUNT",
-        )
-        bad |= check.rows(
-            path,
-            "pattern",
-            "GEOID must be digits (US for the nation)",
-            df.filter(~pl.col("GEOID").str.contains(r"^([0-9]+|US)$")),
-            "GEOID",
-        )
+        for message, column, broken in rules:
+            bad |= check.rows(path, "pattern", message, df.filter(broken), column)
         if bad:
             continue
         df = df.with_columns(
