@@ -235,6 +235,9 @@ def test_infeasible_children_name_the_geounit(tmp_path: Path) -> None:
     c = engine.builder.constraints[1]
     assert c.total is not None
     c.total[0] = 10**9
-    with pytest.raises(Exception, match="infeasible") as err:
+    from privtab.topdown.engine import InfeasibleDataError
+
+    with pytest.raises(InfeasibleDataError, match="infeasible") as err:
         list(engine.chunks())
-    assert "PAIS" in str(err.value)
+    assert err.value.value == "PAIS"  # the geounit
+    assert "exact total" in str(err.value)  # and the violated constraint

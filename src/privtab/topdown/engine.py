@@ -47,18 +47,21 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from privtab.errors import InputError
 from privtab.topdown.inputs import SparseHistograms
 from privtab.topdown.measure import needed_cells
 from privtab.topdown.problems import ProblemBuilder
 from privtab.topdown.solve import (
     ChildrenProblem,
     ChildrenSolution,
+    TopDownInfeasibleError,
     TopDownSolverError,
     solve_children,
 )
 
 __all__ = [
     "ChunkResult",
+    "InfeasibleDataError",
     "LevelRecord",
     "SolvedLevel",
     "TopDownEngine",
@@ -72,6 +75,12 @@ SolveFn = Callable[[ChildrenProblem], ChildrenSolution]
 
 #: Seconds between two progress messages within a level.
 PROGRESS_EVERY = 0.25
+
+
+class InfeasibleDataError(InputError):
+    """A parent's children have no solution under the constraints the data imply: the
+    input's invariants contradict each other (named: the geounit and the violated
+    constraints). Nothing is published."""
 
 
 def one_blas_thread() -> contextlib.AbstractContextManager[object]:
@@ -241,7 +250,15 @@ class TopDownEngine:
     def _solve(self, problem: ChildrenProblem, level: int, build: float) -> ChildrenSolution:
         t0 = time.perf_counter()
         before = self._draws
-        sol = self.solve(problem)
+        try:
+            sol = self.solve(problem)
+        except TopDownInfeasibleError as exc:
+            raise InfeasibleDataError(
+                f"the TopDown problem of {exc.geounit} is infeasible: " + "; ".join(exc.violations),
+                column="geounit",
+                value=exc.geounit,
+                hint="the invariants and constraints of the input contradict each other",
+            ) from None
         self._draws = self.builder.draws
         self.records[level].add(sol, self._draws - before, build, time.perf_counter() - t0)
         return sol
