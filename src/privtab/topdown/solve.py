@@ -9,8 +9,8 @@ rounder of one parent's children, on open solvers, checked on every problem.
         parent=hist,                      # (CELLS,) int64 optimised parent; None at the root
         measurements=ChildMeasurements(
             answers={"total": (k, 1) float64, …, "detailed": (k, 2016) float64},
-            variances={"total": Fraction(…), …},   # exact variance of each answer's noise
-        ),
+            variances={"total": Fraction(…), …},   # the exact variance of each answer's
+        ),                                         # noise: one, or one per child
         constraints=ChildConstraints(
             gq_lower=(k, 8) int64,        # persons of hhgq t ≥ lower (facilities of type t)
             gq_upper=(k, 8) int64,        # persons of hhgq t ≤ upper; −1: no bound; 0: none
@@ -21,6 +21,8 @@ rounder of one parent's children, on open solvers, checked on every problem.
         l2_passes=(("total",), (…all other measured queries…)),
         rounder_passes=(("total",), ("hhgq", "hhgq * hispanic", …, "detailed")),
         tolerance=0.1,
+        level="County",                   # the children's level (messages, diagnostics)
+        histogram="persons",              # or "units" (H1: vacant, occupied; no hhgq bounds)
     )
     solve_children(problem) -> ChildrenSolution(l2=(k, CELLS) float64,
                                                 counts=(k, CELLS) int64, diagnostics)
@@ -28,8 +30,18 @@ rounder of one parent's children, on open solvers, checked on every problem.
 Refinements of the lead's sketch: ``rounder_passes`` are passes (production rounds
 ``total`` first at State, County, Tract and Block_Group children, like the L2 step);
 ``total_group`` lets the exact totals belong to groups of children (production's AIAN and
-non-AIAN parts of a state share one invariant total); the diagnostics are a
-:class:`SolveDiagnostics`. :func:`production_passes` gives production's orders.
+non-AIAN parts of a state share one invariant total); a query's variance may be given per
+child (after the spine's bypass a child that absorbed its single child's budget share has
+less noise than its siblings: each child is weighted by its own 1/σ²); ``gq_lower`` /
+``gq_upper`` are ``None`` where no bound is in force (the units run); ``histogram``
+selects the histogram (:func:`privtab.topdown.solve_model.layout`); the diagnostics are a
+:class:`SolveDiagnostics`. :func:`production_passes` gives production's orders. These are
+the only problem classes: :class:`privtab.topdown.problems.ProblemBuilder` builds them.
+
+**Paths.** The structured solver shares one Hessian by all children of a persons problem;
+a problem whose siblings' variances differ, or a units problem, takes the generic path
+(Clarabel with an exact polish; a ``total``-only first pass in the children's persons by
+hhgq), and says so in ``SolveDiagnostics.generic``.
 
 **The L2 step** (production ``DataIndQueriesL2NPass`` under
 ``L2PlusRounderWithBackup_interleaved``): in pass ``p`` minimise
