@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from privtab.data.synth import SynthResult
     from privtab.tabulate.run import RunResult
+    from privtab.topdown.run import TopDownResult
 
 __all__ = ["Demo", "run_demo"]
 
@@ -34,6 +35,9 @@ class Demo:
     run: RunResult
     synth: SynthResult
     states: list[str]
+    topdown: TopDownResult | None = None
+    """The TopDown release of the same population (``None``: the input has no TopDown
+    records)."""
 
     def summary(self) -> dict[str, Any]:
         """The release summary of the run (:func:`privtab.tabulate.summary.release_summary`)
@@ -53,6 +57,13 @@ class Demo:
                 "report": str(release / "report.html"),
             },
         )
+        if self.topdown is not None:
+            g = self.topdown.document["guarantee"]
+            summary["topdown"] = {
+                "release": str(self.root / "topdown"),
+                "rho_per_person": g["persons"]["rho"]["exact"],
+                "rho_per_housing_unit": g["housing_units"]["rho"]["exact"],
+            }
         return summary
 
     def where(self) -> str:
@@ -61,6 +72,11 @@ class Demo:
             "T1/T2 (the Census folders t1/ and t2/, with their error tables), release.json "
             f"and report.html are in {self.root / 'release'}; the synthetic input is in "
             f"{self.root / 'input'}."
+            + (
+                f" TopDown (P.L. 94-171 microdata and P1-P5/H1) is in {self.root / 'topdown'}."
+                if self.topdown is not None
+                else ""
+            )
         )
 
 
@@ -111,5 +127,11 @@ def run_demo(out: str | Path, persons: int, states: str, seed: int | None = None
         synth = synthesize(tmp / "input", persons, states=chosen, seed=2020)
         params = demo_parameters(tmp / "parameters", chosen, "72" in chosen)
         res = run_release(params, tmp / "input", tmp / "release", opts)
+        from privtab.topdown.demo import run_demo_topdown
+
+        LOG.info("demo: TopDown (the redistricting data) of the same population")
+        td = run_demo_topdown(tmp / "input", tmp / "topdown", chosen, source=opts.source)
     res.out = root / "release"
-    return Demo(root, res, synth, chosen)
+    if td is not None:
+        td.out = root / "topdown"
+    return Demo(root, res, synth, chosen, td)
