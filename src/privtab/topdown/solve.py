@@ -284,40 +284,63 @@ def solve_children(
     if solver not in SOLVERS or (cross_check is not None and cross_check not in SOLVERS):
         raise ValueError(f"solver must be one of {SOLVERS}")
     t0 = time.perf_counter()
+    started = start_problem(problem, t0)
+    if isinstance(started, ChildrenSolution):
+        return started
+    model = started
+    t1 = time.perf_counter()
+    l2, result = _l2(problem, model, solver, cross_check)
+    t2 = time.perf_counter()
+    return finish_problem(problem, model, l2, result, {"prepare": t1 - t0, "l2": t2 - t1})
+
+
+def start_problem(problem: ChildrenProblem, t0: float) -> Model | ChildrenSolution:
+    """The first steps of every solve (single or batched): validate the problem, prepare
+    its model and check its feasibility; a problem passed down (one child, an empty parent)
+    is finished here and returned as its solution."""
     k = len(problem.children)
     _validate(problem)
     c = problem.constraints
     lower, upper = _bounds(problem)
     parent = None if problem.parent is None else np.asarray(problem.parent, dtype=np.int64)
     group, totals = _totals(c, k)
+    zeros = np.asarray(c.structural_zeros, dtype=bool)
     model = prepare(
         problem.geounit,
         problem.children,
         parent,
         lower,
         upper,
-        np.asarray(c.structural_zeros, dtype=bool),
+        zeros,
         group,
         totals,
         problem.histogram,
     )
-    check_feasible(model, parent, np.asarray(c.structural_zeros, dtype=bool), lower, upper)
+    check_feasible(model, parent, zeros, lower, upper)
     if parent is not None and (k == 1 or not parent.any()):
         return _pass_down(problem, model, parent, t0)
-    model = _drop_implied_total(model)
-    t1 = time.perf_counter()
-    l2, result = _l2(problem, model, solver, cross_check)
+    return _drop_implied_total(model)
+
+
+def finish_problem(
+    problem: ChildrenProblem,
+    model: Model,
+    l2: F64,
+    result: L2Result,
+    seconds: dict[str, float],
+) -> ChildrenSolution:
+    """The last steps of every solve (single or batched): the L2 solution checked, the
+    controlled rounder, the rounding checked, the diagnostics."""
+    from privtab.topdown.solve_round import round_children
+
     l2 = np.where(l2 < _ZERO, 0.0, l2)
     check_solution(model, l2, integral=False, what="L2 solution")
     t2 = time.perf_counter()
-    from privtab.topdown.solve_round import round_children
-
     rounding = round_children(model, l2, problem.rounder_passes)
     check_solution(model, rounding.counts.astype(np.float64), integral=True, what="rounding")
-    t3 = time.perf_counter()
     diag = SolveDiagnostics(
         geounit=problem.geounit,
-        children=k,
+        children=model.k,
         path="optimised",
         cells=model.n,
         variables=int(model.allowed.sum()),
@@ -330,7 +353,7 @@ def solve_children(
         laminar=rounding.laminar,
         cross_check=result.checks,
         generic=result.generic,
-        seconds={"prepare": t1 - t0, "l2": t2 - t1, "rounder": t3 - t2},
+        seconds={**seconds, "rounder": time.perf_counter() - t2},
     )
     return ChildrenSolution(model.full(l2), model.full(rounding.counts), diag)
 
@@ -407,7 +430,7 @@ def _terms(problem: ChildrenProblem, model: Model, names: Sequence[str]) -> list
 
 
 @dataclass(frozen=True)
-class _L2Result:
+class L2Result:
     """What the L2 passes took (for :class:`SolveDiagnostics`)."""
 
     solvers: tuple[str, ...]
@@ -417,7 +440,7 @@ class _L2Result:
     generic: str
 
 
-def _generic_reason(model: Model, terms: Sequence[Term]) -> str:
+def generic_reason(model: Model, terms: Sequence[Term]) -> str:
     """Why a pass cannot go to the structured solver (one Hessian shared by every child
     of a persons problem), or ``""``."""
     if model.histogram != "persons":
@@ -451,11 +474,11 @@ def _generic_pass(
     return x, [t.apply(x) for t in terms], solver
 
 
-def _solve_pass(
+def solve_one_pass(
     model: Model, terms: Sequence[Term], bands: Sequence[Band], solver: str, need_x: bool
 ) -> tuple[F64, list[F64], float, str, bool]:
     """``(x, answers, objective, solver used, structured fallback)`` of one pass."""
-    if solver == "structured" and not _generic_reason(model, terms):
+    if solver == "structured" and not generic_reason(model, terms):
         from privtab.topdown.solve_structured import solve_pass
 
         res = solve_pass(model, terms, bands, solver, need_x=need_x)
@@ -467,7 +490,7 @@ def _solve_pass(
 
 def _l2(
     problem: ChildrenProblem, model: Model, solver: str, cross_check: str | None
-) -> tuple[F64, _L2Result]:
+) -> tuple[F64, L2Result]:
     bands: list[Band] = []
     solvers: list[str] = []
     objectives: list[float] = []
@@ -478,13 +501,15 @@ def _l2(
     last = len(problem.l2_passes) - 1
     for p, names in enumerate(problem.l2_passes):
         terms = _terms(problem, model, names)
-        generic = generic or _generic_reason(model, terms)
-        x, answers, objective, used, fell_back = _solve_pass(model, terms, bands, solver, p == last)
+        generic = generic or generic_reason(model, terms)
+        x, answers, objective, used, fell_back = solve_one_pass(
+            model, terms, bands, solver, p == last
+        )
         solvers.append(used)
         fallbacks += int(fell_back)
         objectives.append(objective)
         if cross_check is not None:
-            other = _solve_pass(model, terms, bands, cross_check, p == last)
+            other = solve_one_pass(model, terms, bands, cross_check, p == last)
             # relative, with a floor of 1e-3 for objectives near 0 (noise-free data)
             diff = abs(other[2] - objective)
             rel = diff / max(abs(objective), abs(other[2]), 1e-3)
@@ -499,7 +524,7 @@ def _l2(
         for t, a in zip(terms, answers, strict=True):
             bands.append(Band(t.name, t.index, t.size, a - tol, a + tol))
     checks = tuple(diffs) if cross_check else None
-    return x, _L2Result(tuple(solvers), tuple(objectives), fallbacks, checks, generic)
+    return x, L2Result(tuple(solvers), tuple(objectives), fallbacks, checks, generic)
 
 
 def _validate(problem: ChildrenProblem) -> None:
