@@ -46,7 +46,11 @@ def validate(
     Parquet: the row number), column and value. Exit code 0: valid; 1: invalid input.
     Example: privtab validate --data synth-1m --json
     """
+    from privtab._options import path_option
     from privtab.data.inputs import load_inputs, summary_tables
+
+    path_option("--data", data)
+    path_option("--config", config)
 
     bar = Progress("validate", unit="persons")
     inputs = load_inputs(

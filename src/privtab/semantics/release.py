@@ -105,11 +105,25 @@ def guarantee_from_release(doc: Any, origin: str = "release.json") -> Guarantee:
     return _rdp_from_lists(body.get("alphas"), body.get("taus"), where)
 
 
+MAX_FILE_BYTES = 64 << 20
+"""The largest release.json or Rényi curve file read (64 MiB; they are read whole)."""
+
+
 def _read_text(p: Path) -> str:
+    """The UTF-8 text of a regular file of at most :data:`MAX_FILE_BYTES` (a pipe, a
+    device or a huge file is refused, not read)."""
+    from privtab._files import read_regular_bytes
+
+    raw, why = read_regular_bytes(p, MAX_FILE_BYTES)
+    if raw is None:
+        raise ReleaseError(f"cannot read {str(p)!r}: {why}")
     try:
-        return p.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ReleaseError(f"cannot read {str(p)!r}: {exc.strerror}") from exc
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ReleaseError(
+            f"{str(p)!r}: not valid UTF-8 (byte {exc.start + 1} of the file is "
+            f"0x{raw[exc.start]:02X})"
+        ) from None
 
 
 def _read_release_json(path: str | Path) -> tuple[Path, Any]:
@@ -122,6 +136,8 @@ def _read_release_json(path: str | Path) -> tuple[Path, Any]:
         return p, json.loads(text)
     except json.JSONDecodeError as exc:
         raise ReleaseError(f"{str(p)!r}: not valid JSON ({exc.msg} at line {exc.lineno})") from exc
+    except (RecursionError, ValueError) as exc:  # nesting too deep; a number too long
+        raise ReleaseError(f"{str(p)!r}: not a usable JSON document ({exc})") from None
 
 
 def load_release_guarantee(path: str | Path) -> Guarantee:
@@ -213,6 +229,8 @@ def load_rdp_file(path: str | Path) -> RDP:
             doc = json.loads(text)
         except json.JSONDecodeError as exc:
             raise ReleaseError(f"{str(p)!r}: not valid JSON ({exc.msg})") from exc
+        except (RecursionError, ValueError) as exc:  # nesting too deep; a number too long
+            raise ReleaseError(f"{str(p)!r}: not a usable JSON document ({exc})") from None
         if not isinstance(doc, dict):
             raise ReleaseError(f"{str(p)!r}: expected an object with 'alphas' and 'taus'")
         return _rdp_from_lists(doc.get("alphas"), doc.get("taus"), str(p))
