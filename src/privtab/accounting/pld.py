@@ -75,6 +75,7 @@ from numpy.typing import ArrayLike
 
 from privtab.accounting._gaussian_buckets import MIN_SIGMA, tail_bound
 from privtab.accounting.guarantees import FloatArray, check_parameter
+from privtab.report import round_up_sig
 
 
 def _dot(a: np.ndarray, b: np.ndarray) -> float:
@@ -386,7 +387,7 @@ def geometric_loss(epsilon: float) -> AtomLoss:
         losses=np.array([-e, e]),
         log_probs=np.array([log_lo, log_hi]),
         tail=0.0,
-        description=f"geometric eps={e:.6g}",
+        description=f"geometric eps={round_up_sig(e)}",
     )
 
 

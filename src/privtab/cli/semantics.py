@@ -108,7 +108,9 @@ def semantics(
             html_out, g, (doc, runs, name), lv, rt, dg_queries=dg_queries,
             prior_posterior=p2p, bounds=ov["prior_to_posterior"],
         )  # fmt: skip
-    head, tables = overview_tables(ov, g, runs, name)
+    from privtab.semantics.release import exact_release_value
+
+    head, tables = overview_tables(ov, g, runs, name, exact_release_value(doc))
     emit(ov, as_json, tables, head=head)
 
 

@@ -19,6 +19,7 @@ import hashlib
 import stat
 import time
 from dataclasses import dataclass
+from fractions import Fraction
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
@@ -109,6 +110,7 @@ class SafeTabInputs:
             stab = self.stabilities(scope)
             out["runs"][scope.value] = {
                 "total_budget": float(self.config.total_budget(scope)),
+                "total_budget_exact": str(self.config.total_budget(scope)),
                 "levels": [
                     {
                         "geography": g.value,
@@ -116,6 +118,7 @@ class SafeTabInputs:
                         "regions": len(self.geography.domain(g)),
                         "iterations": len(self.reference.select(i, g.granularity)),
                         "budget": float(self.config.budget(g, i)),
+                        "budget_exact": str(self.config.budget(g, i)),
                         "stability": stab[(g, i)].value,
                         "stability_census_rule": stab[(g, i)].census_rule,
                         "stability_exact": stab[(g, i)].exact,
@@ -129,6 +132,7 @@ class SafeTabInputs:
 def summary_tables(summary: dict[str, Any]) -> tuple[str, list[Table]]:
     """The human form of :meth:`Inputs.summary` (``privtab validate``): a headline and one
     table of levels per run."""
+    from privtab.accounting.exact import exact_or_up
     from privtab.report.text import table
 
     s = summary
@@ -140,7 +144,7 @@ def summary_tables(summary: dict[str, Any]) -> tuple[str, list[Table]]:
     cols = ("geography", "level", "regions", "iterations", "budget", "stability")
     tables = [
         table(
-            f"{scope} run: total budget {run['total_budget']:g}",
+            f"{scope} run: total budget {exact_or_up(Fraction(run['total_budget_exact']))}",
             cols,
             [
                 (
@@ -148,7 +152,7 @@ def summary_tables(summary: dict[str, Any]) -> tuple[str, list[Table]]:
                     str(lv["iteration_level"]),
                     f"{lv['regions']:,}",
                     f"{lv['iterations']:,}",
-                    f"{lv['budget']:g}",
+                    exact_or_up(Fraction(lv["budget_exact"])),
                     str(lv["stability"]),
                 )
                 for lv in run["levels"]

@@ -23,6 +23,7 @@ import io
 import json
 import math
 from dataclasses import dataclass, field
+from fractions import Fraction
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -36,6 +37,7 @@ if TYPE_CHECKING:
 __all__ = [
     "ReleaseError",
     "ReleaseRun",
+    "exact_release_value",
     "guarantee_from_release",
     "load_rdp_file",
     "load_release_guarantee",
@@ -140,6 +142,22 @@ def _read_release_json(path: str | Path) -> tuple[Path, Any]:
         raise ReleaseError(f"{str(p)!r}: not a usable JSON document ({exc})") from None
 
 
+def exact_release_value(doc: Any) -> Fraction | None:
+    """The exact ρ or ε of a parsed release document's ``guarantee`` (its ``rho_exact`` /
+    ``epsilon_exact``), or ``None`` when it states none."""
+    g = doc.get("guarantee") if isinstance(doc, dict) else None
+    if not isinstance(g, dict):
+        return None
+    for kind, key in (("zcdp", "rho_exact"), ("pure", "epsilon_exact")):
+        body = g.get(kind)
+        if isinstance(body, dict) and isinstance(body.get(key), str):
+            try:
+                return Fraction(body[key])
+            except (ValueError, ZeroDivisionError):
+                return None
+    return None
+
+
 def load_release_guarantee(path: str | Path) -> Guarantee:
     """Read ``path`` (a ``release.json`` or a release folder) and return its guarantee."""
     return load_release_status(path)[0]
@@ -176,6 +194,9 @@ class ReleaseRun:
     plan: ReleasePlan
     pld_grid: float = 1e-3
     extra: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+    exact: Fraction | None = None
+    """The run's ρ (or ε) exactly, as release.json states it (printed exactly or rounded
+    up: :func:`privtab.accounting.exact.exact_or_up`)."""
 
     @cached_property
     def pld(self) -> PLDProfile:
@@ -215,6 +236,7 @@ def load_release_runs(path: str | Path) -> tuple[dict[str, Any], list[ReleaseRun
                 plan,
                 float(grid),
                 {"privacy": dict(run.privacy)},
+                run.guarantee.value,
             )
         )
     return rel.to_json(), runs

@@ -56,6 +56,7 @@ __all__ = [
     "SuppressionResult",
     "SuppressionRule",
     "has_total_only",
+    "has_total_only_groups",
     "suppress",
     "suppression_mask",
     "suppression_rule",
@@ -178,14 +179,20 @@ def has_total_only(plan: LevelPlan) -> bool:
     """Whether the level can hold TotalOnly groups: detailed-only iterations at a detailed
     geography (USA, STATE, PR-STATE); a level of a model plan (not a Census geography)
     whenever it has detailed-only iterations."""
+    return has_total_only_groups(plan.geo, plan.has_detailed_only)
+
+
+def has_total_only_groups(geo: str, has_detailed_only: bool) -> bool:
+    """:func:`has_total_only` from a level's geography and ``has_detailed_only`` (e.g.
+    read from a plan in ``release.json``)."""
     from privtab.data import GeoLevel
     from privtab.data.levels import Granularity
 
     try:
-        detailed = GeoLevel(plan.geo).granularity is Granularity.DETAILED
+        detailed = GeoLevel(geo).granularity is Granularity.DETAILED
     except ValueError:
         detailed = True
-    return detailed and plan.has_detailed_only
+    return detailed and bool(has_detailed_only)
 
 
 def suppression_mask(
