@@ -67,6 +67,13 @@ def _exact(d: dict[str, Any], key: str) -> str:
     return round_up_sig(float(d[key]))
 
 
+def _guarantee(g: dict[str, Any]) -> str:
+    """``ρ = 4.785 zCDP`` from a release's ``guarantee`` object (exact, or rounded up)."""
+    if "zcdp" in g:
+        return f"ρ = {_exact(g['zcdp'], 'rho')} zCDP"
+    return f"ε = {_exact(g['pure'], 'epsilon')} pure DP"
+
+
 def _eps(v: float) -> str:
     """An ε bound in a table: rounded up to 6 significant digits."""
     return round_up_sig(float(v), 6)
@@ -201,7 +208,7 @@ def release_tables(s: dict[str, Any]) -> tuple[list[str], list[Table]]:
     """The human form of :func:`release_summary`: headline lines, then tables."""
     tag = "private" if s["private"] else "NOT PRIVATE (test mode)"
     head = [f"release written to {s['out']} ({tag}): {s['t1_rows']:,} T1 rows, "
-            f"{s['t2_rows']:,} T2 rows"]  # fmt: skip
+            f"{s['t2_rows']:,} T2 rows; {_guarantee(s['guarantee'])}"]  # fmt: skip
     if s.get("run_record"):
         head.append(f"confidential run record (do not publish): {s['run_record']}")
     cols = ("run", "level", "budget", "regions × iterations", "noisy counts", "MOE stage 2",
