@@ -33,10 +33,9 @@ from contextlib import contextmanager
 from typing import Any
 
 import typer
-from typer.core import TyperGroup
 from typer.exceptions import TyperException
 
-from privtab.cli._render import log_to_stderr
+from privtab.cli._render import FullHelpGroup, log_to_stderr
 from privtab.errors import EXIT_BUG, EXIT_INTERRUPTED, UsageError, UserError
 
 __all__ = ["ErrorHandlingGroup", "error_document"]
@@ -105,7 +104,7 @@ def _input_warnings() -> Iterator[None]:
         warnings.showwarning = previous
 
 
-class ErrorHandlingGroup(TyperGroup):
+class ErrorHandlingGroup(FullHelpGroup):
     """The root command group: runs a command and ends every failure as documented."""
 
     def parse_args(self, ctx: Any, args: list[str]) -> list[str]:

@@ -113,17 +113,22 @@ def plan_tables(res: dict[str, Any], paper: bool = False) -> list[Table]:
         title = f"SafeTab paper model ({res['calibration']} calibration)"
         first = table(title, cols, rows, left=0)
     else:
-        cols = ("level", "budget", "stability", "thresholds", "stage-1 MOE", "stage-2 MOE",
-                "TotalOnly MOE", "σ² / scale (stage 2)")  # fmt: skip
+        cols = ("level", "budget", "Δ", "thresholds", "MOE st.1", "MOE st.2", "MOE total",
+                "σ²/scale")  # fmt: skip
         rows = [
             (lv["level"], _exact(lv, "budget"), str(lv["stability"]),
-             ",".join(str(x) for x in lv["thresholds"]), str(lv["stage1"]["moe95"]),
+             ", ".join(str(x) for x in lv["thresholds"]), str(lv["stage1"]["moe95"]),
              str(lv["stage2"]["moe95"]), _total_only_moe(lv),
              f"{lv['stage2']['noise_scale']:.4g}")
             for lv in res["levels"]
         ]  # fmt: skip
         title = f"{res['source']}: total {res['privacy_defn']} budget {_exact(res, 'total_budget')}"
-        first = table(title, cols, rows)
+        notes = (
+            "Δ: stability (the most groups of the level one person is in); MOE st.1 / st.2: "
+            "exact 95% margin of error of a stage-1 total / a stage-2 count; MOE total: of a "
+            "TotalOnly total (—: the level has none); σ²/scale: of the stage-2 noise.",
+        )
+        first = table(title, cols, rows, notes=notes)
     return [first, _epsilon_table(res["epsilon"], res["delta"])]
 
 
@@ -166,14 +171,30 @@ def release_summary(res: RunResult) -> dict[str, Any]:
 
 def _level_row(lv: dict[str, Any]) -> tuple[str, ...]:
     if lv["status"] != "tabulated":
-        return (lv["scope"], lv["level"], _exact(lv, "budget"), lv["status"], "", "", "", "")
-    st = lv["stat_levels"]
+        return (lv["scope"], lv["level"], _exact(lv, "budget"), lv["status"], "", "", "")
     return (
         lv["scope"], lv["level"], _exact(lv, "budget"),
         f"{lv['regions']:,} × {lv['iterations']:,}", f"{lv['noise_draws']:,}",
         str(lv["moe95"]["stage2_cell"]), _total_only_moe(lv),
-        "/".join(str(st.get(k, 0)) for k in ("-1", "0", "1", "2", "3")),
     )  # fmt: skip
+
+
+STAT_KEYS = ("-1", "0", "1", "2", "3")
+STAT_NAMES = ("total-only", "total", "Age4", "Age9", "Age23")
+
+
+def _stat_table(levels: list[dict[str, Any]]) -> Table:
+    rows = [
+        (lv["scope"], lv["level"], *(f"{lv['stat_levels'].get(k, 0):,}" for k in STAT_KEYS))
+        for lv in levels
+        if lv["status"] == "tabulated"
+    ]
+    return table(
+        "statistics each level's groups received (groups)",
+        ("run", "level", *STAT_NAMES),
+        rows,
+        left=2,
+    )
 
 
 def _pooled(ev: dict[str, Any], kinds: tuple[str, ...]) -> str:
@@ -211,9 +232,14 @@ def release_tables(s: dict[str, Any]) -> tuple[list[str], list[Table]]:
             f"{s['t2_rows']:,} T2 rows; {_guarantee(s['guarantee'])}"]  # fmt: skip
     if s.get("run_record"):
         head.append(f"confidential run record (do not publish): {s['run_record']}")
-    cols = ("run", "level", "budget", "regions × iterations", "noisy counts", "MOE stage 2",
-            "MOE TotalOnly", "stat levels -1/0/1/2/3")  # fmt: skip
-    tables = [table("levels", cols, [_level_row(lv) for lv in s["levels"]], left=2)]
+    cols = ("run", "level", "budget", "groups", "noisy counts", "MOE cell",
+            "MOE total-only")  # fmt: skip
+    notes = ("groups: regions × iterations; MOE: exact 95% margin of error of a stage-2 count "
+             "and of a TotalOnly total (—: the level has none).",)  # fmt: skip
+    tables = [
+        table("levels", cols, [_level_row(lv) for lv in s["levels"]], left=2, notes=notes),
+        _stat_table(s["levels"]),
+    ]
     rows = [(scope, k, _eps(v)) for scope, eps in s["epsilon"].items() for k, v in eps.items()]
     tables.append(table(f"guarantee: ε at δ = {s['delta']:g} (rounded up)",
                         ("run", "analysis", "ε"), rows, left=2))  # fmt: skip
