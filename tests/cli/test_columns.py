@@ -97,6 +97,7 @@ def test_help_fits_80_columns_without_artefacts(path: tuple[str, ...]) -> None:
 
 def test_the_command_list_shows_whole_descriptions() -> None:
     """Issue 31: ``privtab --help`` cut every description with "…"."""
+    # private on purpose: the description the command list must show in full
     from privtab.cli._render import describe_command
 
     root = typer.main.get_command(app)

@@ -62,15 +62,11 @@ def lifetime_budget(rho: str | None, epsilon: str | None, clear: bool) -> ExactG
 
 
 def _num(value: float, exact: str) -> str:
-    """An exact value (``"618/125"``) as published: exactly when short, else rounded up,
-    with the fraction beside it (the float ``value`` is not used: it is the same number)."""
+    """An exact value (``"618/125"``) as published: exactly when short, else rounded up
+    (:func:`privtab.accounting.exact.exact_or_up`), with the fraction beside it (the float
+    ``value`` is the same number rounded up: not shown)."""
     shown = exact_or_up(Fraction(exact))
-    return shown if "/" not in exact or shown == _plain(exact) else f"{shown} ({exact})"
-
-
-def _plain(exact: str) -> str:
-    v = Fraction(exact)
-    return str(v) if v.denominator == 1 else exact_or_up(v, 40)
+    return f"{shown} ({exact})" if "/" in exact else shown
 
 
 def guarantee_text(g: dict[str, Any]) -> str:
