@@ -114,6 +114,7 @@ def test_the_posterior_sentence_quotes_the_bound_for_any_attacker() -> None:
 
     from privtab.accounting import ZCDP
     from privtab.report.references import Citations
+
     # private on purpose: the figure's paragraph is the sentence under test
     from privtab.semantics.report import _bayes_figure, pct_up
     from privtab.semantics.summary import POSTERIOR_ROWS, posterior_bounds
