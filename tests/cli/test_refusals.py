@@ -69,7 +69,10 @@ def _run_argv(params: Path, data: Path, root: Path, *extra: str) -> list[str]:
 def _guarded(cases: dict[str, dict[str, Any]], tmp: Path) -> dict[str, dict[str, Any]]:
     spec = tmp / "cases.json"
     spec.write_text(json.dumps(cases))
-    env = {**os.environ, "PYTHONPATH": str(ROOT / "src") + os.pathsep + str(ROOT)}
+    import privtab  # the privtab under test (this checkout's, or PYTHONPATH's)
+
+    src = Path(privtab.__file__).resolve().parents[1]
+    env = {**os.environ, "PYTHONPATH": str(src) + os.pathsep + str(ROOT)}
     res = subprocess.run(
         [sys.executable, "-m", "tests.cli._guarded", str(spec)],
         capture_output=True, text=True, cwd=ROOT, env=env, timeout=60 * (len(cases) + 2),
