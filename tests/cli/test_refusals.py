@@ -129,6 +129,12 @@ def guarded(world: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, 
             '"privacy_budget_p_stage_1_fraction": 1e-20',
         ),
     )
+    for key, old, new in EXPONENTS:
+        add(
+            f"exponent-{key}",
+            _run_argv,
+            lambda p, d, r, old=old, new=new: _set_config(p, old, new),
+        )
     add(
         "lifetime-rho-1e999999999",
         lambda p, d, r: _run_argv(p, d, r, "--lifetime-rho", "1e999999999"),
@@ -146,6 +152,29 @@ def guarded(world: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, 
     )
     results = _guarded(cases, tmp_path_factory.mktemp("guarded"))
     return {k: (results[k], *roots[k]) for k in cases}
+
+
+EXPONENTS = [
+    ("privacy_budget_p_level_2_usa", '"privacy_budget_p_level_2_usa": 2.134',
+     '"privacy_budget_p_level_2_usa": 1e-999999999'),
+    ("privacy_budget_p_level_1_usa", '"privacy_budget_p_level_1_usa": 0.008',
+     '"privacy_budget_p_level_1_usa": 1E+999999999'),
+    ("thresholds_p.(USA, 2)", '"(USA, 2)": [471, 971, 6971]',
+     '"(USA, 2)": [471, 971, 1e999999999]'),
+]  # fmt: skip
+"""Numbers whose exact value has a billion digits: the config read never finished."""
+
+
+@pytest.mark.parametrize("key", [k for k, _, _ in EXPONENTS])
+def test_a_number_no_exact_arithmetic_finishes_is_refused(
+    guarded: dict[str, Any], key: str
+) -> None:
+    res, root, before = guarded[f"exponent-{key}"]
+    assert "cut" not in res, f"{res.get('cut')} after {res['seconds']:.0f} s"
+    assert res["exit"] == 1, res["stderr"]
+    line = next(x for x in res["stderr"].splitlines() if "[invalid_number]" in x)
+    assert f"key {key}" in line
+    assert snapshot(root) == before
 
 
 NOT_FILES = [
