@@ -709,7 +709,9 @@ CASES: dict[str, Case] = {
     "grfc_folder": Case(replace_file(GRFC, "dir"), "not_a_file", GRFC),
     "reference_folder": Case(replace_file(MAPPING, "dir", "params"), "not_a_file", MAPPING),
     "reference_too_large": Case(
-        edit_bytes(MAPPING, lambda b: b + b"\n" * (65 << 20), "params"), "too_large", MAPPING
+        edit_bytes(MAPPING, lambda b: b + (b"x" * (1 << 20) + b"\n") * 65, "params"),
+        "too_large",
+        MAPPING,
     ),
     "mapping_header_only": Case(reference_rows(MAPPING, lambda r: False), "no_rows", MAPPING),
     "codes_header_only": Case(
