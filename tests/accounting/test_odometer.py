@@ -260,8 +260,20 @@ def test_a_bad_ledger_file_is_a_located_error(tmp_path: Path, content: str, matc
 
 
 def test_a_directory_is_not_a_ledger(tmp_path: Path) -> None:
-    with pytest.raises(UsageError, match="is a directory"):
+    with pytest.raises(UsageError, match="a directory"):
         ReleaseLedger.open(tmp_path)
+
+
+def test_a_pipe_or_device_is_refused_before_reading(tmp_path: Path) -> None:
+    """Reading a FIFO would block forever and /dev/zero would exhaust memory: both are
+    refused by their kind, before any read."""
+    fifo = tmp_path / "ledger.json"
+    os.mkfifo(fifo)
+    with pytest.raises(UsageError, match="named pipe") as err:
+        ReleaseLedger.open(fifo)
+    assert err.value.file == str(fifo.absolute())
+    with pytest.raises(UsageError, match="character device"):
+        ReleaseLedger.open("/dev/zero")
 
 
 def test_fingerprint(tmp_path: Path) -> None:

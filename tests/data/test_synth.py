@@ -279,3 +279,25 @@ def test_aiannh_codes_lie_in_a_production_area_type(tmp_path: Path) -> None:
     assert any(c > 4999 for c in used)
     for c in used:
         assert any(lo <= c <= hi for lo, hi in AIANNHCE_RANGES.values()), c
+
+
+def test_an_impossible_size_is_refused_before_any_work(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``--persons 1e17`` used to start and run until the disk or memory gave out."""
+    import shutil
+
+    out = tmp_path / "big"
+    with pytest.raises(ValueError, match="more than privtab synth makes"):
+        synthesize(out, 10**17, states="DE")
+    real = shutil.disk_usage
+
+    def tiny(path: object) -> object:
+        return real(path)._replace(free=10**6)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(shutil, "disk_usage", tiny)
+    with pytest.raises(ValueError, match=r"need at least .* GiB in txt files"):
+        synthesize(out, 10**6, states="DE")
+    synthesize(out, 1_000, states="DE")  # 150 kB fit in 1 MB
+    assert not (tmp_path / "big.tmp").exists()
+    assert (out / "synth.json").exists()

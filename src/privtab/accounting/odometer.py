@@ -126,6 +126,10 @@ Status = Literal["published", "pending"]
 Delivery = Literal["folder", "caller"]
 
 
+_MAX_LEDGER_BYTES = 1 << 30
+"""A ledger larger than this (1 GiB, millions of entries) is refused, not read whole."""
+
+
 class LifetimeBudgetExceededError(UsageError):
     """A release would take a data set past its lifetime budget (nothing was recorded)."""
 
@@ -460,6 +464,11 @@ class ReleaseLedger:
 
     # ------------------------------------------------------------------ reading
     def _read(self) -> _Doc:
+        from privtab._files import file_problem
+
+        problem = file_problem(self._path, _MAX_LEDGER_BYTES)
+        if problem is not None and problem[0] != "missing_file":
+            raise UsageError(f"cannot read the ledger: {problem[1]}", file=str(self._path))
         try:
             text = self._path.read_text(encoding="utf-8")
         except FileNotFoundError:

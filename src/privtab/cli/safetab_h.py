@@ -222,13 +222,25 @@ def release_summary_h(res: Any) -> dict[str, Any]:
     }
 
 
+def _guarantee(g: dict[str, Any]) -> str:
+    """``{"zcdp": {"rho": …, "rho_exact": "a/b"}}`` in words: the value rounded up, the
+    exact fraction beside it."""
+    from fractions import Fraction
+
+    from privtab.accounting.exact import exact_or_up
+
+    unit = "rho" if "zcdp" in g else "epsilon"
+    exact = next(iter(g.values()))[f"{unit}_exact"]
+    return f"{unit} = {exact_or_up(Fraction(exact))} (exact {exact})"
+
+
 def _headline(summary: dict[str, Any]) -> str:
-    g = summary["guarantee"]
     p = summary["person_level"]
     rows = sum(summary["rows"].values())
     return (
-        f"release written to {summary['out']}: {rows:,} rows; per household {g}; per person "
-        f"({p['formula']}) {p['guarantee']}"
+        f"release written to {summary['out']}: {rows:,} rows; per household "
+        f"{_guarantee(summary['guarantee'])}; per person ({p['formula']}) "
+        f"{_guarantee(p['guarantee'])}"
         + ("" if summary["private"] else " — NOT PRIVATE (test run)")
     )
 

@@ -11,6 +11,7 @@ production NMFv7). Everything here is public: config and reference files only.
 
 from __future__ import annotations
 
+from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
@@ -94,6 +95,8 @@ def plan_summary(
 
 def plan_tables(summary: dict[str, Any]) -> tuple[str, list[Any]]:
     """The human form: a headline and one table of queries per run."""
+    from privtab.accounting.exact import exact_or_up
+    from privtab.report import round_up_sig
     from privtab.report.text import table
     from privtab.safetab_h.privacy import PERSON_FACTOR
 
@@ -101,11 +104,15 @@ def plan_tables(summary: dict[str, Any]) -> tuple[str, list[Any]]:
     g = summary["guarantee_per_household"]
     unit = "rho" if "zcdp" in g else "epsilon"
     body = g["zcdp"] if "zcdp" in g else g["pure"]
+    hh_exact = body[f"{unit}_exact"]
+    per_person = next(iter(person["guarantee"].values()))
+    pp_exact = per_person[f"{unit}_exact"]
     head = (
-        f"per household: {unit} = {body[f'{unit}_exact']} ({body[unit]}); per person "
-        f"(DHC-A + DHC-B, {person['formula']} with SafeTab-P's {person['persons_source']}): "
-        f"{person['guarantee']} — epsilon {person['epsilon']:.4g} at delta {person['delta']:g}"
-        f" ({PERSON_FACTOR} x a household's part)"
+        f"per household: {unit} = {exact_or_up(Fraction(hh_exact))} (exact {hh_exact}); "
+        f"per person (DHC-A + DHC-B, {person['formula']}; "
+        f"{person['persons_source']}): {unit} = {exact_or_up(Fraction(pp_exact))} (exact "
+        f"{pp_exact}) — epsilon {round_up_sig(person['epsilon'], 4)} at delta "
+        f"{person['delta']:g} ({PERSON_FACTOR} x a household's part)"
     )
     tables = []
     for scope, run in summary["runs"].items():

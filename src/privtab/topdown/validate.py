@@ -809,4 +809,16 @@ def _grfc(check: _Check, doc: dict[str, Any], grfc: str | Path | None) -> pl.Dat
             stated,
         )
         return None
-    return read_grfc(path)
+    return _in_runs(read_grfc(path), doc)
+
+
+def _in_runs(grfc: pl.DataFrame, doc: dict[str, Any]) -> pl.DataFrame:
+    """The GRF-C blocks of the runs the release holds (``US``: the 50 states and DC;
+    ``PR``: Puerto Rico, state 72): a US-only release has no Puerto Rico geography."""
+    runs = set(doc.get("runs") or {})
+    pr = pl.col("TABBLKST") == "72"
+    if runs == {"US"}:
+        return grfc.filter(~pr)
+    if runs == {"PR"}:
+        return grfc.filter(pr)
+    return grfc

@@ -594,6 +594,36 @@ class _Tally:
         self.tenure += np.bincount(h["tenure"], minlength=5)
 
 
+MAX_PERSONS = 10**10
+"""The largest population ``synthesize`` makes: 30 times the 2020 United States."""
+
+_BYTES_PER_PERSON = {"txt": 150, "parquet": 20}
+"""Lower bounds of the output's size per person (measured: ≈ 187 bytes per person in the
+pipe-delimited files, persons + units + households; Parquet compresses ≈ 5×)."""
+
+
+def _check_size(out: Path, persons: int, fmt: str) -> None:
+    """Refuse, before any work, a population larger than :data:`MAX_PERSONS` or one whose
+    files cannot fit in the free space of ``out``'s file system."""
+    if persons > MAX_PERSONS:
+        raise ValueError(
+            f"--persons {persons:,} is more than privtab synth makes ({MAX_PERSONS:,}, 30 "
+            "times the 2020 United States)"
+        )
+    import shutil
+
+    parent = out.absolute().parent
+    while not parent.exists() and parent != parent.parent:
+        parent = parent.parent
+    need = persons * _BYTES_PER_PERSON[fmt]
+    free = shutil.disk_usage(parent).free
+    if need > free:
+        raise ValueError(
+            f"{persons:,} persons need at least {need / 2**30:,.1f} GiB in {fmt} files; "
+            f"{parent} has {free / 2**30:,.1f} GiB free"
+        )
+
+
 def synthesize(
     out: str | Path,
     persons: int,
@@ -618,6 +648,7 @@ def synthesize(
     if chunk_rows < 1:
         raise ValueError("chunk_rows must be positive")
     check_output(out, overwrite=overwrite, kind="synth")
+    _check_size(Path(out), persons, fmt)
     started = time.monotonic()
     chosen = resolve_states(states)
     ref = reference if reference is not None else read_reference(production_config_dir())
