@@ -167,7 +167,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "failed-run-keeps-reservation",
         "ledger: a run that fails before publication no longer cancels its pending reservation",
-        "src/privtab/tabulate/run.py",
+        "src/privtab/publish/run.py",
         (
             (
                 "withdraw(ctx, guard)  # refused, failed or interrupted",

@@ -52,6 +52,8 @@ from privtab.errors import RunFailedError, UsageError
 from privtab.mechanisms.base import release_source
 from privtab.mechanisms.counts import mechanism_cost
 from privtab.publish.census import CensusWriter, outputs_manifest
+from privtab.publish.ledgering import cancel_quietly, commit_quietly
+from privtab.publish.worker import background, in_worker
 from privtab.release.document import KIND_H, LevelEntry, ReleaseDocument, RunEntry
 from privtab.release.marking import parquet_metadata, write_not_private
 from privtab.release.record import RunRecord, check_record_path, default_record_path
@@ -63,8 +65,6 @@ from privtab.safetab_h.queries import HPlan, QueryPlan
 from privtab.safetab_h.tables import DESIGNS, census_tables, wide_schema
 from privtab.tabulate.chunk import Drawing
 from privtab.tabulate.context import RunOptions
-from privtab.tabulate.ledgering import cancel_quietly, commit_quietly
-from privtab.tabulate.worker import background, in_worker
 
 if TYPE_CHECKING:
     from privtab.accounting.odometer import Reservation

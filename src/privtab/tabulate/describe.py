@@ -18,6 +18,7 @@ from privtab import __version__
 from privtab.accounting.exact import ExactGuarantee
 from privtab.data import SafeTabInputs, Scope
 from privtab.data.inputs import sha256_file
+from privtab.publish.run import public_config, public_label
 from privtab.release.document import LevelEntry, ReleaseDocument, RunEntry
 from privtab.release.record import RunRecord
 from privtab.tabulate.context import RunContext
@@ -99,7 +100,7 @@ def release_document(
         ),
         "plan": dict(runs[worst].plan),
         "engine": ctx.engine.name,
-        "config": public_config(inputs),
+        "config": public_config(inputs.config.to_dict()),
         "public_inputs": {p.name: {"sha256": sha256_file(p)} for p in public},
         "outputs": outputs,
     }
@@ -115,23 +116,12 @@ def release_document(
     )
 
 
-def public_config(inputs: SafeTabInputs) -> dict[str, Any]:
-    """The config for ``release.json``: its values, and as its source the file's **name and
-    SHA-256** — never its path, which names folders of the operator's machine."""
-    cfg = inputs.config.to_dict()
-    where = Path(str(cfg.get("source", "")))
-    cfg["source"] = where.name
-    cfg["source_sha256"] = sha256_file(where) if where.is_file() else None
-    return cfg
-
-
 def _public_run(run: RunEntry, source: str) -> RunEntry:
     """``run`` with the config's path in its plan's label replaced by the file's name."""
     label = str(run.plan.get("source", ""))
     if not source or source not in label:
         return run
-    plan = {**run.plan, "source": label.replace(source, Path(source).name)}
-    return dataclasses.replace(run, plan=plan)
+    return dataclasses.replace(run, plan={**run.plan, "source": public_label(label, source)})
 
 
 def postprocessing(ctx: RunContext, inputs: SafeTabInputs, tables: ReleaseTables) -> dict[str, Any]:
