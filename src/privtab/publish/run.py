@@ -61,13 +61,14 @@ from functools import partial
 from pathlib import Path
 from typing import Any, Generic, Protocol, TypeVar
 
+from privtab.accounting.exact import ExactGuarantee
 from privtab.atomic import InterruptGuard, atomic_directory, check_output
 from privtab.errors import RunFailedError, UsageError
 from privtab.publish.context import ReleaseContext, ReleaseOptions, started_now
 from privtab.publish.ledgering import commit_quietly, withdraw
 from privtab.publish.worker import background, in_worker
 from privtab.random import RandomSource
-from privtab.release.document import ReleaseDocument
+from privtab.release.document import ReleaseDocument, RunEntry
 from privtab.release.record import RunRecord, check_record_path, default_record_path
 
 __all__ = [
@@ -78,6 +79,7 @@ __all__ = [
     "Start",
     "check_staged",
     "finish_staged",
+    "new_release_document",
     "public_config",
     "public_label",
     "publish_release",
@@ -294,6 +296,42 @@ def read_unchanged(path: Path, what: str, read: Callable[[], T]) -> T:
             hint="run again on a file that is not being written",
         )
     return out
+
+
+def new_release_document(
+    ctx: ReleaseContext,
+    *,
+    guarantee: ExactGuarantee,
+    runs: dict[str, RunEntry],
+    postprocessing: dict[str, Any],
+    extra: dict[str, Any],
+    kind: str,
+    public: Sequence[Path] = (),
+    outputs: dict[str, Any] | None = None,
+) -> ReleaseDocument:
+    """``release.json`` of a run: the product's ``guarantee``, ``runs``, ``postprocessing``
+    and ``extra`` fields, with what the run itself says — the privtab version, the start,
+    ``private``, the noise — and, when given, the SHA-256 of each ``public`` input (by file
+    name) and the ``outputs`` manifest (as the last fields of ``extra``)."""
+    from privtab import __version__
+    from privtab.data.inputs import sha256_file
+
+    more: dict[str, Any] = {}
+    if public:
+        more["public_inputs"] = {p.name: {"sha256": sha256_file(p)} for p in public}
+    if outputs is not None:
+        more["outputs"] = outputs
+    return ReleaseDocument(
+        privtab_version=__version__,
+        started_utc=ctx.started_utc,
+        private=ctx.private,
+        noise="off (exact counts: NOT PRIVATE)" if not ctx.opts.noise else ctx.source.description,
+        guarantee=guarantee,
+        runs=runs,
+        postprocessing=postprocessing,
+        extra={**extra, **more},
+        kind=kind,
+    )
 
 
 def public_config(cfg: dict[str, Any]) -> dict[str, Any]:

@@ -14,12 +14,10 @@ from fractions import Fraction
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from privtab import __version__
 from privtab.accounting.exact import ExactGuarantee
 from privtab.data import SafeTabInputs, Scope
-from privtab.data.inputs import sha256_file
-from privtab.publish.run import public_config, public_label
-from privtab.release.document import LevelEntry, ReleaseDocument, RunEntry
+from privtab.publish.run import new_release_document, public_config, public_label
+from privtab.release.document import KIND, LevelEntry, ReleaseDocument, RunEntry
 from privtab.release.record import RunRecord
 from privtab.tabulate.context import RunContext
 from privtab.tabulate.output import outputs_manifest
@@ -101,18 +99,16 @@ def release_document(
         "plan": dict(runs[worst].plan),
         "engine": ctx.engine.name,
         "config": public_config(inputs.config.to_dict()),
-        "public_inputs": {p.name: {"sha256": sha256_file(p)} for p in public},
-        "outputs": outputs,
     }
-    return ReleaseDocument(
-        privtab_version=__version__,
-        started_utc=ctx.started_utc,
-        private=ctx.private,
-        noise="off (exact counts: NOT PRIVATE)" if not ctx.opts.noise else ctx.source.description,
+    return new_release_document(
+        ctx,
         guarantee=guarantee,
         runs={s.value: r for s, r in runs.items()},
         postprocessing=postprocessing(ctx, inputs, tables),
         extra=extra,
+        kind=KIND,
+        public=public,
+        outputs=outputs,
     )
 
 

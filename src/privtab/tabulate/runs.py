@@ -19,7 +19,8 @@ from typing import Any
 
 from privtab.accounting.exact import ExactGuarantee
 from privtab.data import SafeTabInputs, Scope
-from privtab.errors import InputError, UsageError
+from privtab.errors import UsageError
+from privtab.publish.run import read_unchanged
 from privtab.publish.worker import InOrder
 from privtab.release.document import RunEntry
 from privtab.release.marking import parquet_metadata
@@ -109,19 +110,13 @@ def check_free_space(
 
 def aggregate(ctx: RunContext, inputs: SafeTabInputs) -> int:
     """Validate and aggregate the person file; refuse a file that changes while read
-    (an empty file was refused by :func:`privtab.data.load_inputs` unless allowed)."""
-    path = inputs.persons_path
-    before = path.stat()
+    (:func:`privtab.publish.run.read_unchanged`; an empty file was refused by
+    :func:`privtab.data.load_inputs` unless allowed)."""
     t0 = time.monotonic()
-    persons = ctx.engine.prepare(inputs, ctx.progress)
+    persons = read_unchanged(
+        inputs.persons_path, "person", lambda: ctx.engine.prepare(inputs, ctx.progress)
+    )
     ctx.seconds["aggregate"] = time.monotonic() - t0
-    after = path.stat()
-    if (before.st_size, before.st_mtime_ns) != (after.st_size, after.st_mtime_ns):
-        raise InputError(
-            "the person file changed while it was read (size or modification time differ)",
-            file=str(path),
-            hint="run again on a file that is not being written",
-        )
     return persons
 
 
