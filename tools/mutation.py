@@ -174,7 +174,20 @@ MUTANTS: tuple[Mutant, ...] = (
                 "pass  # the reservation stays pending",
             ),
         ),
-        ("tests/tabulate/test_release_ledger.py",),
+        ("tests/tabulate/test_release_ledger.py", "tests/safetab_h/test_ledger.py"),
+    ),
+    Mutant(
+        "h-records-not-identified",
+        "ledger: SafeTab-H's households digest is not added to its reservation (a re-sorted "
+        "or re-encoded copy of the same households becomes a new data set)",
+        "src/privtab/safetab_h/run.py",
+        (
+            (
+                "identify_release(ctx, None if records is None else records.key)",
+                "identify_release(ctx, None)",
+            ),
+        ),
+        ("tests/safetab_h/test_ledger.py",),
     ),
     Mutant(
         "stability-minus-one",
