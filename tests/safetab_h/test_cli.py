@@ -11,7 +11,6 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from privtab.bench.households import households_from_persons
 from privtab.cli import app
 
 runner = CliRunner()
@@ -76,7 +75,6 @@ def test_both_products_compose_per_person_in_the_ledger(tmp_path: Path) -> None:
 
     data = tmp_path / "data"
     synthesize(data, 5_000, states=["10", "72"], seed=8)
-    households_from_persons(data / "person-records.txt", data / "household-records.txt")
     ledger = tmp_path / "ledger.json"
     out = _json(
         ["safetab", "run", "--products", "p,h", "--data", str(data), "--out",
