@@ -60,5 +60,6 @@ def test_the_list_names_every_required_mutant(capsys: pytest.CaptureFixture[str]
         "stage1-share",
         "stability-minus-one",
         "fork-key-reuse",
+        "secure-env-seed-fallback",
     ):
         assert name in out

@@ -126,6 +126,22 @@ MUTANTS: tuple[Mutant, ...] = (
         SOURCE_TESTS,
     ),
     Mutant(
+        "secure-env-seed-fallback",
+        "secure source: falls back to a seeded generator when an environment variable is set",
+        "src/privtab/random/sources.py",
+        (
+            (
+                "        self._stream = _AESCounterStream(os.urandom(32), os.urandom(16))\n",
+                "        self._stream = (\n"
+                '            SeededSource(os.environ["PRIVTAB_SEED"])._stream\n'
+                '            if "PRIVTAB_SEED" in os.environ\n'
+                "            else _AESCounterStream(os.urandom(32), os.urandom(16))\n"
+                "        )\n",
+            ),
+        ),
+        SOURCE_TESTS,
+    ),
+    Mutant(
         "fork-key-reuse",
         "secure source: a forked child keeps its parent's key and stream position",
         "src/privtab/random/sources.py",

@@ -9,7 +9,7 @@ import math
 
 from privtab.errors import UsageError
 
-__all__ = ["choice", "numbers", "open_unit"]
+__all__ = ["choice", "numbers", "open_unit", "output_file_option", "path_option"]
 
 
 def numbers(
@@ -46,4 +46,26 @@ def choice(option: str, value: str, allowed: tuple[str, ...]) -> str:
     """``value`` when it is one of ``allowed`` ("--format must be txt or parquet, got 'x'")."""
     if value not in allowed:
         raise UsageError(f"{option} must be {' or '.join(allowed)}, got {value!r}")
+    return value
+
+
+def path_option(option: str, value: str | None) -> str | None:
+    """Refuse a path option that names nothing usable whatever the file system holds: an
+    empty string (which would silently mean the current folder) or one with a NUL
+    character (no file name can hold it). ``None`` (not given) passes."""
+    if value is None:
+        return None
+    if value.strip() == "":
+        raise UsageError(f"{option} is empty: give a path")
+    if "\x00" in value:
+        raise UsageError(f"{option} holds a NUL character, which no file name can hold")
+    return value
+
+
+def output_file_option(option: str, value: str | None) -> str | None:
+    """A path option naming a file to write: :func:`path_option`, and not a folder."""
+    import os
+
+    if path_option(option, value) is not None and os.path.isdir(str(value)):
+        raise UsageError(f"{option} {value} is a folder: give the path of a file to write")
     return value

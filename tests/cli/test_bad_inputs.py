@@ -87,7 +87,7 @@ def _reference_once(monkeypatch: pytest.MonkeyPatch) -> None:
         h = hashlib.sha256()
         for name in sorted(REFERENCE_FILES):
             h.update(name.encode())
-            h.update((d / name).read_bytes() if (d / name).exists() else b"<missing>")
+            h.update((d / name).read_bytes() if (d / name).is_file() else b"<not a file>")
         key = h.hexdigest()
         if key not in _REFERENCE_CACHE:
             own = ProblemLog()
@@ -197,6 +197,62 @@ def both(*fs: Mutate) -> Mutate:
 
 
 DROP = object()
+
+
+def replace_file(name: str, kind: str, where: str = "data") -> Mutate:
+    """Replace an input by something that is not a regular file (or a broken link)."""
+
+    def go(params: Path, data: Path) -> None:
+        f = (data if where == "data" else params) / name
+        f.unlink()
+        if kind == "dir":
+            f.mkdir()
+        elif kind == "loop":
+            f.symlink_to(f)
+        elif kind == "dangling":
+            f.symlink_to(f.parent / "no-such-target")
+        elif kind == "fifo":
+            os.mkfifo(f)
+        elif kind == "devzero":
+            f.symlink_to("/dev/zero")
+
+    return go
+
+
+def edit_bytes(name: str, edit: Callable[[bytes], bytes], where: str = "data") -> Mutate:
+    def go(params: Path, data: Path) -> None:
+        f = (data if where == "data" else params) / name
+        f.write_bytes(edit(f.read_bytes()))
+
+    return go
+
+
+def to_parquet(name: str, edit: Callable[[pl.DataFrame], pl.DataFrame]) -> Mutate:
+    """The text file ``name`` as Parquet (with ``edit`` applied), the text file removed."""
+
+    def go(params: Path, data: Path) -> None:
+        txt = data / name
+        edit(pl.read_csv(txt, separator="|", infer_schema=False)).write_parquet(
+            txt.with_suffix(".parquet")
+        )
+        txt.unlink()
+
+    return go
+
+
+def reference_rows(name: str, keep: Callable[[str], bool]) -> Mutate:
+    """Keep the header and the rows of reference file ``name`` for which ``keep`` holds."""
+
+    def go(params: Path, data: Path) -> None:
+        lines = (params / name).read_text().splitlines()
+        (params / name).write_text("\n".join([lines[0], *filter(keep, lines[1:])]) + "\n")
+
+    return go
+
+
+B2 = '"privacy_budget_p_level_2_usa": 2.134'
+MAPPING = "race-and-ethnicity-code-to-iteration.txt"
+RACE_IT = "race-characteristic-iterations.txt"
 
 
 @dataclass(frozen=True)
@@ -484,7 +540,7 @@ CASES: dict[str, Case] = {
     ),
     "thresholds_huge": Case(
         thresholds("(USA, 1)", [5, 9, 10**400]),
-        "out_of_range",
+        "invalid_number",  # 401 digits: refused before any arithmetic on it
         CONFIG,
         column="thresholds_p.(USA, 1)",
     ),
@@ -572,6 +628,126 @@ CASES: dict[str, Case] = {
         remove("ethnicity-characteristic-iterations.txt", "params"),
         "missing_file",
         "ethnicity-characteristic-iterations.txt",
+    ),
+    # --- issue 31: inputs that gave a traceback, a hang or a silent acceptance
+    "parquet_list_column": Case(
+        to_parquet(P, lambda df: df.with_columns(pl.concat_list("QAGE").alias("QAGE"))),
+        "wrong_type",
+        "person-records.parquet",
+        column="QAGE",
+        value="List(String)",
+    ),
+    "parquet_struct_column": Case(
+        to_parquet(P, lambda df: df.with_columns(pl.struct("QRACE1").alias("QRACE1"))),
+        "wrong_type",
+        "person-records.parquet",
+        column="QRACE1",
+    ),
+    "grfc_parquet_list_column": Case(
+        to_parquet(GRFC, lambda df: df.with_columns(pl.concat_list("TABBLK").alias("TABBLK"))),
+        "wrong_type",
+        "GRF-C.parquet",
+        column="TABBLK",
+    ),
+    "budget_5000_digits": Case(
+        config_text(B2, '"privacy_budget_p_level_2_usa": ' + "1" * 5000),
+        "invalid_number",
+        CONFIG,
+        column="privacy_budget_p_level_2_usa",
+    ),
+    "budget_5000_decimals": Case(
+        config_text(B2, '"privacy_budget_p_level_2_usa": 0.' + "1" * 5000),
+        "invalid_number",
+        CONFIG,
+        column="privacy_budget_p_level_2_usa",
+    ),
+    "max_race_codes_5000_digits": Case(
+        config_text('"max_race_codes": 8', '"max_race_codes": ' + "9" * 5000),
+        "invalid_number",
+        CONFIG,
+        column="max_race_codes",
+    ),
+    "stage1_1e-30": Case(
+        config(privacy_budget_p_stage_1_fraction=1e-30),
+        "unsupported_noise",
+        CONFIG,
+        column="privacy_budget_p_stage_1_fraction",
+    ),
+    "zero_suppression_1e-41": Case(
+        config_text('"zero_suppression_chance": 0.9999', '"zero_suppression_chance": 1e-41'),
+        "out_of_range",
+        CONFIG,
+        column="zero_suppression_chance",
+    ),
+    "config_latin1": Case(
+        edit_bytes(CONFIG, lambda b: b.replace(b'"cef"', b'"c\xe9f"'), "params"),
+        "invalid_utf8",
+        CONFIG,
+        1,
+    ),
+    "config_utf16": Case(
+        edit_bytes(CONFIG, lambda b: b.decode().encode("utf-16"), "params"),
+        "invalid_utf8",
+        CONFIG,
+        1,
+    ),
+    "config_deep_json": Case(
+        config_text('"run_us"', '"x": ' + "[" * 10_000 + "]" * 10_000 + ', "run_us"'),
+        "invalid_json",
+        CONFIG,
+    ),
+    "config_too_large": Case(
+        edit_bytes(CONFIG, lambda b: b + b" " * (2 << 20), "params"), "too_large", CONFIG
+    ),
+    "config_is_folder": Case(replace_file(CONFIG, "loop", "params"), "broken_link", CONFIG),
+    "persons_folder": Case(replace_file(P, "dir"), "not_a_file", P),
+    "persons_symlink_loop": Case(replace_file(P, "loop"), "broken_link", P),
+    "persons_dangling_symlink": Case(replace_file(P, "dangling"), "broken_link", P),
+    "persons_cr_line_ends": Case(
+        edit_bytes(P, lambda b: b.replace(b"\n", b"\r")), "wrong_line_ends", P, 1
+    ),
+    "grfc_folder": Case(replace_file(GRFC, "dir"), "not_a_file", GRFC),
+    "reference_folder": Case(replace_file(MAPPING, "dir", "params"), "not_a_file", MAPPING),
+    "reference_too_large": Case(
+        edit_bytes(MAPPING, lambda b: b + (b"x" * (1 << 20) + b"\n") * 65, "params"),
+        "too_large",
+        MAPPING,
+    ),
+    "mapping_header_only": Case(reference_rows(MAPPING, lambda r: False), "no_rows", MAPPING),
+    "codes_header_only": Case(
+        reference_rows("race-and-ethnicity-codes.txt", lambda r: False),
+        "no_rows",
+        "race-and-ethnicity-codes.txt",
+    ),
+    "iteration_without_codes": Case(
+        reference_rows(MAPPING, lambda r: not r.startswith("1002|")),  # European alone, LEVEL 1
+        "empty_iteration",
+        RACE_IT,
+        3,
+        "ITERATION_CODE",
+        "1002",
+    ),
+    "iteration_name_nul": Case(
+        edit_bytes(
+            RACE_IT, lambda b: b.replace(b"|European alone|", b"|Europ\x00ean alone|"), "params"
+        ),
+        "control_character",
+        RACE_IT,
+        3,
+        "ITERATION_NAME",
+        "Europ\\x00ean alone",
+    ),
+    "code_name_tab": Case(
+        edit_bytes(
+            "race-and-ethnicity-codes.txt",
+            lambda b: b.replace(b"1001|White", b"1001|Wh\tite"),
+            "params",
+        ),
+        "control_character",
+        "race-and-ethnicity-codes.txt",
+        3,
+        value="Wh\\tite",
+        column="RACE_ETH_NAME",
     ),
 }
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -177,7 +178,8 @@ def test_bad_iteration_rows(
     row = next(i for i, line in enumerate(path.read_text().splitlines()) if line == old)
     _replace(path, old, new)
     err = reject(params / "config.json", data_dir)
-    assert_problem(err, kind, file=file, row=row + 1, column=column, value=value)
+    p = assert_problem(err, kind, file=file, row=row + 1, column=column, value=value)
+    assert "; rule: " in p.message, p.message  # every reference-file error names its rule
 
 
 @pytest.mark.parametrize(
@@ -196,7 +198,62 @@ def test_bad_mapping_rows(
     row = len(mapping.read_text().splitlines())
     _append(mapping, line)
     err = reject(params / "config.json", data_dir)
-    assert_problem(err, kind, file=CODE_TO_ITERATION_FILE, row=row + 1, column=column, value=value)
+    p = assert_problem(
+        err, kind, file=CODE_TO_ITERATION_FILE, row=row + 1, column=column, value=value
+    )
+    assert "; rule: " in p.message, p.message
+
+
+def test_messages_say_what_is_wrong_and_the_rule(
+    params: Path, data_dir: Path, reject: RejectFn
+) -> None:
+    """Issue 31: "an iteration cannot be both …" and "the same pair appears more than
+    once" did not say which pair, where it was first, or what the rule is for."""
+    _replace(
+        params / RACE_ITERATIONS_FILE,
+        "1002|European alone|1|True|False|False",
+        "1002|European alone|1|True|True|True",
+    )
+    mapping = params / CODE_TO_ITERATION_FILE
+    first = next(
+        i for i, x in enumerate(mapping.read_text().splitlines(), start=1) if x == "1003|1010"
+    )
+    _append(mapping, "1003|1010")
+    err = reject(params / "config.json", data_dir)
+    flags = assert_problem(err, "inconsistent_flags", file=RACE_ITERATIONS_FILE, row=3)
+    assert "DETAILED_ONLY and COARSE_ONLY are both True" in flags.message
+    assert "rule: at most one of them is True" in flags.message
+    dup = assert_problem(err, "duplicate_mapping", file=CODE_TO_ITERATION_FILE)
+    assert "ITERATION_CODE 1003, RACE_ETH_CODE 1010" in dup.message
+    assert f"(first on line {first})" in dup.message
+
+
+@pytest.mark.parametrize(
+    ("file", "edit", "kind"),
+    [
+        (CODE_TO_ITERATION_FILE, lambda lines: lines[:1], "no_rows"),
+        (CODES_FILE, lambda lines: lines[:1], "no_rows"),
+        (
+            RACE_ITERATIONS_FILE,
+            lambda lines: [lines[0], "1001|White\x00 alone|0|True|Null|Null"],
+            "control_character",
+        ),
+        (
+            CODE_TO_ITERATION_FILE,
+            lambda lines: [x for x in lines if not x.startswith("1002|")],
+            "empty_iteration",
+        ),
+    ],
+)
+def test_new_reference_rules(
+    params: Path, data_dir: Path, reject: RejectFn, file: str, edit: Any, kind: str
+) -> None:
+    """No rows, a control character (a NUL in a name was accepted), a tabulated iteration
+    no code maps to (a mapping file of only its header crashed the plan: stability 0)."""
+    path = params / file
+    path.write_text("\n".join(edit(path.read_text().splitlines())) + "\n")
+    p = assert_problem(reject(params / "config.json", data_dir), kind)
+    assert "; rule: " in p.message, p.message
 
 
 def test_wrong_header_and_field_count(params: Path, data_dir: Path, reject: RejectFn) -> None:

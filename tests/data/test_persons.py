@@ -331,3 +331,21 @@ def test_parts_read_alone_give_the_whole_files_problems(
 def read_persons_valid(path: Path, ref: ReferenceData, geo: object) -> pl.DataFrame:
     reader = PersonReader(path, ref, geo, 8)  # type: ignore[arg-type]
     return pl.concat(list(reader.batches()))
+
+
+def test_invalid_utf8_names_what_the_column_must_hold(
+    params: Path, data_dir: Path, reject: RejectFn
+) -> None:
+    """Issue 31: binary bytes in QRACE1 were reported as "not valid UTF-8" and '��' only;
+    the message now says what the bytes are and what QRACE1 must hold."""
+    with (data_dir / "person-records.txt").open("ab") as fh:
+        fh.write(person_line(QRACE1="@@").encode().replace(b"@@", b"\xff\xfe") + b"\n")
+    p = assert_problem(
+        reject(params / "config.json", data_dir),
+        "invalid_utf8",
+        file="person-records.txt",
+        row=7,
+        column="QRACE1",
+    )
+    assert "not UTF-8" in p.message
+    assert "QRACE1 must be Null or a four-digit race code" in p.message

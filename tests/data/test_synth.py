@@ -259,3 +259,23 @@ def test_memory_bounded_streaming(tmp_path: Path) -> None:
 @pytest.mark.slow
 def test_memory_bounded_streaming_10m(tmp_path: Path) -> None:
     _memory_check(tmp_path, 1_000_000, 10_000_000, slack_mb=80)
+
+
+def test_aiannh_codes_lie_in_a_production_area_type(tmp_path: Path) -> None:
+    """Every AIANNHCE the generator writes falls in one of production's area-type ranges
+    (``AIANNHCE_ranges.csv``): 4990..4999 belong to none, and TopDown's spine refuses them
+    (a nation's areas spread over 0001..9998 used to hit them)."""
+    import polars as pl
+
+    from privtab.data.synth import synthesize
+    from privtab.topdown.spine import AIANNHCE_RANGES
+
+    synthesize(tmp_path / "d", 30_000, states=["40", "02", "04", "35", "06"], seed=11)
+    codes = pl.read_csv(tmp_path / "d" / "GRF-C.txt", separator="|", infer_schema=False)[
+        "AIANNHCE"
+    ].unique()
+    used = [int(c) for c in codes if c != "9999"]
+    assert len(used) > 40  # here 46 areas: the old spread (step 217) wrote 4992
+    assert any(c > 4999 for c in used)
+    for c in used:
+        assert any(lo <= c <= hi for lo, hi in AIANNHCE_RANGES.values()), c

@@ -37,6 +37,7 @@ from privtab.mechanisms import DiscreteGaussian, Geometric
 
 # private on purpose: the asymptotic series behind the bounds are checked against mpmath
 from privtab.mechanisms._asymptotic import gaussian_lattice_sum, laplace_sum_tail
+from privtab.mechanisms.counts import count_error
 from privtab.mechanisms.laws import DiscreteGaussianLaw, DiscreteLaplaceLaw
 from privtab.mechanisms.ranges import (
     MAX_EPSILON,
@@ -45,7 +46,6 @@ from privtab.mechanisms.ranges import (
     MIN_RHO,
     check_noise_parameter,
 )
-from privtab.tabulate.errors import count_error
 from privtab.tabulate.plan import LevelPlan, ReleasePlan
 
 # private on purpose: which configurations the PLD composes decides the bound to hold it to

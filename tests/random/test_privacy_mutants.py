@@ -218,6 +218,50 @@ def test_secure_stream_is_not_predictable_from_one_block() -> None:
     assert guess != out[16:32]
 
 
+class _EveryVariableSet(dict[str, str]):
+    """An environment in which every variable is set (to ``"1"``), recording each lookup."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.asked: list[object] = []
+
+    def __contains__(self, key: object) -> bool:
+        self.asked.append(key)
+        return True
+
+    def __getitem__(self, key: str) -> str:
+        self.asked.append(key)
+        return "1"
+
+    def get(self, key: str, default: object = None) -> str:  # type: ignore[override]
+        self.asked.append(key)
+        return "1"
+
+
+def test_secure_stream_ignores_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With ``os.urandom`` scripted, the secure stream is exactly the AES-256-CTR keystream
+    of the scripted key and counter — also in an environment where *every* variable is set
+    (whatever its name), and without looking at the environment at all.
+
+    Kills ``secure-env-seed-fallback``: a secure source that switches to a seeded
+    generator when some variable (a debugging or test switch) is set still calls itself
+    private, but its noise is reproducible by anyone who knows or guesses the seed.
+    """
+    script = [bytes(range(i, i + 32)) for i in range(0, 256, 32)]
+    draws = iter(script)
+    monkeypatch.setattr(os, "urandom", lambda n: next(draws)[:n])
+    env = _EveryVariableSet()
+    monkeypatch.setattr(os, "environ", env)
+    monkeypatch.setattr(sources, "_DEFAULT", None)
+    got = [SecureSource().random_uint64(8).tobytes(), sources.default_source().random_uint64(8)]
+    monkeypatch.undo()
+    for i, words in enumerate(got):
+        expected = bytearray(64)
+        sources._AESCounterStream(script[2 * i], script[2 * i + 1][:16]).fill(memoryview(expected))
+        assert bytes(words) == bytes(expected), "the secure stream depends on the environment"
+    assert env.asked == [], f"the secure source read the environment: {env.asked}"
+
+
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork()")
 def test_forked_processes_never_share_words() -> None:
     """After ``fork()``, parent and child draw 2¹⁴ + 4 words each, in large and small

@@ -27,9 +27,9 @@ from privtab.analysis import load_release
 from privtab.data import InputValidationError
 from privtab.data.synth import synthesize
 from privtab.mechanisms import InsecureReleaseWarning
+from privtab.progress import RichProgress
 from privtab.release import read_release_document
 from privtab.safetab import Plan, Release, plan, release
-from privtab.safetab.progress import RichProgress
 from privtab.safetab.tables import typed_t2
 
 PERSONS = 2000
@@ -325,7 +325,7 @@ def test_progress_follows_the_levels() -> None:
     from rich.console import Console
 
     console = Console(file=StringIO(), force_terminal=True, width=100)
-    with RichProgress(console=console) as bar:
+    with RichProgress("SafeTab-P", console=console) as bar:
         bar("validating and aggregating person-records.parquet")
         task = bar.task
         assert task is not None

@@ -103,3 +103,32 @@ def test_html_written_atomically(tmp_path: Path) -> None:
     assert "Bailie &amp; Gong 2024, Theorem 6.4" in body  # a full reference for the seed
     assert '<li id="ref-inferential">James Bailie, Ruobin Gong.' in body
     assert not list(out.parent.glob(".*tmp"))
+
+
+def test_the_posterior_sentence_quotes_the_bound_for_any_attacker() -> None:
+    """Issue 31: the report said "at most 10.0 % (best bound shown)", quoting the bound
+    that holds only for an attacker who knows everyone else. It now quotes the smallest
+    bound that holds for any attacker (recomputed here from the rows without an
+    assumption) and names the assumption of the other, with its own value."""
+    import html
+
+    from privtab.accounting import ZCDP
+    from privtab.report.references import Citations
+
+    # private on purpose: the figure's paragraph is the sentence under test
+    from privtab.semantics.report import _bayes_figure, pct_up
+    from privtab.semantics.summary import POSTERIOR_ROWS, posterior_bounds
+
+    g = ZCDP(2.643)
+    rows = {k: float(v[0]) for k, v in posterior_bounds(g, [10.0]).items()
+            if k not in ("ratios", "epsilons")}  # fmt: skip
+    general = min(rows["arbitrary_prior"], rows["pbdp"])
+    assert rows["rest_known"] < 0.2 < general  # the one the sentence used to quote
+    text = html.unescape(_bayes_figure(g, Citations()).paragraph)
+    assert f"10 times stronger is at most {pct_up(general)}." in text
+    assert (
+        f"If the attacker already knows every other person's record, the bound is "
+        f"{pct_up(rows['rest_known'])}" in text
+    )
+    assert "best bound shown" not in text
+    assert POSTERIOR_ROWS["gaussian_pbdp"].kind == "mechanism"  # never quoted as a bound

@@ -158,9 +158,52 @@ def test_moes_agree_with_analyze_ci() -> None:
         want += [acc.moe95["t2_marginal"][w] for w in WORKLOADS[1:]]
         assert ci == want, name
         assert acc.moe95["t2_cell"] == ci[0]
-        # the expected T1 MOE is the workload mixture
+        # every outcome's MOE is reported with its probability; no average of MOEs
         n = np.array(_grid(plan))
-        assert np.allclose(acc.moe95_t1(n), acc.p_workload(n) @ np.array(want[:4]))
+        for r, pw in zip(acc.rows(n), acc.p_workload(n), strict=True):
+            assert [r["moe95_t1"][w]["moe95"] for w in WORKLOADS] == want[:4]
+            assert [r["moe95_t1"][w]["p"] for w in WORKLOADS] == pytest.approx(pw.tolist())
+
+
+def _mixture_quantile_by_convolution(sigma2: float, p: np.ndarray) -> int:
+    """The 0.95-quantile of |E| for E a mixture (weights ``p``) of the sums of 1, 8, 18
+    and 46 i.i.d. discrete Gaussians N_Z(σ²): pmfs by direct summation and repeated
+    numpy convolution (independent of privtab's laws and FFT)."""
+    half = int(12 * np.sqrt(sigma2)) + 12
+    x = np.arange(-half, half + 1)
+    one = np.exp(-(x * x) / (2 * sigma2))
+    one /= one.sum()
+    covers = []
+    for k in (1, 8, 18, 46):
+        pmf = one
+        for _ in range(k - 1):
+            pmf = np.convolve(pmf, one)
+        c = (pmf.size - 1) // 2
+        covers.append(np.array([pmf[c - m : c + m + 1].sum() for m in range(0, 12 * c // k + 40)]))
+    top = min(c.size for c in covers)
+    mix = sum(w * c[:top] for w, c in zip(p, covers, strict=True))
+    return int(np.flatnonzero(mix >= 0.95)[0])
+
+
+def test_the_t1_moe_of_an_unknown_outcome_is_the_mixture_quantile() -> None:
+    """Issue 31: ``moe95_t1`` was Σ_w P(w | n)·MOE(w) — 21.2 at the first threshold of
+    (COUNTY, 2), the margin of error of nothing. The one number is now the 0.95-quantile
+    of the mixture (named ``moe95_t1_mixture``), checked here against an independent
+    convolution; where one outcome is certain it is that outcome's MOE."""
+    plan = production("(COUNTY, 2)")
+    acc = level_accuracy(plan, CHANCE)
+    sigma2 = float(plan.stage2.noise_scale)
+    n = np.array([0, 960, 971, 985, 1000, 4971, 100_000])
+    got = acc.moe95_t1_mixture(n)
+    pw = acc.p_workload(n)
+    for i, nv in enumerate(n.tolist()):
+        assert got[i] == _mixture_quantile_by_convolution(sigma2, pw[i]), nv
+    at = int(np.flatnonzero(n == 971)[0])
+    average = float(pw[at] @ np.array([acc.moe95["t1"][w] for w in WORKLOADS]))
+    assert 0.4 < pw[at][0] < 0.6
+    assert got[at] != round(average)
+    assert got[0] == acc.moe95["t1"]["total"]
+    assert got[-1] == acc.moe95["t1"]["sex_age23"]
 
 
 def test_expected_rows_and_total_only() -> None:
@@ -173,6 +216,7 @@ def test_expected_rows_and_total_only() -> None:
     assert r2[1] == pytest.approx(48.0)  # Sex × Age23: 46 cells + 2 marginals
     row = acc.rows([5])[0]
     assert row["total_only"] == {"moe95_t1": acc.moe95["total_only"], "p_suppressed": 0.0}
+    assert row["moe95_t1_mixture"] == acc.moe95["t1"]["total"]
     county = level_accuracy(production("(COUNTY, 2)"), CHANCE)
     assert "total_only" not in county.rows([5])[0]
 
@@ -204,7 +248,9 @@ def test_cli_contract() -> None:
     for r in lv["rows"]:
         assert set(r["p_workload"]) == {"total", "sex_age4", "sex_age9", "sex_age23"}
         assert 0 <= r["p_suppressed"] <= 1
-        assert r["moe95_t1"] > 0
+        assert set(r["moe95_t1"]) == set(r["p_workload"])
+        assert all(v["moe95"] > 0 for v in r["moe95_t1"].values())
+        assert r["moe95_t1_mixture"] > 0
     assert lv["rows"][0]["p_suppressed"] > 0.9999  # a group of size 0: dropped at 0.9999+
     assert lv["suppression"]["threshold_stage2_total"] == 21
     assert doc["private"] is True

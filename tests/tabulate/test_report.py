@@ -189,3 +189,39 @@ def test_semantics_release_report_renders(release: Path, tmp_path: Path) -> None
     assert bottom <= 900
     assert "ε ≤" in text
     assert "δ = 10⁻¹⁰" in text
+
+
+def test_the_report_says_what_its_guarantee_means(release: Path) -> None:
+    """Issue 31: the report pointed to ``privtab semantics --release`` instead of saying
+    what its ε means. It now gives the attack-success and posterior bounds itself, from
+    privtab.semantics (recomputed here), and no total-only MOE where a level has none."""
+    import html as html_module
+
+    from privtab.accounting import ZCDP
+    from privtab.semantics.report import pct_up, posterior_at_ratio
+    from privtab.semantics.summary import power_bounds, tightest_power
+
+    doc = json.loads((release / "release.json").read_text())
+    page = html_module.unescape((release / "report.html").read_text())
+    g = ZCDP(doc["guarantee"]["zcdp"]["rho"])
+    p05 = float(tightest_power(power_bounds(g, [0.05]))[0])
+    general, assumed = posterior_at_ratio(g, 10.0)
+    assert f"succeeds at most {pct_up(p05)} of the time" in page
+    assert "10 times stronger than it would be had their record been replaced" in page
+    assert f"is at most {pct_up(general)} ({pct_up(assumed[0][1])} if the attacker" in page
+    levels = [
+        (scope, lv)
+        for scope, run in doc["runs"].items()
+        for lv in run["levels"]
+        if lv.get("status") == "tabulated"
+    ]
+    none = [lv["level"] for _, lv in levels if lv["stat_levels"].get("-1", 0) == 0]
+    assert none  # sub-state levels have no TotalOnly group
+    rows = re.findall(r"<tr>(.*?)</tr>", (release / "report.html").read_text(), re.S)
+    cells = [re.findall(r"<td[^>]*>(.*?)</td>", r, re.S) for r in rows]
+    level_rows = {c[1].rsplit(" ", 2)[-2] + " " + c[1].rsplit(" ", 2)[-1]: c for c in cells
+                  if len(c) == 10}  # fmt: skip
+    assert level_rows
+    for key, c in level_rows.items():
+        has = key not in none
+        assert (c[-1] != "—") == has, (key, c)

@@ -20,7 +20,7 @@ import pytest
 from privtab.accounting import zcdp_epsilon
 from privtab.data import Scope, read_config, read_reference
 from privtab.data.resources import production_config_path
-from privtab.report import power_of_ten, round_up
+from privtab.report import power_of_ten, round_up, round_up_sig
 from privtab.report.references import Citations
 from privtab.tabulate import ReleasePlan, analyse
 from privtab.tabulate.report_privacy import (
@@ -134,13 +134,13 @@ def test_headline_sentence(production: dict[str, Any]) -> None:
     pr = production["runs"]["PR"]["privacy"]
     assert top.sentence == (
         "This release satisfies ρ = 4.944 zero-concentrated differential privacy; for "
-        f"δ = 10⁻¹⁰ that means ε ≤ {round_up(us['pld']['epsilon'])} (the tightest valid "
+        f"δ = 10⁻¹⁰ that means ε ≤ {round_up_sig(us['pld']['epsilon'], 4)} (the tightest valid "
         "bound privtab can prove, from the worst-case person&#x27;s privacy-loss "
         "distribution)."
     )
     for k in ("zcdp_optimal", "zcdp_grid", "zcdp_analytic"):
-        assert round_up(us[k]["epsilon"]) in top.others
-    assert f"Puerto Rico run: ε ≤ {round_up(pr['pld']['epsilon'])}" in top.others
+        assert round_up_sig(us[k]["epsilon"], 4) in top.others
+    assert f"Puerto Rico run: ε ≤ {round_up_sig(pr['pld']['epsilon'], 4)}" in top.others
     assert "zcdp_" not in top.others
     assert "pld" not in top.others
     assert {"bun-steinke", "cks", "doroshenko", "safetab"} <= set(cite.keys)
@@ -159,6 +159,26 @@ def test_round_up_never_understates() -> None:
     assert round_up(24.4) == "24.40"
     assert round_up(24.401) == "24.41"
     assert round_up(math.inf) == "∞"
+
+
+def test_round_up_sig_never_understates_beyond_float_accuracy() -> None:
+    """Issue 31: ``ε ≤ 24.4`` was printed for 24.40195. Every shown value is ≥ the float
+    (or within two units in its last place: floating point is no more accurate)."""
+    from decimal import Decimal
+
+    rng = random.Random(31)
+    values = [24.40195, 23.92219, 4.944000000000001, 2.56 * 4, 0.1 + 0.2, 1e-9, 3.9]
+    values += [rng.uniform(0, 60) for _ in range(3000)] + [
+        10 ** rng.uniform(-8, 8) for _ in range(2000)
+    ]
+    for x in values:
+        for d in (3, 4, 6):
+            shown = Decimal(round_up_sig(x, d))
+            assert shown >= Decimal(x) - 2 * Decimal(math.ulp(x)), (x, d, shown)
+            assert len(shown.normalize().as_tuple().digits) <= d
+    assert round_up_sig(24.40195, 4) == "24.41"
+    assert round_up_sig(23.92219, 4) == "23.93"
+    assert round_up_sig(4 * 2.56) == "10.24"
 
 
 def test_power_of_ten() -> None:

@@ -97,6 +97,36 @@ def test_discrete_gaussian_threshold_matches_mpmath(sigma2: Fraction, chance: Fr
     assert suppression_threshold(mech, chance) == dg_threshold(sigma2, chance)
 
 
+NINES_20 = 1 - Fraction(1, 10**20)
+"""``0.99999999999999999999``: a documented-exact chance that no float can hold (issue 31:
+``float(chance)`` is 1.0, whose quantile does not exist — the run was a traceback)."""
+
+
+@pytest.mark.parametrize(
+    ("sigma2", "chance"),
+    [
+        (Fraction(7, 3), NINES_20),
+        (Fraction(283), NINES_20),
+        (Fraction(3000, 7), 1 - Fraction(1, 10**39)),
+        (Fraction(10), Fraction(1, 10**20)),  # far below the median
+    ],
+)
+def test_threshold_of_a_chance_no_float_holds(sigma2: Fraction, chance: Fraction) -> None:
+    mech = DiscreteGaussian.from_sigma2(sigma2)
+    assert suppression_threshold(mech, chance) == dg_threshold(sigma2, chance)
+
+
+@pytest.mark.parametrize("scale", [Fraction(7, 2), Fraction(10**6)])
+def test_geometric_threshold_of_a_chance_no_float_holds(scale: Fraction) -> None:
+    """DLap(t): P(X ≤ x) = 1 − r^{x+1}/(1+r) for x ≥ 0 (r = e^{−1/t}): the smallest such x
+    with 1 − c ≥ r^{x+1}/(1+r), solved with mpmath at 60 digits."""
+    mech = Geometric(1 / scale)
+    with mp.workdps(60):
+        r = mp.exp(-1 / (mpf(scale.numerator) / scale.denominator))
+        expected = int(mp.ceil(mp.log((mpf(1) / 10**20) * (1 + r)) / mp.log(r))) - 1
+    assert suppression_threshold(mech, NINES_20) == expected
+
+
 @pytest.mark.parametrize("epsilon", [0.05, 0.3, 1.0, 2.5])
 @pytest.mark.parametrize("chance", [0.5, 0.9, 0.9999, 0.2])
 def test_geometric_threshold_matches_scipy(epsilon: float, chance: float) -> None:

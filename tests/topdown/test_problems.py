@@ -69,12 +69,12 @@ def test_children_problems_slice_measurements_and_constraints() -> None:
     assert np.array_equal(p.parent, parent_hist)  # type: ignore[arg-type]
     # the state totals: one group per state, the parts of a state summing to its total
     c = p.constraints
-    assert c.group_index is not None
-    assert c.group_total is not None
+    assert c.total_group is not None
+    assert c.total is not None
     totals = b.histograms[1].totals()
-    for g in range(len(c.group_total)):
-        assert c.group_total[g] == totals[c.group_index == g].sum()
-    assert c.total is None
+    for g in range(len(c.total)):
+        assert c.total[g] == totals[c.total_group == g].sum()
+    assert len(c.total) == len({i[1:] for i in p.children})  # one group per state
     assert c.gq_lower is not None
     assert c.gq_upper is not None
     assert np.array_equal(c.structural_zeros, nurse_minor_cells())
@@ -130,6 +130,8 @@ def test_puerto_rico_root_total_and_units_run() -> None:
     assert list(p.measurements.answers) == ["detailed"]
     assert p.constraints.gq_lower is None
     assert p.constraints.total is not None
+    assert p.constraints.total_group is None
+    assert p.histogram == "units"
     assert np.array_equal(p.constraints.total, levels[1].totals())
     assert not p.constraints.structural_zeros.any()
     assert p.constraints.structural_zeros.size == 2

@@ -58,6 +58,7 @@ from privtab.accounting.guarantees import (
     Guarantee,
     PureDP,
 )
+from privtab.report import round_up_sig
 
 __all__ = [
     "SAFETAB_ALPHA_GRID",
@@ -138,7 +139,7 @@ def randomized_response_rdp(epsilon: PureDP | ExactGuarantee | float) -> RDP:
         num = np.logaddexp(a * eps, (1.0 - a) * eps) - np.logaddexp(eps, 0.0)
         return np.asarray(np.maximum(num / (a - 1.0), 0.0), dtype=np.float64)
 
-    return RDP(curve, f"randomized response / geometric, eps={eps:.6g}", limit=eps)
+    return RDP(curve, f"randomized response / geometric, eps={round_up_sig(eps)}", limit=eps)
 
 
 def pure_to_rdp(
@@ -158,7 +159,7 @@ def pure_to_rdp(
     def curve(alpha: FloatArray) -> FloatArray:
         return np.minimum(eps, np.asarray(alpha, dtype=np.float64) * eps * eps / 2.0)
 
-    return RDP(curve, f"pure eps={eps:.6g} (Bun-Steinke)", limit=eps)
+    return RDP(curve, f"pure eps={round_up_sig(eps)} (Bun-Steinke)", limit=eps)
 
 
 # ------------------------------------------------------------------------------- zCDP
@@ -171,7 +172,7 @@ def zcdp_to_rdp(g: ZCDP | ExactGuarantee | float) -> RDP:
     def curve(alpha: FloatArray) -> FloatArray:
         return rho * np.asarray(alpha, dtype=np.float64)
 
-    return RDP(curve, f"zCDP rho={rho:.6g}")
+    return RDP(curve, f"zCDP rho={round_up_sig(rho)}")
 
 
 def _zcdp_optimal_x(rho: FloatArray, L: FloatArray) -> FloatArray:

@@ -31,6 +31,7 @@ import math
 import numpy as np
 
 from privtab.accounting.guarantees import RDP, ZCDP, FloatArray, check_parameter
+from privtab.report import round_up_sig
 
 __all__ = [
     "discrete_gaussian_zcdp",
@@ -103,7 +104,9 @@ def geometric_rdp(epsilon: float, sensitivity: int = 1) -> RDP:
     def curve(alpha: FloatArray) -> FloatArray:
         return geometric_rdp_divergence(alpha, per_unit, int(sensitivity))
 
-    return RDP(curve, f"geometric eps={eps:.6g}, sensitivity={sensitivity} (exact)", limit=eps)
+    return RDP(
+        curve, f"geometric eps={round_up_sig(eps)}, sensitivity={sensitivity} (exact)", limit=eps
+    )
 
 
 def geometric_rdp_paper_value(alpha: FloatArray, epsilon: float) -> FloatArray:
@@ -152,4 +155,4 @@ def geometric_rdp_paper(epsilon: float) -> RDP:
     def curve(alpha: FloatArray) -> FloatArray:
         return np.maximum(geometric_rdp_paper_value(alpha, e), 0.0)
 
-    return RDP(curve, f"SafeTab Cor. 1 (paper's, understated) eps={e:.6g}", limit=e)
+    return RDP(curve, f"SafeTab Cor. 1 (paper's, understated) eps={round_up_sig(e)}", limit=e)

@@ -28,6 +28,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from decimal import Decimal
 from fractions import Fraction
 from typing import Any, Literal, TypeAlias
 
@@ -35,7 +36,14 @@ from privtab.accounting.guarantees import ZCDP, PureDP
 from privtab.random import RationalLike
 from privtab.random.rational import as_rational
 
-__all__ = ["Definition", "ExactGuarantee", "compose_exact", "float_down", "float_up"]
+__all__ = [
+    "Definition",
+    "ExactGuarantee",
+    "compose_exact",
+    "exact_or_up",
+    "float_down",
+    "float_up",
+]
 
 Definition: TypeAlias = Literal["pure", "zcdp"]
 _DEFINITIONS: tuple[Definition, ...] = ("pure", "zcdp")
@@ -83,8 +91,26 @@ def _digits_up(v: Fraction, sig: int = 6) -> str:
     """``v > 0`` to ``sig`` significant digits, rounded up (``1/3`` → ``0.333334``)."""
     e = math.floor(math.log10(float_up(v)))
     scale = Fraction(10) ** (sig - 1 - e)
+    if v * scale > Fraction(10) ** sig:  # log10 of the float rounded across a power of 10
+        e += 1
+        scale /= 10
     n = math.ceil(v * scale)
-    return f"{float(n / scale):.{sig}g}"
+    d = Decimal(n).scaleb(e - sig + 1)
+    return f"{d.normalize():f}" if -7 <= e < 16 else f"{d.normalize():g}"
+
+
+def exact_or_up(value: Fraction | int, digits: int = 6) -> str:
+    """How privtab prints a privacy parameter it knows exactly (a budget ρ or ε, a
+    composed total): the exact decimal when it has at most ``digits`` significant digits
+    (``618/125`` → ``4.944``), else rounded *up* to ``digits`` significant digits
+    (``1/3`` → ``0.333334``) — never a number below the value. The one rule for every
+    published ρ and ε (issue 31); a bound known only as a float (an ε at δ) is printed by
+    :func:`privtab.report.round_up_sig`."""
+    v = Fraction(value)
+    if v <= 0:
+        return str(v)
+    short = _short_decimal(v, digits)
+    return short if short is not None else _digits_up(v, digits)
 
 
 @dataclass(frozen=True)
@@ -218,7 +244,7 @@ class ExactGuarantee:
         short = _short_decimal(self.value)
         if short is not None:
             return f"{self.symbol} = {short}"
-        return f"{self.symbol} = {_digits_up(self.value)} (exactly {self.value})"
+        return f"{self.symbol} = {exact_or_up(self.value)} (exactly {self.value})"
 
     def to_dict(self) -> dict[str, Any]:
         """JSON form: the exact value as a string and a float rounded up beside it."""

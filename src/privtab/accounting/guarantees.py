@@ -86,7 +86,16 @@ class _Parameters:
             object.__setattr__(self, name, check_parameter(name, getattr(self, name), upper=upper))
 
     def __str__(self) -> str:
-        return self._FORMAT.format(self)
+        """The guarantee with its privacy parameters (ε, ρ, μ) rounded *up* to 6
+        significant digits (:func:`privtab.report.round_up_sig`: never below the value);
+        δ as given."""
+        from privtab.report import round_up_sig
+
+        shown = {
+            name: getattr(self, name) if name == "delta" else round_up_sig(getattr(self, name))
+            for name in _parameter_names(type(self))
+        }
+        return self._FORMAT.format(**shown)
 
 
 @dataclass(frozen=True)
@@ -94,7 +103,7 @@ class PureDP(_Parameters):
     """ε-differential privacy (pure DP). Dwork, McSherry, Nissim & Smith (2006)."""
 
     epsilon: float
-    _FORMAT: ClassVar[str] = "{0.epsilon:.6g}-DP"
+    _FORMAT: ClassVar[str] = "{epsilon}-DP"
 
 
 @dataclass(frozen=True)
@@ -103,7 +112,7 @@ class ApproxDP(_Parameters):
 
     epsilon: float
     delta: float
-    _FORMAT: ClassVar[str] = "({0.epsilon:.6g}, {0.delta:.3g})-DP"
+    _FORMAT: ClassVar[str] = "({epsilon}, {delta:.3g})-DP"
 
 
 @dataclass(frozen=True)
@@ -111,7 +120,7 @@ class ZCDP(_Parameters):
     """ρ-zero-concentrated DP: ``D_α ≤ ρα`` for every order ``α > 1`` (Bun & Steinke 2016)."""
 
     rho: float
-    _FORMAT: ClassVar[str] = "{0.rho:.6g}-zCDP"
+    _FORMAT: ClassVar[str] = "{rho}-zCDP"
 
 
 @dataclass(frozen=True)
@@ -119,7 +128,7 @@ class GDP(_Parameters):
     """μ-Gaussian DP (Dong, Roth & Su 2019): trade-off at least ``G_μ(a) = Φ(Φ⁻¹(1−a) − μ)``."""
 
     mu: float
-    _FORMAT: ClassVar[str] = "{0.mu:.6g}-GDP"
+    _FORMAT: ClassVar[str] = "{mu}-GDP"
 
 
 def _tabulated_curve(alphas: FloatArray, taus: FloatArray) -> CurveFn:

@@ -8,9 +8,12 @@ as in the summary). :func:`resolve_dataset` reads the short keys ``show`` prints
 
 from __future__ import annotations
 
+from fractions import Fraction
 from typing import TYPE_CHECKING, Any
 
+from privtab.accounting.exact import exact_or_up
 from privtab.errors import UsageError
+from privtab.report import round_up_sig
 
 if TYPE_CHECKING:
     from privtab.accounting.exact import ExactGuarantee
@@ -59,13 +62,17 @@ def lifetime_budget(rho: str | None, epsilon: str | None, clear: bool) -> ExactG
 
 
 def _num(value: float, exact: str) -> str:
-    return f"{value:.6g}" if "/" not in exact else f"{value:.6g} ({exact})"
+    """An exact value (``"618/125"``) as published: exactly when short, else rounded up
+    (:func:`privtab.accounting.exact.exact_or_up`), with the fraction beside it (the float
+    ``value`` is the same number rounded up: not shown)."""
+    shown = exact_or_up(Fraction(exact))
+    return f"{shown} ({exact})" if "/" in exact else shown
 
 
 def guarantee_text(g: dict[str, Any]) -> str:
-    """``ρ = 4.944`` / ``ε = 1`` from a guarantee's JSON form."""
+    """``ρ = 4.944`` / ``ε = 1`` from a guarantee's JSON form (exact, or rounded up)."""
     sym = "ε" if g["definition"] == "pure" else "ρ"
-    return f"{sym} = {g['value_float']:.6g}"
+    return f"{sym} = {exact_or_up(Fraction(g['value']))}"
 
 
 def _status(e: dict[str, Any]) -> str:
@@ -107,7 +114,9 @@ def _composed(s: dict[str, Any], d: dict[str, Any]) -> Table:
     if "pure" in eps:
         rows.append(("ε-DP (pure)", _num(eps["pure"], d["composed"]["value"])))
     for method in ("optimal", "analytic", "grid"):
-        rows.append((f"ε at δ = {s['delta']:g} (zCDP, {method})", f"{eps[f'zcdp_{method}']:.4f}"))
+        rows.append(
+            (f"ε at δ = {s['delta']:g} (zCDP, {method})", round_up_sig(eps[f"zcdp_{method}"]))
+        )
     if d["lifetime"] is not None:
         rows.append(("lifetime budget", guarantee_text(d["lifetime"])))
         rem = d["remaining"]
@@ -115,7 +124,8 @@ def _composed(s: dict[str, Any], d: dict[str, Any]) -> Table:
             "remaining",
             "none: zCDP cannot be bounded by pure DP"
             if rem is None
-            else f"{'ε' if rem['definition'] == 'pure' else 'ρ'} = {rem['value_float']:.6g}",
+            else f"{'ε' if rem['definition'] == 'pure' else 'ρ'} = "
+            f"{exact_or_up(Fraction(rem['value']))}",
         ))  # fmt: skip
     title = f"composed ({d['releases']} published, {d['pending']} pending)"
     return table(title, ("definition", "value"), rows)

@@ -76,6 +76,7 @@ from numpy.typing import ArrayLike
 
 from privtab.accounting._gaussian_buckets import MIN_SIGMA, tail_bound
 from privtab.accounting.guarantees import FloatArray, check_parameter
+from privtab.report import round_up_sig
 
 _T = TypeVar("_T")
 
@@ -390,7 +391,7 @@ def geometric_loss(epsilon: float) -> AtomLoss:
         losses=np.array([-e, e]),
         log_probs=np.array([log_lo, log_hi]),
         tail=0.0,
-        description=f"geometric eps={e:.6g}",
+        description=f"geometric eps={round_up_sig(e)}",
     )
 
 

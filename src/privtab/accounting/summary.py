@@ -105,11 +105,12 @@ def account(
 
 def account_table(result: dict[str, Any]) -> Table:
     """The human form of :func:`account`: ε (and the optimal order) by method."""
+    from privtab.report import round_up_sig
     from privtab.report.text import table
 
     rows = []
     for m, eps in result["epsilon"].items():
         a = result["alpha"].get(m, float("nan"))
-        rows.append((m, f"{eps:.6f}", "" if a != a else f"{a:.4f}"))
-    title = f"{result['guarantee']}  at δ = {result['delta']:g}"
+        rows.append((m, round_up_sig(float(eps), 7), "" if a != a else f"{a:.4f}"))
+    title = f"{result['guarantee']}  at δ = {result['delta']:g} (ε rounded up)"
     return table(title, ("method", "ε", "order α*"), rows)

@@ -58,7 +58,7 @@ class Benchmark:
     options: tuple[Option, ...] = ()
 
     def module(self) -> ModuleType:
-        return importlib.import_module(f"privtab.bench.{self.name}")
+        return importlib.import_module(f"privtab.bench.{self.name.replace('-', '_')}")
 
 
 BENCHMARKS: dict[str, Benchmark] = {
@@ -119,6 +119,14 @@ BENCHMARKS: dict[str, Benchmark] = {
             heavy=True,
             help="SafeTab-P release at each size: wall time, peak memory, seconds per level.",
             options=opts.SCALE,
+        ),
+        Benchmark(
+            "topdown-state",
+            "TopDown on one synthetic state: time, memory, accuracy",
+            heavy=True,
+            help="privtab topdown run on one state at production settings: time and memory, "
+            "the error of the tables and of the noisy measurements.",
+            options=opts.TOPDOWN_STATE,
         ),
     )
 }

@@ -204,3 +204,9 @@ SAFETAB = (
         parse=_lock,
     ),
 )
+
+TOPDOWN_STATE = (
+    Option("data", None, "A data folder of privtab synth (one state, e.g. --states DE).",
+           str | None),
+    Option("seed", 1, "Seed of the (NOT private) production-law noise.", minimum=0),
+)  # fmt: skip

@@ -7,6 +7,8 @@ Every command runs inside :class:`ErrorHandlingGroup` (the ``privtab`` group), w
   on stderr and its exit code (1 input, 2 usage) — never a traceback;
 - ``KeyboardInterrupt`` (Ctrl-C, and SIGTERM/SIGHUP where a command maps them to it) into
   ``privtab: interrupted`` and exit code 130;
+- an ``OSError`` the file system raises for a path whatever privtab does — a name too long,
+  a symbolic link loop — into the usage error it is (exit code 2, naming the path);
 - anything else — a bug in privtab — into one line naming the exception and the file the
   traceback was written to (under the temporary directory), exit code 3.
 
@@ -20,6 +22,7 @@ byte-order mark) are printed as ``privtab: warning: ...``.
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import sys
 import tempfile
@@ -30,11 +33,10 @@ from contextlib import contextmanager
 from typing import Any
 
 import typer
-from typer.core import TyperGroup
 from typer.exceptions import TyperException
 
-from privtab.cli._render import log_to_stderr
-from privtab.errors import EXIT_BUG, EXIT_INTERRUPTED, UserError
+from privtab.cli._render import FullHelpGroup, log_to_stderr
+from privtab.errors import EXIT_BUG, EXIT_INTERRUPTED, UsageError, UserError
 
 __all__ = ["ErrorHandlingGroup", "error_document"]
 
@@ -102,7 +104,7 @@ def _input_warnings() -> Iterator[None]:
         warnings.showwarning = previous
 
 
-class ErrorHandlingGroup(TyperGroup):
+class ErrorHandlingGroup(FullHelpGroup):
     """The root command group: runs a command and ends every failure as documented."""
 
     def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
@@ -130,6 +132,11 @@ class ErrorHandlingGroup(TyperGroup):
             _report(exc, EXIT_INTERRUPTED, as_json, _debug(ctx))
             raise typer.Exit(EXIT_INTERRUPTED) from None
         except Exception as exc:
+            path_error = _path_error(exc)
+            if path_error is not None:
+                _echo(f"privtab: error: {path_error}")
+                _report(path_error, path_error.exit_code, as_json, _debug(ctx))
+                raise typer.Exit(path_error.exit_code) from None
             debug = _debug(ctx)
             path = _write_traceback(exc)
             _echo(
@@ -139,6 +146,25 @@ class ErrorHandlingGroup(TyperGroup):
             )
             _report(exc, EXIT_BUG, as_json, debug, traceback_file=path)
             raise typer.Exit(EXIT_BUG) from None
+
+
+_PATH_ERRNOS = {
+    errno.ENAMETOOLONG: "the name is too long for the file system (at most 255 bytes per "
+    "folder or file name)",
+    errno.ELOOP: "a symbolic link on the path loops (it never reaches a file)",
+    errno.EISDIR: "the path names a folder where a file is to be read or written",
+    errno.ENOTDIR: "a part of the path that must be a folder is a file",
+}
+
+
+def _path_error(exc: BaseException) -> UsageError | None:
+    """A path the file system refuses whatever privtab does (a name too long, a symbolic
+    link loop) as the user error it is, naming the path; ``None`` for anything else."""
+    if not isinstance(exc, OSError) or exc.errno not in _PATH_ERRNOS:
+        return None
+    named = exc.filename2 if exc.filename2 is not None else exc.filename  # a rename: its target
+    name = None if named is None else str(named)
+    return UsageError(_PATH_ERRNOS[exc.errno], file=name)
 
 
 def _one_line(exc: BaseException) -> str:

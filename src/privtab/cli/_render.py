@@ -19,6 +19,7 @@ from contextlib import contextmanager
 from typing import Annotated, Any, NoReturn
 
 import typer
+from typer.core import TyperGroup
 
 from privtab._json import jsonable
 from privtab.errors import EXIT_INPUT, EXIT_INTERRUPTED, EXIT_USAGE, InputError, UsageError
@@ -43,9 +44,55 @@ class _StderrHandler(logging.Handler):
         sys.stderr.flush()
 
 
+class FullHelpGroup(TyperGroup):
+    """A command group whose ``--help`` lists each command with its whole description
+    (wrapped at spaces to the terminal), never cut to "…" (issue 31)."""
+
+    def format_commands(self, ctx: Any, formatter: Any) -> None:
+        rows = []
+        for name in self.list_commands(ctx):
+            cmd = self.get_command(ctx, name)
+            if cmd is not None and not cmd.hidden:
+                rows.append((name, describe_command(cmd)))
+        if rows:
+            with formatter.section("Commands"):
+                _write_rows(formatter, rows)
+
+
+def _write_rows(formatter: Any, rows: list[tuple[str, str]]) -> None:
+    """``name  description`` rows, the descriptions wrapped at spaces only (a hyphenated
+    word such as "post-processing" is never broken)."""
+    import textwrap
+
+    first = min(max(len(name) for name, _ in rows), 30) + 2
+    indent = formatter.current_indent
+    width = max(formatter.width - indent - first, 20)
+    for name, text in rows:
+        lines = textwrap.wrap(text, width, break_on_hyphens=False, break_long_words=False)
+        lines = lines or [""]
+        if len(name) + 2 > first:
+            formatter.write(f"{'':>{indent}}{name}\n")
+            head = ""
+        else:
+            head = name
+        formatter.write(f"{'':>{indent}}{head:<{first}}{lines[0]}\n")
+        for line in lines[1:]:
+            formatter.write(f"{'':>{indent + first}}{line}\n")
+
+
+def describe_command(cmd: Any) -> str:
+    """A command's description for a list of commands: its short help, else the first
+    paragraph of its help, joined into one line (not truncated)."""
+    text = cmd.short_help or (cmd.help or "").strip().split("\n\n")[0]
+    return " ".join(text.split())
+
+
 def group(help: str, **kw: Any) -> typer.Typer:
-    """A command group with plain help that wraps to the terminal (no truncated options)."""
-    return typer.Typer(rich_markup_mode=None, help=help, **{"no_args_is_help": True, **kw})
+    """A command group with plain help that wraps to the terminal (no truncated options or
+    command descriptions)."""
+    return typer.Typer(
+        rich_markup_mode=None, help=help, cls=FullHelpGroup, **{"no_args_is_help": True, **kw}
+    )
 
 
 def add_group(app: typer.Typer, name: str, help: str, commands: dict[str, Any]) -> None:
@@ -134,8 +181,23 @@ def info(message: str) -> None:
     LOG.info(message)
 
 
+_TABLE_OVERHEAD = 3
+"""Terminal cells a table spends per column (borders and padding), plus one."""
+
+
+def _longest_word(texts: Iterable[str]) -> int:
+    from rich.cells import cell_len
+
+    return max((cell_len(w) for t in texts for w in t.split()), default=1)
+
+
 def show(tables: Iterable[Table], lines: Sequence[str] = (), head: Sequence[str] = ()) -> None:
-    """Print ``head`` lines, tables, then ``lines`` on stdout, folded to the terminal width."""
+    """Print ``head`` lines, tables, then ``lines`` on stdout, wrapped to the terminal
+    width at spaces: no word of a header or cell is ever broken or cut to "…" (issue 31:
+    ``4971,19 / 971,149``, ``stabili ty``). Each column is at least as wide as its longest
+    word; a table whose columns cannot all be that wide is printed as a list instead (one
+    block per row, ``column: value``), so nothing is folded mid-word. Only a single word
+    wider than the terminal (a long path) is folded."""
     from rich.console import Console
     from rich.table import Table as RichTable
 
@@ -143,16 +205,58 @@ def show(tables: Iterable[Table], lines: Sequence[str] = (), head: Sequence[str]
     for line in head:
         console.print(line, overflow="fold")
     for tab in tables:
-        rt = RichTable(title=tab.title or None, title_justify="left")
-        for i, col in enumerate(tab.columns):
-            rt.add_column(col, justify="left" if i < tab.left else "right", overflow="fold")
-        for row in tab.rows:
-            rt.add_row(*row)
-        console.print(rt)
+        widths = _column_widths(tab, console.width)
+        if widths is None:
+            _show_as_list(console, tab)
+        else:
+            rt = RichTable(title=tab.title or None, title_justify="left")
+            for k, col in enumerate(tab.columns):
+                rt.add_column(
+                    col,
+                    justify="left" if k < tab.left else "right",
+                    overflow="fold",
+                    width=widths[k],
+                )
+            for row in tab.rows:
+                rt.add_row(*row)
+            console.print(rt)
         for note in tab.notes:
             console.print(note, overflow="fold")
     for line in lines:
         console.print(line, overflow="fold")
+
+
+def _column_widths(tab: Table, width: int) -> list[int] | None:
+    """Each column's width in a table ``width`` cells wide: at least its longest word
+    (header or cell), the rest shared out so that as many cells as possible fit on one
+    line; ``None`` when even the longest words do not fit (the table is shown as a list)."""
+    from rich.cells import cell_len
+
+    n = len(tab.columns)
+    avail = width - _TABLE_OVERHEAD * n - 1
+    texts = [[col, *(row[i] for row in tab.rows)] for i, col in enumerate(tab.columns)]
+    mins = [_longest_word(t) for t in texts]
+    if sum(mins) > avail:
+        return None
+    maxs = [max(max(cell_len(x) for x in t), m) for t, m in zip(texts, mins, strict=True)]
+    widths = list(mins)
+    spare = avail - sum(widths)
+    for i in sorted(range(n), key=lambda i: maxs[i] - mins[i]):  # the narrowest gaps first
+        give = min(maxs[i] - widths[i], spare)
+        widths[i] += give
+        spare -= give
+    return widths
+
+
+def _show_as_list(console: Any, tab: Table) -> None:
+    """A table too wide for the terminal, as one block per row: the first column's value,
+    then ``column: value`` for the others (wrapped at spaces, indented)."""
+    if tab.title:
+        console.print(tab.title, overflow="fold")
+    for row in tab.rows:
+        console.print(f"• {tab.columns[0]}: {row[0]}", overflow="fold")
+        for col, value in zip(tab.columns[1:], row[1:], strict=True):
+            console.print(f"    {col}: {value}", overflow="fold")
 
 
 def emit(

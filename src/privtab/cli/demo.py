@@ -34,8 +34,8 @@ def demo(
     as_json: JsonOption = False,
     quiet: QuietOption = False,
 ) -> None:
-    """Synthetic population → the 2020 production SafeTab-P and SafeTab-H configs → two
-    releases (persons: DHC-A; households: DHC-B), summarised."""
+    """Synthetic population → the 2020 production SafeTab-P, SafeTab-H and TopDown configs →
+    releases (persons: DHC-A; households: DHC-B; the redistricting data), summarised."""
     import warnings
 
     from privtab.atomic import OutputRefusedError

@@ -8,7 +8,7 @@ from typing import Annotated, Any
 
 import typer
 
-from privtab._options import choice, numbers, open_unit
+from privtab._options import choice, numbers, open_unit, path_option
 from privtab.cli._release import ParentsOption
 from privtab.cli._render import (
     ConfigOption,
@@ -180,6 +180,9 @@ def run_cmd(
     from privtab.tabulate.summary import release_summary, release_tables
 
     open_unit("--delta", delta)
+    for option, value in (("--data", data), ("--out", out), ("--config", config),
+                          ("--ledger", ledger), ("--run-record", run_record)):  # fmt: skip
+        path_option(option, value)
     # every other flag is named as RunOptions.from_flags' argument of the same name
     flags = {k: v for k, v in ctx.params.items() if k not in _NOT_RUN_OPTIONS}
     wanted = [x.strip().lower() for x in products.split(",") if x.strip()]

@@ -13,7 +13,7 @@ from typing import Annotated
 
 import typer
 
-from privtab._options import numbers, open_unit
+from privtab._options import numbers, open_unit, output_file_option
 from privtab.cli._render import JsonOption, emit, fail, group, usage_errors
 
 DEFAULT_LEVELS = "0.01,0.05,0.1"
@@ -87,6 +87,7 @@ def semantics(
     )
     from privtab.semantics.report import write_guarantee_report
 
+    output_file_option("--html", html_out)
     given = {"--pure": pure, "--approx": approx, "--zcdp": zcdp, "--gdp": gdp,
              "--rdp-file": rdp_file, "--release": release}  # fmt: skip
     g = chosen_guarantee(given)
@@ -107,7 +108,9 @@ def semantics(
             html_out, g, (doc, runs, name), lv, rt, dg_queries=dg_queries,
             prior_posterior=p2p, bounds=ov["prior_to_posterior"],
         )  # fmt: skip
-    head, tables = overview_tables(ov, g, runs, name)
+    from privtab.semantics.release import exact_release_value
+
+    head, tables = overview_tables(ov, g, runs, name, exact_release_value(doc))
     if release is not None:
         from privtab.semantics.overview import person_level, person_level_line
 
@@ -141,6 +144,7 @@ def topdown(
     from privtab.semantics.allocation import AllocationError, builtin_allocation, load_allocation
     from privtab.semantics.overview import select_concerns, topdown_overview, topdown_tables
 
+    output_file_option("--html", html_out)
     lv = numbers(levels, "--levels", lo=0.0, hi=1.0)
     rt = numbers(ratios, "--ratios", lo=1.0, hi=1e300, open_lo=True)
     with usage_errors(AllocationError):

@@ -3,9 +3,14 @@
 * ``plan`` — no data: σ and ρ of every measured query at every level, and the guarantee
   (ρ per person or housing unit, ε(δ) by every analysis, Semi-DP, per attribute and per
   geography) of a packaged production run (``--run us|pr|units|units-pr``) or of a
-  strategy file (``--strategy FILE``).
+  strategy file (``--strategy FILE``);
+* ``run`` — a release from a data folder (``privtab synth`` layout): the microdata,
+  P1–P5/H1, ``release.json``, ``report.html`` (:mod:`privtab.topdown.run`);
+* ``postprocess`` — a new release from a release's noisy measurements alone (``--nmf``);
+* ``validate-output`` — the rules of a written release folder
+  (:mod:`privtab.topdown.validate`).
 
-The computations are :mod:`privtab.topdown.planning`'s.
+The computations are :mod:`privtab.topdown`'s; these commands parse, call and print.
 """
 
 from __future__ import annotations
@@ -15,7 +20,14 @@ from typing import Annotated, Any
 
 import typer
 
-from privtab.cli._render import JsonOption, add_group, emit, usage_errors
+from privtab.cli._render import (
+    JsonOption,
+    OverwriteOption,
+    QuietOption,
+    add_group,
+    emit,
+    usage_errors,
+)
 
 StrategyFile = Annotated[
     Path | None,
@@ -25,7 +37,12 @@ StrategyFile = Annotated[
 
 def register(app: typer.Typer) -> None:
     help = "TopDown: the 2020 redistricting data (P.L. 94-171) with exact noise and accounting."
-    add_group(app, "topdown", help, {"plan": plan})
+    add_group(
+        app,
+        "topdown",
+        help,
+        {"plan": plan, "run": run, "postprocess": postprocess, "validate-output": validate_output},
+    )
 
 
 def plan(
@@ -110,3 +127,245 @@ def _lines(doc: dict[str, Any]) -> list[str]:
         f"{semi['rho']['exact']} ≈ {semi['rho']['value']}, "
         f"ε optimal {semi['epsilon']['optimal']:.4f}",
     ]
+
+
+# ----------------------------------------------------------------------------- run
+
+
+def _runs(value: str) -> tuple[str, ...]:
+    choices = {"us": ("us",), "pr": ("pr",), "both": ("us", "pr")}
+    if value not in choices:
+        raise ValueError(f"--run must be us, pr or both, got {value!r}")
+    return choices[value]
+
+
+class _CliProgress:
+    """Progress on stderr: a rich bar in a terminal; in a log, the steps and every few
+    seconds the count of parents solved (hidden by ``--quiet``)."""
+
+    EVERY = 10.0
+
+    def __init__(self, quiet: bool) -> None:
+        import sys
+
+        from privtab.progress import RichProgress
+
+        self.quiet = quiet
+        self.bar = RichProgress("TopDown") if not quiet and sys.stderr.isatty() else None
+        self._last = 0.0
+
+    def __enter__(self) -> _CliProgress:
+        if self.bar is not None:
+            self.bar.__enter__()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if self.bar is not None:
+            self.bar.__exit__(*exc)
+
+    def __call__(self, message: str) -> None:
+        import time
+
+        from privtab.cli._render import info
+
+        if self.bar is not None:
+            self.bar(message)
+            return
+        if self.quiet:
+            return
+        now = time.monotonic()
+        if message.startswith("[") and now - self._last < self.EVERY:
+            return
+        self._last = now
+        info(message)
+
+
+def run(
+    data: str = typer.Option(
+        ..., "--data", "-d", help="Folder with GRF-C, cef-units, cef-persons."
+    ),
+    out: str = typer.Option(..., "--out", "-o", help="Release folder to create."),
+    which: str = typer.Option("both", "--run", help="us (50 states and DC), pr, or both."),
+    engine: str = typer.Option("polars", "--engine", help="polars (Spark: not yet for TopDown)."),
+    seed: int | None = typer.Option(
+        None, "--seed", help="TESTS ONLY: seeded noise; the release is marked not private."
+    ),
+    no_noise: bool = typer.Option(
+        False, "--insecure-no-noise", help="TESTS ONLY: exact counts, marked not private."
+    ),
+    nmf: bool = typer.Option(
+        False, "--nmf", help="Also write the noisy measurements (nmf/, Parquet)."
+    ),
+    overwrite: OverwriteOption = False,
+    report: bool = typer.Option(True, "--report/--no-report", help="Write report.html."),
+    tabulation_block_groups: bool = typer.Option(
+        False,
+        "--tabulation-block-groups",
+        help="Spine with the tabulation block groups instead of production's optimized ones.",
+    ),
+    ledger: str | None = typer.Option(
+        None, "--ledger", help="The release ledger (CONFIDENTIAL; default as safetab run)."
+    ),
+    lifetime_rho: str | None = typer.Option(
+        None, "--lifetime-rho", help="Lifetime zCDP budget of the data set (exact decimal)."
+    ),
+    allow_more_releases: bool = typer.Option(
+        False, "--allow-more-releases", help="Release even past the lifetime budget."
+    ),
+    dataset_id: str | None = typer.Option(
+        None,
+        "--dataset-id",
+        help="The data set's name in the ledger (default: SHA-256 of cef-persons).",
+    ),
+    run_record: str | None = typer.Option(
+        None, "--run-record", help="Where the CONFIDENTIAL run record goes (default: beside --out)."
+    ),
+    quiet: QuietOption = False,
+    as_json: JsonOption = False,
+) -> None:
+    """Run TopDown on a data folder: MDF, P1-P5 and H1, release.json, report.html.
+
+    Example: privtab topdown run --data synth-de --out release-de --run us
+    """
+    import warnings
+
+    from privtab.accounting.exact import ExactGuarantee
+    from privtab.cli._render import warn
+    from privtab.errors import EXIT_INTERRUPTED, UsageError
+    from privtab.mechanisms import InsecureReleaseWarning
+    from privtab.random import SeededSource
+    from privtab.topdown.run import TopDownOptions, run_release
+
+    with usage_errors():
+        runs = _runs(which)
+    if seed is not None and no_noise:
+        raise UsageError("give --seed or --insecure-no-noise, not both")
+    try:
+        lifetime = None if lifetime_rho is None else ExactGuarantee.zcdp(lifetime_rho)
+    except ValueError as exc:
+        raise UsageError(f"--lifetime-rho: {exc}") from None
+    opts = TopDownOptions(
+        runs=runs,
+        source=None if seed is None else SeededSource(seed),
+        allow_insecure=seed is not None or no_noise,
+        noise=not no_noise,
+        nmf=nmf,
+        engine=engine,
+        overwrite=overwrite,
+        report=report,
+        optimized_block_groups=not tabulation_block_groups,
+        ledger=ledger,
+        dataset_id=dataset_id,
+        lifetime=lifetime,
+        allow_more_releases=allow_more_releases,
+        run_record=run_record,
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", InsecureReleaseWarning)  # said below
+        try:
+            with _CliProgress(quiet or as_json) as progress:
+                res = run_release(Path(data), Path(out), opts, progress=progress)
+        except KeyboardInterrupt as exc:
+            typer.echo(f"privtab: error: {exc or 'interrupted'}: no release was written", err=True)
+            raise typer.Exit(EXIT_INTERRUPTED) from None
+    doc = res.document
+    summary = _summary(res)
+    emit(summary, as_json, [], lines=_run_lines(summary))
+    if not res.private:
+        warn(f"{res.out} is NOT private ({doc['noise']}): never publish it")
+    for w in res.warnings:
+        warn(w)
+    if res.interrupted_after_publication:
+        warn(f"a signal arrived after the release was published: {res.out} is complete")
+
+
+def _summary(res: Any) -> dict[str, Any]:
+    """What ``run`` and ``postprocess`` print (``--json``: this object)."""
+    doc = res.document
+    out = {
+        "out": str(res.out),
+        "private": res.private,
+        "noise": doc["noise"],
+        "guarantee": doc["guarantee"],
+        "runs": sorted(doc["runs"]),
+        "skipped_runs": doc.get("skipped_runs", {}),
+        "outputs": {k: v.get("rows") for k, v in doc["outputs"]["files"].items()},
+        "run_record": None if res.record_path is None else str(res.record_path),
+        "warnings": res.warnings,
+    }
+    if "derived_from" in doc:
+        out["derived_from"] = doc["derived_from"]
+    return out
+
+
+def _run_lines(s: dict[str, Any]) -> list[str]:
+    lines = [f"TopDown release written to {s['out']} (runs: {', '.join(s['runs'])})"]
+    for key, who in (("persons", "person"), ("housing_units", "housing unit")):
+        g = s["guarantee"].get(key)
+        if g:
+            eps = g["epsilon"].get("optimal")
+            lines.append(
+                f"ρ per {who}: {g['rho']['exact']} ≈ {g['rho']['value']} zCDP "
+                f"(ε {eps:.4f} at δ = {g['delta']})"
+            )
+    mdf = s["outputs"].get("mdf/persons.txt")
+    units = s["outputs"].get("mdf/units.txt")
+    lines.append(f"MDF: {mdf:,} person rows, {units:,} unit rows; tables P1-P5, H1 in pl94/")
+    for scope, why in s["skipped_runs"].items():
+        lines.append(f"not run: {scope} ({why})")
+    if not s["private"]:
+        lines.append("NOT PRIVATE: a test release (seeded or without noise)")
+    if s["run_record"]:
+        lines.append(f"confidential run record: {s['run_record']}")
+    return lines
+
+
+def postprocess(
+    nmf: str = typer.Option(..., "--nmf", help="The nmf/ folder of a release run with --nmf."),
+    out: str = typer.Option(..., "--out", "-o", help="Release folder to create."),
+    overwrite: OverwriteOption = False,
+    report: bool = typer.Option(True, "--report/--no-report", help="Write report.html."),
+    run_record: str | None = typer.Option(
+        None, "--run-record", help="Where the run record goes (default: beside --out)."
+    ),
+    quiet: QuietOption = False,
+    as_json: JsonOption = False,
+) -> None:
+    """Post-process a release's noisy measurements again into a new release (no data).
+
+    Example: privtab topdown postprocess --nmf release-de/nmf --out again-de
+    """
+    from privtab.cli._render import warn
+    from privtab.topdown.run import TopDownOptions, postprocess_release
+
+    opts = TopDownOptions(overwrite=overwrite, report=report, run_record=run_record)
+    with _CliProgress(quiet or as_json) as progress:
+        res = postprocess_release(Path(nmf), Path(out), opts, progress=progress)
+    summary = _summary(res)
+    emit(summary, as_json, [], lines=_run_lines(summary))
+    for w in res.warnings:
+        warn(w)
+
+
+# ----------------------------------------------------------------------------- validate
+
+
+def validate_output(
+    release: Path = typer.Argument(..., help="The release folder."),  # noqa: B008
+    grfc: str | None = typer.Option(
+        None, "--grfc", help="The GRF-C (file or data folder): also check places and AIANNH."
+    ),
+    as_json: JsonOption = False,
+) -> None:
+    """Check a written TopDown release folder against its rules (exit 1 if one fails).
+
+    Example: privtab topdown validate-output release-de --grfc synth-de
+    """
+    from privtab.topdown.validate import validate_release
+
+    summary = validate_release(release, grfc=grfc)
+    rows = sum(summary.files.values())
+    lines = [f"valid: {release} ({len(summary.files)} files, {rows:,} rows)"]
+    lines.append("checked: " + ", ".join(summary.checks))
+    lines += [f"  not checked: {k} ({v})" for k, v in summary.skipped.items()]
+    emit(summary.to_json(), as_json, [], lines=lines)

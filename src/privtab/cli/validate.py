@@ -69,7 +69,11 @@ def validate(
     Parquet: the row number), column and value. Exit code 0: valid; 1: invalid input.
     Example: privtab validate --data synth-1m --json
     """
+    from privtab._options import path_option
     from privtab.data.folder import validate_folder
+
+    path_option("--data", data)
+    path_option("--config", config)
 
     sets = None if product is None else PRODUCTS[choice("--product", product, tuple(PRODUCTS))]
     bar = Progress("validate", unit="rows")

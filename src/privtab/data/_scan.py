@@ -11,6 +11,7 @@ batches (:func:`iter_batches`) so that memory stays bounded for 10⁸ rows.
 from __future__ import annotations
 
 import io
+import os
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,7 +21,7 @@ import numpy as np
 import polars as pl
 from numpy.typing import NDArray
 
-from privtab.data._tables import ROW, SEPARATOR, check_header, read_header
+from privtab.data._tables import ROW, SEPARATOR, check_header, check_regular_file, read_header
 from privtab.data.errors import Problem, ProblemLog
 from privtab.data.spec import FIELDS
 
@@ -39,11 +40,12 @@ _LINE = "_LINE"
 
 
 def find_input(directory: Path, stem: str, log: ProblemLog) -> Path | None:
-    """``DIR/stem.txt`` or ``DIR/stem.parquet`` (exactly one of them must exist)."""
+    """``DIR/stem.txt`` or ``DIR/stem.parquet`` (exactly one of them must exist, and be a
+    regular file: :func:`privtab.data._tables.check_regular_file`)."""
     found = [
         directory / f"{stem}{ext}"
         for ext in (".txt", ".parquet")
-        if (directory / f"{stem}{ext}").exists()
+        if os.path.lexists(directory / f"{stem}{ext}")
     ]
     if not found:
         log.add(
@@ -63,7 +65,7 @@ def find_input(directory: Path, stem: str, log: ProblemLog) -> Path | None:
             )
         )
         return None
-    return found[0]
+    return found[0] if check_regular_file(found[0], log) else None
 
 
 def format_of(path: Path) -> Format:
@@ -256,6 +258,8 @@ def open_table(
         header = tuple(found)
         lf = _line_fields(lines, header, expected)
     else:
+        if not check_regular_file(path, log):
+            return None
         try:
             lf = pl.scan_parquet(path, row_index_name=ROW, row_index_offset=1, low_memory=True)
             names = lf.collect_schema().names()
@@ -265,6 +269,8 @@ def open_table(
         names = [n for n in names if n != ROW]
         if not check_header(name, names, expected, log, extra_ok=extra_ok, ordered=False):
             return None
+        if not _check_parquet_types(name, lf.collect_schema(), expected, log):
+            return None
         header = tuple(expected)
         lf = lf.select(
             pl.col(ROW).cast(pl.UInt64),
@@ -272,6 +278,30 @@ def open_table(
             *_normalized(expected, optional_null),
         )
     return OpenTable(path, lf, header, tuple(expected), tuple(optional_null))
+
+
+def _check_parquet_types(
+    name: str, schema: pl.Schema, expected: Sequence[str], log: ProblemLog
+) -> bool:
+    """Every expected column of a Parquet file holds single values that can be read as
+    text (strings, integers, decimals, booleans, dictionaries of them); a list, array,
+    struct or other nested column is reported by name and type (``wrong_type``)."""
+    ok = True
+    for c in expected:
+        dtype = schema[c]
+        if dtype.is_nested() or dtype == pl.Object:
+            log.add(
+                Problem(
+                    name,
+                    "wrong_type",
+                    f"the column holds {dtype} values; each value must be a single string "
+                    "or number (a nested column cannot be read as the Census field)",
+                    column=c,
+                    value=str(dtype),
+                )
+            )
+            ok = False
+    return ok
 
 
 def _line_fields(

@@ -9,6 +9,14 @@ stripped, with a warning (:class:`~privtab.data.errors.InputWarning`).
 Small reference files are read here in pure Python (they have at most ~14,000 rows); the
 large person and GRF-C files are scanned with polars (see :mod:`privtab.data.persons` and
 :mod:`privtab.data.geography`), using :func:`read_header` and :func:`check_header` from here.
+
+Every input is checked to be a **regular file** before it is opened
+(:func:`check_regular_file`): a directory, a named pipe (FIFO), a device such as
+``/dev/zero``, a socket, a symbolic link whose target is missing or that loops, or a name
+the file system refuses as too long is reported as such — a pipe or a device could block
+forever or never end. Files read whole into memory have a size limit
+(:data:`MAX_REFERENCE_BYTES`). The checks run on the path as given, before anything else
+is read; a file replaced by a pipe between the check and the read is the operator's race.
 """
 
 from __future__ import annotations
@@ -18,6 +26,7 @@ from pathlib import Path
 
 import polars as pl
 
+from privtab._files import file_problem
 from privtab.data.errors import Problem, ProblemLog, warn_input
 
 ROW = "ROW"
@@ -27,15 +36,50 @@ BOM = "\ufeff"
 
 SEPARATOR = "|"
 NULL = "Null"
+MAX_HEADER_BYTES = 1 << 16
+"""The longest header line read (64 KiB; a Census header has about 150 bytes): a file
+without ``\\n`` line ends is refused after that much, not read whole."""
+MAX_REFERENCE_BYTES = 64 << 20
+"""The largest reference file read (64 MiB; the 2020 files are at most 0.3 MB): they are
+read whole, so a wrong file (a person file given as a code list) is refused before it
+fills memory."""
+
+
+def check_regular_file(path: Path, log: ProblemLog, max_bytes: int | None = None) -> bool:
+    """Whether ``path`` is a readable regular file (see :func:`file_problem`); if not, the
+    reason is added to ``log`` as a problem naming the file."""
+    found = file_problem(path, max_bytes)
+    if found is None:
+        return True
+    log.add(Problem(str(path), found[0], found[1]))
+    return False
 
 
 def read_header(path: Path, log: ProblemLog) -> list[str] | None:
     """The column names on the first line of a text file (``None`` + a problem if unreadable)."""
+    if not check_regular_file(path, log):
+        return None
     try:
         with path.open("rb") as fh:
-            first = fh.readline()
+            first = fh.readline(MAX_HEADER_BYTES + 1)
     except OSError as exc:
-        log.add(Problem(str(path), "missing_file", f"cannot read the file: {exc.strerror}"))
+        log.add(Problem(str(path), "unreadable", f"cannot read the file: {exc.strerror}"))
+        return None
+    body = first.rstrip(b"\r\n")
+    if b"\r" in body or len(first) > MAX_HEADER_BYTES:
+        cr = b"\r" in body
+        log.add(
+            Problem(
+                str(path),
+                "wrong_line_ends",
+                "the lines end with a bare carriage return (\\r, old Mac style); Census text "
+                "files end lines with \\n or \\r\\n"
+                if cr
+                else f"the first line is longer than {MAX_HEADER_BYTES:,} bytes: not a header "
+                "(is this a text file with \\n line ends?)",
+                row=1,
+            )
+        )
         return None
     if not first.strip():
         log.add(Problem(str(path), "empty_file", "the file is empty (no header row)", row=1))
@@ -53,6 +97,31 @@ def read_header(path: Path, log: ProblemLog) -> list[str] | None:
         )
         return None
     return _strip_bom(str(path), line).rstrip("\r\n").split(SEPARATOR)
+
+
+def decode_utf8(name: str, raw: bytes, log: ProblemLog) -> str | None:
+    """``raw`` decoded as UTF-8, or ``None`` and an ``invalid_utf8`` problem naming the line
+    and byte of the first invalid byte and showing the bytes around it (escaped)."""
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        lineno = raw[: exc.start].count(b"\n") + 1
+        line_start = raw.rfind(b"\n", 0, exc.start) + 1
+        line_end = raw.find(b"\n", exc.start)
+        line_end = len(raw) if line_end < 0 else line_end
+        shown = raw[max(line_start, exc.start - 8) : min(line_end, exc.end + 8)]
+        log.add(
+            Problem(
+                name,
+                "invalid_utf8",
+                f"not valid UTF-8: byte {exc.start - line_start + 1} of the line is "
+                f"0x{raw[exc.start]:02X} (the file must be UTF-8; a Latin-1 or UTF-16 file "
+                "must be converted)",
+                row=lineno,
+                value=shown.decode("utf-8", "backslashreplace"),
+            )
+        )
+        return None
 
 
 def _strip_bom(file: str, text: str) -> str:
@@ -116,25 +185,15 @@ def read_small_table(
     """
     path = Path(path)
     name = str(path)
+    if not check_regular_file(path, log, MAX_REFERENCE_BYTES):
+        return None
     try:
         raw = path.read_bytes()
     except OSError as exc:
-        log.add(Problem(name, "missing_file", f"cannot read the file: {exc.strerror}"))
+        log.add(Problem(name, "unreadable", f"cannot read the file: {exc.strerror}"))
         return None
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        lineno = raw[: exc.start].count(b"\n") + 1
-        col = exc.start - (raw.rfind(b"\n", 0, exc.start) + 1) + 1
-        log.add(
-            Problem(
-                name,
-                "invalid_utf8",
-                f"not valid UTF-8 (byte {col} of the line)",
-                row=lineno,
-                value=raw[exc.start : exc.end + 8].decode("utf-8", "backslashreplace"),
-            )
-        )
+    text = decode_utf8(name, raw, log)
+    if text is None:
         return None
     lines = _strip_bom(name, text).splitlines()
     if not lines or not lines[0].strip():
@@ -178,27 +237,31 @@ def report_rows(
     bad: pl.DataFrame,
     column: str,
     value_column: str | None = None,
+    message_column: str | None = None,
 ) -> None:
     """Add one problem per row of ``bad`` (which has ``ROW`` and ``column``) — first rows only.
 
     ``bad`` holds every offending row (or at least its height is the exact count); only the
-    first ``log.room(...)`` rows are turned into messages.
+    first ``log.room(...)`` rows are turned into messages. ``message_column``: a column of
+    ``bad`` whose text is appended to ``message`` row by row (e.g. where a duplicate was
+    first seen).
     """
     count = bad.height
     if count == 0:
         return
     take = bad.head(max(1, log.room(file, kind)))
     vcol = value_column or column
+    extra = take[message_column].to_list() if message_column else [""] * take.height
     examples = [
         Problem(
             file,
             kind,
-            message,
+            message.format(e) if message_column else message,
             row=None if r is None else int(r),
             column=column,
             value=None if v is None else str(v),
         )
-        for r, v in zip(take[ROW].to_list(), take[vcol].to_list(), strict=True)
+        for r, v, e in zip(take[ROW].to_list(), take[vcol].to_list(), extra, strict=True)
     ]
     log.add_many(count, examples)
 

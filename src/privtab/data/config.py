@@ -19,13 +19,18 @@ Rules (each violation is a :class:`~privtab.data.errors.Problem` naming the key 
   non-decreasing lists of three or more, but equal thresholds make a statistic level
   unreachable and extra ones are never used, so both are reported as errors here; noisy
   counts are integers, so a fractional threshold is a mistake;
-- ``max_race_codes`` is an integer in 1..8, ``zero_suppression_chance`` in [0, 1);
+- ``max_race_codes`` is an integer in 1..8, ``zero_suppression_chance`` 0 or in
+  [10⁻⁴⁰, 1) — read exactly (``0.99999999999999999999`` is that decimal, not the float 1.0),
+  its thresholds decided exactly;
 - ``allow_negative_counts``, ``run_us``, ``run_pr`` are booleans and at least one run is on;
 - ``state_filter_us`` is a non-empty list of distinct FIPS codes of the 50 states + DC;
 - ``reader`` is ``cef`` or ``csv`` (kept for provenance: privtab reads files itself).
 
 Numbers must be JSON numbers (not strings, not ``true``/``false``, not ``NaN`` or
-``Infinity``); a value such as ``1e400`` is read exactly and refused by its range.
+``Infinity``); a value such as ``1e400`` is read exactly and refused by its range. A number
+with more than 40 significant digits or a decimal exponent beyond ±1000 is refused as such
+(``invalid_number``), before any arithmetic on it. The file itself must be a regular UTF-8
+file of at most 1 MiB, nested at most 32 deep.
 
 **Why budgets are bounded.** Every number privtab publishes about a release (noise scale,
 exact 95 % margins of error, the privacy-loss analyses) is computed exactly or with
@@ -49,7 +54,8 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any, Literal
 
-from privtab.data.errors import Problem, ProblemLog, checked
+from privtab.data._tables import check_regular_file, decode_utf8
+from privtab.data.errors import Problem, ProblemLog, checked, warn_input
 from privtab.data.levels import (
     ITERATION_LEVELS,
     PR_LEVELS,
@@ -74,6 +80,20 @@ MAX_BUDGET = Fraction(10**6)
 """The largest budget accepted (see the module docstring)."""
 MAX_THRESHOLD = 10**12
 """Thresholds are integers of magnitude at most this (counts of persons are < 10¹⁰)."""
+MIN_ZERO_SUPPRESSION_CHANCE = Fraction(1, 10**40)
+"""The smallest positive ``zero_suppression_chance``: with at most
+:data:`MAX_NUMBER_DIGITS` digits, ``1 − chance`` is at least this too, and the exact
+threshold decisions (certified arithmetic, :func:`privtab.tabulate.suppression.
+exact_quantile`) are made for every chance in between."""
+MAX_CONFIG_BYTES = 1 << 20
+"""The largest ``config.json`` read (1 MiB; the production file has 2.5 kB)."""
+MAX_JSON_DEPTH = 32
+"""The deepest nesting of arrays and objects accepted (the schema has 3 levels)."""
+MAX_NUMBER_DIGITS = 40
+"""Numbers in ``config.json`` have at most this many significant digits …"""
+MAX_NUMBER_EXPONENT = 1000
+"""… and a decimal exponent within ±this: exact arithmetic on every accepted number ends
+quickly (``1e-999999999`` as a Fraction would need a billion-digit denominator)."""
 
 
 def budget_key(geo: GeoLevel, iteration_level: int) -> str:
@@ -165,6 +185,9 @@ class SafeTabConfig:
                 if self.zero_suppression_chance is None
                 else float(self.zero_suppression_chance)
             ),
+            "zero_suppression_chance_exact": (
+                None if self.zero_suppression_chance is None else str(self.zero_suppression_chance)
+            ),
             "allow_negative_counts": self.allow_negative_counts,
             "run_us": self.run_us,
             "run_pr": self.run_pr,
@@ -181,21 +204,35 @@ def read_config(path: str | Path) -> SafeTabConfig:
 def load_config(path: str | Path, log: ProblemLog) -> SafeTabConfig | None:
     """Read and validate ``config.json``, adding problems to ``log``.
 
-    Returns ``None`` if the file has any problem (they are all in ``log``).
+    The file must be a regular file of at most :data:`MAX_CONFIG_BYTES` bytes, in UTF-8 (a
+    byte-order mark is stripped with a warning). Returns ``None`` if the file has any
+    problem (they are all in ``log``).
     """
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        log.add(Problem(str(path), "missing_file", f"cannot read the file: {exc.strerror}"))
+    if not check_regular_file(path, log, MAX_CONFIG_BYTES):
         return None
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        log.add(Problem(str(path), "unreadable", f"cannot read the file: {exc.strerror}"))
+        return None
+    text = decode_utf8(str(path), raw, log)
+    if text is None:
+        return None
+    if text.startswith("\ufeff"):
+        warn_input(str(path), "UTF-8 byte-order mark at the start of the file ignored")
+        text = text[1:]
     return parse_config_text(text, source=str(path), log=log)
 
 
 def parse_config_text(text: str, source: str, log: ProblemLog) -> SafeTabConfig | None:
     """Parse JSON text with exact decimals and duplicate-key detection, then validate.
 
-    Returns ``None`` (problems in ``log``) if anything is wrong.
+    Numbers are read as exact decimals; one with more than :data:`MAX_NUMBER_DIGITS`
+    significant digits or a decimal exponent beyond ±:data:`MAX_NUMBER_EXPONENT` is kept
+    as an unusable value and reported by the key that holds it (``invalid_number``), so
+    that no computation on it can run away. Nesting deeper than :data:`MAX_JSON_DEPTH` is
+    refused. Returns ``None`` (problems in ``log``) if anything is wrong.
     """
     dup: list[str] = []
 
@@ -207,8 +244,21 @@ def parse_config_text(text: str, source: str, log: ProblemLog) -> SafeTabConfig 
             out[k] = v
         return out
 
+    depth = _json_depth(text)
+    if depth > MAX_JSON_DEPTH:
+        log.add(
+            Problem(
+                source,
+                "invalid_json",
+                f"the JSON nests arrays and objects {depth} deep, more than the "
+                f"{MAX_JSON_DEPTH} levels a config may have (it has at most 3)",
+            )
+        )
+        return None
     try:
-        raw = json.loads(text, parse_float=Decimal, object_pairs_hook=pairs)
+        raw = json.loads(
+            text, parse_float=_parse_float, parse_int=_parse_int, object_pairs_hook=pairs
+        )
     except json.JSONDecodeError as exc:
         log.add(
             Problem(
@@ -226,6 +276,55 @@ def parse_config_text(text: str, source: str, log: ProblemLog) -> SafeTabConfig 
         return None
     cfg = parse_config(raw, source=source, log=log)
     return None if dup else cfg
+
+
+def _json_depth(text: str) -> int:
+    """The deepest nesting of ``[``/``{`` in JSON ``text`` (brackets inside strings are
+    not counted). Linear time, no recursion: checked before :func:`json.loads`, whose
+    recursion on deep input would otherwise fail."""
+    depth = deepest = 0
+    in_string = escaped = False
+    for ch in text:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif ch == "\\":
+                escaped = True
+            elif ch == '"':
+                in_string = False
+        elif ch == '"':
+            in_string = True
+        elif ch in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif ch in "]}":
+            depth -= 1
+    return deepest
+
+
+@dataclass(frozen=True)
+class _Unusable:
+    """A JSON number too long or too large to compute with (see :func:`parse_config_text`)."""
+
+    text: str
+
+    def __str__(self) -> str:
+        if len(self.text) <= 40:
+            return self.text
+        return f"{self.text[:20]}…{self.text[-8:]} ({len(self.text):,} characters)"
+
+
+def _parse_int(text: str) -> int | _Unusable:
+    return _Unusable(text) if len(text.lstrip("-")) > MAX_NUMBER_DIGITS else int(text)
+
+
+def _parse_float(text: str) -> Decimal | _Unusable:
+    value = Decimal(text)
+    if len(value.as_tuple().digits) > MAX_NUMBER_DIGITS or not (
+        -MAX_NUMBER_EXPONENT <= value.adjusted() <= MAX_NUMBER_EXPONENT
+    ):
+        return _Unusable(text)
+    return value
 
 
 def parse_config(
@@ -267,7 +366,8 @@ def parse_config(
 
 
 def _is_number(x: Any) -> bool:
-    if isinstance(x, bool):
+    """A finite number that exact arithmetic can use (see :func:`_unusable`)."""
+    if isinstance(x, bool) or _unusable(x):
         return False
     if isinstance(x, int):
         return True
@@ -276,21 +376,49 @@ def _is_number(x: Any) -> bool:
     return isinstance(x, float) and math.isfinite(x)
 
 
+def _unusable(x: Any) -> bool:
+    """A number too long or too large to compute with exactly: more than
+    :data:`MAX_NUMBER_DIGITS` digits or an exponent beyond ±:data:`MAX_NUMBER_EXPONENT`
+    (also a list that holds one)."""
+    if isinstance(x, _Unusable):
+        return True
+    if isinstance(x, list):
+        return any(_unusable(v) for v in x)
+    if isinstance(x, int) and not isinstance(x, bool):
+        return bool(abs(x) >= 10**MAX_NUMBER_DIGITS)
+    if isinstance(x, Decimal) and x.is_finite():
+        return len(x.as_tuple().digits) > MAX_NUMBER_DIGITS or not (
+            -MAX_NUMBER_EXPONENT <= x.adjusted() <= MAX_NUMBER_EXPONENT
+        )
+    return False
+
+
 def _frac(x: Any) -> Fraction:
     if isinstance(x, float):
         return Fraction(repr(x))  # the decimal the user wrote, not the binary float
     return Fraction(x)
 
 
+_SHOWN = 200
+"""Characters of a value shown in a message (the rest is elided, its length stated)."""
+
+
 def _show(x: Any) -> str:
-    if isinstance(x, Decimal | str):
-        return str(x)
-    if isinstance(x, list):
-        return "[" + ", ".join(_show(v) for v in x) + "]"
-    try:
-        return json.dumps(x, default=str)
-    except (TypeError, ValueError):
-        return repr(x)
+    """A value as the user wrote it, at most about :data:`_SHOWN` characters."""
+    if isinstance(x, int) and not isinstance(x, bool) and abs(x) >= 10**MAX_NUMBER_DIGITS:
+        text = f"an integer of about {int(x.bit_length() * math.log10(2)) + 1:,} digits"
+    elif isinstance(x, Decimal | str | _Unusable):
+        text = str(x)
+    elif isinstance(x, list):
+        text = "[" + ", ".join(_show(v) for v in x[:50]) + (", …]" if len(x) > 50 else "]")
+    else:
+        try:
+            text = json.dumps(x, default=str)
+        except (TypeError, ValueError):
+            text = repr(x)
+    if len(text) > _SHOWN:
+        return f"{text[: _SHOWN - 40]}… ({len(text):,} characters)"
+    return text
 
 
 class _Checker:
@@ -301,6 +429,13 @@ class _Checker:
 
     def bad(self, kind: str, key: str, value: Any, message: str) -> None:
         shown = None if value is _ABSENT else _show(value)
+        if kind == "invalid_type" and _unusable(value):
+            kind = "invalid_number"
+            message = (
+                f"a number here may have at most {MAX_NUMBER_DIGITS} significant digits and a "
+                f"decimal exponent within ±{MAX_NUMBER_EXPONENT} (exact arithmetic on it "
+                "must finish)"
+            )
         self.log.add(Problem(self.source, kind, message, column=key, value=shown))
 
     def run(self) -> None:
@@ -391,6 +526,14 @@ class _Checker:
             self.bad("invalid_type", "zero_suppression_chance", v, "must be a number")
         elif not 0 <= v < 1:
             self.bad("out_of_range", "zero_suppression_chance", v, "must lie in [0, 1)")
+        elif 0 < v < MIN_ZERO_SUPPRESSION_CHANCE:
+            self.bad(
+                "out_of_range",
+                "zero_suppression_chance",
+                v,
+                "a positive chance must be at least 1e-40 (its threshold is decided exactly; "
+                "use 0 to switch zero suppression off)",
+            )
 
     def _flags(self) -> None:
         for k in ("allow_negative_counts", "run_us", "run_pr"):

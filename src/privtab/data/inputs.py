@@ -16,17 +16,21 @@ so that an engine can validate while it aggregates, in a single pass
 from __future__ import annotations
 
 import hashlib
+import stat
 import time
 from dataclasses import dataclass
+from fractions import Fraction
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
+from privtab._files import file_problem
 from privtab.data._scan import find_input, has_rows, open_table
 from privtab.data.config import SafeTabConfig, load_config
-from privtab.data.errors import Problem, ProblemLog
+from privtab.data.errors import InputValidationError, Problem, ProblemLog
 from privtab.data.geography import GRFC_STEM, Geography, load_geography
 from privtab.data.iterations import REFERENCE_FILES, ReferenceData, load_reference
 from privtab.data.levels import PopulationGroupLevel, Scope
+from privtab.data.noise_limits import check_noise_limits
 from privtab.data.persons import (
     DEFAULT_BATCH_ROWS,
     PERSON_COLUMNS,
@@ -106,6 +110,7 @@ class SafeTabInputs:
             stab = self.stabilities(scope)
             out["runs"][scope.value] = {
                 "total_budget": float(self.config.total_budget(scope)),
+                "total_budget_exact": str(self.config.total_budget(scope)),
                 "levels": [
                     {
                         "geography": g.value,
@@ -113,6 +118,7 @@ class SafeTabInputs:
                         "regions": len(self.geography.domain(g)),
                         "iterations": len(self.reference.select(i, g.granularity)),
                         "budget": float(self.config.budget(g, i)),
+                        "budget_exact": str(self.config.budget(g, i)),
                         "stability": stab[(g, i)].value,
                         "stability_census_rule": stab[(g, i)].census_rule,
                         "stability_exact": stab[(g, i)].exact,
@@ -126,6 +132,7 @@ class SafeTabInputs:
 def summary_tables(summary: dict[str, Any]) -> tuple[str, list[Table]]:
     """The human form of :meth:`Inputs.summary` (``privtab validate``): a headline and one
     table of levels per run."""
+    from privtab.accounting.exact import exact_or_up
     from privtab.report.text import table
 
     s = summary
@@ -137,7 +144,7 @@ def summary_tables(summary: dict[str, Any]) -> tuple[str, list[Table]]:
     cols = ("geography", "level", "regions", "iterations", "budget", "stability")
     tables = [
         table(
-            f"{scope} run: total budget {run['total_budget']:g}",
+            f"{scope} run: total budget {exact_or_up(Fraction(run['total_budget_exact']))}",
             cols,
             [
                 (
@@ -145,7 +152,7 @@ def summary_tables(summary: dict[str, Any]) -> tuple[str, list[Table]]:
                     str(lv["iteration_level"]),
                     f"{lv['regions']:,}",
                     f"{lv['iterations']:,}",
-                    f"{lv['budget']:g}",
+                    exact_or_up(Fraction(lv["budget_exact"])),
                     str(lv["stability"]),
                 )
                 for lv in run["levels"]
@@ -165,11 +172,55 @@ def sha256_file(path: Path, block: int = 1 << 22) -> str:
 
 
 def resolve_config_path(config: str | Path | None) -> Path:
-    """``config.json`` from a file path, a parameters directory, or the packaged default."""
+    """``config.json`` from a file path, a parameters directory, or the packaged default.
+
+    A path that names nothing (no such file or folder, an empty string, a name too long
+    for the file system) is refused at once with one located problem
+    (:class:`~privtab.data.errors.InputValidationError`), before anything else is read: the
+    reference files next to a config that does not exist would only add noise.
+    """
     if config is None:
         return production_config_path()
+    if str(config) == "":
+        _refuse_path("", "the config path is empty: give config.json or the folder that holds it")
     p = Path(config)
-    return p / "config.json" if p.is_dir() else p
+    try:
+        is_dir = stat.S_ISDIR(p.stat().st_mode)
+    except OSError:
+        found = file_problem(p)
+        assert found is not None
+        kind, message = found
+        if kind == "missing_file":
+            message = (
+                "the config path names nothing (no such file or folder): give config.json "
+                "or the folder that holds it and the four reference files"
+            )
+        _refuse_path(str(p), message, kind)
+    return p / "config.json" if is_dir else p
+
+
+def _refuse_path(path: str, message: str, kind: str = "missing_file") -> NoReturn:
+    raise InputValidationError([Problem(path, kind, message)])
+
+
+def _data_folder_ok(data: Path, text: str, log: ProblemLog) -> bool:
+    """Whether the data folder exists and is a folder (else one problem naming it)."""
+    if text == "":
+        log.add(Problem("", "missing_file", "the data folder path is empty"))
+        return False
+    try:
+        if stat.S_ISDIR(data.stat().st_mode):
+            return True
+        message = "not a folder: give the folder that holds person-records and GRF-C"
+        kind = "not_a_folder"
+    except OSError:
+        found = file_problem(data)
+        assert found is not None
+        kind, message = found
+        if kind == "missing_file":
+            message = "no such folder (the folder that holds person-records and GRF-C)"
+    log.add(Problem(str(data), kind, message))
+    return False
 
 
 def load_inputs(
@@ -195,13 +246,16 @@ def load_inputs(
     data = Path(data_dir)
     cfg = load_config(config_path, log)
     ref = load_reference(config_path.parent, log)
-    grfc_path = find_input(data, GRFC_STEM, log)
-    persons_path = find_input(data, PERSON_STEM, log)
+    grfc_path = persons_path = None
+    if _data_folder_ok(data, str(data_dir), log):
+        grfc_path = find_input(data, GRFC_STEM, log)
+        persons_path = find_input(data, PERSON_STEM, log)
     state_filter = cfg.state_filter_us if cfg is not None else ()
     geo = None if grfc_path is None else load_geography(grfc_path, log, state_filter, batch_rows)
     rows: int | None = None
     if cfg is not None and ref is not None and geo is not None:
         _check_some_public_group(cfg, ref, geo, config_path, log)
+        check_noise_limits(cfg, ref, geo, config_path, log)
     if persons_path is not None:
         header_ok = open_table(persons_path, PERSON_COLUMNS, log, optional_null=RACE_COLUMNS)
         if header_ok is not None and not allow_empty and not has_rows(persons_path):

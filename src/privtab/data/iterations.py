@@ -16,12 +16,15 @@ alone-or-in-combination one when ANY is; a person is in an ethnicity iteration w
 single ethnicity code (QSPAN) is in its group. LEVEL 0/1/2 is the place in the hierarchy;
 SafeTab-P tabulates levels 1 and 2 only (level 0 is ignored, as in production).
 
-Validation (each problem names file, row, column, value): header; code patterns
-(``[1-9]\\d{3}`` for race/ethnicity codes, ``\\d{4}`` for iteration codes); duplicates;
-LEVEL in 0..2; flags ``True``/``False``/``Null`` with LEVEL 0 ⇔ both flags ``Null`` and never
-both ``True``; race and ethnicity iteration codes disjoint; every mapped iteration and code
-defined; and the hierarchy rule SafeTab's stability relies on — **no code maps to two
-iterations of one level** (same kind, LEVEL, ALONE, tabulated at the same granularity).
+Validation (each problem names file, row, column, value, and states the rule it breaks as
+``…; rule: …``): header; every file has at least one row; no control characters (a NUL, a
+tab, …) in any field; code patterns (``[1-9]\\d{3}`` for race/ethnicity codes, ``\\d{4}``
+for iteration codes); duplicates (naming the line of the first occurrence); LEVEL in
+0..2; flags ``True``/``False``/``Null`` with LEVEL 0 ⇔ both flags ``Null`` and never both
+``True``; race and ethnicity iteration codes disjoint; every mapped iteration and code
+defined; every tabulated iteration (LEVEL 1 or 2) has at least one code; and the hierarchy
+rule SafeTab's stability relies on — **no code maps to two iterations of one level** (same
+kind, LEVEL, ALONE, tabulated at the same granularity).
 """
 
 from __future__ import annotations
@@ -184,6 +187,14 @@ def load_reference(directory: str | Path, log: ProblemLog) -> ReferenceData | No
     race_df = read_small_table(d / RACE_ITERATIONS_FILE, RACE_ITERATION_COLUMNS, log)
     eth_df = read_small_table(d / ETHNICITY_ITERATIONS_FILE, ETHNICITY_ITERATION_COLUMNS, log)
     map_df = read_small_table(d / CODE_TO_ITERATION_FILE, MAPPING_COLUMNS, log)
+    for name, df in (
+        (CODES_FILE, codes_df),
+        (RACE_ITERATIONS_FILE, race_df),
+        (ETHNICITY_ITERATIONS_FILE, eth_df),
+        (CODE_TO_ITERATION_FILE, map_df),
+    ):
+        if df is not None:
+            _check_rows_and_text(str(d / name), df, log)
     if codes_df is not None:
         _check_codes(str(d / CODES_FILE), codes_df, log)
     if race_df is not None:
@@ -196,7 +207,8 @@ def load_reference(directory: str | Path, log: ProblemLog) -> ReferenceData | No
             log,
             str(d / ETHNICITY_ITERATIONS_FILE),
             "duplicate_iteration",
-            "iteration code is also a race iteration code (the two files must be disjoint)",
+            "iteration code is also a race iteration code; rule: the codes of "
+            f"{RACE_ITERATIONS_FILE} and {ETHNICITY_ITERATIONS_FILE} are disjoint",
             overlap,
             "ITERATION_CODE",
         )
@@ -209,6 +221,7 @@ def load_reference(directory: str | Path, log: ProblemLog) -> ReferenceData | No
     assert eth_df is not None
     assert map_df is not None
     ref = _build(codes_df, race_df, eth_df, map_df, str(d))
+    _check_empty_iterations(d, ref, race_df, eth_df, log)
     _check_hierarchy(str(d / CODE_TO_ITERATION_FILE), ref, map_df, log)
     if sum(log.counts.values()) > before:
         return None
@@ -218,12 +231,13 @@ def load_reference(directory: str | Path, log: ProblemLog) -> ReferenceData | No
 _CODE_FORMATS = {
     "ITERATION_CODE": (
         "invalid_iteration_code",
-        "an iteration code is four digits",
+        "not an iteration code; rule: an iteration code is four ASCII digits",
         ITERATION_CODE_PATTERN,
     ),
     "RACE_ETH_CODE": (
         "invalid_code",
-        "a race/ethnicity code is four digits, not starting with 0",
+        "not a race/ethnicity code; rule: a race/ethnicity code is four ASCII digits, not "
+        "starting with 0",
         FOUR_DIGIT_CODE,
     ),
 }
@@ -235,17 +249,58 @@ def _check_format(file: str, df: pl.DataFrame, log: ProblemLog, column: str) -> 
     report_rows(log, file, kind, message, df.filter(~pattern_ok(column, pattern)), column)
 
 
+_CONTROL = "[\\x00-\\x1f\\x7f]"
+"""Control characters (NUL, tab, bell, …, DEL): never part of a code or a name."""
+
+
+def _check_rows_and_text(file: str, df: pl.DataFrame, log: ProblemLog) -> None:
+    """A reference file has at least one row, and no field holds a control character."""
+    if df.height == 0:
+        log.add(
+            Problem(
+                file,
+                "no_rows",
+                "the file has a header but no rows; rule: every reference file lists at least "
+                "one code, iteration or mapping",
+            )
+        )
+    for column in df.columns:
+        if column == ROW:
+            continue
+        report_rows(
+            log,
+            file,
+            "control_character",
+            "the value holds a control character (shown escaped); rule: codes and names "
+            "are printable text (no NUL, tab or other control character)",
+            df.filter(pl.col(column).str.contains(_CONTROL)).with_columns(
+                pl.col(column)
+                .map_elements(lambda v: v.encode("unicode_escape").decode(), pl.String)
+                .alias("_SHOWN")
+            ),
+            column,
+            value_column="_SHOWN",
+        )
+
+
+def _duplicates(df: pl.DataFrame, key: pl.Expr) -> pl.DataFrame:
+    """The rows of ``df`` whose ``key`` was seen on an earlier row, with ``_FIRST``: the
+    line of its first occurrence."""
+    return df.with_columns(pl.col(ROW).first().over(key).alias("_FIRST")).filter(
+        key.is_duplicated() & ~key.is_first_distinct()
+    )
+
+
 def _check_codes(file: str, df: pl.DataFrame, log: ProblemLog) -> None:
     _check_format(file, df, log, "RACE_ETH_CODE")
     report_rows(
         log,
         file,
         "duplicate_code",
-        "code defined more than once",
-        df.filter(
-            pl.col("RACE_ETH_CODE").is_duplicated() & ~pl.col("RACE_ETH_CODE").is_first_distinct()
-        ),
+        "code defined again (first on line {}); rule: each code is defined once",
+        _duplicates(df, pl.col("RACE_ETH_CODE")),
         "RACE_ETH_CODE",
+        message_column="_FIRST",
     )
 
 
@@ -259,17 +314,18 @@ def _check_iteration_rows(file: str, df: pl.DataFrame, log: ProblemLog, *, race:
         log,
         file,
         "duplicate_iteration",
-        "iteration code defined more than once",
-        df.filter(
-            pl.col("ITERATION_CODE").is_duplicated() & ~pl.col("ITERATION_CODE").is_first_distinct()
-        ),
+        "iteration code defined again (first on line {}); rule: each iteration code is "
+        "defined once",
+        _duplicates(df, pl.col("ITERATION_CODE")),
         "ITERATION_CODE",
+        message_column="_FIRST",
     )
     report_rows(
         log,
         file,
         "invalid_level",
-        f"LEVEL must be 0, 1 or 2 (SafeTab-P has budgets for levels {ITERATION_LEVELS})",
+        "not a LEVEL; rule: LEVEL is 0, 1 or 2 (SafeTab-P tabulates levels "
+        f"{ITERATION_LEVELS[0]} and {ITERATION_LEVELS[1]}; 0 is the top of the hierarchy)",
         df.filter(~pl.col("LEVEL").is_in([str(i) for i in range(MAX_LEVEL + 1)])),
         "LEVEL",
     )
@@ -280,7 +336,7 @@ def _check_iteration_rows(file: str, df: pl.DataFrame, log: ProblemLog, *, race:
             log,
             file,
             "invalid_flag",
-            f"must be one of {', '.join(allowed)}",
+            f"not a flag; rule: {col} is one of {', '.join(allowed)} (exactly so written)",
             df.filter(~pl.col(col).is_in(allowed)),
             col,
         )
@@ -294,7 +350,10 @@ def _check_iteration_rows(file: str, df: pl.DataFrame, log: ProblemLog, *, race:
         log,
         file,
         "inconsistent_flags",
-        "an iteration cannot be both DETAILED_ONLY and COARSE_ONLY",
+        "DETAILED_ONLY and COARSE_ONLY are both True, so the iteration would be tabulated "
+        "nowhere; rule: at most one of them is True (DETAILED_ONLY: tabulated at USA, "
+        "STATE and PR-STATE only; COARSE_ONLY: at the other geographies only; both False: "
+        "everywhere)",
         valid.filter((pl.col("DETAILED_ONLY") == "True") & (pl.col("COARSE_ONLY") == "True")),
         "COARSE_ONLY",
     )
@@ -307,7 +366,8 @@ def _report_level0(file: str, valid: pl.DataFrame, log: ProblemLog) -> None:
             log,
             file,
             "inconsistent_flags",
-            f"{col} must be Null exactly when LEVEL is 0",
+            f"{col} does not match LEVEL; rule: {col} is Null exactly when LEVEL is 0 (level-0 "
+            "iterations are not tabulated, the others are True or False)",
             valid.filter(level0 != (pl.col(col) == NULL)),
             col,
         )
@@ -328,9 +388,17 @@ def _check_mapping(
         log,
         file,
         "duplicate_mapping",
-        "the same (iteration, code) pair appears more than once",
-        df.filter(pair.is_duplicated() & ~pair.is_first_distinct()),
+        "{}; rule: each (ITERATION_CODE, RACE_ETH_CODE) pair is listed once",
+        _duplicates(df, pair).with_columns(
+            pl.format(
+                "the pair ITERATION_CODE {}, RACE_ETH_CODE {} is listed again (first on line {})",
+                "ITERATION_CODE",
+                "RACE_ETH_CODE",
+                "_FIRST",
+            ).alias("_WHAT")
+        ),
         "RACE_ETH_CODE",
+        message_column="_WHAT",
     )
     if race_df is not None and eth_df is not None:
         known = pl.concat([race_df["ITERATION_CODE"], eth_df["ITERATION_CODE"]])
@@ -338,7 +406,8 @@ def _check_mapping(
             log,
             file,
             "unknown_iteration",
-            "iteration code is not defined in the race or ethnicity iteration file",
+            "iteration code is not defined; rule: every mapped iteration is a row of "
+            f"{RACE_ITERATIONS_FILE} or {ETHNICITY_ITERATIONS_FILE}",
             df.filter(~pl.col("ITERATION_CODE").is_in(known.implode())),
             "ITERATION_CODE",
         )
@@ -347,7 +416,7 @@ def _check_mapping(
             log,
             file,
             "unknown_code",
-            f"race/ethnicity code is not defined in {CODES_FILE}",
+            f"race/ethnicity code is not defined; rule: every mapped code is a row of {CODES_FILE}",
             df.filter(
                 pattern_ok("RACE_ETH_CODE", FOUR_DIGIT_CODE)
                 & ~pl.col("RACE_ETH_CODE").is_in(codes_df["RACE_ETH_CODE"].implode())
@@ -395,6 +464,24 @@ def _build(
     return ReferenceData(codes=codes, iterations=iterations, source=source)
 
 
+def _check_empty_iterations(
+    d: Path, ref: ReferenceData, race_df: pl.DataFrame, eth_df: pl.DataFrame, log: ProblemLog
+) -> None:
+    """Every tabulated iteration (LEVEL 1 or 2) has at least one code: a group no code
+    maps to could never count anyone (and a level of only such groups has stability 0)."""
+    empty = [code for code, it in ref.iterations.items() if it.level > 0 and not it.codes]
+    for name, df in ((RACE_ITERATIONS_FILE, race_df), (ETHNICITY_ITERATIONS_FILE, eth_df)):
+        report_rows(
+            log,
+            str(d / name),
+            "empty_iteration",
+            f"no code maps to this iteration in {CODE_TO_ITERATION_FILE}; rule: every "
+            "iteration of LEVEL 1 or 2 is tabulated, so its group holds at least one code",
+            df.filter(pl.col("ITERATION_CODE").is_in(empty)),
+            "ITERATION_CODE",
+        )
+
+
 def hierarchy_category(it: Iteration) -> tuple[IterationKind, int, bool | None]:
     """(kind, LEVEL, ALONE): a code may belong to at most one iteration per category+granularity."""
     return (it.kind, it.level, it.alone)
@@ -438,7 +525,8 @@ def _check_hierarchy(file: str, ref: ReferenceData, map_df: pl.DataFrame, log: P
                     "code_in_two_iterations",
                     f"code {code} maps to iterations {other} (line {other_row}) and {it_code}, "
                     f"both {it.kind.value} LEVEL={it.level}{alone} tabulated at {gran.value} "
-                    "geographies; a code may map to only one iteration of a level",
+                    "geographies; rule: a code maps to at most one iteration of a level (the "
+                    "stability of the level relies on it)",
                     row=row,
                     column="RACE_ETH_CODE",
                     value=code_s,

@@ -350,7 +350,18 @@ def field_count_message(found: int, expected: Sequence[str]) -> str:
 
 
 MISSING_VALUE = ("missing_value", "the value is missing (null)")
-INVALID_UTF8 = ("invalid_utf8", f"not valid UTF-8 (invalid bytes are shown as {REPLACEMENT})")
+INVALID_UTF8 = (
+    "invalid_utf8",
+    f"the value holds bytes that are not UTF-8 (each shown as {REPLACEMENT}: binary data or "
+    "another encoding such as Latin-1; the file must be UTF-8)",
+)
+
+
+def invalid_utf8_message(spec: TableSpec, column: str) -> str:
+    """The ``invalid_utf8`` message of ``column``: what is wrong, then what the column
+    must hold (its first rule's message)."""
+    rule = next((r.message for r in spec.fields if r.column == column), None)
+    return INVALID_UTF8[1] if rule is None else f"{INVALID_UTF8[1]}; {rule}"
 
 
 # ---------------------------------------------------------------------------- Polars
@@ -456,7 +467,7 @@ def name_problems(spec: TableSpec, codes: pl.Series | None, report: Report) -> N
         if c not in spec.null_marker_columns:
             report(MISSING_VALUE[0], s.is_null(), c, s, MISSING_VALUE[1])
         bad_utf8 = s.str.contains(REPLACEMENT, literal=True).fill_null(False)
-        report(INVALID_UTF8[0], bad_utf8, c, s, INVALID_UTF8[1])
+        report(INVALID_UTF8[0], bad_utf8, c, s, invalid_utf8_message(spec, c))
         usable[c] = s.is_not_null() & ~bad_utf8
     for rule in spec.rules(codes is not None):
         if isinstance(rule, FieldRule):
@@ -491,6 +502,7 @@ __all__ = [
     "TableSpec",
     "field_count_message",
     "grfc_spec",
+    "invalid_utf8_message",
     "name_problems",
     "person_spec",
     "to_polars",

@@ -95,13 +95,14 @@ def census_overview(
 
 def census_table(ov: dict[str, Any]) -> Table:
     """The human form of :func:`census_overview`."""
+    from privtab.report import round_up_sig as up
     from privtab.report.text import table
 
     rows = [
-        ("advertised", f"{ov['rho']:g}", f"{ov['epsilon_advertised']:.3f}",
-         f"{ov['epsilon_advertised_optimal']:.3f}"),
-        ("Semi-DP", f"{ov['rho_semi']:g}", f"{ov['epsilon_semi']:.3f}",
-         f"{ov['epsilon_semi_optimal']:.3f}"),
+        ("advertised", up(ov["rho"]), up(ov["epsilon_advertised"], 5),
+         up(ov["epsilon_advertised_optimal"], 5)),
+        ("Semi-DP", up(ov["rho_semi"]), up(ov["epsilon_semi"], 5),
+         up(ov["epsilon_semi_optimal"], 5)),
     ]  # fmt: skip
     inv = ov.get("invariant")
     notes = [] if inv is None else [

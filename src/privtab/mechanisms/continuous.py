@@ -39,6 +39,7 @@ from privtab.mechanisms.laws import DiscreteGaussianLaw, DiscreteLaplaceLaw
 from privtab.random import RationalLike
 from privtab.random.lattice import check_granularity, from_lattice
 from privtab.random.rational import as_rational
+from privtab.report import round_up_sig
 
 __all__ = ["Gaussian", "Laplace", "snap_to_lattice"]
 
@@ -135,7 +136,7 @@ class Laplace(_LatticeMechanism, PureDPMechanism):
             return geometric_rdp_divergence(alpha, per_step, shift)
 
         limit = float_up(Fraction(shift) * self.granularity / self.scale_exact)
-        return RDP(curve, f"laplace eps={self.epsilon:.6g} (exact, lattice)", limit=limit)
+        return RDP(curve, f"laplace eps={round_up_sig(self.epsilon)} (exact, lattice)", limit=limit)
 
     def parameters(self) -> dict[str, Any]:
         return {

@@ -45,6 +45,7 @@ from privtab.random import RandomSource, RationalLike
 from privtab.random.exact import exp_neg_enclosure
 from privtab.random.rational import as_rational
 from privtab.random.uniform import bernoulli, bernoulli_certified, uniform_int
+from privtab.report import round_up_sig
 
 __all__ = ["RandomizedResponse"]
 
@@ -178,7 +179,11 @@ class RandomizedResponse:
             lse = top + np.log(np.exp(terms - top).sum(axis=0))
             return np.asarray(np.maximum(lse / (a - 1), 0.0), dtype=np.float64)
 
-        return RDP(curve, f"{k}-ary randomized response eps={self.epsilon:.6g}", limit=self.epsilon)
+        return RDP(
+            curve,
+            f"{k}-ary randomized response eps={round_up_sig(self.epsilon)}",
+            limit=self.epsilon,
+        )
 
     @property
     def variance(self) -> float:

@@ -59,9 +59,10 @@ def as_rational(
         elif isinstance(value, Decimal):
             if not value.is_finite():
                 raise ValueError(f"{name} must be finite, got {value!r}")
+            _check_size(Decimal(value), name)
             out = Fraction(value)
         elif isinstance(value, str):
-            out = Fraction(value.strip())
+            out = Fraction(_checked_text(value.strip(), name))
         elif isinstance(value, numbers.Rational):
             out = Fraction(int(value.numerator), int(value.denominator))
         else:
@@ -79,6 +80,48 @@ def as_rational(
     if at_most is not None and out > at_most:
         raise ValueError(f"{name} must be at most {at_most}, got {value!r}")
     return out
+
+
+MAX_DIGITS = 1000
+"""Decimal input (a string or :class:`~decimal.Decimal`) may have at most this many digits
+and a decimal exponent within ±this: ``"1e999999999"`` would otherwise be turned into a
+billion-digit integer (minutes of work and gigabytes before any check can refuse it)."""
+
+
+def _check_size(d: Decimal, name: str) -> None:
+    if d.is_finite() and (
+        len(d.as_tuple().digits) > MAX_DIGITS or not -MAX_DIGITS <= d.adjusted() <= MAX_DIGITS
+    ):
+        raise ValueError(
+            f"{name} must have at most {MAX_DIGITS} digits and a decimal exponent within "
+            f"±{MAX_DIGITS}, got {_short(str(d))}"
+        )
+
+
+def _short(text: str) -> str:
+    return repr(text) if len(text) <= 60 else f"{text[:40]!r}… ({len(text):,} characters)"
+
+
+def _checked_text(text: str, name: str) -> str:
+    """``text`` (a decimal or ``"p/q"``) once each part is of a size :class:`Fraction` can
+    read quickly (see :data:`MAX_DIGITS`)."""
+    from decimal import InvalidOperation
+
+    for part in text.split("/", 1):
+        try:
+            d = Decimal(part.strip().replace("_", ""))
+        except InvalidOperation:
+            continue  # not a number: Fraction's own error names it
+        if not d.is_finite():
+            continue
+        try:
+            _check_size(d, name)
+        except ValueError:
+            raise ValueError(
+                f"{name} must have at most {MAX_DIGITS} digits and a decimal exponent within "
+                f"±{MAX_DIGITS}, got {_short(text)}"
+            ) from None
+    return text
 
 
 def round_rational(

@@ -24,7 +24,7 @@ import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from decimal import ROUND_CEILING, Decimal
+from decimal import ROUND_CEILING, ROUND_HALF_EVEN, Decimal
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -129,11 +129,22 @@ def round_up(x: float, decimals: int = 2) -> str:
 
 def round_up_sig(x: float, digits: int = 6) -> str:
     """``x`` rounded *up* to ``digits`` significant digits (``:g``-style), exactly: a
-    stated privacy parameter is never shown smaller than the value it stands for."""
+    stated privacy parameter is never shown smaller than the value it stands for.
+
+    The float rounded to ``digits`` significant digits is used when it lies no more than
+    two units in the last place below the float (``2.63`` stays ``2.63``; ``4 × 2.56`` =
+    10.240000000000002 is ``10.24``: a number computed in floating point is not more
+    accurate than that); otherwise the float's binary value is rounded up (``24.40195…`` →
+    ``24.402`` at 5 digits). The one rule for every ε or other bound known as a float; an
+    exactly known ρ or ε is printed from its fraction by
+    :func:`privtab.accounting.exact.exact_or_up`."""
     if not math.isfinite(x) or x <= 0:
-        return f"{x:g}"
+        return f"{x:g}" if math.isfinite(x) or x < 0 else "∞"
     d = Decimal(x)
-    q = d.quantize(Decimal(1).scaleb(d.adjusted() - digits + 1), rounding=ROUND_CEILING)
+    step = Decimal(1).scaleb(d.adjusted() - digits + 1)
+    q = d.quantize(step, rounding=ROUND_HALF_EVEN)
+    if q < d - 2 * Decimal(math.ulp(x)):
+        q = d.quantize(step, rounding=ROUND_CEILING)
     return f"{q.normalize():g}" if q != q.to_integral() else f"{int(q)}"
 
 

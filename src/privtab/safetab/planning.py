@@ -22,7 +22,7 @@ from fractions import Fraction
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from privtab.accounting.exact import ExactGuarantee
+from privtab.accounting.exact import ExactGuarantee, exact_or_up
 
 if TYPE_CHECKING:
     import polars as pl
@@ -35,10 +35,18 @@ __all__ = ["Plan", "describe_guarantee", "plan"]
 
 
 def describe_guarantee(g: ExactGuarantee) -> str:
-    """``ρ = 4.944 zCDP`` / ``ε = 19.2 pure DP`` (the float rounded up)."""
+    """``ρ = 4.944 zCDP`` / ``ε = 19.2 pure DP``: the exact value when it is a short
+    decimal, else rounded up (:func:`privtab.accounting.exact.exact_or_up`)."""
     if g.definition == "zcdp":
-        return f"ρ = {g.upper():.6g} zCDP"
-    return f"ε = {g.upper():.6g} pure DP"
+        return f"ρ = {exact_or_up(g.value)} zCDP"
+    return f"ε = {exact_or_up(g.value)} pure DP"
+
+
+def epsilon_words(epsilon: float, delta: float) -> str:
+    """``ε ≤ 24.41 at δ = 1e-10``: the bound rounded up (4 significant digits)."""
+    from privtab.report import round_up_sig
+
+    return f"ε ≤ {round_up_sig(epsilon, 4)} at δ = {delta:.0e}"
 
 
 @dataclass(frozen=True)
@@ -103,7 +111,7 @@ class Plan:
     def _repr_html_(self) -> str:
         rows = "".join(
             f"<tr><td>{html.escape(s)}</td><td>{html.escape(lv.key)}</td>"
-            f"<td style='text-align:right'>{float(lv.budget):.6g}</td>"
+            f"<td style='text-align:right'>{exact_or_up(lv.budget)}</td>"
             f"<td style='text-align:right'>{lv.stability}</td>"
             f"<td style='text-align:right'>{lv.stage2.moe95}</td></tr>"
             for s, p in self.runs.items()
@@ -112,7 +120,7 @@ class Plan:
         headline = html.escape(describe_guarantee(self.guarantee))
         return (
             f"<div><strong>SafeTab-P plan</strong>: {headline}"
-            f" (ε ≤ {self.epsilon():.4g} at δ = 10⁻¹⁰)<table><thead><tr><th>run</th>"
+            f" ({html.escape(epsilon_words(self.epsilon(), 1e-10))})<table><thead><tr><th>run</th>"
             "<th>level</th><th>budget</th><th>stability</th><th>cell MOE95</th></tr></thead>"
             f"<tbody>{rows}</tbody></table></div>"
         )

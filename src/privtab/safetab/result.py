@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from privtab.accounting.exact import ExactGuarantee
 from privtab.errors import UsageError
-from privtab.safetab.planning import Plan, config_path, describe_guarantee
+from privtab.safetab.planning import Plan, config_path, describe_guarantee, epsilon_words
 
 if TYPE_CHECKING:
     import polars as pl
@@ -232,7 +232,7 @@ class Release:
     # ------------------------------------------------------------------ display
     def _headline(self) -> str:
         d = self.delta
-        return f"{describe_guarantee(self.guarantee)} (ε ≤ {self.epsilon(d):.4g} at δ = {d:.0e})"
+        return f"{describe_guarantee(self.guarantee)} ({epsilon_words(self.epsilon(d), d)})"
 
     def __repr__(self) -> str:
         runs = " + ".join(self.plan.runs) or "none"

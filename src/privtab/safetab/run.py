@@ -23,8 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from privtab.errors import UsageError
+from privtab.progress import RichProgress
 from privtab.safetab.inputs import InputSource, input_folder, renamed_errors
-from privtab.safetab.progress import RichProgress
 from privtab.safetab.result import Release
 
 __all__ = ["DEFAULT_FORMATS", "DEFAULT_REPORT", "release"]
@@ -113,7 +113,7 @@ def release(
         scratch.mkdir()
         data, names = input_folder(persons, geography, scratch)
         target = work / "release" if out is None else Path(out)
-        bar = RichProgress() if progress else contextlib.nullcontext()
+        bar = RichProgress("SafeTab-P") if progress else contextlib.nullcontext()
         with renamed_errors(names), bar as say, warnings.catch_warnings():
             warnings.simplefilter("ignore", InsecureReleaseWarning)  # said below, at the caller
             result = run_release(config, data, target, opts, progress=say)

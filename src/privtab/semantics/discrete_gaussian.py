@@ -76,7 +76,8 @@ def discrete_gaussian_pmf(sigma: float) -> tuple[FloatArray, FloatArray, float]:
     m = _support_radius(s)
     if 2 * m + 1 > _MAX_SUPPORT:
         raise ValueError(
-            f"sigma={s:g} needs {2 * m + 1} support points (limit {_MAX_SUPPORT}); "
+            f"sigma={s:g} needs {float(2 * m + 1):.3g} support points (limit "
+            f"{_MAX_SUPPORT:,}); "
             "at this scale the discrete and continuous Gaussians coincide to ~1e-12"
         )
     x = np.arange(-m, m + 1, dtype=np.float64)

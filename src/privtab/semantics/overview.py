@@ -14,12 +14,14 @@ import logging
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
+from fractions import Fraction
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from privtab.errors import UsageError
+from privtab.report import round_up_sig
 
 if TYPE_CHECKING:
     from privtab.accounting.guarantees import Guarantee
@@ -250,7 +252,6 @@ def guarantee_overview(
 
 
 def _run_line(r: ReleaseRun) -> str:
-    from privtab.report import round_up
     from privtab.semantics.report import guarantee_words
 
     best = min(
@@ -261,21 +262,26 @@ def _run_line(r: ReleaseRun) -> str:
         ),
         default=None,
     )
-    eps = "" if best is None else f"; ε ≤ {round_up(best[0])} at δ = {best[1]:g}"
-    return f"  {r.name}: {guarantee_words(r.guarantee)}{eps}"
+    eps = "" if best is None else f"; ε ≤ {round_up_sig(best[0], 4)} at δ = {best[1]:g}"
+    return f"  {r.name}: {guarantee_words(r.guarantee, r.exact)}{eps}"
 
 
 def overview_tables(
-    ov: dict[str, Any], g: Guarantee, runs: Sequence[ReleaseRun] = (), name: str = ""
+    ov: dict[str, Any],
+    g: Guarantee,
+    runs: Sequence[ReleaseRun] = (),
+    name: str = "",
+    exact: Fraction | None = None,
 ) -> tuple[list[str], list[Table]]:
-    """The human form of :func:`guarantee_overview`: lines about the runs, then tables."""
+    """The human form of :func:`guarantee_overview`: lines about the runs, then tables
+    (``exact``: the release's exact ρ or ε, printed exactly or rounded up)."""
     from privtab.report.text import table
     from privtab.semantics.report import guarantee_words
     from privtab.semantics.summary import BOUNDS, POSTERIOR_ROWS
 
     private = ov.get("private", True)
     lines = [] if private else [f"NOT PRIVATE: {NOT_PRIVATE_WARNING}"]
-    title = guarantee_words(g) + ("" if private else " (NOT PRIVATE release)")
+    title = guarantee_words(g, exact) + ("" if private else " (NOT PRIVATE release)")
     pw = {k: v for k, v in ov["power"].items() if k not in ("levels", "release_pld")}
     labels = {k: BOUNDS[k].label for k in pw}
     if runs:
@@ -437,17 +443,17 @@ def topdown_tables(alloc: Allocation, ov: dict[str, Any], levels: Sequence[float
     from privtab.report.text import table
 
     us = list(ov["rho_by_level"])
-    rows = [(lv, *[f"{ov['rho_by_level'][u][lv]:.6f}" for u in us]) for lv in alloc.levels]
-    rows.append(("per block", *[f"{ov['rho_per_block_by_universe'][u]:.6f}" for u in us]))
+    rows = [(lv, *[round_up_sig(ov["rho_by_level"][u][lv]) for u in us]) for lv in alloc.levels]
+    rows.append(("per block", *[round_up_sig(ov["rho_per_block_by_universe"][u]) for u in us]))
     first = table(
         f"ρ by level — {alloc.name}",
         ("level", *us),
         rows,
-        notes=[f"total ρ per block: {ov['rho_per_block']:.6f}"],
+        notes=[f"total ρ per block: {round_up_sig(ov['rho_per_block'])}"],
     )
     concerns = [
         (
-            name, d["description"] or d["concern"], f"{d['rho']:.6f}",
+            name, d["description"] or d["concern"], round_up_sig(d["rho"]),
             *[f"{g:.3f} / {z:.3f}"
               for g, z in zip(d["power"]["gaussian"], d["power"]["zcdp_bound"], strict=True)],
         )

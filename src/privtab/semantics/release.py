@@ -26,6 +26,7 @@ import io
 import json
 import math
 from dataclasses import dataclass, field
+from fractions import Fraction
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -39,6 +40,7 @@ if TYPE_CHECKING:
 __all__ = [
     "ReleaseError",
     "ReleaseRun",
+    "exact_release_value",
     "guarantee_from_release",
     "load_rdp_file",
     "load_release_guarantee",
@@ -108,11 +110,25 @@ def guarantee_from_release(doc: Any, origin: str = "release.json") -> Guarantee:
     return _rdp_from_lists(body.get("alphas"), body.get("taus"), where)
 
 
+MAX_FILE_BYTES = 64 << 20
+"""The largest release.json or Rényi curve file read (64 MiB; they are read whole)."""
+
+
 def _read_text(p: Path) -> str:
+    """The UTF-8 text of a regular file of at most :data:`MAX_FILE_BYTES` (a pipe, a
+    device or a huge file is refused, not read)."""
+    from privtab._files import read_regular_bytes
+
+    raw, why = read_regular_bytes(p, MAX_FILE_BYTES)
+    if raw is None:
+        raise ReleaseError(f"cannot read {str(p)!r}: {why}")
     try:
-        return p.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ReleaseError(f"cannot read {str(p)!r}: {exc.strerror}") from exc
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ReleaseError(
+            f"{str(p)!r}: not valid UTF-8 (byte {exc.start + 1} of the file is "
+            f"0x{raw[exc.start]:02X})"
+        ) from None
 
 
 def _read_release_json(path: str | Path) -> tuple[Path, Any]:
@@ -125,6 +141,24 @@ def _read_release_json(path: str | Path) -> tuple[Path, Any]:
         return p, json.loads(text)
     except json.JSONDecodeError as exc:
         raise ReleaseError(f"{str(p)!r}: not valid JSON ({exc.msg} at line {exc.lineno})") from exc
+    except (RecursionError, ValueError) as exc:  # nesting too deep; a number too long
+        raise ReleaseError(f"{str(p)!r}: not a usable JSON document ({exc})") from None
+
+
+def exact_release_value(doc: Any) -> Fraction | None:
+    """The exact ρ or ε of a parsed release document's ``guarantee`` (its ``rho_exact`` /
+    ``epsilon_exact``), or ``None`` when it states none."""
+    g = doc.get("guarantee") if isinstance(doc, dict) else None
+    if not isinstance(g, dict):
+        return None
+    for kind, key in (("zcdp", "rho_exact"), ("pure", "epsilon_exact")):
+        body = g.get(kind)
+        if isinstance(body, dict) and isinstance(body.get(key), str):
+            try:
+                return Fraction(body[key])
+            except (ValueError, ZeroDivisionError):
+                return None
+    return None
 
 
 def load_release_guarantee(path: str | Path) -> Guarantee:
@@ -163,6 +197,9 @@ class ReleaseRun:
     plan: ReleasePlan
     pld_grid: float = 1e-3
     extra: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+    exact: Fraction | None = None
+    """The run's ρ (or ε) exactly, as release.json states it (printed exactly or rounded
+    up: :func:`privtab.accounting.exact.exact_or_up`)."""
 
     @cached_property
     def pld(self) -> PLDProfile:
@@ -204,6 +241,7 @@ def load_release_runs(path: str | Path) -> tuple[dict[str, Any], list[ReleaseRun
                 plan,
                 float(grid),
                 {"privacy": dict(run.privacy)},
+                run.guarantee.value,
             )
         )
     return rel.to_json(), runs
@@ -218,6 +256,8 @@ def load_rdp_file(path: str | Path) -> RDP:
             doc = json.loads(text)
         except json.JSONDecodeError as exc:
             raise ReleaseError(f"{str(p)!r}: not valid JSON ({exc.msg})") from exc
+        except (RecursionError, ValueError) as exc:  # nesting too deep; a number too long
+            raise ReleaseError(f"{str(p)!r}: not a usable JSON document ({exc})") from None
         if not isinstance(doc, dict):
             raise ReleaseError(f"{str(p)!r}: expected an object with 'alphas' and 'taus'")
         return _rdp_from_lists(doc.get("alphas"), doc.get("taus"), str(p))

@@ -23,10 +23,12 @@ import html
 import logging
 import math
 from collections.abc import Mapping, Sequence
+from fractions import Fraction
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from privtab.accounting.exact import exact_or_up
 from privtab.accounting.guarantees import GDP, ZCDP, ApproxDP, Guarantee, PureDP
 from privtab.report import (
     FigureBlock,
@@ -52,6 +54,8 @@ __all__ = [
     "guarantee_headline",
     "guarantee_report_html",
     "guarantee_words",
+    "pct_up",
+    "posterior_at_ratio",
     "release_report_html",
     "topdown_report_html",
     "write_guarantee_report",
@@ -83,12 +87,14 @@ _STYLE = {
 _RUN_COLORS = ("#ff7f0e", "#2ca02c", "#8c564b", "#e377c2")
 
 
-def _pct(x: float) -> str:
+def pct_up(x: float) -> str:
+    """An upper bound on a probability as a percentage, rounded *up* (it is always read
+    as "at most …"): 0.96331 → ``96.4%``."""
     if x >= 0.9995:
         return "essentially 100%"
     if x < 0.0005:
-        return f"{100 * x:.2g}%"
-    return f"{100 * x:.1f}%"
+        return f"{round_up_sig(100 * x, 2)}%"
+    return f"{round_up(100 * x, 1)}%"
 
 
 def _sentence_case(words: str) -> str:
@@ -96,43 +102,52 @@ def _sentence_case(words: str) -> str:
     return words if words[0] in "ρμεδα(" else words[0].upper() + words[1:]
 
 
-def guarantee_words(g: Guarantee) -> str:
-    """The guarantee in words: ``ρ = 2.63 zero-concentrated differential privacy``."""
+def guarantee_words(g: Guarantee, exact: Fraction | None = None) -> str:
+    """The guarantee in words: ``ρ = 2.63 zero-concentrated differential privacy``.
+
+    ``exact``: the exact ρ or ε when known (a privtab release states it), printed exactly
+    when it is a short decimal, else rounded up (``4.944``, not the float ``4.94401``);
+    without it the float is rounded up (:func:`privtab.report.round_up_sig`)."""
+
+    def up(x: float) -> str:
+        return exact_or_up(exact) if exact is not None else round_up_sig(x)
+
     if isinstance(g, PureDP):
-        return f"ε = {round_up_sig(g.epsilon)} pure differential privacy"
+        return f"ε = {up(g.epsilon)} pure differential privacy"
     if isinstance(g, ApproxDP):
         return f"(ε = {round_up_sig(g.epsilon)}, δ = {power_of_ten(g.delta)}) differential privacy"
     if isinstance(g, ZCDP):
-        return f"ρ = {round_up_sig(g.rho)} zero-concentrated differential privacy"
+        return f"ρ = {up(g.rho)} zero-concentrated differential privacy"
     if isinstance(g, GDP):
         return f"μ = {round_up_sig(g.mu)} Gaussian differential privacy"
     return f"the Rényi differential privacy curve {g.description or ''}".rstrip()
 
 
-def _short_words(g: Guarantee) -> str:
+def _short_words(g: Guarantee, exact: Fraction | None = None) -> str:
     """The guarantee in a figure title: ``ρ = 2.63 zero-concentrated DP``."""
-    return guarantee_words(g).replace("differential privacy", "DP")
+    return guarantee_words(g, exact).replace("differential privacy", "DP")
 
 
 # ---------------------------------------------------------------------------- headline
 
 
-def guarantee_headline(g: Guarantee, cite: Citations) -> str:
+def guarantee_headline(g: Guarantee, cite: Citations, exact: Fraction | None = None) -> str:
     """The sentence to quote for one guarantee (HTML ``<p class="headline">``) and the
-    attack-success line after it."""
+    attack-success line after it (``exact``: see :func:`guarantee_words`)."""
     from privtab.accounting.conversions import epsilon_at
     from privtab.semantics.summary import power_bounds, tightest_power
 
-    words = guarantee_words(g)
+    words = guarantee_words(g, exact)
     if isinstance(g, PureDP):
-        clause = f"ε = {round_up_sig(g.epsilon)} holds at every δ, δ = 0 included"
+        shown = exact_or_up(exact) if exact is not None else round_up_sig(g.epsilon)
+        clause = f"ε = {shown} holds at every δ, δ = 0 included"
     elif isinstance(g, ApproxDP):
         clause = "this is the guarantee itself"
     else:
         eps = epsilon_at(g, HEADLINE_DELTA)
         how = cite.cite("dong-roth-su") if isinstance(g, GDP) else cite.cite("cks")
         clause = (
-            f"for δ = {power_of_ten(HEADLINE_DELTA)} that means ε ≤ {round_up(eps)} "
+            f"for δ = {power_of_ten(HEADLINE_DELTA)} that means ε ≤ {round_up_sig(eps, 4)} "
             f"(the tightest conversion, {how})"
         )
     p05 = float(tightest_power(power_bounds(g, [0.05]))[0])
@@ -140,7 +155,7 @@ def guarantee_headline(g: Guarantee, cite: Citations) -> str:
         f'<p class="headline">{html.escape(_sentence_case(words))}: {clause}.</p>'
         '<p class="sub">In attack terms: someone who tests whether one particular person\'s '
         "record was used, and accepts wrongly accusing 5% of the people they test, "
-        f"succeeds at most {_pct(p05)} of the time against <em>any</em> mechanism with this "
+        f"succeeds at most {pct_up(p05)} of the time against <em>any</em> mechanism with this "
         f"guarantee ({cite.cite('semantics', '§6')}).</p>"
     )
 
@@ -185,13 +200,13 @@ def _power_figure(
         f"({cite.cite('semantics', '§2 and §6')}). If the attacker is willing to be wrong "
         "about innocent substitutes 5% of the time (significance level 0.05), then against "
         f"<em>any</em> mechanism with this guarantee they can detect Jessie's real record at "
-        f"most {_pct(best)} of the time. The grey diagonal is an attacker who learns "
+        f"most {pct_up(best)} of the time. The grey diagonal is an attacker who learns "
         "nothing; curves close to it mean strong protection."
     )
     if "gaussian" in at:
         text += (
             f" The blue curve is the Gaussian mechanism spending the same budget; it reaches "
-            f"only {_pct(float(at['gaussian'][0]))} at level 0.05, which shows how much of "
+            f"only {pct_up(float(at['gaussian'][0]))} at level 0.05, which shows how much of "
             "the worst case a typical noise mechanism actually uses."
         )
     if "discrete_gaussian" in at:
@@ -202,7 +217,7 @@ def _power_figure(
             f"({cite.cite('cks')})."
         )
     if runs:
-        parts = [f"{html.escape(r.name)}: {_pct(float(r.pld.power([0.05])[0]))}" for r in runs]
+        parts = [f"{html.escape(r.name)}: {pct_up(float(r.pld.power([0.05])[0]))}" for r in runs]
         text += (
             " The dash-dotted curves are the power against the worst-case person of each run "
             "of this release, from the privacy-loss distribution of the noisy counts that "
@@ -267,7 +282,7 @@ def _epsilon_delta_figure(g: Guarantee, cite: Citations) -> FigureBlock:
     probe = [e for e in (2.0, 5.0, 10.0) if e <= top] or [top / 2]
     vals = epsilon_delta_curves(g, probe)["pbdp"]
     parts = [
-        f"with probability at most {_pct(float(v))} the odds change by more than "
+        f"with probability at most {pct_up(float(v))} the odds change by more than "
         f"e^{e:g} ≈ {math.exp(e):,.0f}×"
         for e, v in zip(probe, vals, strict=True)
     ]
@@ -315,19 +330,44 @@ def _bayes_figure(g: Guarantee, cite: Citations) -> FigureBlock:
         "P[posterior ratio > e^ε]",
         "Bayesian posterior-to-posterior semantics",
     )
-    probe = posterior_bounds(g, [10.0])
-    best = min(float(v[0]) for k, v in probe.items() if k not in ("ratios", "epsilons"))
+    general, assumed = posterior_at_ratio(g, 10.0)
+    assumption = "".join(
+        f" If {info.assumption}, the bound is {pct_up(value)} ({info.label}, green)."
+        for info, value in assumed
+    )
     text = (
         "Compare what an attacker believes about Jessie after seeing the release with what "
         "they would believe had Jessie's record been replaced by statistical information "
         "about people like her. The curves bound the probability that the release makes "
-        "the first belief more than e^ε times the second. For example, the chance that "
-        f"the release makes some belief about Jessie 10 times stronger is at most {_pct(best)}"
-        " (best bound shown). These bounds hold whatever the attacker assumed beforehand, "
-        "except the green one, which assumes the attacker already knows everyone else "
+        "the first belief more than e^ε times the second. For example, whatever the "
+        "attacker knew or assumed beforehand, the chance that the release makes some belief "
+        f"about Jessie 10 times stronger is at most {pct_up(general)}.{assumption} The red "
+        "dotted curve is one mechanism (the Gaussian), not a bound "
         f"({cite.cite('semantics', '§7.3–7.4')})."
     )
     return FigureBlock("fig-bayes", "Posterior-to-posterior bounds", png(fig), text)
+
+
+def posterior_at_ratio(g: Guarantee, ratio: float) -> tuple[float, list[tuple[Any, float]]]:
+    """The bound on ``P[posterior ratio > ratio]`` that holds for any attacker (the
+    smallest of the bounds without an assumption), and each bound that needs one, with
+    its :class:`~privtab.semantics.summary.BoundInfo` (issue 31: the sentence quoted 10 %
+    — the bound for an attacker who knows everyone else — as if it held in general)."""
+    from privtab.semantics.summary import POSTERIOR_ROWS, posterior_bounds
+
+    probe = posterior_bounds(g, [ratio])
+    rows = {k: float(v[0]) for k, v in probe.items() if k not in ("ratios", "epsilons")}
+    general = min(
+        v
+        for k, v in rows.items()
+        if POSTERIOR_ROWS[k].kind == "bound" and not POSTERIOR_ROWS[k].assumption
+    )
+    assumed = [
+        (POSTERIOR_ROWS[k], v)
+        for k, v in rows.items()
+        if POSTERIOR_ROWS[k].assumption and v < general
+    ]
+    return general, assumed
 
 
 def _discrete_gaussian_figure(rho: float, dg_queries: int, cite: Citations) -> FigureBlock:
@@ -347,7 +387,7 @@ def _discrete_gaussian_figure(rho: float, dg_queries: int, cite: Citations) -> F
     ax.set_xlabel("significance level α")
     ax.set_ylabel("power")
     legend_outside(ax)
-    ax.set_title(f"Discrete vs continuous Gaussian, total ρ = {rho:g}", fontsize=10)
+    ax.set_title(f"Discrete vs continuous Gaussian, total ρ = {round_up_sig(rho)}", fontsize=10)
     text = (
         "The 2020 Census adds discrete (integer) Gaussian noise, not the continuous kind "
         f"({cite.cite('cks')}). These curves are the exact attacker power against discrete "
@@ -408,7 +448,7 @@ def _prior_posterior_figure(eps: float, cite: Citations) -> FigureBlock:
         "max(e^−ε·π, 1 − e^ε·(1−π)) and min(e^ε·π, 1 − e^−ε·(1−π)) afterwards when one "
         "record is at stake (the theorem applied to the event and to its opposite, so the "
         "two statements agree; dashed: e^±ε·π alone); a 2% belief stays between "
-        f"{_pct(float(p_lo))} and {_pct(float(p_hi))}. Middle and right: without knowing the "
+        f"{pct_up(float(p_lo))} and {pct_up(float(p_hi))}. Middle and right: without knowing the "
         "data, the probability of each possible released value is already confined to a "
         "band, for a noisy count of 10 yes/no answers "
         f"({cite.cite('inferential', 'Example 4.4')}) and for randomized response "
@@ -620,7 +660,8 @@ def release_report_html(
     sections: list[str] = []
     for run in runs:
         sections.append(
-            f"<h2>{html.escape(run.name)}: {html.escape(guarantee_words(run.guarantee))}</h2>"
+            f"<h2>{html.escape(run.name)}: "
+            f"{html.escape(guarantee_words(run.guarantee, run.exact))}</h2>"
         )
         sections += _guarantee_sections(
             run.guarantee,
@@ -640,7 +681,7 @@ def release_report_html(
     )
     return _semantics_page(
         f"What the SafeTab-P release {name} protects against",
-        " · ".join(f"{r.name}: {_short_words(r.guarantee)}" for r in runs),
+        " · ".join(f"{r.name}: {_short_words(r.guarantee, r.exact)}" for r in runs),
         sections,
         _figures(g, dg_queries, cite, runs),
         cite,
@@ -658,20 +699,22 @@ def _topdown_headline(
     from privtab.accounting import zcdp_epsilon
     from privtab.semantics.renyi import zcdp_power
 
-    total = float(alloc.rho_per_block()["total"])
+    exact_total = alloc.rho_per_block()["total"]
+    total = float(exact_total)
     low_rho, low = min(zip(rhos, concerns, strict=True), key=lambda t: t[0])
     eps = float(zcdp_epsilon(total, HEADLINE_DELTA, "optimal")) if total > 0 else 0.0
     p05 = float(np.asarray(zcdp_power(low_rho, [0.05]))[0])
     what = html.escape(low.description or low.label())
     return (
-        f'<p class="headline">{html.escape(alloc.name)} spends ρ = {total:.4g} per block '
+        f'<p class="headline">{html.escape(alloc.name)} spends ρ = {exact_or_up(exact_total)} '
+        "per block "
         f"(zero-concentrated DP); for δ = {power_of_ten(HEADLINE_DELTA)} that means "
-        f"ε ≤ {round_up(eps)} ({cite.cite('cks')}).</p>"
+        f"ε ≤ {round_up_sig(eps, 4)} ({cite.cite('cks')}).</p>"
         '<p class="sub">Most queries cannot reveal a given detail about a person, so the '
         "budget that protects one concern is smaller: the smallest here is ρ = "
-        f"{low_rho:.3g} for concern {html.escape(low.name)} ({what}), against which an "
-        "attacker accepting 5% false accusations succeeds at most "
-        f"{_pct(p05)} of the time ({cite.cite('semantics', '§8.2')}).</p>"
+        f"{round_up_sig(low_rho, 4)} for concern {html.escape(low.name)} ({what}), against "
+        "which an attacker accepting 5% false accusations succeeds at most "
+        f"{pct_up(p05)} of the time ({cite.cite('semantics', '§8.2')}).</p>"
     )
 
 
@@ -765,10 +808,10 @@ def topdown_report_html(
             "ρ per concern",
             png(fig),
             "The whole release spends ρ = "
-            f"{float(per_block['total']):.2f} per block, but most queries cannot reveal a "
+            f"{exact_or_up(per_block['total'])} per block, but most queries cannot reveal a "
             "particular aspect of a person. Counting only the queries whose answers change "
             "when that aspect changes gives a much smaller budget for each concern; the "
-            f"smallest here is ρ = {low[0]:.3f} ({html.escape(low[1])}; "
+            f"smallest here is ρ = {round_up_sig(low[0], 4)} ({html.escape(low[1])}; "
             f"{cite.cite('semantics', '§8')}).",
         )
     )
@@ -776,7 +819,9 @@ def topdown_report_html(
     a = PLOT_LEVELS
     ax.plot([0, 1], [0, 1], color="#bbbbbb", lw=1)
     for c, r in zip(concerns, rhos, strict=True):
-        line = ax.plot(a, gaussian_power(r, a), lw=1.6, label=f"{c.name} (ρ = {r:.3f})")
+        line = ax.plot(
+            a, gaussian_power(r, a), lw=1.6, label=f"{c.name} (ρ = {round_up_sig(r, 4)})"
+        )
         ax.plot(a, zcdp_power(r, a), lw=1, ls=":", color=line[0].get_color())
     ax.set_xlabel("significance level α")
     ax.set_ylabel("maximum power")
@@ -792,7 +837,7 @@ def topdown_report_html(
             "sensitive detail (at a given rate of false alarms) if the noise were Gaussian, "
             "and the dotted curve is the guarantee for any mechanism with the same ρ "
             f"({cite.cite('balle')}). For concern {html.escape(low[1])}, an attacker with a "
-            f"5% false-alarm rate succeeds at most {_pct(p05)} of the time — close to the 5% "
+            f"5% false-alarm rate succeeds at most {pct_up(p05)} of the time — close to the 5% "
             "of a blind guess.",
         )
     )
@@ -816,7 +861,7 @@ def topdown_report_html(
             "sensitive detail by more than a factor e^ε, compared with a world where the "
             f"person's record was not used ({cite.cite('semantics', '§7.4.1')}). For concern "
             f"{html.escape(low[1])} the belief becomes more than e² ≈ 7.4 times stronger with "
-            f"probability at most {_pct(d2)}.",
+            f"probability at most {pct_up(d2)}.",
         )
     )
     sections = [

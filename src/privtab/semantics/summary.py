@@ -83,6 +83,9 @@ class BoundInfo:
     label: str
     description: str
     refs: tuple[tuple[str, str], ...]
+    assumption: str = ""
+    """What the bound assumes about the attacker ("" when it holds for any attacker); a
+    sentence quoting a bound with an assumption names it."""
 
     @property
     def source(self) -> str:
@@ -172,6 +175,7 @@ POSTERIOR_ROWS: dict[str, BoundInfo] = {
         "attacker knows everyone else",
         "the attacker knows every other record; bounds the ratio for any record",
         (("semantics", "§7.4.1, Theorem 7.4.1"),),
+        assumption="the attacker already knows every other person's record",
     ),
     "arbitrary_prior": BoundInfo(
         "bound",

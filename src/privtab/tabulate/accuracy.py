@@ -12,11 +12,15 @@ plan's noise laws, so privtab computes them exactly — no run, no data:
 * **suppression** (production's zero suppression, :mod:`privtab.tabulate.suppression`): a
   group whose workload is a total is dropped when ``n + e₂ ≤ t``; stage 1 and stage 2
   draw independent noise, so ``P(suppressed | n) = P(total | n) · F₂(t − n)``;
-* **MOE** of each row: a total has the exact 95 % MOE of one stage-2 draw; the T1 row of a
-  group with cells is the sum of its ``k`` cells (8, 18, 46: the MOE of the ``k``-fold
-  convolution); a T2 cell has the MOE of one draw and a sex marginal that of ``k/2``
-  draws (:func:`privtab.tabulate.errors.count_error`). ``moe95_t1(n)`` is its expectation
-  over the workload, ``Σ_w P(w | n)·MOE_T1(w)``;
+* **MOE** of each row, per stage-2 outcome: a total has the exact 95 % MOE of one
+  stage-2 draw; the T1 row of a group with cells is the sum of its ``k`` cells (8, 18, 46:
+  the MOE of the ``k``-fold convolution); a T2 cell has the MOE of one draw and a sex
+  marginal that of ``k/2`` draws (:func:`privtab.mechanisms.counts.count_error`). Each
+  outcome's MOE is reported with its probability ``P(w | n)``. Where one number is wanted
+  for the T1 row of a group of size n whose outcome is not known, it is the **quantile of
+  the mixture** — the smallest m with ``Σ_w P(w | n)·P(|E_w| ≤ m) ≥ 0.95`` — named as
+  such (``moe95_t1_mixture``), never the probability-weighted average of the outcomes'
+  MOEs, which is the margin of error of nothing (issue 31);
 * **expected published rows** of a group: T1 ``1 − P(suppressed | n)``; T2
   ``Σ_w P(w | n)·(k_w + 2)`` (cells plus two sex marginals).
 
@@ -31,16 +35,19 @@ computation to 10⁻⁹, and Monte Carlo). Nothing here reads data: the report i
 
 from __future__ import annotations
 
+import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from fractions import Fraction
-from functools import cached_property
+from functools import cached_property, lru_cache
 from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from privtab.mechanisms import DiscreteGaussian, Geometric, NoiseMechanism
-from privtab.tabulate.errors import count_error
+from privtab.mechanisms import DiscreteGaussian, Geometric, LinearNoise, NoiseMechanism
+from privtab.mechanisms.counts import LEVEL, count_error
+from privtab.mechanisms.laws import smallest_true
 from privtab.tabulate.plan import LevelPlan
 from privtab.tabulate.suppression import SuppressionRule, has_total_only, suppression_rule
 
@@ -59,6 +66,9 @@ WORKLOADS = ("total", "sex_age4", "sex_age9", "sex_age23")
 CELLS = {"total": 0, "sex_age4": 8, "sex_age9": 18, "sex_age23": 46}
 """T2 cells of each workload (two sexes × the age bins)."""
 _TAIL = Fraction(1, 10**18)
+_MARGIN = 1e-9
+"""Margin of the mixture-quantile decision: a coverage computed to ~10⁻¹³ must exceed
+0.95 by this much, so the quantile is never understated."""
 
 
 class NoiseCDF:
@@ -165,10 +175,41 @@ class LevelAccuracy:
             "total_only": self.plan.total.moe95,
         }
 
-    def moe95_t1(self, n: ArrayLike) -> NDArray[np.float64]:
-        """``E[MOE of the T1 row | n] = Σ_w P(w | n)·MOE_T1(w)``."""
-        per = np.array([self.moe95["t1"][w] for w in WORKLOADS], dtype=np.float64)
-        return self.p_workload(n) @ per
+    @cached_property
+    def _t1_coverage(self) -> dict[str, Callable[[int], float]]:
+        """``m ↦ P(|E_w| ≤ m)`` of the T1 row's error for each outcome ``w`` (one stage-2
+        draw for a total; the ``k``-fold sum of the cells otherwise), cached per m."""
+        mech = self.plan.stage2.mechanism
+        out: dict[str, Callable[[int], float]] = {
+            "total": lru_cache(maxsize=None)(lambda m: float(mech.law.coverage(m)))
+        }
+        for w in WORKLOADS[1:]:
+            law = LinearNoise([(1, mech)] * CELLS[w])
+            out[w] = lru_cache(maxsize=None)(law.central_mass)
+        return out
+
+    def moe95_t1_mixture(self, n: ArrayLike) -> NDArray[np.int64]:
+        """The 95 % margin of error of the T1 row of a group of size n whose outcome is not
+        known: the 0.95-quantile of ``|error|`` over the mixture of outcomes, the smallest m
+        with ``Σ_w P(w | n)·P(|E_w| ≤ m) ≥ 0.95`` (decided with a 10⁻⁹ margin, so never
+        below the exact quantile: the coverages are accurate to ~10⁻¹³). It lies between
+        the smallest and the largest outcome MOE with positive probability."""
+        na = np.atleast_1d(np.asarray(n, dtype=np.int64))
+        pw = self.p_workload(na)
+        per = [self.moe95["t1"][w] for w in WORKLOADS]
+        cover = self._t1_coverage
+        out = np.empty(na.shape, dtype=np.int64)
+        for i in np.ndindex(na.shape):
+            p = pw[i]
+            live = [j for j in range(len(WORKLOADS)) if p[j] > 0]
+
+            def enough(m: int, p: NDArray[np.float64] = p, live: list[int] = live) -> bool:
+                mass = math.fsum(p[j] * cover[WORKLOADS[j]](m) for j in live)
+                return mass >= float(LEVEL) + _MARGIN
+
+            top = max(per[j] for j in live)
+            out[i] = smallest_true(enough, min(per[j] for j in live), top)
+        return out.reshape(np.shape(n))
 
     def expected_rows(self, n: ArrayLike) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
         """Expected published (T1, T2) rows of an adaptive group of size n."""
@@ -182,7 +223,7 @@ class LevelAccuracy:
         na = np.atleast_1d(np.asarray(n, dtype=np.int64))
         pw = self.p_workload(na)
         ps = self.p_suppressed(na)
-        moe = self.moe95_t1(na)
+        mixture = self.moe95_t1_mixture(na)
         r1, r2 = self.expected_rows(na)
         pto = self.p_suppressed_total_only(na)
         out = []
@@ -192,7 +233,11 @@ class LevelAccuracy:
                 "p_workload": {w: float(pw[i, j]) for j, w in enumerate(WORKLOADS)},
                 "p_suppressed": float(ps[i]),
                 "p_published": float(1.0 - ps[i]),
-                "moe95_t1": float(moe[i]),
+                "moe95_t1": {
+                    w: {"moe95": self.moe95["t1"][w], "p": float(pw[i, j])}
+                    for j, w in enumerate(WORKLOADS)
+                },
+                "moe95_t1_mixture": int(mixture[i]),
                 "moe95_t2": {
                     w: {
                         "cell": self.moe95["t2_cell"],

@@ -6,8 +6,9 @@ an input, when one is given — and, with ``trials > 0``, the Bureau-style simul
 :mod:`privtab.tabulate.accuracy_sim` on that input. :func:`write_accuracy` writes a folder:
 
 - ``accuracy.json`` — everything (the ``--json`` output);
-- ``exact-<scope>-<level>.csv`` — one row per n: P(workload | n), P(suppressed | n),
-  expected MOE of T1, expected published rows (and the number of groups of that size);
+- ``exact-<scope>-<level>.csv`` — one row per n: P(workload | n), P(suppressed | n), the
+  MOE of T1 for each workload and the 0.95-quantile of the mixture, expected published
+  rows (and the number of groups of that size);
 - ``simulation-<scope>-<level>.csv`` — per size bucket and workload: simulated vs exact
   selections, suppressions, MOE95 and errors within the exact MOE;
 - ``accuracy.html`` — the tables and the plots (probability of each workload vs n, MOE vs
@@ -220,10 +221,16 @@ def config_accuracy(
     )
 
 
+WORKLOAD_NAMES = {"total": "total", "sex_age4": "Sex×Age4", "sex_age9": "Sex×Age9",
+                  "sex_age23": "Sex×Age23"}  # fmt: skip
+
+
 def accuracy_tables(doc: dict[str, Any]) -> list[Table]:
-    """The terminal presentation of a report's JSON: per level the probabilities of each
-    workload and of suppression, the MOE of T1 and the expected T2 rows by n (the first 60
-    sizes); per simulation, simulated vs exact selections and MOE95 by size bucket."""
+    """The terminal presentation of a report's JSON: per level the probability of each
+    stage-2 outcome (workload) and of suppression by n (the first 60 sizes), the MOE of
+    the T1 row under each outcome (in the notes), and, as one number per n, the 0.95
+    quantile of the T1 row's error over the mixture of outcomes; per simulation,
+    simulated vs exact selections and MOE95 by size bucket."""
     out = []
     for lv in doc["levels"]:
         sup = lv["suppression"]["threshold_stage2_total"]
@@ -235,13 +242,21 @@ def accuracy_tables(doc: dict[str, Any]) -> list[Table]:
                 f"{r['n']:,}",
                 *(f"{r['p_workload'][w]:.4f}" for w in WORKLOADS),
                 f"{r['p_suppressed']:.4f}",
-                f"{r['moe95_t1']:.1f}",
+                str(r["moe95_t1_mixture"]),
                 f"{r['expected_rows']['t2']:.1f}",
             )
             for r in lv["rows"][:60]
         ]
-        head = ("n", "total", "Age4", "Age9", "Age23", "suppressed", "MOE T1", "T2 rows")
-        out.append(table(title, head, rows, left=0))
+        head = ("n", "P total", "P Age4", "P Age9", "P Age23", "P supp.", "T1 q95", "T2 rows")
+        t1 = lv["moe95"]["t1"]
+        notes = (
+            "MOE95 of the T1 row by stage-2 outcome: "
+            + ", ".join(f"{WORKLOAD_NAMES[w]} {t1[w]}" for w in WORKLOADS)
+            + " (persons).",
+            "T1 q95: the 95% quantile of the T1 row's |error| over the mixture of outcomes "
+            "at n (one number when the outcome is not known; not an average of MOEs).",
+        )
+        out.append(table(title, head, rows, left=0, notes=notes))
     for sim in doc.get("simulation", []):
         rows = [
             (
@@ -300,20 +315,17 @@ def _flat_exact(level: dict[str, Any]) -> tuple[list[str], list[list[Any]]]:
     if has_groups:
         head.append("groups")
     head += [f"p_{w}" for w in WORKLOADS]
-    head += ["p_suppressed", "p_published", "moe95_t1", "expected_rows_t1", "expected_rows_t2"]
+    head += ["p_suppressed", "p_published", *[f"moe95_t1_{w}" for w in WORKLOADS]]
+    head += ["moe95_t1_mixture", "expected_rows_t1", "expected_rows_t2"]
     rows = []
     for r in level["rows"]:
         row: list[Any] = [r["n"]]
         if has_groups:
             row.append(r["groups"])
         row += [r["p_workload"][w] for w in WORKLOADS]
-        row += [
-            r["p_suppressed"],
-            r["p_published"],
-            r["moe95_t1"],
-            r["expected_rows"]["t1"],
-            r["expected_rows"]["t2"],
-        ]
+        row += [r["p_suppressed"], r["p_published"]]
+        row += [r["moe95_t1"][w]["moe95"] for w in WORKLOADS]
+        row += [r["moe95_t1_mixture"], r["expected_rows"]["t1"], r["expected_rows"]["t2"]]
         rows.append(row)
     return head, rows
 
@@ -411,8 +423,10 @@ def _level_figure(accs: Sequence[LevelAccuracy], ident: str) -> FigureBlock:
     ax1.set_ylim(-0.02, 1.02)
     ax1.grid(True, alpha=0.3)
     ax1.legend(fontsize=7)
-    ax2.plot(n, acc.moe95_t1(n), label="T1 (expected over the workload)")
-    ax2.axhline(acc.moe95["t2_cell"], color="C3", ls=":", label="T2 cell")
+    ax2.plot(n, acc.moe95_t1_mixture(n), color="k", label="T1: 95% quantile over the outcomes")
+    for j, w in enumerate(WORKLOADS):
+        ax2.axhline(acc.moe95["t1"][w], color=f"C{j}", ls="--", lw=0.8, label=f"T1 if {labels[w]}")
+    ax2.axhline(acc.moe95["t2_cell"], color="C5", ls=":", label="T2 cell")
     ax2.set_xscale("symlog", linthresh=1)
     for ax in (ax1, ax2):
         ax.set_xlim(0, float(n.max()))
@@ -430,7 +444,10 @@ def _level_figure(accs: Sequence[LevelAccuracy], ident: str) -> FigureBlock:
     text = html.escape(
         f"{names}: the probability that a population group of true size n receives each "
         f"workload (stage-1 thresholds {th}) and the exact margin of error of what it "
-        f"publishes. {sup} Computed exactly from the noise laws, not simulated."
+        "publishes: dashed, the T1 row's margin under each workload; solid, the 95% "
+        "quantile of its error over the mixture of workloads at n (the one number to use "
+        f"when the workload is not known). {sup} Computed exactly from the noise laws, not "
+        "simulated."
     )
     return FigureBlock(ident, f"Workload and MOE vs n — {names}", png(fig), text)
 

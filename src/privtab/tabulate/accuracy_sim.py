@@ -36,11 +36,11 @@ from numpy.typing import NDArray
 
 from privtab.data import SafeTabInputs
 from privtab.data.ages import STAT_LEVEL_BINS
+from privtab.mechanisms.counts import count_error
 from privtab.random import SeededSource
 from privtab.tabulate.accuracy import WORKLOADS, LevelAccuracy, bucket_label, size_bucket
 from privtab.tabulate.chunk import Drawing
 from privtab.tabulate.engines import Engine
-from privtab.tabulate.errors import count_error
 from privtab.tabulate.plan import LevelPlan
 from privtab.tabulate.publish import MARGINAL_AGE, publish_chunk
 from privtab.tabulate.suppression import SuppressionRule

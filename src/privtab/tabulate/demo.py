@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from privtab.data.synth import SynthResult
     from privtab.safetab_h.run import HRunResult
     from privtab.tabulate.run import RunResult
+    from privtab.topdown.run import TopDownResult
 
 __all__ = ["Demo", "run_demo"]
 
@@ -38,7 +39,12 @@ class Demo:
     run: RunResult
     synth: SynthResult
     states: list[str]
+    topdown: TopDownResult | None = None
+    """The TopDown release of the same population (``None``: the input has no TopDown
+    records)."""
     run_h: HRunResult | None = None
+    """The SafeTab-H release of the same population's households (``None``: the input has
+    no household records)."""
 
     def summary(self) -> dict[str, Any]:
         """The release summary of the run (:func:`privtab.tabulate.summary.release_summary`)
@@ -70,6 +76,13 @@ class Demo:
                     "report": str(h / "report.html"),
                 },
             }
+        if self.topdown is not None:
+            g = self.topdown.document["guarantee"]
+            summary["topdown"] = {
+                "release": str(self.root / "topdown"),
+                "rho_per_person": g["persons"]["rho"]["exact"],
+                "rho_per_housing_unit": g["housing_units"]["rho"]["exact"],
+            }
         return summary
 
     def where(self) -> str:
@@ -84,6 +97,11 @@ class Demo:
             "T1/T2 (the Census folders t1/ and t2/, with their error tables), release.json "
             f"and report.html are in {self.root / 'release'}{h}; the synthetic input is in "
             f"{self.root / 'input'}."
+            + (
+                f" TopDown (P.L. 94-171 microdata and P1-P5/H1) is in {self.root / 'topdown'}."
+                if self.topdown is not None
+                else ""
+            )
         )
 
 
@@ -139,6 +157,12 @@ def run_demo(out: str | Path, persons: int, states: str, seed: int | None = None
         h_source = SeededSource(f"{seed}-h") if seed is not None else None
         res_h = run_demo_h(tmp / "input", tmp / "release", tmp / "release-h", chosen,
                            source=h_source, parameters=tmp / "parameters-h")  # fmt: skip
+        from privtab.topdown.demo import run_demo_topdown
+
+        LOG.info("demo: TopDown (the redistricting data) of the same population")
+        td = run_demo_topdown(tmp / "input", tmp / "topdown", chosen, source=opts.source)
     res.out = root / "release"
     res_h.out = root / "release-h"
-    return Demo(root, res, synth, chosen, res_h)
+    if td is not None:
+        td.out = root / "topdown"
+    return Demo(root, res, synth, chosen, topdown=td, run_h=res_h)

@@ -13,8 +13,8 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from privtab.mechanisms.counts import CountError, count_error
 from privtab.tabulate.algorithm import NoisyGroups
-from privtab.tabulate.errors import CountError, count_error
 from privtab.tabulate.plan import LevelPlan
 
 __all__ = ["evaluate_groups", "merge_evaluations"]

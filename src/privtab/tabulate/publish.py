@@ -29,7 +29,7 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
-from privtab.tabulate.errors import count_error
+from privtab.mechanisms.counts import count_error
 from privtab.tabulate.plan import LevelPlan
 from privtab.tabulate.results import ChunkResult
 from privtab.tabulate.suppression import SuppressionRule, suppression_mask

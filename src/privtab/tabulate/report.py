@@ -20,11 +20,13 @@ from __future__ import annotations
 
 import html
 from collections.abc import Mapping, Sequence
+from fractions import Fraction
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from privtab.accounting.exact import exact_or_up
 from privtab.report import (
     FigureBlock,
     figure_html,
@@ -42,6 +44,7 @@ from privtab.tabulate.report_privacy import (
     DrawnAhead,
     PldCurves,
     headline,
+    plain_reading,
     privacy_curves,
     privacy_figure,
     privacy_table,
@@ -76,14 +79,38 @@ _MOE_KINDS = (
 )
 
 
-def _moe_figure(levels: Sequence[dict[str, Any]], ahead: DrawnAhead = NOTHING_AHEAD) -> FigureBlock:
-    data = tuple((_label(d), *(d["moe95"][key] for _, key, _ in _MOE_KINDS)) for d in levels)
+def _has_total_only(release: Mapping[str, Any], row: Mapping[str, Any]) -> bool:
+    """Whether a tabulated level holds TotalOnly groups (detailed-only iterations at USA,
+    STATE or PR-STATE), from its public plan in ``release``."""
+    from privtab.tabulate.suppression import has_total_only_groups
+
+    plan = release["runs"][row["scope"]]["plan"]["levels"]
+    lv = next((p for p in plan if p["level"] == row["level"]), None)
+    return lv is None or has_total_only_groups(lv["geo"], lv.get("has_detailed_only", True))
+
+
+def _moe_figure(
+    release: Mapping[str, Any],
+    levels: Sequence[dict[str, Any]],
+    ahead: DrawnAhead = NOTHING_AHEAD,
+) -> FigureBlock:
+    data = tuple(
+        (
+            _label(d),
+            *(
+                d["moe95"][key] if key != "total_only" or _has_total_only(release, d) else None
+                for _, key, _ in _MOE_KINDS
+            ),
+        )
+        for d in levels
+    )
     text = (
         "How precise each kind of count is: the margin of error is the smallest number m "
         "such that the published count lies within m of the count before noise with "
         "probability at least 95%, computed exactly from the noise distribution. Counts made "
         "by adding sex × age cells (the totals of large groups) have the margin of error of "
-        "the sum, listed per row in T1's MOE95 column."
+        "the sum, listed per row in T1's MOE95 column. Levels without detailed-only groups "
+        "have no total-only bar."
     )
     image = ahead.png("fig-moe", data, lambda: _draw_moe(data))
     return FigureBlock("fig-moe", "Margin of error by level", image, text)
@@ -94,7 +121,8 @@ def _draw_moe(data: tuple[tuple[Any, ...], ...]) -> Figure:
     fig, ax = new_figure(9.0, _bar_height(3 * n / 2))
     y = np.arange(n)[::-1].astype(float)
     for i, (off, _, label) in enumerate(_MOE_KINDS, start=1):
-        ax.barh(y + off, [row[i] for row in data], height=0.27, label=label)
+        widths = [np.nan if row[i] is None else row[i] for row in data]
+        ax.barh(y + off, widths, height=0.27, label=label)
     ax.set_yticks(y, [row[0] for row in data], fontsize=8)
     ax.set_xscale("log")
     ax.set_xlabel("exact 95% margin of error (persons)")
@@ -144,14 +172,14 @@ def _levels_section(release: Mapping[str, Any], rows: Sequence[dict[str, Any]]) 
         [
             _RUN_SHORT.get(r["scope"], r["scope"]),
             f"{level_words(r['level'])} {r['level']}",
-            f"{r['budget']:.4g}",
+            exact_or_up(Fraction(r["budget_exact"])) if "budget_exact" in r else f"{r['budget']}",
             str(r["stability"]),
             f"{r['regions']:,}",
             f"{r['iterations']:,}",
             f"{r['noise_draws']:,}",
             str(r["moe95"]["stage1"]),
             str(r["moe95"]["stage2_cell"]),
-            str(r["moe95"]["total_only"]),
+            str(r["moe95"]["total_only"]) if _has_total_only(release, r) else "—",
         ]
         for r in rows
     ]
@@ -201,7 +229,7 @@ def draw_ahead(release: Mapping[str, Any], known: PldCurves = NO_CURVES) -> Draw
     _, _, eps, delta = tightest(drawn)
     ahead = DrawnAhead(record=True)
     privacy_figure(drawn, privacy_curves(drawn, known=known), (delta, eps), Citations(), ahead)
-    _moe_figure(_tabulated(release), ahead)
+    _moe_figure(release, _tabulated(release), ahead)
     return DrawnAhead(ahead.pngs)
 
 
@@ -237,13 +265,11 @@ def write_report(
         "<h2>Privacy guarantee</h2>"
         + privacy_table(drawn)
         + figure_html(curve)
-        + "<p>How to read the guarantee: an attacker who sees the release and knows "
-        "everything else about the population can tell whether any one person's record was "
-        "used only to the extent ε and δ allow; see <code>privtab semantics --release</code> "
-        "for what this means in attack success rates and posterior beliefs "
-        f"({cite.cite('semantics', '§§5–7')}).</p>",
+        + plain_reading(drawn, cite)
+        + "<p>More bounds, figures and other attackers: <code>privtab semantics --release"
+        "</code>.</p>",
         _levels_section(release, rows),
-        figure_html(_moe_figure(rows, ahead)),
+        figure_html(_moe_figure(release, rows, ahead)),
         figure_html(_stat_figure(rows)),
         data_users_section(path.parent, release),
     ]

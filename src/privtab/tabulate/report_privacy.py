@@ -34,7 +34,7 @@ from privtab.report import (
     new_figure,
     png,
     power_of_ten,
-    round_up,
+    round_up_sig,
     table_html,
 )
 from privtab.report.references import Citations
@@ -53,6 +53,7 @@ __all__ = [
     "PldCurves",
     "PrivacyCurves",
     "headline",
+    "plain_reading",
     "prefetch_pld_curves",
     "privacy_curves",
     "privacy_figure",
@@ -114,10 +115,17 @@ def _guarantee_words(release: Mapping[str, Any]) -> str:
 
 
 def _exact_or_up(body: Mapping[str, Any], key: str) -> str:
-    """A budget as published: its exact decimal when short, else rounded up (4 places)."""
-    v = float(body[key])
-    text = f"{v:.6g}"
-    return text if float(text) >= v else round_up(v, 4)
+    """A guarantee as published: from its exact value (``rho_exact``), the exact decimal
+    when short, else rounded up (:func:`privtab.accounting.exact.exact_or_up`); a document
+    without the exact value: its float rounded up."""
+    from fractions import Fraction
+
+    from privtab.accounting.exact import exact_or_up
+
+    exact = body.get(f"{key}_exact")
+    if isinstance(exact, str):
+        return exact_or_up(Fraction(exact))
+    return round_up_sig(float(body[key]))
 
 
 def _run_best(run: Mapping[str, Any]) -> tuple[str, float]:
@@ -155,17 +163,58 @@ def headline(release: Mapping[str, Any], cite: Citations) -> Headline:
     else:
         sentence = (
             f"{subject} {_guarantee_words(release)}; for δ = {power_of_ten(delta)} that "
-            f"means ε ≤ {round_up(eps)} ({why})."
+            f"means ε ≤ {round_up_sig(eps, 4)} ({why})."
         )
     return Headline(
         eps, delta, key, scope, html.escape(sentence), _others(release, scope, key, cite)
     )
 
 
+def plain_reading(release: Mapping[str, Any], cite: Citations) -> str:
+    """What the release's guarantee means in attack terms, in words (HTML): the most an
+    attacker testing whether one person's record was used can succeed at a 5 % false
+    accusation rate, and how likely the release makes a belief about one person 10 times
+    (and 10^k times) stronger — the bounds that hold for any attacker, and the one that
+    assumes the attacker knows everyone else named as such. From the guarantee alone
+    (:mod:`privtab.semantics`: valid for every mechanism with it)."""
+    from privtab.release.document import parse_release_document
+    from privtab.semantics.report import pct_up, posterior_at_ratio
+    from privtab.semantics.summary import power_bounds, tightest_power
+
+    g = parse_release_document(dict(release)).guarantee.to_guarantee()
+    p05 = float(tightest_power(power_bounds(g, [0.05]))[0])
+    general, assumed = posterior_at_ratio(g, 10.0)
+    if_known = "".join(f" ({pct_up(v)} if {info.assumption})" for info, v in assumed)
+    far = next((k for k in range(2, 13) if posterior_at_ratio(g, 10.0**k)[0] < 0.05), None)
+    far_text = (
+        ""
+        if far is None
+        else f"; 10^{far} times stronger: at most {pct_up(posterior_at_ratio(g, 10.0**far)[0])}"
+    )
+    return (
+        "<p>What this means for one person, whatever else the attacker knows (bounds for "
+        f"every mechanism with this guarantee, {cite.cite('semantics', '§§6–7')}): someone "
+        "who tests whether one particular person's record was used, and accepts wrongly "
+        f"accusing 5% of the people they test, succeeds at most {pct_up(p05)} of the time. "
+        "The chance that the release makes some belief about one person 10 times stronger "
+        "than it would be had their record been replaced by information about people like "
+        f"them is at most {pct_up(general)}{if_known}{far_text}. A guarantee this size "
+        "protects mainly against large changes of belief, not against detecting that a "
+        "record was used.</p>"
+        if p05 > 0.5
+        else "<p>What this means for one person, whatever else the attacker knows (bounds "
+        f"for every mechanism with this guarantee, {cite.cite('semantics', '§§6–7')}): "
+        "someone who tests whether one particular person's record was used, and accepts "
+        f"wrongly accusing 5% of the people they test, succeeds at most {pct_up(p05)} of "
+        "the time; the chance that the release makes some belief about one person 10 times "
+        f"stronger is at most {pct_up(general)}{if_known}{far_text}.</p>"
+    )
+
+
 def _others(release: Mapping[str, Any], scope: str, best: str, cite: Citations) -> str:
     run = release["runs"][scope]
     parts = [
-        f"{round_up(float(a['epsilon']))} ({html.escape(analysis_name(k, a))})"
+        f"{round_up_sig(float(a['epsilon']), 4)} ({html.escape(analysis_name(k, a))})"
         for k, a in sorted(run["privacy"].items(), key=lambda kv: float(kv[1]["epsilon"]))
         if k != best and _valid(a)
     ]
@@ -193,7 +242,7 @@ def _others(release: Mapping[str, Any], scope: str, best: str, cite: Citations) 
     if rest:
         others = "; ".join(
             f"{html.escape(run_words(s, release))}: ε ≤ "
-            f"{round_up(_run_best(release['runs'][s])[1])}"
+            f"{round_up_sig(_run_best(release['runs'][s])[1], 4)}"
             for s in rest
         )
         text += (
@@ -219,7 +268,7 @@ def privacy_table(release: Mapping[str, Any]) -> str:
                 [
                     run_words(scope, release),
                     analysis_name(k, a) + (" — tightest" if k == best else ""),
-                    round_up(eps) if math.isfinite(eps) else "∞",
+                    round_up_sig(eps, 6) if math.isfinite(eps) else "∞",
                     power_of_ten(delta),
                     ANALYSES.get(k, ("", str(a.get("method", ""))))[1]
                     + ("" if valid else " — understates the loss; shown only for comparison"),
@@ -441,7 +490,7 @@ def _draw_privacy(
     ax.plot(curves.deltas, curves.tightest, lw=3.2, color="#000000", alpha=0.75)
     ax.plot([delta], [eps], "o", color="#000000", ms=6)
     ax.annotate(
-        f"ε ≤ {round_up(eps)} at δ = {power_of_ten(delta)}",
+        f"ε ≤ {round_up_sig(eps, 4)} at δ = {power_of_ten(delta)}",
         (delta, eps),
         xytext=(10, 12),
         textcoords="offset points",

@@ -11,9 +11,12 @@ human form.
 from __future__ import annotations
 
 import logging
+from fractions import Fraction
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from privtab.accounting.exact import exact_or_up
+from privtab.report import round_up_sig
 from privtab.report.text import Table, table
 
 if TYPE_CHECKING:
@@ -47,6 +50,7 @@ def plan_summary(
         "scope": sc.value,
         "privacy_defn": plan.privacy_defn,
         "total_budget": float(plan.total_budget),
+        "total_budget_exact": str(plan.total_budget),
         "levels": [lv.to_dict() for lv in plan.levels],
         "epsilon": {k: v["epsilon"] for k, v in analyses.items()},
         "analyses": analyses,
@@ -54,9 +58,42 @@ def plan_summary(
     }
 
 
+def _exact(d: dict[str, Any], key: str) -> str:
+    """A budget of a plan or level dict: from its ``<key>_exact`` string, exactly when
+    short, else rounded up (:func:`privtab.accounting.exact.exact_or_up`)."""
+    exact = d.get(f"{key}_exact")
+    if isinstance(exact, str):
+        return exact_or_up(Fraction(exact))
+    return round_up_sig(float(d[key]))
+
+
+def _guarantee(g: dict[str, Any]) -> str:
+    """``ρ = 4.785 zCDP`` from a release's ``guarantee`` object (exact, or rounded up)."""
+    if "zcdp" in g:
+        return f"ρ = {_exact(g['zcdp'], 'rho')} zCDP"
+    return f"ε = {_exact(g['pure'], 'epsilon')} pure DP"
+
+
+def _eps(v: float) -> str:
+    """An ε bound in a table: rounded up to 6 significant digits."""
+    return round_up_sig(float(v), 6)
+
+
+def _total_only_moe(lv: dict[str, Any]) -> str:
+    """A level's TotalOnly MOE, or ``—`` when the level has no TotalOnly group."""
+    from privtab.tabulate.suppression import has_total_only_groups
+
+    if "stat_levels" in lv:
+        has = bool(lv["stat_levels"].get("-1", 0))
+    else:
+        has = has_total_only_groups(lv.get("geo", ""), lv.get("has_detailed_only", True))
+    moe = lv["moe95"]["total_only"] if "moe95" in lv else lv["total"]["moe95"]
+    return str(moe) if has else "—"
+
+
 def _epsilon_table(epsilon: dict[str, Any], delta: float) -> Table:
-    rows = [(k, f"{v:.4f}") for k, v in epsilon.items()]
-    return table(f"end-to-end ε at δ = {delta:g}", ("analysis", "ε"), rows)
+    rows = [(k, _eps(v)) for k, v in epsilon.items()]
+    return table(f"end-to-end ε at δ = {delta:g} (rounded up)", ("analysis", "ε"), rows)
 
 
 def plan_tables(res: dict[str, Any], paper: bool = False) -> list[Table]:
@@ -67,26 +104,31 @@ def plan_tables(res: dict[str, Any], paper: bool = False) -> list[Table]:
         cols = ("MOE", "geo ε step 2", "geo ε total", "exact MOE", "DG ρ step 2", "DG ρ total",
                 "exact MOE")  # fmt: skip
         rows = [
-            (f"{lv['moe']:g}", f"{lv['geometric_eps_step2']:.4f}",
-             f"{lv['geometric_eps_total']:.4f}", str(lv["geometric_moe_exact"]),
-             f"{lv['dgauss_rho_step2']:.5f}", f"{lv['dgauss_rho_total']:.5f}",
+            (f"{lv['moe']:g}", round_up_sig(lv["geometric_eps_step2"], 4),
+             round_up_sig(lv["geometric_eps_total"], 4), str(lv["geometric_moe_exact"]),
+             round_up_sig(lv["dgauss_rho_step2"], 4), round_up_sig(lv["dgauss_rho_total"], 4),
              str(lv["dgauss_moe_exact"]))
             for lv in res["levels"]
         ]  # fmt: skip
         title = f"SafeTab paper model ({res['calibration']} calibration)"
         first = table(title, cols, rows, left=0)
     else:
-        cols = ("level", "budget", "stability", "thresholds", "stage-1 MOE", "stage-2 MOE",
-                "TotalOnly MOE", "σ² / scale (stage 2)")  # fmt: skip
+        cols = ("level", "budget", "Δ", "thresholds", "MOE st.1", "MOE st.2", "MOE total",
+                "σ²/scale")  # fmt: skip
         rows = [
-            (lv["level"], f"{lv['budget']:g}", str(lv["stability"]),
-             ",".join(str(x) for x in lv["thresholds"]), str(lv["stage1"]["moe95"]),
-             str(lv["stage2"]["moe95"]), str(lv["total"]["moe95"]),
+            (lv["level"], _exact(lv, "budget"), str(lv["stability"]),
+             ", ".join(str(x) for x in lv["thresholds"]), str(lv["stage1"]["moe95"]),
+             str(lv["stage2"]["moe95"]), _total_only_moe(lv),
              f"{lv['stage2']['noise_scale']:.4g}")
             for lv in res["levels"]
         ]  # fmt: skip
-        title = f"{res['source']}: total {res['privacy_defn']} budget {res['total_budget']:.4g}"
-        first = table(title, cols, rows)
+        title = f"{res['source']}: total {res['privacy_defn']} budget {_exact(res, 'total_budget')}"
+        notes = (
+            "Δ: stability (the most groups of the level one person is in); MOE st.1 / st.2: "
+            "exact 95% margin of error of a stage-1 total / a stage-2 count; MOE total: of a "
+            "TotalOnly total (—: the level has none); σ²/scale: of the stage-2 noise.",
+        )
+        first = table(title, cols, rows, notes=notes)
     return [first, _epsilon_table(res["epsilon"], res["delta"])]
 
 
@@ -128,14 +170,30 @@ def release_summary(res: RunResult) -> dict[str, Any]:
 
 def _level_row(lv: dict[str, Any]) -> tuple[str, ...]:
     if lv["status"] != "tabulated":
-        return (lv["scope"], lv["level"], f"{lv['budget']:g}", lv["status"], "", "", "", "")
-    st = lv["stat_levels"]
+        return (lv["scope"], lv["level"], _exact(lv, "budget"), lv["status"], "", "", "")
     return (
-        lv["scope"], lv["level"], f"{lv['budget']:g}",
+        lv["scope"], lv["level"], _exact(lv, "budget"),
         f"{lv['regions']:,} × {lv['iterations']:,}", f"{lv['noise_draws']:,}",
-        str(lv["moe95"]["stage2_cell"]), str(lv["moe95"]["total_only"]),
-        "/".join(str(st.get(k, 0)) for k in ("-1", "0", "1", "2", "3")),
+        str(lv["moe95"]["stage2_cell"]), _total_only_moe(lv),
     )  # fmt: skip
+
+
+STAT_KEYS = ("-1", "0", "1", "2", "3")
+STAT_NAMES = ("total-only", "total", "Age4", "Age9", "Age23")
+
+
+def _stat_table(levels: list[dict[str, Any]]) -> Table:
+    rows = [
+        (lv["scope"], lv["level"], *(f"{lv['stat_levels'].get(k, 0):,}" for k in STAT_KEYS))
+        for lv in levels
+        if lv["status"] == "tabulated"
+    ]
+    return table(
+        "statistics each level's groups received (groups)",
+        ("run", "level", *STAT_NAMES),
+        rows,
+        left=2,
+    )
 
 
 def _pooled(ev: dict[str, Any], kinds: tuple[str, ...]) -> str:
@@ -170,15 +228,20 @@ def release_tables(s: dict[str, Any]) -> tuple[list[str], list[Table]]:
     """The human form of :func:`release_summary`: headline lines, then tables."""
     tag = "private" if s["private"] else "NOT PRIVATE (test mode)"
     head = [f"release written to {s['out']} ({tag}): {s['t1_rows']:,} T1 rows, "
-            f"{s['t2_rows']:,} T2 rows"]  # fmt: skip
+            f"{s['t2_rows']:,} T2 rows; {_guarantee(s['guarantee'])}"]  # fmt: skip
     if s.get("run_record"):
         head.append(f"confidential run record (do not publish): {s['run_record']}")
-    cols = ("run", "level", "budget", "regions × iterations", "noisy counts", "MOE stage 2",
-            "MOE TotalOnly", "stat levels -1/0/1/2/3")  # fmt: skip
-    tables = [table("levels", cols, [_level_row(lv) for lv in s["levels"]], left=2)]
-    rows = [(scope, k, f"{v:.4f}") for scope, eps in s["epsilon"].items() for k, v in eps.items()]
-    tables.append(table(f"guarantee: ε at δ = {s['delta']:g}", ("run", "analysis", "ε"), rows,
-                        left=2))  # fmt: skip
+    cols = ("run", "level", "budget", "groups", "noisy counts", "MOE cell",
+            "MOE total-only")  # fmt: skip
+    notes = ("groups: regions × iterations; MOE: exact 95% margin of error of a stage-2 count "
+             "and of a TotalOnly total (—: the level has none).",)  # fmt: skip
+    tables = [
+        table("levels", cols, [_level_row(lv) for lv in s["levels"]], left=2, notes=notes),
+        _stat_table(s["levels"]),
+    ]
+    rows = [(scope, k, _eps(v)) for scope, eps in s["epsilon"].items() for k, v in eps.items()]
+    tables.append(table(f"guarantee: ε at δ = {s['delta']:g} (rounded up)",
+                        ("run", "analysis", "ε"), rows, left=2))  # fmt: skip
     if "evaluation_nonprivate" in s:
         tables.append(_evaluation_table(s["evaluation_nonprivate"]))
     return head, tables

@@ -44,7 +44,7 @@ import polars as pl
 from numpy.typing import ArrayLike, NDArray
 
 from privtab.mechanisms import DiscreteGaussian, Geometric, NoiseMechanism
-from privtab.mechanisms.laws import DiscreteGaussianLaw, DiscreteLaplaceLaw
+from privtab.mechanisms.laws import DiscreteGaussianLaw, DiscreteLaplaceLaw, smallest_true
 
 if TYPE_CHECKING:
     from privtab.tabulate.plan import LevelPlan, StagePlan
@@ -56,6 +56,7 @@ __all__ = [
     "SuppressionResult",
     "SuppressionRule",
     "has_total_only",
+    "has_total_only_groups",
     "suppress",
     "suppression_mask",
     "suppression_rule",
@@ -104,14 +105,22 @@ def suppression_threshold(
     if not noise_on:
         return 0
     mech = noise if isinstance(noise, NoiseMechanism) else noise.mechanism
-    law = _law(mech)
-    # a float guess, then the exact decision walks to the smallest t
-    t = int(np.asarray(law.quantile(float(c))).item())
-    while not law.cdf_ge(t, c):
-        t += 1
-    while law.cdf_ge(t - 1, c):
-        t -= 1
-    return t
+    return exact_quantile(_law(mech), c)
+
+
+def exact_quantile(law: DiscreteGaussianLaw | DiscreteLaplaceLaw, c: Fraction) -> int:
+    """The smallest integer ``t`` with ``P(noise ≤ t) ≥ c`` for a rational ``0 < c < 1``,
+    decided exactly (:meth:`cdf_ge`) for every ``c`` — also one a float cannot hold, such
+    as ``1 − 10⁻²⁰``: a galloping then bisecting search between two certified bounds from
+    the law's closed-form tail (``O(log)`` exact decisions, whatever the scale), started
+    at a float guess."""
+    # P(X ≤ hi) ≥ 1 − P(|X| > hi) ≥ c, and P(X ≤ lo) ≤ P(|X| > −lo − 1)/2 ≤ c/2 < c
+    hi = law.tail_index(1 - c)
+    lo = -law.tail_index(c) - 1
+    q = float(c)
+    guess = hi if not 0 < q < 1 else int(np.asarray(law.quantile(q)).item())
+    start = min(max(guess, lo + 1), hi) - lo
+    return lo + smallest_true(lambda m: law.cdf_ge(lo + m, c), start, hi - lo)
 
 
 @dataclass(frozen=True)
@@ -170,14 +179,20 @@ def has_total_only(plan: LevelPlan) -> bool:
     """Whether the level can hold TotalOnly groups: detailed-only iterations at a detailed
     geography (USA, STATE, PR-STATE); a level of a model plan (not a Census geography)
     whenever it has detailed-only iterations."""
+    return has_total_only_groups(plan.geo, plan.has_detailed_only)
+
+
+def has_total_only_groups(geo: str, has_detailed_only: bool) -> bool:
+    """:func:`has_total_only` from a level's geography and ``has_detailed_only`` (e.g.
+    read from a plan in ``release.json``)."""
     from privtab.data import GeoLevel
     from privtab.data.levels import Granularity
 
     try:
-        detailed = GeoLevel(plan.geo).granularity is Granularity.DETAILED
+        detailed = GeoLevel(geo).granularity is Granularity.DETAILED
     except ValueError:
         detailed = True
-    return detailed and plan.has_detailed_only
+    return detailed and bool(has_detailed_only)
 
 
 def suppression_mask(

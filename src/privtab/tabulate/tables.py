@@ -18,9 +18,9 @@ import numpy as np
 import polars as pl
 from numpy.typing import NDArray
 
+from privtab.mechanisms.counts import count_error
 from privtab.tabulate.algorithm import TOTAL_ONLY, CellTable, NoisyGroups
 from privtab.tabulate.domain import Domain
-from privtab.tabulate.errors import count_error
 from privtab.tabulate.plan import LevelPlan
 
 __all__ = ["T1_SCHEMA", "T2_SCHEMA", "t1_frame", "t2_frame"]

@@ -7,6 +7,10 @@ Quick start (no data)::
     >>> str(p.guarantee.rho), round(p.guarantee.epsilon["optimal"], 2)
     ('293764/114921', 17.14)
 
+A release from a data folder (``privtab synth`` layout): ``release("synth-de")`` returns a
+:class:`~privtab.topdown.api.TopDownRelease` (the microdata and P1–P5/H1 as polars frames,
+the exact guarantee); ``privtab topdown run`` writes the same folder.
+
 The measurement side, one module each:
 
 - :mod:`~privtab.topdown.histogram` — the persons histogram (2,016 cells) and its Kronecker
@@ -23,6 +27,18 @@ The measurement side, one module each:
 - :mod:`~privtab.topdown.guarantee` and :mod:`~privtab.topdown.planning` — ρ, ε(δ) by every
   analysis, Semi-DP, per attribute and per geography.
 
+The post-processing and the release:
+
+- :mod:`~privtab.topdown.solve` — the per-parent problem (C3) and its solvers;
+- :mod:`~privtab.topdown.engine` — the top-down driver, streamed by chunk;
+- :mod:`~privtab.topdown.runs`, :mod:`~privtab.topdown.folder` — the US/PR persons and
+  units runs from a data folder;
+- :mod:`~privtab.topdown.assemble`, :mod:`~privtab.topdown.mdf`, :mod:`~privtab.topdown.pl94`
+  — the microdata and tables, state by state; :mod:`~privtab.topdown.document`,
+  :mod:`~privtab.topdown.report`, :mod:`~privtab.topdown.validate` — ``release.json``,
+  ``report.html``, output validation; :mod:`~privtab.topdown.run` — the whole release;
+  :mod:`~privtab.topdown.api` — :func:`release`.
+
 See ``docs/topdown.md``.
 """
 
@@ -33,13 +49,24 @@ from typing import TYPE_CHECKING
 from privtab._lazy import lazy_exports
 
 if TYPE_CHECKING:
+    from privtab.topdown.api import TopDownRelease, release
     from privtab.topdown.planning import TopDownPlan, plan
     from privtab.topdown.strategy import Strategy, load_strategy, production_strategy
 
-__all__ = ["Strategy", "TopDownPlan", "load_strategy", "plan", "production_strategy"]
+__all__ = [
+    "Strategy",
+    "TopDownPlan",
+    "TopDownRelease",
+    "load_strategy",
+    "plan",
+    "production_strategy",
+    "release",
+]
 
 _WHERE = {
     "Strategy": "strategy",
+    "TopDownRelease": "api",
+    "release": "api",
     "TopDownPlan": "planning",
     "load_strategy": "strategy",
     "plan": "planning",

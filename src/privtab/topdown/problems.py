@@ -6,16 +6,18 @@ children are solved — or reads them from a noisy-measurement file), slices the
 constraints (:mod:`privtab.topdown.constraints`) and attaches the production pass orders
 of the children's level (the strategy's ``l2_passes`` / ``rounder_passes``: total first
 for the State, County, Tract and Block_Group children of the 2020 runs, one pass at the
-root and at Block). The solver (``privtab.topdown.solve``, branch ``tdsolve``) owns the
-final form of these classes; the field names are C3's, with three refinements:
+root and at Block). The problem is the solver's own
+:class:`privtab.topdown.solve.ChildrenProblem` (one set of classes):
 
-* ``ChildMeasurements.variances`` — per query, the exact variance of **each child's**
-  noise (a tuple, one per child): after the spine's bypass, siblings can have different
-  budget shares (a child that absorbed its single child's share has less noise);
-* ``ChildConstraints.group_index`` / ``group_total`` — ``total_by_group`` (the root's
-  children are the AIAN and non-AIAN parts of the states; each state's total is exact);
+* ``measurements.variances`` — per query, the exact variance of **each child's** noise (a
+  tuple, one per child): after the spine's bypass, siblings can have different budget
+  shares (a child that absorbed its single child's share has less noise); ``None`` for a
+  child measured with its parent (the only child of its parent: passed down);
+* ``constraints.total`` / ``total_group`` — the exact totals: per child (``total``; the
+  units run, a root) or per group of children (``total_by_group``: the root's children
+  are the AIAN and non-AIAN parts of the states; each state's total is exact);
   ``gq_lower`` / ``gq_upper`` are ``None`` where no hhgq bound is in force (units run);
-* ``rounder_passes`` — the production passes (a tuple of tuples, like ``l2_passes``).
+* ``level`` (the children's level) and ``histogram`` (``persons`` or ``units``).
 
 The measurements are the only thing in a problem drawn from the confidential data with
 noise; the constraints come from the invariants (public to the algorithm). A problem holds
@@ -25,8 +27,6 @@ nothing else from the data: the parent histogram is the solver's own (post-proce
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
-from fractions import Fraction
 from typing import Protocol
 
 import numpy as np
@@ -35,64 +35,16 @@ from numpy.typing import NDArray
 from privtab.topdown.constraints import LevelConstraints
 from privtab.topdown.inputs import SparseHistograms
 from privtab.topdown.measure import MeasurementBatch
+from privtab.topdown.solve import (
+    PRODUCTION_TOLERANCE,
+    ChildConstraints,
+    ChildMeasurements,
+    ChildrenProblem,
+)
 from privtab.topdown.spine import Spine
 from privtab.topdown.strategy import Strategy
 
-__all__ = [
-    "DEFAULT_TOLERANCE",
-    "ChildConstraints",
-    "ChildMeasurements",
-    "ChildrenProblem",
-    "MeasurementSource",
-    "ProblemBuilder",
-]
-
-#: Production ``opt_tol_slack``: added to the optimal inter-pass tolerance of the L2 step.
-DEFAULT_TOLERANCE = 0.1
-
-
-@dataclass(frozen=True, eq=False)
-class ChildMeasurements:
-    """Per query: ``answers`` ``(children, size)`` float64 noisy answers and the exact
-    ``variances`` of each child's noise (``None``: the child is not measured)."""
-
-    answers: Mapping[str, NDArray[np.float64]]
-    variances: Mapping[str, tuple[Fraction | None, ...]]
-
-    def uniform_variance(self, query: str) -> Fraction | None:
-        """The variance of ``query`` when every child has the same, else ``None``."""
-        v = set(self.variances[query])
-        return v.pop() if len(v) == 1 else None
-
-
-@dataclass(frozen=True, eq=False)
-class ChildConstraints:
-    """The children's constraints (C3): ``gq_lower``/``gq_upper`` ``(children, 8)``,
-    ``structural_zeros`` ``(cells,)``, ``total`` ``(children,)`` exact where invariant,
-    ``group_index``/``group_total`` for ``total_by_group``."""
-
-    gq_lower: NDArray[np.int64] | None
-    gq_upper: NDArray[np.int64] | None
-    structural_zeros: NDArray[np.bool_]
-    total: NDArray[np.int64] | None
-    group_index: NDArray[np.int64] | None = None
-    group_total: NDArray[np.int64] | None = None
-
-
-@dataclass(frozen=True, eq=False)
-class ChildrenProblem:
-    """One parent's children to solve jointly (C3). ``geounit`` names the parent (level
-    and id) for error messages; ``level`` is the children's level."""
-
-    geounit: str
-    level: str
-    children: Sequence[str]
-    parent: NDArray[np.int64] | None
-    measurements: ChildMeasurements
-    constraints: ChildConstraints
-    l2_passes: tuple[tuple[str, ...], ...]
-    rounder_passes: tuple[tuple[str, ...], ...]
-    tolerance: float = DEFAULT_TOLERANCE
+__all__ = ["MeasurementSource", "ProblemBuilder"]
 
 
 class MeasurementSource(Protocol):
@@ -128,7 +80,7 @@ class ProblemBuilder:
         source: MeasurementSource,
         *,
         sink: Callable[[MeasurementBatch], None] | None = None,
-        tolerance: float = DEFAULT_TOLERANCE,
+        tolerance: float = PRODUCTION_TOLERANCE,
     ) -> None:
         h = spine.hierarchy
         if h.levels != strategy.levels:
@@ -144,6 +96,8 @@ class ProblemBuilder:
         self.source = source
         self.sink = sink
         self.tolerance = tolerance
+        #: noise draws made so far (cells drawn; 0 when the source is a file)
+        self.draws = 0
 
     def label(self, level: int, unit: int) -> str:
         """``"<level> <id>"`` (the root: its level name)."""
@@ -187,6 +141,7 @@ class ProblemBuilder:
         else:
             hists = self.histograms[k].dense(units)
         batch = self.source.measure(level, units, hists, needed)
+        self.draws += batch.draws
         del hists
         if self.sink is not None:
             self.sink(batch)
@@ -195,29 +150,40 @@ class ProblemBuilder:
             {q: m.variances for q, m in batch.queries.items()},
         )
         sl = slice(units.start, units.stop)
+        ids = h.unit_ids[k][sl].to_list() if k > 0 else [h.levels[0]]
+        return ChildrenProblem(
+            parent_label,
+            ids,
+            parent_hist,
+            meas,
+            self.child_constraints(k, units),
+            self.strategy.l2_passes[level],
+            self.strategy.rounder_passes[level],
+            self.tolerance,
+            level=level,
+            histogram=self.strategy.histogram,
+        )
+
+    def child_constraints(self, k: int, units: range) -> ChildConstraints:
+        """The constraints of ``units`` (a contiguous range) of level ``k``."""
+        sl = slice(units.start, units.stop)
         c = self.constraints[k]
         zeros = (
             c.structural_zeros
             if c.structural_zeros is not None
             else np.zeros(self.strategy.schema.cells, dtype=bool)
         )
-        cons = ChildConstraints(
-            None if c.lower is None else c.lower[sl],
-            None if c.upper is None else c.upper[sl],
-            zeros,
-            None if c.total is None else c.total[sl],
-            None if c.group_index is None else c.group_index[sl],
-            c.group_total,
-        )
-        ids = h.unit_ids[k][sl].to_list() if k > 0 else [h.levels[0]]
-        return ChildrenProblem(
-            parent_label,
-            level,
-            ids,
-            parent_hist,
-            meas,
-            cons,
-            self.strategy.l2_passes[level],
-            self.strategy.rounder_passes[level],
-            self.tolerance,
-        )
+        lower = None if c.lower is None else c.lower[sl]
+        upper = None if c.upper is None else c.upper[sl]
+        if c.group_index is None:
+            return ChildConstraints(lower, upper, zeros, None if c.total is None else c.total[sl])
+        if c.total is not None or c.group_total is None:
+            raise ValueError(f"{c.level}: exact totals both per unit and per group")
+        # the groups of these children only, renumbered 0.. (each group's total is exact,
+        # so a group must lie within one parent's children)
+        present, local = np.unique(c.group_index[sl], return_inverse=True)
+        if np.bincount(c.group_index, minlength=int(c.group_index.max()) + 1)[present].sum() != (
+            units.stop - units.start
+        ):
+            raise ValueError(f"{c.level}: a total_by_group group spans several parents")
+        return ChildConstraints(lower, upper, zeros, c.group_total[present], local.astype(np.int64))

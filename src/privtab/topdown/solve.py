@@ -9,8 +9,8 @@ rounder of one parent's children, on open solvers, checked on every problem.
         parent=hist,                      # (CELLS,) int64 optimised parent; None at the root
         measurements=ChildMeasurements(
             answers={"total": (k, 1) float64, …, "detailed": (k, 2016) float64},
-            variances={"total": Fraction(…), …},   # exact variance of each answer's noise
-        ),
+            variances={"total": Fraction(…), …},   # the exact variance of each answer's
+        ),                                         # noise: one, or one per child
         constraints=ChildConstraints(
             gq_lower=(k, 8) int64,        # persons of hhgq t ≥ lower (facilities of type t)
             gq_upper=(k, 8) int64,        # persons of hhgq t ≤ upper; −1: no bound; 0: none
@@ -21,6 +21,8 @@ rounder of one parent's children, on open solvers, checked on every problem.
         l2_passes=(("total",), (…all other measured queries…)),
         rounder_passes=(("total",), ("hhgq", "hhgq * hispanic", …, "detailed")),
         tolerance=0.1,
+        level="County",                   # the children's level (messages, diagnostics)
+        histogram="persons",              # or "units" (H1: vacant, occupied; no hhgq bounds)
     )
     solve_children(problem) -> ChildrenSolution(l2=(k, CELLS) float64,
                                                 counts=(k, CELLS) int64, diagnostics)
@@ -28,8 +30,18 @@ rounder of one parent's children, on open solvers, checked on every problem.
 Refinements of the lead's sketch: ``rounder_passes`` are passes (production rounds
 ``total`` first at State, County, Tract and Block_Group children, like the L2 step);
 ``total_group`` lets the exact totals belong to groups of children (production's AIAN and
-non-AIAN parts of a state share one invariant total); the diagnostics are a
-:class:`SolveDiagnostics`. :func:`production_passes` gives production's orders.
+non-AIAN parts of a state share one invariant total); a query's variance may be given per
+child (after the spine's bypass a child that absorbed its single child's budget share has
+less noise than its siblings: each child is weighted by its own 1/σ²); ``gq_lower`` /
+``gq_upper`` are ``None`` where no bound is in force (the units run); ``histogram``
+selects the histogram (:func:`privtab.topdown.solve_model.layout`); the diagnostics are a
+:class:`SolveDiagnostics`. :func:`production_passes` gives production's orders. These are
+the only problem classes: :class:`privtab.topdown.problems.ProblemBuilder` builds them.
+
+**Paths.** The structured solver shares one Hessian by all children of a persons problem;
+a problem whose siblings' variances differ, or a units problem, takes the generic path
+(Clarabel with an exact polish; a ``total``-only first pass in the children's persons by
+hhgq), and says so in ``SolveDiagnostics.generic``.
 
 **The L2 step** (production ``DataIndQueriesL2NPass`` under
 ``L2PlusRounderWithBackup_interleaved``): in pass ``p`` minimise
@@ -82,6 +94,7 @@ seed §8 on TopDown's post-processing).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 from collections.abc import Mapping, Sequence
@@ -91,7 +104,6 @@ from fractions import Fraction
 import numpy as np
 from numpy.typing import NDArray
 
-from privtab.topdown.histogram import CELLS, HHGQ_LEVELS
 from privtab.topdown.solve_model import (
     F64,
     Band,
@@ -101,6 +113,7 @@ from privtab.topdown.solve_model import (
     TopDownSolverError,
     check_feasible,
     check_solution,
+    layout,
     prepare,
     query_size,
 )
@@ -125,39 +138,68 @@ PRODUCTION_TOLERANCE = 0.1
 #: The solvers of the L2 step.
 SOLVERS = ("structured", "clarabel", "osqp")
 
-_GROUPS = len(HHGQ_LEVELS)
 _ZERO = 1e-7  # production's reformSolution: values below this are 0
 
 
-@dataclass(frozen=True)
+#: A query's noise variance: one for every child, or each child's (``None``: not measured —
+#: a single child whose share moved to its parent, passed its parent's histogram).
+Variance = Fraction | Sequence[Fraction | None]
+
+
+@dataclass(frozen=True, eq=False)
 class ChildMeasurements:
     """The children's noisy answers (``answers[q]``: ``(k, query(q).size)`` float64) and
-    the exact variance of each answer's noise per query (``variances[q]``)."""
+    the exact variance of each answer's noise per query (``variances[q]``: one
+    :class:`~fractions.Fraction` for all children, or one per child — after the spine's
+    bypass siblings can differ: a child that absorbed its single child's share has less
+    noise)."""
 
     answers: Mapping[str, NDArray[np.float64]]
-    variances: Mapping[str, Fraction]
+    variances: Mapping[str, Variance]
+
+    def child_variances(self, query: str, k: int) -> tuple[Fraction | None, ...]:
+        """The variance of each of the ``k`` children's answers to ``query``."""
+        v = self.variances[query]
+        if isinstance(v, Fraction | int):
+            return (Fraction(v),) * k
+        out = tuple(None if x is None else Fraction(x) for x in v)
+        if len(out) != k:
+            raise ValueError(f"{len(out)} variances of {query!r} for {k} children")
+        return out
+
+    def uniform_variance(self, query: str) -> Fraction | None:
+        """The variance of ``query`` when every child has the same, else ``None``."""
+        v = self.variances[query]
+        if isinstance(v, Fraction | int):
+            return Fraction(v)
+        distinct = set(v)
+        one = distinct.pop() if len(distinct) == 1 else None
+        return None if one is None else Fraction(one)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class ChildConstraints:
     """The children's constraints, from invariants public to the algorithm.
 
     ``gq_lower[i, t]`` ≤ persons of hhgq ``t`` in child ``i`` ≤ ``gq_upper[i, t]``
-    (``-1``: no upper bound; ``0``: no unit of that type, so no variables there);
-    ``structural_zeros`` cells are 0 in every child; ``total[g]`` is the exact population
-    of the children ``i`` with ``total_group[i] == g`` (``total_group=None``: child ``i``
-    has exact total ``total[i]``; ``total=None``: no exact totals)."""
+    (``-1``: no upper bound; ``0``: no unit of that type, so no variables there; both
+    ``None``: no bounds — the units run); ``structural_zeros`` cells are 0 in every child;
+    ``total[g]`` is the exact population of the children ``i`` with ``total_group[i] == g``
+    (``total_group=None``: child ``i`` has exact total ``total[i]``; ``total=None``: no
+    exact totals). The AIAN and non-AIAN parts of a state share one group."""
 
-    gq_lower: NDArray[np.int64]
-    gq_upper: NDArray[np.int64]
+    gq_lower: NDArray[np.int64] | None
+    gq_upper: NDArray[np.int64] | None
     structural_zeros: NDArray[np.bool_]
     total: NDArray[np.int64] | None = None
     total_group: NDArray[np.int64] | None = None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class ChildrenProblem:
-    """One parent's children to optimise jointly (see the module docstring)."""
+    """One parent's children to optimise jointly (see the module docstring). ``level`` is
+    the children's level (for messages and diagnostics), ``histogram`` the protected
+    histogram (``"persons"`` or ``"units"``, :mod:`privtab.topdown.schema`)."""
 
     geounit: str
     children: Sequence[str]
@@ -166,7 +208,9 @@ class ChildrenProblem:
     constraints: ChildConstraints
     l2_passes: Sequence[Sequence[str]]
     rounder_passes: Sequence[Sequence[str]]
-    tolerance: float
+    tolerance: float = PRODUCTION_TOLERANCE
+    level: str = ""
+    histogram: str = "persons"
 
 
 @dataclass(frozen=True)
@@ -179,9 +223,11 @@ class SolveDiagnostics:
     ``rounder_mip_fallbacks`` fractional LP vertices re-solved as MIPs; ``laminar`` whether
     the rounder's rows were certified totally unimodular; ``cross_check`` the relative
     objective differences to the second solver per pass (``None`` if not asked);
-    ``seconds`` wall-clock time of the steps. All of it is a function of the noisy
-    measurements and the invariants only, but timings and sizes are for logs and
-    benchmarks, not for a release folder."""
+    ``generic`` why the L2 step took the generic path instead of the structured solver
+    (``""``: it did not; ``"variances differ"``: siblings with different shares;
+    ``"units histogram"``); ``seconds`` wall-clock time of the steps. All of it is a
+    function of the noisy measurements and the invariants only, but timings and sizes
+    are for logs and benchmarks, not for a release folder."""
 
     geounit: str
     children: int
@@ -196,13 +242,14 @@ class SolveDiagnostics:
     rounder_mip_fallbacks: int = 0
     laminar: bool = True
     cross_check: tuple[float, ...] | None = None
+    generic: str = ""
     seconds: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
 class ChildrenSolution:
-    """The children's L2 solution ``(k, CELLS)`` float64, their integer histograms
-    ``(k, CELLS)`` int64 and how they were found."""
+    """The children's L2 solution ``(k, cells)`` float64, their integer histograms
+    ``(k, cells)`` int64 and how they were found."""
 
     l2: NDArray[np.float64]
     counts: NDArray[np.int64]
@@ -237,51 +284,87 @@ def solve_children(
     if solver not in SOLVERS or (cross_check is not None and cross_check not in SOLVERS):
         raise ValueError(f"solver must be one of {SOLVERS}")
     t0 = time.perf_counter()
+    started = start_problem(problem, t0)
+    if isinstance(started, ChildrenSolution):
+        return started
+    model = started
+    t1 = time.perf_counter()
+    l2, result = _l2(problem, model, solver, cross_check)
+    t2 = time.perf_counter()
+    return finish_problem(problem, model, l2, result, {"prepare": t1 - t0, "l2": t2 - t1})
+
+
+def start_problem(problem: ChildrenProblem, t0: float) -> Model | ChildrenSolution:
+    """The first steps of every solve (single or batched): validate the problem, prepare
+    its model and check its feasibility; a problem passed down (one child, an empty parent)
+    is finished here and returned as its solution."""
     k = len(problem.children)
     _validate(problem)
     c = problem.constraints
+    lower, upper = _bounds(problem)
     parent = None if problem.parent is None else np.asarray(problem.parent, dtype=np.int64)
     group, totals = _totals(c, k)
+    zeros = np.asarray(c.structural_zeros, dtype=bool)
     model = prepare(
         problem.geounit,
         problem.children,
         parent,
-        c.gq_lower,
-        c.gq_upper,
-        c.structural_zeros,
+        lower,
+        upper,
+        zeros,
         group,
         totals,
+        problem.histogram,
     )
-    check_feasible(model, parent, c.structural_zeros, c.gq_lower, c.gq_upper)
+    check_feasible(model, parent, zeros, lower, upper)
     if parent is not None and (k == 1 or not parent.any()):
         return _pass_down(problem, model, parent, t0)
-    t1 = time.perf_counter()
-    l2, solvers, objectives, fallbacks, checks = _l2(problem, model, solver, cross_check)
+    return _drop_implied_total(model)
+
+
+def finish_problem(
+    problem: ChildrenProblem,
+    model: Model,
+    l2: F64,
+    result: L2Result,
+    seconds: dict[str, float],
+) -> ChildrenSolution:
+    """The last steps of every solve (single or batched): the L2 solution checked, the
+    controlled rounder, the rounding checked, the diagnostics."""
+    from privtab.topdown.solve_round import round_children
+
     l2 = np.where(l2 < _ZERO, 0.0, l2)
     check_solution(model, l2, integral=False, what="L2 solution")
     t2 = time.perf_counter()
-    from privtab.topdown.solve_round import round_children
-
     rounding = round_children(model, l2, problem.rounder_passes)
     check_solution(model, rounding.counts.astype(np.float64), integral=True, what="rounding")
-    t3 = time.perf_counter()
     diag = SolveDiagnostics(
         geounit=problem.geounit,
-        children=k,
+        children=model.k,
         path="optimised",
         cells=model.n,
         variables=int(model.allowed.sum()),
-        l2_solvers=solvers,
-        l2_objectives=objectives,
-        structured_fallbacks=fallbacks,
+        l2_solvers=result.solvers,
+        l2_objectives=result.objectives,
+        structured_fallbacks=result.fallbacks,
         rounder_objectives=rounding.objectives,
         rounder_lps=rounding.lps,
         rounder_mip_fallbacks=rounding.mip_fallbacks,
         laminar=rounding.laminar,
-        cross_check=checks,
-        seconds={"prepare": t1 - t0, "l2": t2 - t1, "rounder": t3 - t2},
+        cross_check=result.checks,
+        generic=result.generic,
+        seconds={**seconds, "rounder": time.perf_counter() - t2},
     )
     return ChildrenSolution(model.full(l2), model.full(rounding.counts), diag)
+
+
+def _bounds(problem: ChildrenProblem) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+    """``(gq_lower, gq_upper)`` as arrays (none given: 0 and no upper bound)."""
+    c = problem.constraints
+    shape = (len(problem.children), layout(problem.histogram).groups)
+    lower = np.zeros(shape, np.int64) if c.gq_lower is None else np.asarray(c.gq_lower)
+    upper = np.full(shape, -1, np.int64) if c.gq_upper is None else np.asarray(c.gq_upper)
+    return lower.astype(np.int64), upper.astype(np.int64)
 
 
 def _totals(c: ChildConstraints, k: int) -> tuple[NDArray[np.intp], NDArray[np.int64]]:
@@ -293,13 +376,27 @@ def _totals(c: ChildConstraints, k: int) -> tuple[NDArray[np.intp], NDArray[np.i
     return np.asarray(c.total_group, dtype=np.intp), total
 
 
+def _drop_implied_total(model: Model) -> Model:
+    """An exact total shared by **all** the children of a parent equals the parent's total
+    (checked by :func:`check_feasible`): the cell rows ``Σ_i xᵢ = parent`` imply it. The
+    dependent row is dropped — interior-point solvers can take a redundant equality for an
+    infeasible one — and the structured solver then covers the problem."""
+    g = model.total_group
+    whole = model.group_total.size == 1 and g.size > 1 and bool(np.all(g == 0))
+    if model.parent is None or not whole:
+        return model
+    return dataclasses.replace(
+        model, total_group=np.full(model.k, -1, dtype=np.intp), group_total=np.zeros(0)
+    )
+
+
 def _pass_down(
     problem: ChildrenProblem, model: Model, parent: NDArray[np.int64], t0: float
 ) -> ChildrenSolution:
     """One child takes the parent's histogram; an empty parent gives empty children —
     both checked against the children's constraints like any solution."""
     k = len(problem.children)
-    counts = np.zeros((k, CELLS), dtype=np.int64)
+    counts = np.zeros((k, model.layout.cells), dtype=np.int64)
     path = "empty parent"
     if k == 1:
         counts[0] = parent
@@ -316,68 +413,145 @@ def _pass_down(
 
 
 def _terms(problem: ChildrenProblem, model: Model, names: Sequence[str]) -> list[Term]:
+    """The pass's terms, weight ``1/σ²``; with siblings' variances differing, the weight
+    of the largest variance times each child's factor ``σ²_max/σ²_i``."""
     m = problem.measurements
     out = []
     for name in dict.fromkeys(names):
-        weight = float(1 / Fraction(m.variances[name]))
-        out.append(model.term(name, weight, np.asarray(m.answers[name], dtype=np.float64)))
+        var = m.child_variances(name, model.k)
+        measured = [v for v in var if v is not None]
+        ref = max(measured)
+        scale = None
+        if len(set(measured)) > 1 or len(measured) < len(var):
+            scale = np.array([float(ref / v) if v is not None else 0.0 for v in var])
+        answers = np.asarray(m.answers[name], dtype=np.float64)
+        out.append(model.term(name, float(1 / ref), answers, scale))
     return out
+
+
+@dataclass(frozen=True)
+class L2Result:
+    """What the L2 passes took (for :class:`SolveDiagnostics`)."""
+
+    solvers: tuple[str, ...]
+    objectives: tuple[float, ...]
+    fallbacks: int
+    checks: tuple[float, ...] | None
+    generic: str
+
+
+def generic_reason(model: Model, terms: Sequence[Term]) -> str:
+    """Why a pass cannot go to the structured solver (one Hessian shared by every child
+    of a persons problem), or ``""``."""
+    if model.histogram != "persons":
+        return f"{model.histogram} histogram"
+    if any(t.scale is not None for t in terms):
+        return "variances differ"
+    return ""
+
+
+def _objective(terms: Sequence[Term], answers: Sequence[F64]) -> float:
+    """``Σ_q Σ_i w_{q,i} ‖Q_q xᵢ − y_{q,i}‖²`` (constants included)."""
+    return float(
+        math.fsum(
+            float(t.child_weights(a.shape[0]) @ np.sum((a - t.answers) ** 2, axis=1))
+            for t, a in zip(terms, answers, strict=True)
+        )
+    )
+
+
+def _generic_pass(
+    model: Model, terms: Sequence[Term], bands: Sequence[Band], solver: str, need_x: bool
+) -> tuple[F64, list[F64], str]:
+    """One pass by a generic solver (``clarabel`` or ``osqp``): a total-only pass followed
+    by others in the children's persons by hhgq, as the structured path does."""
+    from privtab.topdown.solve_qp import solve_qp, solve_reduced_total
+
+    if [t.name for t in terms] == ["total"] and not bands and not need_x:
+        totals = solve_reduced_total(model, terms[0])
+        return np.zeros((model.k, model.n)), [totals[:, None]], "clarabel (by hhgq)"
+    x = solve_qp(model, terms, bands, solver)
+    return x, [t.apply(x) for t in terms], solver
+
+
+def solve_one_pass(
+    model: Model, terms: Sequence[Term], bands: Sequence[Band], solver: str, need_x: bool
+) -> tuple[F64, list[F64], float, str, bool]:
+    """``(x, answers, objective, solver used, structured fallback)`` of one pass."""
+    if solver == "structured" and not generic_reason(model, terms):
+        from privtab.topdown.solve_structured import solve_pass
+
+        res = solve_pass(model, terms, bands, solver, need_x=need_x)
+        return res.x, res.answers, res.objective, res.solver, res.fell_back
+    generic = "clarabel" if solver == "structured" else solver
+    x, answers, used = _generic_pass(model, terms, bands, generic, need_x)
+    return x, answers, _objective(terms, answers), used, False
 
 
 def _l2(
     problem: ChildrenProblem, model: Model, solver: str, cross_check: str | None
-) -> tuple[F64, tuple[str, ...], tuple[float, ...], int, tuple[float, ...] | None]:
-    from privtab.topdown.solve_structured import solve_pass
-
+) -> tuple[F64, L2Result]:
     bands: list[Band] = []
     solvers: list[str] = []
     objectives: list[float] = []
     diffs: list[float] = []
     fallbacks = 0
+    generic = ""
     x = np.zeros((model.k, model.n))
     last = len(problem.l2_passes) - 1
     for p, names in enumerate(problem.l2_passes):
         terms = _terms(problem, model, names)
-        res = solve_pass(model, terms, bands, solver, need_x=p == last)
-        x, answers = res.x, res.answers
-        solvers.append(res.solver)
-        fallbacks += int(res.fell_back)
-        objectives.append(res.objective)
+        generic = generic or generic_reason(model, terms)
+        x, answers, objective, used, fell_back = solve_one_pass(
+            model, terms, bands, solver, p == last
+        )
+        solvers.append(used)
+        fallbacks += int(fell_back)
+        objectives.append(objective)
         if cross_check is not None:
-            other = solve_pass(model, terms, bands, cross_check, need_x=p == last)
+            other = solve_one_pass(model, terms, bands, cross_check, p == last)
             # relative, with a floor of 1e-3 for objectives near 0 (noise-free data)
-            diff = abs(other.objective - res.objective)
-            rel = diff / max(abs(res.objective), abs(other.objective), 1e-3)
+            diff = abs(other[2] - objective)
+            rel = diff / max(abs(objective), abs(other[2]), 1e-3)
             diffs.append(rel)
             if rel > 1e-6:
                 raise TopDownSolverError(
-                    f"geounit {model.geounit!r}: the L2 objectives of {res.solver} "
-                    f"({res.objective!r}) and {other.solver} ({other.objective!r}) differ "
-                    f"by {rel:.3g} relative"
+                    f"geounit {model.geounit!r}: the L2 objectives of {used} "
+                    f"({objective!r}) and {other[3]} ({other[2]!r}) differ by {rel:.3g} "
+                    "relative"
                 )
         tol = float(problem.tolerance)
         for t, a in zip(terms, answers, strict=True):
             bands.append(Band(t.name, t.index, t.size, a - tol, a + tol))
-    return x, tuple(solvers), tuple(objectives), fallbacks, (tuple(diffs) if cross_check else None)
+    checks = tuple(diffs) if cross_check else None
+    return x, L2Result(tuple(solvers), tuple(objectives), fallbacks, checks, generic)
 
 
 def _validate(problem: ChildrenProblem) -> None:
     """Shapes, names and values of a problem (``ValueError``: a caller's bug)."""
     k = len(problem.children)
+    hist = problem.histogram
+    try:
+        lay = layout(hist)
+    except ValueError:
+        raise ValueError(f"{problem.geounit}: unknown histogram {hist!r}") from None
+    cells = lay.cells
     if k == 0 or len(set(problem.children)) != k:
         raise ValueError(f"{problem.geounit}: children must be non-empty and distinct")
+    passed_down = problem.parent is not None and k == 1
     if problem.parent is not None:
         p = np.asarray(problem.parent)
-        if p.shape != (CELLS,) or p.dtype.kind not in "iu" or np.any(p < 0):
-            raise ValueError(f"{problem.geounit}: parent must be ({CELLS},) non-negative ints")
+        if p.shape != (cells,) or p.dtype.kind not in "iu" or np.any(p < 0):
+            raise ValueError(f"{problem.geounit}: parent must be ({cells},) non-negative ints")
     m = problem.measurements
     if set(m.answers) != set(m.variances):
         raise ValueError(f"{problem.geounit}: answers and variances name different queries")
     for name, a in m.answers.items():
-        shape = (k, query_size(name))
+        shape = (k, query_size(name, hist))
         if np.shape(a) != shape or not np.all(np.isfinite(a)):
             raise ValueError(f"{problem.geounit}: answers of {name!r} must be finite {shape}")
-        if not Fraction(m.variances[name]) > 0:
+        var = m.child_variances(name, k)
+        if not passed_down and not all(v is not None and v > 0 for v in var):
             raise ValueError(f"{problem.geounit}: variance of {name!r} must be positive")
     listed = [n for p in problem.l2_passes for n in p]
     if set(listed) != set(m.answers):
@@ -386,17 +560,21 @@ def _validate(problem: ChildrenProblem) -> None:
             f"measured queries {sorted(m.answers)}"
         )
     for name in (n for p in problem.rounder_passes for n in p):
-        query_size(name)
+        query_size(name, hist)
     c = problem.constraints
+    groups = lay.groups
     for arr, what in ((c.gq_lower, "gq_lower"), (c.gq_upper, "gq_upper")):
+        if arr is None:
+            continue
         a = np.asarray(arr)
-        if a.shape != (k, _GROUPS) or a.dtype.kind not in "iu":
-            raise ValueError(f"{problem.geounit}: {what} must be ({k}, {_GROUPS}) ints")
-    if np.any(np.asarray(c.gq_lower) < 0) or np.any(np.asarray(c.gq_upper) < -1):
+        if a.shape != (k, groups) or a.dtype.kind not in "iu":
+            raise ValueError(f"{problem.geounit}: {what} must be ({k}, {groups}) ints")
+    lower, upper = _bounds(problem)
+    if np.any(lower < 0) or np.any(upper < -1):
         raise ValueError(f"{problem.geounit}: gq_lower must be ≥ 0 and gq_upper ≥ −1")
     sz = np.asarray(c.structural_zeros)
-    if sz.shape != (CELLS,) or sz.dtype != np.bool_:
-        raise ValueError(f"{problem.geounit}: structural_zeros must be ({CELLS},) bool")
+    if sz.shape != (cells,) or sz.dtype != np.bool_:
+        raise ValueError(f"{problem.geounit}: structural_zeros must be ({cells},) bool")
     if c.total is not None:
         t = np.asarray(c.total)
         g = np.arange(k) if c.total_group is None else np.asarray(c.total_group)

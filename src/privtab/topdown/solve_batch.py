@@ -24,25 +24,18 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from privtab.topdown.solve import (
-    _ZERO,
     SOLVERS,
     ChildrenProblem,
     ChildrenSolution,
-    SolveDiagnostics,
-    _pass_down,
+    L2Result,
     _terms,
-    _totals,
-    _validate,
+    finish_problem,
+    generic_reason,
     solve_children,
+    solve_one_pass,
+    start_problem,
 )
-from privtab.topdown.solve_model import (
-    F64,
-    Band,
-    Model,
-    check_feasible,
-    check_solution,
-    prepare,
-)
+from privtab.topdown.solve_model import F64, Band, Model
 from privtab.topdown.solve_structured import (
     PassResult,
     StructuredPass,
@@ -71,6 +64,7 @@ class _State:
     objectives: list[float] = field(default_factory=list)
     fallbacks: int = 0
     l2_seconds: float = 0.0
+    generic: str = ""
 
 
 def solve_many(
@@ -106,28 +100,14 @@ def solve_many(
 
 
 def _start(problem: ChildrenProblem) -> _State | ChildrenSolution:
-    """Validate and prepare one problem (``solve_children``'s first steps); a problem
-    passed down (one child, empty parent) is finished here."""
+    """Validate and prepare one problem (:func:`~privtab.topdown.solve.start_problem`, as
+    ``solve_children`` does); a problem passed down (one child, empty parent) is finished
+    here."""
     t0 = time.perf_counter()
-    k = len(problem.children)
-    _validate(problem)
-    c = problem.constraints
-    parent = None if problem.parent is None else np.asarray(problem.parent, dtype=np.int64)
-    group, totals = _totals(c, k)
-    model = prepare(
-        problem.geounit,
-        problem.children,
-        parent,
-        c.gq_lower,
-        c.gq_upper,
-        c.structural_zeros,
-        group,
-        totals,
-    )
-    check_feasible(model, parent, c.structural_zeros, c.gq_lower, c.gq_upper)
-    if parent is not None and (k == 1 or not parent.any()):
-        return _pass_down(problem, model, parent, t0)
-    return _State(problem, model, t0, np.zeros((model.k, model.n)))
+    started = start_problem(problem, t0)
+    if isinstance(started, ChildrenSolution):
+        return started
+    return _State(problem, started, t0, np.zeros((started.k, started.n)))
 
 
 def _l2_pass(states: Sequence[_State], p: int, batch: int) -> None:
@@ -138,6 +118,12 @@ def _l2_pass(states: Sequence[_State], p: int, batch: int) -> None:
     for s in states:
         terms = _terms(s.problem, s.model, s.problem.l2_passes[p])
         need_x = p == len(s.problem.l2_passes) - 1
+        reason = generic_reason(s.model, terms)
+        s.generic = s.generic or reason
+        if reason:  # not the structured solver's problem: as solve_children solves it
+            alone = solve_one_pass(s.model, terms, s.bands, "structured", need_x)
+            _record(s, PassResult(*alone))
+            continue
         band = _total_band(s.model, s.bands)
         simple_total = [t.name for t in terms] == ["total"] and not s.bands and not need_x
         if band is None or simple_total or not any(t.injective for t in terms):
@@ -175,30 +161,8 @@ def _record(s: _State, res: PassResult) -> None:
 
 
 def _finish(s: _State) -> ChildrenSolution:
-    """The checks and the rounder of one problem (``solve_children``'s last steps)."""
-    from privtab.topdown.solve_round import round_children
-
-    model = s.model
-    l2 = np.where(s.x < _ZERO, 0.0, s.x)
-    check_solution(model, l2, integral=False, what="L2 solution")
-    t2 = time.perf_counter()
-    rounding = round_children(model, l2, s.problem.rounder_passes)
-    check_solution(model, rounding.counts.astype(np.float64), integral=True, what="rounding")
-    t3 = time.perf_counter()
-    diag = SolveDiagnostics(
-        geounit=s.problem.geounit,
-        children=model.k,
-        path="optimised",
-        cells=model.n,
-        variables=int(model.allowed.sum()),
-        l2_solvers=tuple(s.solvers),
-        l2_objectives=tuple(s.objectives),
-        structured_fallbacks=s.fallbacks,
-        rounder_objectives=rounding.objectives,
-        rounder_lps=rounding.lps,
-        rounder_mip_fallbacks=rounding.mip_fallbacks,
-        laminar=rounding.laminar,
-        cross_check=None,
-        seconds={"l2": s.l2_seconds, "rounder": t3 - t2},
-    )
-    return ChildrenSolution(model.full(l2), model.full(rounding.counts), diag)
+    """The checks and the rounder of one problem (:func:`~privtab.topdown.solve.
+    finish_problem`, as ``solve_children`` does)."""
+    result = L2Result(tuple(s.solvers), tuple(s.objectives), s.fallbacks, None, s.generic)
+    seconds = {"l2": s.l2_seconds}
+    return finish_problem(s.problem, s.model, s.x, result, seconds)

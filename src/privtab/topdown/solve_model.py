@@ -24,14 +24,46 @@ from typing import TypeVar
 import numpy as np
 from numpy.typing import NDArray
 
-from privtab.topdown.histogram import CELLS, HHGQ_LEVELS, SHAPE, query
+from privtab.topdown.histogram import CELLS, HHGQ_LEVELS
+from privtab.topdown.schema import schema
 
 __all__: list[str] = []
 
-#: hhgq levels (the groups of the GQ bounds).
+#: hhgq levels (the groups of the persons histogram's GQ bounds).
 GROUPS = len(HHGQ_LEVELS)
 #: cells per hhgq level (hhgq is the leading attribute: groups are contiguous).
 GROUP_CELLS = CELLS // GROUPS
+
+
+@dataclass(frozen=True)
+class Layout:
+    """How the solver sees a protected histogram (:mod:`privtab.topdown.schema`): its
+    ``cells`` and the contiguous groups of cells the per-child bounds apply to —
+    persons: the eight hhgq levels (``group_query`` ``hhgq``); units: one group, the
+    whole histogram, without bounds (``total``)."""
+
+    histogram: str
+    cells: int
+    group_names: tuple[str, ...]
+    group_query: str
+
+    @property
+    def groups(self) -> int:
+        return len(self.group_names)
+
+    @property
+    def group_cells(self) -> int:
+        return self.cells // self.groups
+
+
+@cache
+def layout(histogram: str = "persons") -> Layout:
+    """The :class:`Layout` of ``"persons"`` or ``"units"``."""
+    if histogram == "persons":
+        return Layout("persons", CELLS, HHGQ_LEVELS, "hhgq")
+    sch = schema(histogram)
+    return Layout(sch.name, sch.cells, ("all",), "total")
+
 
 _S = TypeVar("_S", bound=np.generic)
 F64 = NDArray[np.float64]
@@ -62,25 +94,26 @@ class TopDownSolverError(RuntimeError):
 
 
 @cache
-def answer_index(name: str) -> IDX:
-    """The answer cell of every histogram cell under query ``name`` (``(CELLS,)``)."""
-    q = query(name)
-    coords = np.unravel_index(np.arange(CELLS), SHAPE)
-    out = [np.argmax(f, axis=0)[c] for f, c in zip(q.factors, coords, strict=True)]
-    idx = np.ravel_multi_index(tuple(out), q.shape)
+def answer_index(name: str, histogram: str = "persons") -> IDX:
+    """The answer cell of every histogram cell under query ``name`` (``(cells,)``): every
+    query partitions the cells, so it is the row holding the column's one 1."""
+    m = schema(histogram).query(name).matrix().tocsc()
+    idx = np.asarray(m.indices, dtype=np.intp)
+    if idx.size != m.shape[1] or not np.array_equal(np.diff(m.indptr), np.ones(m.shape[1])):
+        raise ValueError(f"query {name!r} is not a partition of the {histogram} cells")
     idx.setflags(write=False)
-    return np.asarray(idx, dtype=np.intp)
+    return idx
 
 
 @cache
-def query_size(name: str) -> int:
+def query_size(name: str, histogram: str = "persons") -> int:
     """The number of answer cells of query ``name`` (cached)."""
-    return int(query(name).size)
+    return int(schema(histogram).query(name).size)
 
 
-def refines(fine: str, coarse: str) -> bool:
+def refines(fine: str, coarse: str, histogram: str = "persons") -> bool:
     """Whether every answer cell of query ``fine`` lies inside one answer cell of ``coarse``."""
-    f, c = answer_index(fine), answer_index(coarse)
+    f, c = answer_index(fine, histogram), answer_index(coarse, histogram)
     first = np.full(int(f.max()) + 1, -1, dtype=np.intp)
     first[f] = c
     return bool(np.array_equal(first[f], c))
@@ -95,6 +128,12 @@ class Term:
     size: int
     weight: float
     answers: F64  # (k, size)
+    scale: F64 | None = None  # (k,) per-child factor of the weight (children's σ² differ)
+
+    def child_weights(self, k: int) -> F64:
+        """Each child's weight ``weight · scale[i]`` (``(k,)``)."""
+        base = np.full(k, self.weight)
+        return base if self.scale is None else base * self.scale
 
     def apply(self, x: F64) -> F64:
         """``Q xᵢ`` for every child: ``(k, n) → (k, size)``."""
@@ -143,7 +182,8 @@ class Model:
     so hhgq-contiguous), ``allowed[i, j]`` whether child ``i`` has a variable in cell
     ``cells[j]``, ``parent`` the parent's counts there (``None`` at the root), ``lo``/``hi``
     the bounds on each child's persons by hhgq (0 and ``inf`` where none), and
-    ``total_group``/``group_total`` the exact totals (child → group, −1 for none)."""
+    ``total_group``/``group_total`` the exact totals (child → group, −1 for none);
+    ``histogram`` the protected histogram (:func:`layout`)."""
 
     geounit: str
     children: tuple[str, ...]
@@ -155,6 +195,11 @@ class Model:
     hi: F64
     total_group: IDX
     group_total: F64
+    histogram: str = "persons"
+
+    @property
+    def layout(self) -> Layout:
+        return layout(self.histogram)
 
     @property
     def k(self) -> int:
@@ -174,23 +219,26 @@ class Model:
 
     @property
     def group_starts(self) -> IDX:
-        """``starts[g]:starts[g+1]`` are the masked cells of hhgq ``g``."""
-        bounds = np.arange(GROUPS + 1) * GROUP_CELLS
+        """``starts[g]:starts[g+1]`` are the masked cells of hhgq ``g`` (bound group ``g``)."""
+        lay = self.layout
+        bounds = np.arange(lay.groups + 1) * lay.group_cells
         return np.searchsorted(self.cells, bounds).astype(np.intp)
 
-    def term(self, name: str, weight: float, answers: F64) -> Term:
-        idx = answer_index(name)
-        return Term(name, idx[self.cells], query_size(name), weight, answers)
+    def term(self, name: str, weight: float, answers: F64, scale: F64 | None = None) -> Term:
+        """The term of query ``name``: ``weight`` ``1/σ²`` (times ``scale[i]`` for child
+        ``i`` when the children's variances differ)."""
+        idx = answer_index(name, self.histogram)
+        return Term(name, idx[self.cells], query_size(name, self.histogram), weight, answers, scale)
 
     def group_sums(self, x: F64) -> F64:
-        """Persons of each child by hhgq: ``(k, n) → (k, 8)``."""
+        """Persons of each child by hhgq (bound group): ``(k, n) → (k, groups)``."""
         c = np.concatenate([np.zeros((x.shape[0], 1)), np.cumsum(x, axis=1)], axis=1)
         s = self.group_starts
         return np.asarray(c[:, s[1:]] - c[:, s[:-1]], dtype=np.float64)
 
     def full(self, x: NDArray[_S]) -> NDArray[_S]:
-        """The children's full histograms ``(k, CELLS)`` from masked values ``(k, n)``."""
-        out = np.zeros((x.shape[0], CELLS), dtype=x.dtype)
+        """The children's full histograms ``(k, cells)`` from masked values ``(k, n)``."""
+        out = np.zeros((x.shape[0], self.layout.cells), dtype=x.dtype)
         out[:, self.cells] = x
         return out
 
@@ -204,12 +252,13 @@ def prepare(
     structural_zeros: BOOL,
     total_group: IDX,
     group_total: I64,
+    histogram: str = "persons",
 ) -> Model:
     """The masked model of a problem (inputs already validated for shape)."""
     k = len(children)
     free = ~structural_zeros
     cells = np.flatnonzero(free if parent is None else (parent > 0) & free).astype(np.intp)
-    hhgq = (cells // GROUP_CELLS).astype(np.intp)
+    hhgq = (cells // layout(histogram).group_cells).astype(np.intp)
     hi = np.where(gq_upper < 0, np.inf, gq_upper).astype(np.float64)
     allowed = np.broadcast_to((hi != 0)[:, hhgq], (k, cells.size)).copy()
     return Model(
@@ -223,6 +272,7 @@ def prepare(
         hi=hi,
         total_group=total_group,
         group_total=group_total.astype(np.float64),
+        histogram=histogram,
     )
 
 
@@ -250,20 +300,23 @@ def check_feasible(
             f"upper bound {int(gq_upper[i, g])}"
         )
     if parent is not None:
-        p = np.asarray(parent, dtype=np.int64).reshape(GROUPS, GROUP_CELLS)
-        p = np.where(structural_zeros.reshape(GROUPS, GROUP_CELLS), 0, p).sum(axis=1)
+        lay = model.layout
+        shape = (lay.groups, lay.group_cells)
+        p = np.asarray(parent, dtype=np.int64).reshape(shape)
+        p = np.where(structural_zeros.reshape(shape), 0, p).sum(axis=1)
         lo = np.maximum(gq_lower, 0).sum(axis=0)
         up = np.where(gq_upper < 0, np.inf, gq_upper.astype(np.float64)).sum(axis=0)
-        for g in range(GROUPS):
+        what = lay.group_query
+        for g in range(lay.groups):
             if lo[g] > p[g]:
                 bad.append(
-                    f"lower bounds of the children on hhgq {g} ({HHGQ_LEVELS[g]}) sum to "
-                    f"{int(lo[g])} > the parent's {int(p[g])}"
+                    f"lower bounds of the children on {what} {g} ({lay.group_names[g]}) sum "
+                    f"to {int(lo[g])} > the parent's {int(p[g])}"
                 )
             if up[g] < p[g]:
                 bad.append(
-                    f"upper bounds of the children on hhgq {g} ({HHGQ_LEVELS[g]}) sum to "
-                    f"{up[g]:.0f} < the parent's {int(p[g])}"
+                    f"upper bounds of the children on {what} {g} ({lay.group_names[g]}) sum "
+                    f"to {up[g]:.0f} < the parent's {int(p[g])}"
                 )
     bad += _total_violations(model, parent)
     if bad:

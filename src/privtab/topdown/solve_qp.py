@@ -19,13 +19,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any, Literal
 
 import numpy as np
 import scipy.sparse as sp
 
 from privtab.topdown.solve_model import (
     F64,
-    GROUPS,
     IDX,
     Band,
     Model,
@@ -38,6 +38,9 @@ from privtab.topdown.solve_model import (
 __all__: list[str] = []
 
 _BIG = 1e20
+#: SuperLU's column ordering of the symmetric KKT systems of :func:`polish` (minimum
+#: degree on Aᵀ + A: COLAMD's default took minutes on a county's 150 children).
+_PERMC: Literal["MMD_AT_PLUS_A"] = "MMD_AT_PLUS_A"
 
 
 @dataclass
@@ -101,10 +104,12 @@ def build_qp(
     naux = 0
     child = np.arange(k)[:, None]
     for t in terms:
+        cw = t.child_weights(k)  # (k,): the children's σ² may differ (spine bypass)
         if t.injective:
-            pdiag[0][vid[model.allowed]] += 2 * t.weight
+            w = np.broadcast_to(2 * cw[:, None], (k, n))[model.allowed]
+            pdiag[0][vid[model.allowed]] += w
             y = t.answers[:, t.index]
-            q[0][vid[model.allowed]] += -2 * t.weight * y[model.allowed]
+            q[0][vid[model.allowed]] += -w * y[model.allowed]
             continue
         labels = np.broadcast_to(child * t.size + t.index[None, :], (k, n))
         y = t.answers.ravel()
@@ -117,14 +122,14 @@ def build_qp(
         rows.row.append(start + np.arange(m, dtype=np.intp))
         rows.col.append(acol[present])
         rows.val.append(-np.ones(m))
-        pdiag.append(np.full(m, 2 * t.weight))
+        pdiag.append(2 * cw[present // t.size])
         q.append(np.zeros(m))
         naux += m
     if model.parent is not None:
         labels = np.broadcast_to(np.arange(n)[None, :], (k, n))
         rows.family(labels, vid, model.parent, model.parent)
     lo, hi = model.lo.ravel(), model.hi.ravel()
-    g_lab = child * GROUPS + model.hhgq[None, :]
+    g_lab = child * model.layout.groups + model.hhgq[None, :]
     g_lab = np.where(((lo > 0) | np.isfinite(hi))[g_lab], g_lab, -1)
     rows.family(g_lab, vid, lo, np.where(np.isinf(hi), _BIG, hi))
     if model.group_total.size:
@@ -146,6 +151,11 @@ def solve_qp(model: Model, terms: Sequence[Term], bands: Sequence[Band], solver:
     :class:`~privtab.topdown.solve_model.TopDownInfeasibleError`; anything but an optimal
     status raises :class:`~privtab.topdown.solve_model.TopDownSolverError`."""
     P, q, A, lo, hi, vid = build_qp(model, terms, bands)
+    # in units of the problem's scale (every right-hand side and linear term is a count,
+    # the objective is divided by unit²): a state's numbers (10⁶) otherwise defeat the
+    # solvers' absolute tolerances (Clarabel reported a state's problem dual infeasible)
+    unit = model.scale
+    q, lo, hi = q / unit, _per_unit(lo, unit), _per_unit(hi, unit)
     nx = int(model.allowed.sum())
     if solver == "clarabel":
         z = _clarabel(model, P, q, A, lo, hi, nx)
@@ -153,16 +163,20 @@ def solve_qp(model: Model, terms: Sequence[Term], bands: Sequence[Band], solver:
         z = _osqp(model, P, q, A, lo, hi, nx)
     else:
         raise ValueError(f"unknown QP solver {solver!r}")
-    scale = model.scale
     best = z
     for tol in (1e-8, 1e-6, 1e-4, 1e-3):
-        polished = polish(P, q, A, lo, hi, nx, best, scale, tol)
+        polished = polish(P, q, A, lo, hi, nx, best, 1.0, tol / unit)
         if polished is not None:
             best = polished
-    z = best
+    z = best * unit
     x = np.zeros((model.k, model.n))
     x[model.allowed] = z[vid[model.allowed]]
     return x
+
+
+def _per_unit(bound: F64, unit: float) -> F64:
+    """``bound / unit``, keeping the ``±_BIG`` markers of a missing bound."""
+    return np.where(np.abs(bound) >= _BIG, bound, bound / unit)
 
 
 def polish(
@@ -207,7 +221,7 @@ def polish(
     Kreg = sp.csc_matrix(K + reg)
     rhs = np.concatenate([-q[F], b])
     try:
-        lu = sla.splu(Kreg.tocsc())
+        lu = sla.splu(Kreg.tocsc(), permc_spec=_PERMC)
     except RuntimeError:
         return None
     sol = lu.solve(rhs)
@@ -246,19 +260,39 @@ def _clarabel(
     Ac = sp.vstack([A[eq], A[up], -A[dn], nonneg]).tocsc()
     b = np.concatenate([hi[eq], hi[up], -lo[dn], np.zeros(nx)])
     cones = [clarabel.ZeroConeT(int(eq.sum())), clarabel.NonnegativeConeT(int(b.size - eq.sum()))]
-    settings = clarabel.DefaultSettings()
-    settings.verbose = False
-    settings.tol_gap_abs = 1e-10
-    settings.tol_gap_rel = 1e-10
-    settings.tol_feas = 1e-10
-    settings.max_iter = 500
-    sol = clarabel.DefaultSolver(sp.triu(P).tocsc(), q, Ac, b, cones, settings).solve()
-    status = str(sol.status)
-    if "Infeasible" in status and "Almost" not in status:
-        raise infeasible_by_solver(model, "Clarabel")
-    if status not in ("Solved", "AlmostSolved"):
-        raise TopDownSolverError(f"geounit {model.geounit!r}: Clarabel returned {status}")
-    return np.asarray(sol.x, dtype=np.float64)
+    return run_clarabel(model, sp.triu(P).tocsc(), q, Ac, b, cones, 1e-10)
+
+
+#: Clarabel's gap and feasibility tolerances, tried in turn: the tight first; the looser
+#: ones when it stops short (``InsufficientProgress``, ``MaxIterations``) — the solution is
+#: then refined by :func:`polish` or only read to the band tolerance (0.1).
+_CLARABEL_TOLERANCES = (1e-10, 1e-8)
+
+
+def run_clarabel(
+    model: Model, P: sp.csc_matrix, q: F64, A: sp.csc_matrix, b: F64, cones: Any, tight: float
+) -> F64:
+    """Solve ``min ½zᵀPz + qᵀz`` over ``b − Az`` in ``cones`` by Clarabel (``P`` upper
+    triangular): ``PrimalInfeasible`` raises the geounit's infeasibility; a run that stops
+    short is repeated with looser tolerances; anything else raises
+    :class:`~privtab.topdown.solve_model.TopDownSolverError`."""
+    import clarabel
+
+    status = "not run"
+    for tol in (tight, *(t for t in _CLARABEL_TOLERANCES if t > tight)):
+        settings = clarabel.DefaultSettings()
+        settings.verbose = False
+        settings.tol_gap_abs = tol
+        settings.tol_gap_rel = tol
+        settings.tol_feas = tol
+        settings.max_iter = 500
+        sol = clarabel.DefaultSolver(P, q, A, b, cones, settings).solve()
+        status = str(sol.status)
+        if status == "PrimalInfeasible":  # DualInfeasible (unbounded) proves nothing here
+            raise infeasible_by_solver(model, "Clarabel")
+        if status in ("Solved", "AlmostSolved"):
+            return np.asarray(sol.x, dtype=np.float64)
+    raise TopDownSolverError(f"geounit {model.geounit!r}: Clarabel returned {status}")
 
 
 def _osqp(
@@ -297,20 +331,27 @@ def _osqp(
 
 def solve_reduced_total(model: Model, term: Term) -> F64:
     """The optimal total of every child for a pass whose only term is ``total``, from the
-    children's persons by hhgq (``(k,)``; see the module docstring)."""
+    children's persons by hhgq (``(k,)``; see the module docstring). Solved in units of
+    the problem's scale (:attr:`Model.scale`) with the objective divided by its weight: a
+    national problem's numbers (10⁸) and weights (10⁻²) otherwise leave Clarabel's
+    tolerances meaningless (it reported a feasible root problem dual infeasible)."""
     import clarabel
 
     k = model.k
+    unit = model.scale
     allowed_g = model.group_sums(model.allowed.astype(np.float64)) > 0  # (k, 8)
     pg = model.group_sums(model.parent[None, :])[0] if model.parent is not None else None  # (8,)
-    vid = np.full((k, GROUPS), -1, dtype=np.intp)
+    groups = model.layout.groups
+    vid = np.full((k, groups), -1, dtype=np.intp)
     vid[allowed_g] = np.arange(int(allowed_g.sum()))
     ns = int(allowed_g.sum())
-    # variables: s (ns), then t (k) with t_i = Σ_g s_ig; objective w Σ (t − y)²
-    w = term.weight
+    # variables (in units of `unit`): s (ns), then t (k) with t_i = Σ_g s_ig;
+    # objective Σ cᵢ (tᵢ − yᵢ)² (the pass's Σ w cᵢ (tᵢ − yᵢ)² divided by w·unit²: the same
+    # minimiser; cᵢ the child's factor when the children's variances differ)
     ncol = ns + k
-    P = sp.diags(np.concatenate([np.zeros(ns), np.full(k, 2 * w)])).tocsc()
-    q = np.concatenate([np.zeros(ns), -2 * w * term.answers[:, 0]])
+    c = term.child_weights(k) / term.weight
+    P = sp.diags(np.concatenate([np.zeros(ns), 2.0 * c])).tocsc()
+    q = np.concatenate([np.zeros(ns), -2.0 * c * term.answers[:, 0] / unit])
     rows: list[sp.csr_matrix] = []
     rhs: list[F64] = []
     ii, gg = np.nonzero(allowed_g)
@@ -327,8 +368,8 @@ def solve_reduced_total(model: Model, term: Term) -> F64:
     )
     rhs.append(np.zeros(k))
     if pg is not None:
-        rows.append(sp.csr_matrix((np.ones(ns), (gg, sv)), shape=(GROUPS, ncol)))
-        rhs.append(pg)
+        rows.append(sp.csr_matrix((np.ones(ns), (gg, sv)), shape=(groups, ncol)))
+        rhs.append(pg / unit)
     if model.group_total.size:
         g = model.total_group[ii]
         keep = g >= 0
@@ -338,27 +379,15 @@ def solve_reduced_total(model: Model, term: Term) -> F64:
                 shape=(model.group_total.size, ncol),
             )
         )
-        rhs.append(model.group_total)
+        rhs.append(model.group_total / unit)
     Aeq = sp.vstack(rows).tocsc()
     beq = np.concatenate(rhs)
-    lo_s, hi_s = model.lo[ii, gg], model.hi[ii, gg]
+    lo_s, hi_s = model.lo[ii, gg] / unit, model.hi[ii, gg] / unit
     fin = np.isfinite(hi_s)
     sel = sp.eye(ncol, format="csr")[:ns]
     Ain = sp.vstack([-sel, sel[fin]]).tocsc()
     bin_ = np.concatenate([-lo_s, hi_s[fin]])
-    settings = clarabel.DefaultSettings()
-    settings.verbose = False
-    settings.tol_gap_abs = 1e-11
-    settings.tol_gap_rel = 1e-11
-    settings.tol_feas = 1e-11
     cones = [clarabel.ZeroConeT(int(beq.size)), clarabel.NonnegativeConeT(int(bin_.size))]
     A = sp.vstack([Aeq, Ain]).tocsc()
-    sol = clarabel.DefaultSolver(
-        sp.triu(P).tocsc(), q, A, np.concatenate([beq, bin_]), cones, settings
-    ).solve()
-    status = str(sol.status)
-    if "Infeasible" in status and "Almost" not in status:
-        raise infeasible_by_solver(model, "Clarabel")
-    if status not in ("Solved", "AlmostSolved"):
-        raise TopDownSolverError(f"geounit {model.geounit!r}: Clarabel returned {status}")
-    return np.asarray(sol.x, dtype=np.float64)[ns:]
+    x = run_clarabel(model, sp.triu(P).tocsc(), q, A, np.concatenate([beq, bin_]), cones, 1e-11)
+    return x[ns:] * unit

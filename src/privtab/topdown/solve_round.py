@@ -45,7 +45,6 @@ from numpy.typing import NDArray
 
 from privtab.topdown.solve_model import (
     F64,
-    GROUPS,
     I64,
     IDX,
     Model,
@@ -54,6 +53,7 @@ from privtab.topdown.solve_model import (
     answer_index,
     apply,
     compact,
+    layout,
     query_size,
     refines,
 )
@@ -108,12 +108,13 @@ class Rounding:
     laminar: bool
 
 
-def laminar(passes: Sequence[Sequence[str]]) -> bool:
+def laminar(passes: Sequence[Sequence[str]], histogram: str = "persons") -> bool:
     """Whether the rounder's queries, with ``total`` and ``hhgq`` (the exact totals and the
-    hhgq bounds), form a chain of refinements — the condition for total unimodularity."""
-    names = {n for p in passes for n in p} | {"total", "hhgq"}
-    chain = sorted(names, key=lambda n: int(answer_index(n).max()))
-    return all(refines(f, c) for c, f in itertools.pairwise(chain))
+    hhgq bounds; units: ``total``), form a chain of refinements — the condition for total
+    unimodularity."""
+    names = {n for p in passes for n in p} | {"total", layout(histogram).group_query}
+    chain = sorted(names, key=lambda n: int(answer_index(n, histogram).max()))
+    return all(refines(f, c, histogram) for c, f in itertools.pairwise(chain))
 
 
 def snap(x: F64) -> F64:
@@ -148,8 +149,8 @@ def round_children(model: Model, l2: F64, passes: Sequence[Sequence[str]]) -> Ro
     for names in passes:
         lp = _Lp(model, vid, floor, d)
         for name in names:
-            idx = answer_index(name)[model.cells]
-            size = query_size(name)
+            idx = answer_index(name, model.histogram)[model.cells]
+            size = query_size(name, model.histogram)
             target = np.round(np.round(apply(idx, size, frac), 6))
             lp.penalty(idx, size, target)
         for idx, size, value in fixed:
@@ -161,11 +162,11 @@ def round_children(model: Model, l2: F64, passes: Sequence[Sequence[str]]) -> Ro
         b[var] = sol[vid[var]]
         objectives.append(obj)
         for name in names:
-            idx = answer_index(name)[model.cells]
-            size = query_size(name)
+            idx = answer_index(name, model.histogram)[model.cells]
+            size = query_size(name, model.histogram)
             fixed.append((idx, size, np.round(apply(idx, size, b)).astype(np.int64)))
     counts = (floor + b).astype(np.int64)
-    return Rounding(counts, tuple(objectives), lps, fallbacks, laminar(passes))
+    return Rounding(counts, tuple(objectives), lps, fallbacks, laminar(passes, model.histogram))
 
 
 class _Lp:
@@ -190,7 +191,7 @@ class _Lp:
         held = model.group_sums(floor)
         lo = (model.lo - held).ravel()
         hi = (model.hi - held).ravel()
-        g_lab = child * GROUPS + model.hhgq[None, :]
+        g_lab = child * model.layout.groups + model.hhgq[None, :]
         g_lab = np.where(((model.lo > 0) | np.isfinite(model.hi)).ravel()[g_lab], g_lab, -1)
         self._family(g_lab, lo, np.where(np.isinf(hi), 1e20, hi))
         if model.group_total.size:

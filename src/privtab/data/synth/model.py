@@ -401,8 +401,11 @@ def _aiannh(
                 partial[b] = True
         area_state.extend([si] * n_areas)
     n_areas_total = len(area_state)
-    step = max(1, 9_997 // max(n_areas_total, 1))
-    codes = 1 + step * np.arange(n_areas_total, dtype=np.int64)
+    # codes spread over 0001..9998 (every area type of AIANNHCE_ranges), skipping
+    # 4990..4999, which no area type holds (production's spine refuses them)
+    step = max(1, 9_987 // max(n_areas_total, 1))
+    raw = 1 + step * np.arange(n_areas_total, dtype=np.int64)
+    codes = raw + 10 * (raw >= 4_990)
     # one area crosses the AZ / NM / UT borders (as the Navajo Nation does)
     fips = [s.fips for s in states]
     if all(f in fips for f in ("04", "35", "49")):

@@ -2,11 +2,13 @@
 
 A run reports its steps as text through its progress callback
 (:data:`privtab.tabulate.context.Progress`): reading the inputs, validating and aggregating
-the person file, then one line per level, ``[i/n] US (COUNTY, 1): …``. :class:`RichProgress`
-shows the latest step beside a spinner and the elapsed time, and — once the levels start —
-a bar over the ``n`` levels. It writes to stderr (never stdout); rich renders it as a live
-widget in Jupyter and as a redrawn line in a terminal, and prints nothing when neither is
-present (a pipe, a log file). ``progress=False`` turns it off.
+the records, then one line per step of a known number, ``[i/n] <step>: …`` (a level of a
+SafeTab run, a parent solved by TopDown). :class:`RichProgress` shows the latest step
+beside a spinner and the elapsed time, and — once counted steps start — a bar over the
+``n`` steps (labelled by the text before the colon). It writes to stderr (never
+stdout); rich renders it as a live widget in Jupyter and as a redrawn line in a terminal,
+and prints nothing when neither is present (a pipe, a log file). ``progress=False`` turns
+it off.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ _LEVEL = re.compile(r"^\[(\d+)/(\d+)\]\s*(.*)$")
 class RichProgress:
     """A context manager whose instances are the run's progress callback."""
 
-    def __init__(self, title: str = "SafeTab-P", *, console: Console | None = None) -> None:
+    def __init__(self, title: str, *, console: Console | None = None) -> None:
         self.title = title
         self._console = console
         self._progress: Progress | None = None

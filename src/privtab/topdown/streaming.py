@@ -1,0 +1,345 @@
+"""The body of a TopDown release run: the runs prepared, streamed state by state, described.
+
+:func:`stream_release` (called by :func:`privtab.topdown.run.run_release` inside its
+staging folder and worker thread) prepares every requested scope's persons and units runs
+(:func:`privtab.topdown.runs.prepare_run`), then for every state of the scope (GRF-C
+order) takes the chunks of that state from both engines, checks them against the
+invariants and constraints and appends them to the outputs
+(:class:`privtab.topdown.assemble.Assembler`); then it finishes the files, writes the
+noisy measurement files (``nmf/<scope>-<histogram>/``, with ``--nmf``), ``release.json``,
+``report.html``, the ``NOT_PRIVATE`` marker of a test run, and validates the written
+folder (:func:`privtab.topdown.validate.validate_release`) — a failing check publishes
+nothing. It returns the document and the confidential run record.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import polars as pl
+
+from privtab.errors import InputError
+from privtab.release.record import RunRecord
+from privtab.topdown.assemble import Assembler, check_state
+from privtab.topdown.document import KIND, SCHEMA_VERSION, headline_guarantee, write_document
+from privtab.topdown.engine import ChunkResult
+from privtab.topdown.folder import PR_STATE, TopDownData
+from privtab.topdown.runs import (
+    SCOPES,
+    HistogramRun,
+    RunPair,
+    invariant_state_totals,
+    prepare_run,
+)
+
+if TYPE_CHECKING:
+    from privtab.topdown.nmf import NMFWriter
+    from privtab.topdown.run import _Context
+
+__all__ = ["INVARIANTS", "POSTPROCESSING", "Sources", "from_data", "from_nmf", "stream_release"]
+
+#: What a release holds exactly (the invariants of the 2020 design).
+INVARIANTS = (
+    "persons run: each state's total population (a US state's AIAN and non-AIAN parts "
+    "together; Puerto Rico's total)",
+    "persons run, as production: the State-level bounds on the persons by group-quarters "
+    "type are made with each AIAN / non-AIAN part's own total (production's hhgq_total_lb "
+    "and hhgq_total_ub with tot), so those part totals enter the post-processing",
+    "persons run: per block, the housing units and the group-quarters facilities by type "
+    "(bounds on the persons by group-quarters type; published as the MDF unit records)",
+    "units run: per block, the housing units (occupied + vacant)",
+)
+
+POSTPROCESSING: dict[str, Any] = {
+    "algorithm": "production TopDown: the root, then every parent's children jointly, "
+    "level by level; every parent's children measured just before they are solved",
+    "l2": "weighted non-negative least squares (weight 1/σ², the exact discrete-Gaussian "
+    "variance parameter of each child's query), production pass orders, inter-pass "
+    "tolerance 0.1 on every earlier answer",
+    "solvers": "structured (one Hessian shared by the children: ADMM, then an exact "
+    "active-set solve with verified KKT conditions); Clarabel where siblings' variances "
+    "differ (the spine's bypass) and for the units histogram",
+    "rounder": "multipass controlled rounding (production passes: total, then hhgq ⊃ "
+    "hhgq×hispanic ⊃ hhgq×hispanic×cenrace ⊃ detailed), HiGHS LP with a totally "
+    "unimodular constraint matrix, integrality checked on every problem",
+    "checks": "every problem: children sum to the parent, non-negative integers, hhgq "
+    "bounds, exact totals; every state before publication: invariants exact, constraints "
+    "met; the written folder: tables = tabulation of the MDF, children sum to parents",
+}
+
+
+def _grouped(run: HistogramRun, states: list[str]) -> Iterator[tuple[str, list[ChunkResult]]]:
+    """``(state, its chunks)`` for every state of ``states`` (no chunk: no block with a
+    unit), the engine solving each state's chunks on demand."""
+    chunk_state = run.chunk_states()
+    order = sorted(range(len(chunk_state)), key=lambda u: (chunk_state[u], u))
+    solved = itertools.groupby(run.engine.chunks(order), key=lambda c: chunk_state[c.unit])
+    pending = next(solved, None)
+    for state in states:
+        if pending is not None and pending[0] == state:
+            yield state, list(pending[1])
+            pending = next(solved, None)
+        else:
+            yield state, []
+    if pending is not None:
+        raise AssertionError(f"chunks of state {pending[0]} are not in the GRF-C states")
+
+
+@dataclass(eq=False)
+class Sources:
+    """What a release is made from: the scopes' runs (``pairs``), the scopes skipped, the
+    blocks of the GRF-C (``grfc``: every block, tabulation columns) with their invariant
+    unit counts (``unit_counts``: ``BLOCK``, ``HU``, ``GQ1`` … ``GQ7``), the public
+    inputs named in ``release.json`` and, for a re-run, what it was derived from."""
+
+    pairs: dict[str, RunPair]
+    skipped: dict[str, str]
+    grfc: pl.DataFrame
+    unit_counts: pl.DataFrame
+    public_inputs: dict[str, Any]
+    derived_from: dict[str, Any] | None = None
+    writers: dict[str, NMFWriter] = field(default_factory=dict)
+
+
+def _nmf_writers(ctx: _Context, tmp: Path, pair: RunPair) -> dict[str, NMFWriter]:
+    from privtab.topdown.nmf import NMFWriter
+
+    return {
+        hist: NMFWriter(tmp / "nmf" / f"{pair.scope}-{hist}", run.strategy, run.spine,
+                        private=ctx.private)
+        for hist, run in (("persons", pair.persons), ("units", pair.units))
+    }  # fmt: skip
+
+
+def from_data(ctx: _Context, data: TopDownData, tmp: Path, grfc_sha256: str) -> Sources:
+    """The requested scopes' runs on validated inputs (noise drawn as the engines solve;
+    with ``--nmf``, every measurement written as it is drawn)."""
+    opts = ctx.opts
+    src = Sources({}, {}, data.grfc, data.units, {"GRF-C": {"sha256": grfc_sha256}})
+    for run in opts.runs:
+        if not data.states(run):
+            src.skipped[SCOPES[run]] = "the GRF-C holds no block of this scope"
+            continue
+        ctx.say(f"preparing the {SCOPES[run]} runs (spine, constraints, guarantee)")
+        pair = prepare_run(
+            data,
+            run,
+            source=ctx.source,
+            noise=opts.noise,
+            strategies=(opts.strategies or {}).get(run),
+            optimized_block_groups=opts.optimized_block_groups,
+            solve=opts.solve,
+            draw_all=opts.nmf,
+        )
+        if opts.nmf:
+            new = _nmf_writers(ctx, tmp, pair)
+            pair.persons.engine.builder.sink = new["persons"].add
+            pair.units.engine.builder.sink = new["units"].add
+            src.writers.update({f"{pair.scope}-{k}": w for k, w in new.items()})
+        src.pairs[run] = pair
+    if not src.pairs:
+        raise InputError(
+            f"the GRF-C holds no block of the requested runs ({', '.join(opts.runs)})",
+            file=str(data.files["grfc"]),
+        )
+    return src
+
+
+def from_nmf(ctx: _Context, folder: Path) -> Sources:
+    """The scopes of a release's noisy measurement folder (``nmf/``: ``<SCOPE>-persons``
+    and ``<SCOPE>-units``), to post-process them again — no data."""
+    from privtab.topdown.nmf_structure import BLOCKS
+    from privtab.topdown.runs import pair_from_nmf
+
+    pairs: dict[str, RunPair] = {}
+    blocks = []
+    for run, scope in SCOPES.items():
+        p, u = folder / f"{scope}-persons", folder / f"{scope}-units"
+        if not (p.is_dir() or u.is_dir()):
+            continue
+        ctx.say(f"reading the {scope} noisy measurements")
+        pairs[run] = pair_from_nmf(p, u, solve=ctx.opts.solve)
+        blocks.append(pl.read_parquet(p / BLOCKS))
+    if not pairs:
+        raise InputError(
+            "no noisy measurement folder (US-persons, US-units, PR-persons, PR-units)",
+            file=str(folder),
+            hint="give the nmf/ folder of a release made with --nmf",
+        )
+    facts = pl.concat(blocks).sort("BLOCK")
+    counts = facts.select("BLOCK", "HU", *(f"GQ{t}" for t in range(1, 8)))
+    grfc = facts.drop("HU", *(f"GQ{t}" for t in range(1, 8)))
+    from privtab.data.inputs import sha256_file
+
+    derived = {
+        "command": "privtab topdown postprocess",
+        "measurements": {
+            f"{d.name}/dpqueries.parquet": sha256_file(d / "dpqueries.parquet")
+            for d in sorted(folder.iterdir())
+            if (d / "dpqueries.parquet").is_file()
+        },
+    }
+    return Sources(pairs, {}, grfc, counts, {}, derived)
+
+
+def stream_release(
+    ctx: _Context, src: Sources, tmp: Path, inputs: dict[str, Any]
+) -> tuple[dict[str, Any], RunRecord]:
+    """The release's outputs state by state, its document and checks (module docstring);
+    ``inputs``: the confidential fingerprints for the run record."""
+    from privtab.topdown.run import _Tally
+
+    t0 = time.monotonic()
+    tally = _Tally(ctx.say, ctx.check)
+    for pair in src.pairs.values():
+        for hist, r in (("persons", pair.persons), ("units", pair.units)):
+            r.engine.say = tally.engine(f"{pair.scope} {hist}", r.engine.total_parents)
+    asm = Assembler(tmp, ctx.private, src.grfc, src.unit_counts)
+    persons_total = 0
+    try:
+        for run, pair in src.pairs.items():
+            persons_total += _stream_scope(ctx, src, asm, run, pair)
+        files = asm.finish()
+        _close_nmf(src, tmp)
+    except BaseException:
+        asm.abort()
+        for w in src.writers.values():
+            with contextlib.suppress(Exception):
+                w.abort()
+        raise
+    ctx.seconds["runs_and_outputs"] = time.monotonic() - t0
+    doc = _document(ctx, src, tmp, asm, files)
+    _finish_folder(ctx, tmp, doc)
+    record = RunRecord(
+        release=str(ctx.out),
+        started_utc=ctx.started_utc,
+        private=ctx.private,
+        inputs=inputs,
+        persons=persons_total,
+        seconds=ctx.seconds,
+        levels=[
+            {"scope": pair.scope, "histogram": hist, **lv}
+            for pair in src.pairs.values()
+            for hist, r in (("persons", pair.persons), ("units", pair.units))
+            for lv in r.engine.level_records()
+        ],
+    )
+    return doc, record
+
+
+def _close_nmf(src: Sources, tmp: Path) -> None:
+    """Finish the noisy measurement files, each with its run's public structure."""
+    from privtab.topdown.nmf_structure import write_structure
+
+    facts = src.grfc.join(src.unit_counts, on="BLOCK", how="left").with_columns(
+        pl.col("HU", *(f"GQ{t}" for t in range(1, 8))).fill_null(0)
+    )
+    for pair in src.pairs.values():
+        st = facts.filter((pl.col("TABBLKST") == PR_STATE) == (pair.scope == "PR"))
+        for hist, r in (("persons", pair.persons), ("units", pair.units)):
+            name = f"{pair.scope}-{hist}"
+            if name in src.writers:
+                src.writers[name].close()
+                write_structure(tmp / "nmf" / name, r.spine, r.constraints, st,
+                                r.strategy.schema.cells)  # fmt: skip
+
+
+def _stream_scope(ctx: _Context, src: Sources, asm: Assembler, run: str, pair: RunPair) -> int:
+    """One scope, state by state; returns its persons (the invariant total)."""
+    states = sorted(
+        set(src.grfc.filter((pl.col("TABBLKST") == PR_STATE) == (run == "pr"))
+            .get_column("TABBLKST").to_list())
+    )  # fmt: skip
+    totals = invariant_state_totals(pair.persons)
+    persons = _grouped(pair.persons, states)
+    units = _grouped(pair.units, states)
+    p_ids, u_ids = pair.persons.leaf_blocks(), pair.units.leaf_blocks()
+    for (state, pc), (state_u, uc) in zip(persons, units, strict=True):
+        assert state == state_u
+        ctx.check()
+        sb = asm.state_blocks(state, (p_ids, pc), (u_ids, uc))
+        check_state(sb, totals.get(state, 0), sb.unit_counts[:, 0])
+        asm.add(sb)
+    return int(sum(totals.values()))
+
+
+def _manifest(tmp: Path, rows: dict[str, int]) -> dict[str, Any]:
+    from privtab.data.inputs import sha256_file
+
+    out: dict[str, Any] = {}
+    for p in sorted(tmp.rglob("*")):
+        if p.is_file() and p.name not in ("release.json", "report.html", "NOT_PRIVATE"):
+            rel = p.relative_to(tmp).as_posix()
+            if rel.startswith("."):
+                continue
+            out[rel] = {"sha256": sha256_file(p), **({"rows": rows[rel]} if rel in rows else {})}
+    return {"files": out}
+
+
+def _document(
+    ctx: _Context, src: Sources, tmp: Path, asm: Assembler, files: list[Path]
+) -> dict[str, Any]:
+    from privtab import __version__
+
+    runs = {
+        pair.scope: {"persons": pair.persons.public(), "units": pair.units.public()}
+        for pair in src.pairs.values()
+    }
+    rows = {"mdf/persons.txt": asm.mdf.persons, "mdf/persons.parquet": asm.mdf.persons,
+            "mdf/units.txt": asm.mdf.units, "mdf/units.parquet": asm.mdf.units}  # fmt: skip
+    for table, n in asm.tables.rows.items():
+        rows[f"pl94/{table}.txt"] = rows[f"pl94/{table}.parquet"] = n
+    for name, w in src.writers.items():
+        rows[f"nmf/{name}/dpqueries.parquet"] = w.rows
+    doc: dict[str, Any] = {
+        "schema_version": SCHEMA_VERSION,
+        "kind": KIND,
+        "privtab_version": __version__,
+        "started_utc": ctx.started_utc,
+        "private": ctx.private,
+        "noise": _noise(ctx, src),
+        "guarantee": headline_guarantee(runs),
+        "runs": runs,
+        "skipped_runs": src.skipped,
+        "invariants": list(INVARIANTS),
+        "postprocessing": POSTPROCESSING,
+        "public_inputs": src.public_inputs,
+        "outputs": _manifest(tmp, rows),
+    }
+    if src.derived_from is not None:
+        doc["derived_from"] = src.derived_from
+    return doc
+
+
+def _noise(ctx: _Context, src: Sources) -> str:
+    if src.derived_from is not None:
+        private = "private" if ctx.private else "NOT private"
+        return f"none drawn: post-processed from noisy measurements ({private})"
+    if not ctx.opts.noise:
+        return "none (noise off: exact counts)"
+    return ctx.source.description
+
+
+def _finish_folder(ctx: _Context, tmp: Path, doc: dict[str, Any]) -> None:
+    """``release.json``, the report, the marker; then the written folder is validated."""
+    from privtab.release.marking import write_not_private
+    from privtab.topdown.validate import validate_release
+
+    write_document(tmp, doc)
+    if not ctx.private:
+        write_not_private(tmp, doc["noise"])
+    if ctx.opts.report:
+        from privtab.topdown.report import write_report
+
+        ctx.say("writing report.html")
+        write_report(tmp / "report.html", doc)
+    ctx.say("validating the written release")
+    t0 = time.monotonic()
+    validate_release(tmp)
+    ctx.seconds["validate_output"] = time.monotonic() - t0

@@ -1,0 +1,128 @@
+"""The solver on the problems the spine and the units run make: siblings whose variances
+differ (a child that absorbed its single child's budget share) and the units histogram
+(vacant / occupied, every child's housing units exact).
+
+Both go to the generic path (the structured solver shares one Hessian by every child of a
+persons problem) and say so (``diagnostics.generic``). Checked against a second solver
+(OSQP cross-check of every pass) and against the KKT conditions of the weighted objective
+computed here: wherever every child is positive in a cell, the gradients of the children's
+weighted objectives agree (the coupling's multiplier), each child's weight its own 1/σ².
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from fractions import Fraction
+
+import numpy as np
+import pytest
+
+from privtab.topdown.histogram import CELLS
+from privtab.topdown.solve import (
+    ChildConstraints,
+    ChildMeasurements,
+    ChildrenProblem,
+    solve_children,
+)
+from privtab.topdown.solve_synthetic import synthetic_problem
+
+
+def _mixed(problem: ChildrenProblem, factor: Fraction, which: int = 0) -> ChildrenProblem:
+    """The same problem with child ``which``'s variances divided by ``factor``."""
+    m = problem.measurements
+    k = len(problem.children)
+    variances = {}
+    for q in m.answers:
+        v = m.child_variances(q, k)
+        variances[q] = tuple(x / factor if i == which and x is not None else x
+                             for i, x in enumerate(v))  # fmt: skip
+    return replace(problem, measurements=ChildMeasurements(m.answers, variances))
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_siblings_with_different_variances_agree_across_solvers(seed: int) -> None:
+    p = _mixed(synthetic_problem(seed, children=5, persons=400, level="Block_Group"),
+               Fraction(7, 2))  # fmt: skip
+    sol = solve_children(p, cross_check="osqp")  # every pass again by OSQP, 1e-6 relative
+    assert sol.diagnostics.generic == "variances differ"
+    assert sol.diagnostics.cross_check is not None
+    assert max(sol.diagnostics.cross_check) <= 1e-6
+    np.testing.assert_array_equal(sol.counts.sum(axis=0), p.parent)
+
+
+def test_per_child_weights_meet_the_kkt_conditions() -> None:
+    """One pass (detailed only, no bounds, large counts): where all children are positive
+    in a cell, w_i (x_ic − y_ic) is the same for every child i (the coupling's multiplier),
+    with each child's own weight — and not with a common weight."""
+    rng = np.random.default_rng(5)
+    k = 4
+    truth = rng.integers(200, 400, size=(k, CELLS))
+    noisy = truth + rng.integers(-20, 21, size=truth.shape)
+    var = (Fraction(2), Fraction(2), Fraction(1, 3), Fraction(2))
+    zeros = np.zeros(CELLS, dtype=bool)
+    p = ChildrenProblem(
+        "kkt", [f"c{i}" for i in range(k)], truth.sum(axis=0),
+        ChildMeasurements({"detailed": noisy.astype(float)}, {"detailed": var}),
+        ChildConstraints(None, None, zeros), [["detailed"]], [["detailed"]], 0.1,
+    )  # fmt: skip
+    sol = solve_children(p)
+    x = sol.l2
+    w = np.array([float(1 / v) for v in var])[:, None]
+    grad = w * (x - noisy)
+    positive = np.all(x > 1e-6, axis=0)
+    assert positive.mean() > 0.99
+    spread = grad[:, positive].max(axis=0) - grad[:, positive].min(axis=0)
+    assert spread.max() < 1e-6
+    unweighted = (x - noisy)[:, positive]
+    assert (unweighted.max(axis=0) - unweighted.min(axis=0)).max() > 1  # weights matter
+
+
+def test_uniform_variances_per_child_take_the_structured_path() -> None:
+    p = synthetic_problem(4, children=6, persons=300, level="Block")
+    k = len(p.children)
+    tuples = {q: (v,) * k for q, v in p.measurements.variances.items()}
+    q = replace(p, measurements=ChildMeasurements(p.measurements.answers, tuples))
+    a, b = solve_children(p), solve_children(q)
+    assert b.diagnostics.generic == ""
+    assert b.diagnostics.l2_solvers == a.diagnostics.l2_solvers
+    np.testing.assert_array_equal(a.counts, b.counts)
+
+
+def _units_problem(seed: int, noise: bool) -> tuple[ChildrenProblem, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    k = 6
+    hu = rng.integers(0, 40, size=k)
+    occupied = rng.binomial(hu, 0.85)
+    truth = np.stack([hu - occupied, occupied], axis=1).astype(np.int64)  # [vacant, occupied]
+    var = Fraction(13, 2)
+    answers = truth + (rng.integers(-4, 5, size=truth.shape) if noise else 0)
+    p = ChildrenProblem(
+        "units", [f"b{i}" for i in range(k)], truth.sum(axis=0),
+        ChildMeasurements({"detailed": answers.astype(float)}, {"detailed": var}),
+        ChildConstraints(None, None, np.zeros(2, dtype=bool), hu.astype(np.int64)),
+        [["detailed"]], [["detailed"]], 0.1, level="Block", histogram="units",
+    )  # fmt: skip
+    return p, truth
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3, 4])
+def test_the_units_histogram_keeps_every_block_s_housing_units(seed: int) -> None:
+    p, truth = _units_problem(seed, noise=True)
+    sol = solve_children(p, cross_check="osqp")
+    assert sol.diagnostics.generic == "units histogram"
+    assert sol.counts.shape == (6, 2)
+    np.testing.assert_array_equal(sol.counts.sum(axis=1), truth.sum(axis=1))  # invariant
+    np.testing.assert_array_equal(sol.counts.sum(axis=0), p.parent)
+    assert sol.counts.min() >= 0
+    exact, _ = _units_problem(seed, noise=False)
+    np.testing.assert_array_equal(solve_children(exact).counts, truth)
+
+
+def test_a_units_problem_with_a_persons_query_is_refused() -> None:
+    p, _ = _units_problem(1, noise=False)
+    bad = replace(
+        p, measurements=ChildMeasurements({"detailed": np.zeros((6, 2)), "hhgq": np.zeros((6, 8))},
+                                          {"detailed": Fraction(1), "hhgq": Fraction(1)})
+    )  # fmt: skip
+    with pytest.raises(ValueError, match="unknown units query"):
+        solve_children(bad)
