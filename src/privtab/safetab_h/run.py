@@ -263,6 +263,7 @@ def _build(ctx: _Context, tmp: Path) -> _Built:
     ctx.nonnegative = not inputs.config.allow_negative_counts if opt is None else opt
     plans = {s: HPlan.from_config(inputs.config, inputs.reference, s) for s in inputs.config.scopes}
     drawn = {s: _drawn(inputs, s, p) for s, p in plans.items()}
+    _warn_undrawn(plans, drawn)
     ctx.inputs_record = fingerprints(inputs.input_files())
     _reserve(ctx, inputs, drawn)
     ctx.seconds["inputs"] = time.monotonic() - t0
@@ -347,6 +348,59 @@ def _drawn(inputs: HInputs, scope: Scope, plan: HPlan) -> HPlan:
         if inputs.groups[scope].levels[(GeoLevel(q.geo), q.iteration_level)].size > 0
     )
     return HPlan(plan.privacy_defn, keep, plan.source)
+
+
+def _undrawn(plan: HPlan, drawn: HPlan) -> list[str]:
+    """The queries of the config (positive budget) that draw nothing: no T1 population
+    group at their (region type, iteration level) — e.g. AIANNH when no block of the run's
+    states lies in an American Indian / Alaska Native / Native Hawaiian area. Public: the
+    groups are T1's and the regions GRF-C's, never the household file's."""
+    kept = {q.key for q in drawn.queries}
+    return [q.key for q in plan.queries if q.key not in kept]
+
+
+def _warn_undrawn(plans: dict[Scope, HPlan], drawn: dict[Scope, HPlan]) -> None:
+    """Say which queries draw nothing and that the guarantee is then below the config's
+    budget (it is derived from the mechanisms that draw)."""
+    for scope, plan in plans.items():
+        missing = _undrawn(plan, drawn[scope])
+        if missing:
+            LOG.warning(
+                "%s run: %d quer%s of the config ha%s no T1 population group (%s): nothing is "
+                "drawn or published for %s, so the run's guarantee per household is %s, below "
+                "the config's budget %s",
+                scope.value,
+                len(missing),
+                "y" if len(missing) == 1 else "ies",
+                "s" if len(missing) == 1 else "ve",
+                ", ".join(missing),
+                "it" if len(missing) == 1 else "them",
+                _planned({scope: drawn[scope]}),
+                plan.exact_guarantee(),
+            )
+
+
+def _budget_drawn(
+    plans: dict[Scope, HPlan], runs: dict[Scope, _RunOut], inputs: HInputs
+) -> dict[str, Any]:
+    """``release.json``'s ``budget_drawn``: per run, the config's budget, the guarantee
+    charged (the mechanisms that drew) and the queries that drew nothing, with why."""
+    out: dict[str, Any] = {}
+    for scope, plan in plans.items():
+        drawn = _drawn(inputs, scope, plan)
+        out[scope.value] = {
+            "configured": plan.exact_guarantee().to_json(),
+            "charged": runs[scope].guarantee.to_json(),
+            "not_drawn": _undrawn(plan, drawn),
+        }
+    out["note"] = (
+        "the guarantee is derived from the mechanisms that drew noise: a query of the config "
+        "with no T1 population group at its region type and iteration level (its region "
+        "type has no region of the run's states in GRF-C, or T1 has no group there) draws "
+        "and publishes nothing and spends none of its budget. Which queries draw is decided "
+        "by public inputs only (T1, GRF-C, the reference files), never by the households."
+    )
+    return out
 
 
 def _planned(drawn: dict[Scope, HPlan]) -> ExactGuarantee:
@@ -576,11 +630,14 @@ def _document(
             "exactly: each run is the sequential composition of its queries (a household is "
             "in one cell of at most s groups of a query); the US and PR runs hold disjoint "
             "households (parallel composition). Floats are rounded up; the exact value is "
-            "beside them. person_level: the guarantee per person of DHC-A and DHC-B together."
+            "beside them. budget_drawn: the config's budget beside what was charged, and the "
+            "queries that drew nothing (no T1 group). person_level: the guarantee per person "
+            "of DHC-A and DHC-B together."
         ),
         "person_level": person_guarantee_json(
             guarantee, ctx.persons, ctx.persons_source, ctx.opts.delta
         ),
+        "budget_drawn": _budget_drawn(plans, runs, inputs),
         "plan": _public_plan(plans[worst], inputs.config.source),
         "engine": ctx.engine.name,
         "config": public_config(inputs.config.to_dict()),
