@@ -102,7 +102,8 @@ class HRunResult(ReleaseResult):
 
     def summary(self) -> dict[str, Any]:
         """The JSON summary of the run (``privtab safetab-h run --json``): where it is, the
-        guarantee per household and per person, the rows per table, ε per analysis and the
+        guarantee per household (beside the config's budget and the queries that drew
+        nothing: ``budget_drawn``) and per person, the rows per table, ε per analysis and the
         domain. No timing, no count of the confidential file (they are in the run record)."""
         rel = self.release
         rows = {
@@ -115,6 +116,7 @@ class HRunResult(ReleaseResult):
             "private": rel["private"],
             "run_record": str(self.record_path) if self.record_path else None,
             "guarantee": rel["guarantee"],
+            "budget_drawn": rel.get("budget_drawn"),
             "person_level": rel["person_level"],
             "rows": rows,
             "epsilon": {
