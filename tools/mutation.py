@@ -206,6 +206,20 @@ MUTANTS: tuple[Mutant, ...] = (
         ("tests/safetab_h/test_ledger.py",),
     ),
     Mutant(
+        "h-own-data-set",
+        "ledger: SafeTab-H ignores the data set of the SafeTab-P release whose T1 it reads "
+        "(DHC-A and DHC-B of one population are two data sets: rho_P + 2 rho_H per person "
+        "is never composed)",
+        "src/privtab/safetab_h/run.py",
+        (
+            (
+                "dataset = dataset_of_folder(ctx.opts.ledger, ctx.t1_release)",
+                "dataset = None",
+            ),
+        ),
+        ("tests/safetab_h/test_cli.py",),
+    ),
+    Mutant(
         "stability-minus-one",
         "a level's stability one too small (every group overspends)",
         "src/privtab/data/stability.py",
