@@ -183,14 +183,41 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "failed-run-keeps-reservation",
         "ledger: a run that fails before publication no longer cancels its pending reservation",
-        "src/privtab/tabulate/run.py",
+        "src/privtab/publish/run.py",
         (
             (
                 "withdraw(ctx, guard)  # refused, failed or interrupted",
                 "pass  # the reservation stays pending",
             ),
         ),
-        ("tests/tabulate/test_release_ledger.py",),
+        ("tests/tabulate/test_release_ledger.py", "tests/safetab_h/test_ledger.py"),
+    ),
+    Mutant(
+        "h-records-not-identified",
+        "ledger: SafeTab-H's households digest is not added to its reservation (a re-sorted "
+        "or re-encoded copy of the same households becomes a new data set)",
+        "src/privtab/safetab_h/run.py",
+        (
+            (
+                "identify_release(ctx, None if records is None else records.key)",
+                "identify_release(ctx, None)",
+            ),
+        ),
+        ("tests/safetab_h/test_ledger.py",),
+    ),
+    Mutant(
+        "h-own-data-set",
+        "ledger: SafeTab-H ignores the data set of the SafeTab-P release whose T1 it reads "
+        "(DHC-A and DHC-B of one population are two data sets: rho_P + 2 rho_H per person "
+        "is never composed)",
+        "src/privtab/safetab_h/run.py",
+        (
+            (
+                "dataset = dataset_of_folder(ctx.opts.ledger, ctx.t1_release)",
+                "dataset = None",
+            ),
+        ),
+        ("tests/safetab_h/test_cli.py",),
     ),
     Mutant(
         "stability-minus-one",

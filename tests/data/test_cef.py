@@ -143,6 +143,12 @@ CASES: list[tuple[str, Callable[[Frame], tuple[Frame, int]], str, str | None, st
     ("cef-units", _empty_facility, "empty_facility", "FINAL_POP", "4"),
     ("household-records", _vacant_household, "households_per_block", "TABBLK", None),
     ("household-records", _hhrace, "household_mismatch", "HHRACE", None),
+    # the household file is read by its one reader (privtab.data.households): production's
+    # rules, located, before any cross-file check
+    ("household-records", _at(3, HOUSEHOLD_TYPE="7"), "invalid_household_type",
+     "HOUSEHOLD_TYPE", "7"),
+    ("household-records", _at(5, QRACE1="Null"), "missing_race_code", "QRACE1", None),
+    ("household-records", _at(2, TABBLK="9998"), "block_not_in_grfc", "TABBLK", None),
     ("person-records", _person_record, "person_records_mismatch", "QAGE", None),
 ]  # fmt: skip
 LOCATED_ELSEWHERE = {"householder_count", "households_per_block", "empty_facility"}

@@ -11,7 +11,6 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from privtab.bench.households import households_from_persons
 from privtab.cli import app
 
 runner = CliRunner()
@@ -76,7 +75,6 @@ def test_both_products_compose_per_person_in_the_ledger(tmp_path: Path) -> None:
 
     data = tmp_path / "data"
     synthesize(data, 5_000, states=["10", "72"], seed=8)
-    households_from_persons(data / "person-records.txt", data / "household-records.txt")
     ledger = tmp_path / "ledger.json"
     out = _json(
         ["safetab", "run", "--products", "p,h", "--data", str(data), "--out",
@@ -97,6 +95,28 @@ def test_both_products_compose_per_person_in_the_ledger(tmp_path: Path) -> None:
     rho_p = Fraction(p_doc["guarantee"]["zcdp"]["rho_exact"])
     rho_h = Fraction(h_doc["guarantee"]["zcdp"]["rho_exact"])
     assert composed.value == person == rho_p + 2 * rho_h
+    # one entry per product, both published, against SafeTab-P's data set (the digest of
+    # its persons): SafeTab-H takes the data set of the T1 folder it chains to
+    p_entry, h_entry = book.entries()
+    assert p_entry.dataset == h_entry.dataset == dataset
+    assert dataset.startswith("records:")
+    assert p_entry.status == h_entry.status == "published"
+    assert p_entry.guarantee.value == rho_p
+    assert h_entry.guarantee.value == 2 * rho_h
+    marker = json.loads((tmp_path / "rel" / ".privtab-folder.json").read_text())
+    assert p_entry.folder == marker["id"]
+    # SafeTab-H run again on its own, chained to the same T1 folder: the same data set
+    # again, now with three releases composed
+    again = _json(
+        ["safetab-h", "run", "--data", str(data), "--t1", str(tmp_path / "rel"), "--out",
+         str(tmp_path / "rel-h2"), "--ledger", str(ledger), "--no-report"]
+    )  # fmt: skip
+    assert isinstance(again, dict)
+    book = ReleaseLedger.open(ledger)
+    assert book.datasets() == [dataset]
+    composed = book.composed(dataset)
+    assert composed is not None
+    assert composed.value == rho_p + 4 * rho_h
     res = runner.invoke(app, ["safetab-h", "validate-output", str(tmp_path / "rel-h"), "--json"])
     assert res.exit_code == 0, res.output
     # privtab semantics --release shows the person-level guarantee for both folders

@@ -10,7 +10,6 @@ from pathlib import Path
 
 import pytest
 
-from privtab.bench.households import households_from_persons
 from privtab.random import SeededSource
 from privtab.safetab_h.run import run_release
 from privtab.tabulate.context import RunOptions
@@ -20,15 +19,17 @@ pytestmark = pytest.mark.filterwarnings("ignore::privtab.mechanisms.InsecureRele
 
 @pytest.fixture(scope="module")
 def chained(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, Path]:
-    """(data, SafeTab-P release, SafeTab-H release) of 20,000 synthetic persons in DE, RI
-    and PR with their households; production configs (NMFv7, NMFv5), seeded noise."""
+    """(data, SafeTab-P release, SafeTab-H release) of 20,000 synthetic persons in DE, OK
+    and PR with their households (``privtab synth``'s); production configs (NMFv7, NMFv5),
+    seeded noise. Oklahoma brings AIANNH areas (most of its tracts lie in one: ≈ 18 areas
+    at this size), so every (table, region type, level) of NMFv5 has T1 groups, draws and
+    is charged: the run's guarantee is the config's whole budget."""
     from privtab.data.synth import synthesize
     from privtab.tabulate.run import run_release as run_p
 
     root = tmp_path_factory.mktemp("chained")
     data = root / "data"
-    synthesize(data, 20_000, states=["10", "44", "72"], seed=3)
-    households_from_persons(data / "person-records.txt", data / "household-records.txt")
+    synthesize(data, 20_000, states=["10", "40", "72"], seed=3)
     opts = RunOptions(source=SeededSource(1), allow_insecure=True, report=False)
     run_p(None, data, root / "p", opts)
     opts = RunOptions(source=SeededSource(2), allow_insecure=True)
@@ -56,6 +57,71 @@ def test_exact_guarantees_of_the_production_config(chained: tuple[Path, Path, Pa
         if lv["charged"]
     )
     assert charged == us
+    # every query of the config drew: nothing below the config's budget
+    for scope, rho in (("US", us), ("PR", pr)):
+        drawn = doc["budget_drawn"][scope]
+        assert drawn["not_drawn"] == []
+        assert Fraction(drawn["configured"]["zcdp"]["rho_exact"]) == rho
+        assert Fraction(drawn["charged"]["zcdp"]["rho_exact"]) == rho
+
+
+def test_a_region_type_without_regions_is_not_charged(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Delaware and Puerto Rico have no American Indian / Alaska Native / Native Hawaiian
+    area (GRF-C: every AIANNHCE is 9999 — a public fact), so SafeTab-P's T1 has no AIANNH
+    group and SafeTab-H's AIANNH queries have no domain: nothing is drawn or published for
+    them. The reported guarantee is derived from the mechanisms that drew — the config's
+    8.895302 minus the two AIANNH level-2 budgets (level 1 has budget 0 in NMFv5) =
+    8.609564 — and release.json, the report and a warning say which queries drew nothing
+    and that the guarantee is below the config's budget. (Reporting 8.895302 would also be
+    true, only looser; the charge never understates: it is the exact sum of the noise that
+    was drawn. The decision to skip depends on T1 and GRF-C only, never on households.)"""
+    import logging
+
+    import polars as pl
+
+    from privtab.data.resources import production_config_dir_h
+    from privtab.data.synth import synthesize
+    from privtab.tabulate.run import run_release as run_p
+
+    data = tmp_path / "data"
+    synthesize(data, 5_000, states=["10", "72"], seed=8)
+    grfc = pl.read_csv(data / "GRF-C.txt", separator="|", infer_schema=False)
+    assert set(grfc["AIANNHCE"]) == {"9999"}  # the precondition: no AIANNH area
+    run_p(None, data, tmp_path / "p", RunOptions(source=SeededSource(1), allow_insecure=True,
+                                                  report=False))  # fmt: skip
+    with caplog.at_level(logging.WARNING, logger="privtab"):
+        run_release(None, data, tmp_path / "h", RunOptions(source=SeededSource(2),
+                    allow_insecure=True), t1=tmp_path / "p")  # fmt: skip
+    doc = json.loads((tmp_path / "h" / "release.json").read_text())
+    # an independent reading of the production config: Σ budgets, minus AIANNH's
+    cfg = json.loads((production_config_dir_h() / "config.json").read_text())
+    budgets = {k: Fraction(str(v)) for k, v in cfg.items() if k.startswith("privacy_budget")}
+    us_all = sum(v for k, v in budgets.items() if "_pr_" not in k)
+    aiannh = sum(v for k, v in budgets.items() if k.endswith("_aiannh"))
+    assert us_all == Fraction("8.895302")
+    assert aiannh == 2 * Fraction("0.142869")
+    us = Fraction(doc["runs"]["US"]["guarantee"]["zcdp"]["rho_exact"])
+    assert us == us_all - aiannh == Fraction("8.609564")
+    assert Fraction(doc["runs"]["PR"]["guarantee"]["zcdp"]["rho_exact"]) == Fraction("4.754134")
+    assert Fraction(doc["guarantee"]["zcdp"]["rho_exact"]) == us
+    drawn = doc["budget_drawn"]["US"]
+    assert drawn["not_drawn"] == ["T3 (AIANNH, 2)", "T4 (AIANNH, 2)"]
+    assert Fraction(drawn["configured"]["zcdp"]["rho_exact"]) == us_all
+    assert Fraction(drawn["charged"]["zcdp"]["rho_exact"]) == us
+    assert doc["budget_drawn"]["PR"]["not_drawn"] == []
+    skipped = [lv for lv in doc["runs"]["US"]["levels"] if lv["region_type"] == "AIANNH"]
+    assert {lv["status"] for lv in skipped} == {"no groups", "no budget"}
+    assert all(lv["charged"] is None for lv in skipped)
+    assert not list((tmp_path / "h").rglob("*AIANNH*"))
+    for part in (tmp_path / "h").rglob("part-*.csv"):
+        assert "|AIANNH|" not in part.read_text()
+    warned = " ".join(r.getMessage() for r in caplog.records)
+    assert "T3 (AIANNH, 2), T4 (AIANNH, 2)" in warned
+    assert "below the config's budget ρ = 8.895302" in warned
+    report = (tmp_path / "h" / "report.html").read_text()
+    assert "T3 (AIANNH, 2), T4 (AIANNH, 2) had no T1 population group" in report
 
 
 def test_layout_is_production_s(chained: tuple[Path, Path, Path]) -> None:
@@ -154,8 +220,8 @@ def test_the_demo_hook(chained: tuple[Path, Path, Path], tmp_path: Path) -> None
     from privtab.safetab_h.demo import run_demo_h
 
     data, p, _ = chained
-    res = run_demo_h(data, p, tmp_path / "h", ["10", "44", "72"], source=SeededSource(3))
+    res = run_demo_h(data, p, tmp_path / "h", ["10", "40", "72"], source=SeededSource(3))
     doc = res.release
-    assert doc["config"]["state_filter_us"] == ["10", "44"]
+    assert doc["config"]["state_filter_us"] == ["10", "40"]
     assert doc["person_level"]["complete"] is True
     assert (tmp_path / "h" / "t4" / "T04002").is_dir()

@@ -1,7 +1,7 @@
 """SafeTab-H's Spark engine against the polars engine: with noise off the same tables row
-for row; the same validation error for bad rows; a seeded release independent of the
-partitioning. (The default suite runs them on ``local[2]``; see
-``tests/tabulate/test_spark_engine.py`` for SafeTab-P's.)"""
+for row and the same records digest (the data set in the ledger); the same validation
+error for bad rows; a seeded release independent of the partitioning. (The default suite
+runs them on ``local[2]``; see ``tests/tabulate/test_spark_engine.py`` for SafeTab-P's.)"""
 
 from __future__ import annotations
 
@@ -76,9 +76,15 @@ def test_spark_equals_polars_with_noise_off(
     spark: object, generated: tuple[Path, Path], tmp_path: Path
 ) -> None:
     params, data = generated
-    a = _release(params, data, tmp_path / "spark", SparkHEngine(spark=spark, partitions=3))  # type: ignore[arg-type]
-    b = _release(params, data, tmp_path / "polars", PolarsHEngine())
+    on_spark, on_polars = SparkHEngine(spark=spark, partitions=3), PolarsHEngine()  # type: ignore[arg-type]
+    a = _release(params, data, tmp_path / "spark", on_spark)
+    b = _release(params, data, tmp_path / "polars", on_polars)
     assert read_tables(a) == read_tables(b)
+    # the same data set in the ledger: the parts' records digests merged are the file's
+    assert on_spark.records is not None
+    assert on_polars.records is not None
+    assert on_spark.records.key == on_polars.records.key
+    assert on_spark.records.rows == 400
     for part in sorted(b.rglob("part-*.csv")):
         assert (a / part.relative_to(b)).read_bytes() == part.read_bytes()
 

@@ -222,6 +222,14 @@ def test_demo_runs(tmp_path: Path) -> None:
     # and is not charged — the production plan's 618/125 less its 159/1000
     assert d["guarantee"] == {"zcdp": {"rho": pytest.approx(4.785), "rho_exact": "957/200"}}
     assert Path(d["outputs"]["report"]).exists()
+    # then SafeTab-H on the same population's households, chained to that T1: no AIANNH
+    # group either, so the production NMFv5's 8.895302 less its AIANNH level-2 budgets
+    h = d["safetab_h"]
+    assert h["private"] is True
+    assert h["guarantee"]["zcdp"]["rho_exact"] == "2152391/250000"  # 8.609564
+    assert h["budget_drawn"]["US"]["not_drawn"] == ["T3 (AIANNH, 2)", "T4 (AIANNH, 2)"]
+    assert Path(h["outputs"]["report"]).exists()
+    assert sum(h["rows"].values()) > 0
 
 
 def test_spark_options_are_checked(tmp_path: Path) -> None:

@@ -2,9 +2,7 @@
 
 Run: ``privtab bench safetab_h --persons 1e7 [--data DIR] [--keep]``. On one synthetic
 population (``privtab synth --seed S --format parquet`` into ``DATA/synth-N`` unless
-present, its households in the C1 layout derived by
-:func:`privtab.bench.households.households_from_persons` — until ``privtab synth`` writes
-them):
+present: its persons and its households, ``household-records.parquet``, CONTRACTS C1):
 
 1. **SafeTab-P** (``privtab safetab run``, production NMFv7, Parquet output): its T1 is
    SafeTab-H's domain;
@@ -27,19 +25,28 @@ import json
 from pathlib import Path
 from typing import Any
 
-from privtab.bench._common import Table, machine, privtab_exe, run_timed, synthetic_input, table
+from privtab.bench._common import (
+    Table,
+    machine,
+    privtab_exe,
+    run_seconds,
+    run_timed,
+    synthetic_input,
+    table,
+)
 from privtab.bench.floor import around, count_cells, timing_row
 
 ABOUT = """\
-One synthetic population (`privtab synth --seed 7 --format parquet`; its households in the
-Census layout derived from the person file's householders by
-`privtab.bench.households` until `privtab synth` writes them), four programs, each in its
-own process under `/usr/bin/time -v`: SafeTab-P (`privtab safetab run`, NMFv7: its T1 is
-SafeTab-H's domain), the *floor* — plain polars, a typed read of the household file and a
-group-by to the cell key (block, race codes, ethnicity, household type, tenure), counting
-households — then SafeTab-H (`privtab safetab-h run --t1`, NMFv5, Parquet output, report
-on), then the floor again (the faster floor counts). Targets: SafeTab-H ≤ 5 × the floor at
-10⁷ persons (≈ 3–4 × 10⁶ households); the 2020 size, ≈ 1.27 × 10⁸ households, in ≤ 10 min.
+One synthetic population (`privtab synth --seed 7 --format parquet`: its persons and its
+households, one per occupied housing unit, in the Census layout; records made before
+`privtab synth` wrote households derived them from the person file's householders, as
+their notes say), four programs, each in its own process under `/usr/bin/time -v`:
+SafeTab-P (`privtab safetab run`, NMFv7: its T1 is SafeTab-H's domain), the *floor* —
+plain polars, a typed read of the household file and a group-by to the cell key (block,
+race codes, ethnicity, household type, tenure), counting households — then SafeTab-H
+(`privtab safetab-h run --t1`, NMFv5, Parquet output, report on), then the floor again
+(the faster floor counts). Targets: SafeTab-H ≤ 5 × the floor at 10⁷ persons (≈ 3–4 × 10⁶
+households); the 2020 size, ≈ 1.27 × 10⁸ households, in ≤ 10 min.
 """
 
 _KEY = (
@@ -73,20 +80,17 @@ def floor_pass(households: Path) -> dict[str, int]:
     return {"households": found, "cells": cells}
 
 
-def _households(inputs: Path, seed: int) -> Path:
-    """The population's household file (derived once, then reused)."""
-    from privtab.bench.households import households_from_persons
-
-    out = inputs / "household-records.parquet"
-    if not out.exists() and not (inputs / "household-records.txt").exists():
-        persons = inputs / "person-records.parquet"
-        if not persons.exists():
-            persons = inputs / "person-records.txt"
-        from privtab.atomic import atomic_file
-
-        with atomic_file(out) as tmp:
-            households_from_persons(persons, tmp, seed=seed, fmt="parquet")
-    return out if out.exists() else inputs / "household-records.txt"
+def _households(inputs: Path) -> Path:
+    """The population's household file, written by ``privtab synth`` (an input made by an
+    older ``privtab synth``, without households, is refused: a benchmark never changes an
+    input)."""
+    for ext in (".parquet", ".txt"):
+        if (inputs / f"household-records{ext}").is_file():
+            return inputs / f"household-records{ext}"
+    raise RuntimeError(
+        f"{inputs} holds no household-records (made by an older privtab synth): remove it "
+        "or give another --data"
+    )
 
 
 def run(
@@ -101,14 +105,14 @@ def run(
     work = Path(work)
     inputs = (Path(data) if data is not None else work) / f"synth-{persons}"
     synthetic_input(inputs, persons, seed, "--format", "parquet")
-    households = _households(inputs, seed)
+    households = _households(inputs)
     exe = privtab_exe()
     ledger = str(work / "ledger.json")
     rel_p = work / f"rel-p-{persons}"
     p_cmd = [exe, "safetab", "run", "--data", str(inputs), "--out", str(rel_p), "--json",
              "--ledger", ledger, "--overwrite", "--format", "parquet", "--no-report"]  # fmt: skip
     p_run, proc = run_timed(p_cmd, work / "safetab-p.stderr")
-    p_seconds = json.loads(proc.stdout).get("seconds", {})
+    p_seconds = run_seconds(json.loads(proc.stdout))
     h_cmd = [exe, "safetab-h", "run", "--data", str(inputs), "--t1", str(rel_p), "--out",
              str(work / f"rel-h-{persons}"), "--json", "--ledger", ledger, "--overwrite",
              "--format", "parquet"]  # fmt: skip

@@ -2,7 +2,9 @@
 
 Runs :func:`privtab.tabulate.demo.run_demo` and prints levels, budgets, the guarantee by
 every analysis, cells released, MOE per level and — marked as a non-private evaluation
-that a real release never has — the error against the synthetic truth.
+that a real release never has — the error against the synthetic truth; then SafeTab-H's
+release of the same population's households (its rows and its guarantees per household
+and per person).
 """
 
 from __future__ import annotations
@@ -32,7 +34,8 @@ def demo(
     as_json: JsonOption = False,
     quiet: QuietOption = False,
 ) -> None:
-    """Synthetic population → the 2020 production SafeTab-P config → a release, summarised."""
+    """Synthetic population → the 2020 production SafeTab-P, SafeTab-H and TopDown configs →
+    releases (persons: DHC-A; households: DHC-B; the redistricting data), summarised."""
     import warnings
 
     from privtab.atomic import OutputRefusedError
@@ -53,5 +56,8 @@ def demo(
             fail(f"{exc}; choose another --out")
     summary = done.summary()
     head, tables = release_tables(summary)
-    emit(summary, as_json, tables, head=head, lines=[done.where()])
+    h = [] if done.run_h is None else [done.run_h.headline()]
+    emit(summary, as_json, tables, head=head, lines=[*h, done.where()])
     report_after_publication(done.run)
+    if done.run_h is not None:
+        report_after_publication(done.run_h)

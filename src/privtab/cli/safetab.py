@@ -9,6 +9,7 @@ from typing import Annotated, Any
 import typer
 
 from privtab._options import choice, numbers, open_unit, path_option
+from privtab.cli._release import ParentsOption
 from privtab.cli._render import (
     ConfigOption,
     DeltaOption,
@@ -153,12 +154,7 @@ def run_cmd(
         help="Where the CONFIDENTIAL run record goes (default: beside --out, "
         "<out>.CONFIDENTIAL-run-record.json; never inside --out).",
     ),
-    parents: bool = typer.Option(
-        False,
-        "--parents",
-        help="Create missing parent folders of --out (default: refused, so that a "
-        "mistyped path creates nothing).",
-    ),
+    parents: ParentsOption = False,
     products: str = typer.Option(
         "p",
         "--products",

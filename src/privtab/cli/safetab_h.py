@@ -8,6 +8,7 @@ from typing import Any
 import typer
 
 from privtab._options import numbers, open_unit
+from privtab.cli._release import ParentsOption
 from privtab.cli._render import (
     DeltaOption,
     JsonOption,
@@ -160,12 +161,14 @@ def run_cmd(
     dataset_id: str | None = typer.Option(
         None,
         "--dataset-id",
-        help="The data set in the ledger (default: SHA-256 of the household file; give "
-        "SafeTab-P's to compose DHC-A and DHC-B of one population).",
+        help="The data set in the ledger (default: that of the SafeTab-P release whose T1 "
+        "is read, so DHC-A and DHC-B of one population compose; else a digest of the "
+        "parsed households).",
     ),
     run_record: str | None = typer.Option(
         None, "--run-record", help="Where the CONFIDENTIAL run record goes."
     ),
+    parents: ParentsOption = False,
     quiet: QuietOption = False,
     as_json: JsonOption = False,
 ) -> None:
@@ -180,8 +183,7 @@ def run_cmd(
     flags = {k: v for k, v in ctx.params.items() if k not in _NOT_RUN_OPTIONS}
     opts = RunOptions.from_flags(**flags)
     res = run_h_cli(config, Path(data), Path(out), opts, t1=None if t1 is None else Path(t1))
-    summary = release_summary_h(res)
-    emit(summary, as_json, head=[_headline(summary)])
+    emit(res.summary(), as_json, head=[res.headline()])
     for w in res.warnings:
         warn(w)
 
@@ -196,53 +198,6 @@ def run_h_cli(
     from privtab.safetab_h.run import run_release
 
     return guarded(lambda: run_release(config, data, out, opts, t1=t1))
-
-
-def release_summary_h(res: Any) -> dict[str, Any]:
-    """The JSON summary of a SafeTab-H run."""
-    rel = res.release
-    rows = {
-        f: m["rows"]
-        for f, m in rel["outputs"]["files"].items()
-        if m["kind"] in ("census_text", "census_parquet")
-    }
-    return {
-        "out": str(res.out),
-        "private": rel["private"],
-        "run_record": str(res.record_path) if res.record_path else None,
-        "guarantee": rel["guarantee"],
-        "person_level": rel["person_level"],
-        "rows": rows,
-        "epsilon": {
-            s: {k: v["epsilon"] for k, v in run["privacy"].items()}
-            for s, run in rel["runs"].items()
-            if run["privacy"]
-        },
-        "domain": rel["domain"],
-    }
-
-
-def _guarantee(g: dict[str, Any]) -> str:
-    """``{"zcdp": {"rho": …, "rho_exact": "a/b"}}`` in words: the value rounded up, the
-    exact fraction beside it."""
-    from fractions import Fraction
-
-    from privtab.accounting.exact import exact_or_up
-
-    unit = "rho" if "zcdp" in g else "epsilon"
-    exact = next(iter(g.values()))[f"{unit}_exact"]
-    return f"{unit} = {exact_or_up(Fraction(exact))} (exact {exact})"
-
-
-def _headline(summary: dict[str, Any]) -> str:
-    p = summary["person_level"]
-    rows = sum(summary["rows"].values())
-    return (
-        f"release written to {summary['out']}: {rows:,} rows; per household "
-        f"{_guarantee(summary['guarantee'])}; per person ({p['formula']}) "
-        f"{_guarantee(p['guarantee'])}"
-        + ("" if summary["private"] else " — NOT PRIVATE (test run)")
-    )
 
 
 @safetab_h_app.command("validate-output")
@@ -277,25 +232,16 @@ def both_products(
     as_json: bool,
 ) -> None:
     """``privtab safetab run --products p,h``: after SafeTab-P's release, SafeTab-H on the
-    same population with the T1 just published (one release folder each; in the ledger the
-    same data set, so DHC-A and DHC-B compose per person)."""
-    from dataclasses import replace
-
+    same population with the T1 just published (one release folder each). In the ledger
+    SafeTab-H's entry takes the data set of SafeTab-P's (found by the release folder's
+    id), so DHC-A and DHC-B compose per person."""
     out = Path(out_h) if out_h else res_p.out.with_name(res_p.out.name + "-h")
-    dataset = opts.dataset_id or (res_p.record.ledger or {}).get("dataset")
-    if dataset is None and res_p.private:
-        from privtab.data.inputs import sha256_file
-
-        persons = next((data / f"person-records{e}" for e in (".txt", ".parquet")
-                        if (data / f"person-records{e}").exists()), None)  # fmt: skip
-        dataset = f"sha256:{sha256_file(persons)}" if persons is not None else None
-    res_h = run_h_cli(config_h, data, out, replace(opts, dataset_id=dataset), t1=res_p.out)
-    summary_h = release_summary_h(res_h)
+    res_h = run_h_cli(config_h, data, out, opts, t1=res_p.out)
     if as_json:
-        emit({"p": summary_p, "h": summary_h}, True)
+        emit({"p": summary_p, "h": res_h.summary()}, True)
     else:
         head, tables = shown_p
         emit(summary_p, False, tables, head=head)
-        emit(summary_h, False, head=[_headline(summary_h)])
+        emit(res_h.summary(), False, head=[res_h.headline()])
     for w in [*res_p.warnings, *res_h.warnings]:
         warn(w)

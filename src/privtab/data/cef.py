@@ -37,7 +37,8 @@ facility of its type), ``household_person_in_facility``, ``person_in_vacant_unit
 ``epnum_out_of_range`` (EPNUM > the unit's FINAL_POP), ``final_pop_mismatch`` (FINAL_POP ≠
 the unit's persons; a facility must hold ≥ 1 person: ``empty_facility``),
 ``householder_count`` (an occupied unit without exactly one RELSHIP 20), and with
-household records (taken as a frame: :func:`households_frame`): ``households_per_block``
+household records (taken as a frame: :func:`privtab.data.households.households_frame`,
+the validating reader of the file, SafeTab-H's): ``households_per_block``
 (household records ≠ occupied units, block by block: a record for a vacant unit shows
 here), ``household_mismatch`` (the i-th record against the i-th occupied unit: block,
 HHRACE = the householder's CENRACE, HOUSEHOLD_TYPE 4 ⇔ one person); with person records:
@@ -61,11 +62,11 @@ from privtab.data._scan import OpenTable, diagnose_unreadable, find_input, open_
 from privtab.data._tables import ROW
 from privtab.data.errors import Problem, ProblemLog
 from privtab.data.geography import BLOCK, Geography, block_key_expr, block_key_string
+from privtab.data.households import HOUSEHOLD_COLUMNS, HOUSEHOLD_STEM, households_frame
 from privtab.data.iterations import ReferenceData
 from privtab.data.spec import (
     BLOCK_COLUMNS,
     FIELDS,
-    ID_WIDTHS,
     MAX_CENRACE,
     NULL,
     RACE_COLUMNS,
@@ -86,7 +87,8 @@ from privtab.data.spec import (
 
 CEF_UNITS_STEM = "cef-units"
 CEF_PERSONS_STEM = "cef-persons"
-HOUSEHOLDS_STEM = "household-records"
+HOUSEHOLDS_STEM = HOUSEHOLD_STEM
+"""The household file's stem (:data:`privtab.data.households.HOUSEHOLD_STEM`)."""
 UNIT_COLUMNS = ("MAFID", *BLOCK_COLUMNS, "RTYPE", "QGQTYP", "HH_STATUS", "FINAL_POP")
 CEF_PERSON_COLUMNS = (
     "MAFID",
@@ -99,8 +101,6 @@ CEF_PERSON_COLUMNS = (
     "CENHISP",
     "CENRACE",
 )
-HOUSEHOLD_COLUMNS = (*BLOCK_COLUMNS, "HHRACE", *RACE_COLUMNS, "QSPAN", "HOUSEHOLD_TYPE", "TEN")
-"""SafeTab-H's household-records columns (read here only for the cross-file checks)."""
 GQ_CODES: tuple[int, ...] = (
     *range(101, 107),
     *range(201, 204),
@@ -702,29 +702,6 @@ class PopulationCheck:
 
 
 # ---------------------------------------------------------------------------- households
-def households_frame(path: str | Path, log: ProblemLog) -> pl.DataFrame | None:
-    """The household records as a frame (``ROW``, the block key ``BLOCK``, ``HHRACE``,
-    ``HOUSEHOLD_TYPE``) for the cross-file checks — a minimal private reading: SafeTab-H's
-    own validating reader (``privtab.data.households``) replaces it at merge."""
-    table = open_table(Path(path), HOUSEHOLD_COLUMNS, log, optional_null=RACE_COLUMNS)
-    if table is None:
-        return None
-    ids = pl.all_horizontal(
-        [to_polars(Digits(c, w, w)) for c, w in ID_WIDTHS.items() if c in BLOCK_COLUMNS]
-    ).fill_null(False)
-    try:
-        df = table.frame.select(
-            ROW,
-            pl.when(ids).then(block_key_expr()).alias(BLOCK),
-            pl.col("HHRACE").cast(pl.UInt8, strict=False),
-            pl.col("HOUSEHOLD_TYPE").cast(pl.UInt8, strict=False),
-        ).collect()
-    except pl.exceptions.ComputeError as exc:
-        diagnose_unreadable(Path(path), exc, log)
-        return None
-    return df
-
-
 def check_households(
     frame: pl.DataFrame, file: str, check: PopulationCheck, log: ProblemLog
 ) -> None:
@@ -919,7 +896,7 @@ def check_population(
     """Validate ``cef-units`` and ``cef-persons`` of a folder and every cross-file rule
     (with ``household-records`` and ``person-records`` when the folder holds them);
     problems into ``log``. ``households``: the household records as a frame (default: read
-    with :func:`households_frame`)."""
+    with :func:`privtab.data.households.households_frame`, every row validated)."""
     data = Path(data_dir)
     units_path = find_input(data, CEF_UNITS_STEM, log)
     persons_path = find_input(data, CEF_PERSONS_STEM, log)
@@ -943,7 +920,7 @@ def check_population(
     n_households: int | None = None
     hh_path = _optional(data, HOUSEHOLDS_STEM)
     if households is None and hh_path is not None:
-        households = households_frame(hh_path, log)
+        households = households_frame(hh_path, log, reference=reference, geography=geography)
     if households is not None:
         n_households = households.height
         check_households(households, str(hh_path or "household-records"), check, log)
@@ -997,7 +974,6 @@ __all__ = [
     "check_person_records",
     "check_population",
     "has_population",
-    "households_frame",
     "load_units",
     "persons_spec",
     "units_spec",

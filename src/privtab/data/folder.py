@@ -7,8 +7,9 @@ A folder written by ``privtab synth`` holds three sets of inputs for the same pe
 - ``population``: ``cef-units`` + ``cef-persons`` (+ ``GRF-C``) and every cross-file rule
   of :mod:`privtab.data.cef` (with ``household-records`` and ``person-records`` when
   present);
-- ``households``: ``household-records`` (+ ``GRF-C``): read as a frame for the cross-file
-  checks (its own validating reader is SafeTab-H's).
+- ``households``: ``household-records`` (+ ``GRF-C``, the reference files): every row
+  validated by its one reader (:func:`privtab.data.households.households_frame`, the
+  production rules), then the cross-file checks.
 
 :func:`validate_folder` collects every problem of every set and raises one
 :class:`~privtab.data.errors.InputValidationError`; nothing is written.
@@ -24,15 +25,7 @@ from typing import Any
 import polars as pl
 
 from privtab.data._scan import find_input
-from privtab.data.cef import (
-    CEF_PERSONS_STEM,
-    CEF_UNITS_STEM,
-    HOUSEHOLDS_STEM,
-    block_keys,
-    blocks_in_grfc,
-    check_population,
-    households_frame,
-)
+from privtab.data.cef import CEF_PERSONS_STEM, CEF_UNITS_STEM, HOUSEHOLDS_STEM, check_population
 from privtab.data.errors import InputValidationError, ProblemLog
 from privtab.data.geography import GRFC_STEM, Geography, load_geography
 from privtab.data.iterations import ReferenceData, load_reference
@@ -92,14 +85,15 @@ def validate_folder(
     if geo is None and wanted != ["persons"]:
         grfc = find_input(data, GRFC_STEM, log)
         geo = None if grfc is None else load_geography(grfc, log, batch_rows=1 << 20)
-    if ref is None and "population" in wanted:
+    if ref is None and ("population" in wanted or "households" in wanted):
         ref = load_reference(resolve_config_path(config).parent, log)
     hh: pl.DataFrame | None = None
     if "households" in wanted:
+        from privtab.data.households import households_frame
+
         path = find_input(data, HOUSEHOLDS_STEM, log)
-        hh = None if path is None else households_frame(path, log)
+        hh = None if path is None else households_frame(path, log, reference=ref, geography=geo)
         if hh is not None:
-            blocks_in_grfc(log, str(path), hh, block_keys(geo))
             summary["households"] = {"records": hh.height}
     if "population" in wanted:
 

@@ -27,9 +27,13 @@ Reading is :class:`privtab.data.persons.PersonReader`'s: batches of 2¹⁸ rows,
 dictionary-encoded, every naming check evaluated once per distinct value of a column, the
 race-code row rules on integers, the block looked up once per run of equal blocks; only
 flagged rows go through the naming checks. Valid rows are handed on as
-:class:`TypedHouseholds` (numpy arrays): block key, geo unit, race codes, ethnicity and
-the household's *slot* ``4 · (HOUSEHOLD_TYPE − 1) + (TEN − 1)`` (0–19), the one attribute
-the SafeTab-H tables read.
+:class:`TypedHouseholds` (numpy arrays): block key, geo unit, race codes, ethnicity, the
+household's *slot* ``4 · (HOUSEHOLD_TYPE − 1) + (TEN − 1)`` (0–19) — the one attribute the
+SafeTab-H tables read — HHRACE and the row's number in the file.
+
+This is the one reader of the file: SafeTab-H aggregates its batches; the cross-file
+checks of a synthetic population (:mod:`privtab.data.cef`, ``privtab validate``) take
+:func:`households_frame`, the same validated rows as a frame.
 """
 
 from __future__ import annotations
@@ -44,6 +48,7 @@ import polars as pl
 from numpy.typing import NDArray
 
 from privtab.data._scan import CodedBatch, find_input, has_rows, open_table
+from privtab.data._tables import ROW
 from privtab.data.errors import Problem, ProblemLog
 from privtab.data.geography import BLOCK, UNIT, Geography
 from privtab.data.iterations import CODES_FILE, ReferenceData
@@ -80,6 +85,7 @@ __all__ = [
     "find_household_file",
     "find_input_file",
     "household_spec",
+    "households_frame",
     "read_households",
     "slot_of",
 ]
@@ -189,14 +195,17 @@ def household_spec(max_race_codes: int = len(RACE_COLUMNS)) -> TableSpec:
 class TypedHouseholds:
     """Typed household rows (numpy arrays, one entry per row): the block key, the geo unit
     (with a geography), ``race`` (the codes of QRACE1..QRACE8 in file order, 0 = ``Null``,
-    shape (rows, 8)), the ethnicity code ``span`` and the ``slot``
-    (:func:`slot_of` of HOUSEHOLD_TYPE and TEN)."""
+    shape (rows, 8)), the ethnicity code ``span``, the ``slot`` (:func:`slot_of` of
+    HOUSEHOLD_TYPE and TEN), ``hhrace`` (HHRACE, 1–63) and ``row`` (the row's number in
+    the file: text, its line, the header being line 1; Parquet, its position)."""
 
     block: NDArray[np.uint64]
     unit: NDArray[np.uint32] | None
     race: NDArray[np.uint16]
     span: NDArray[np.uint16]
     slot: NDArray[np.uint8]
+    hhrace: NDArray[np.uint8]
+    row: NDArray[np.uint64]
 
     def __len__(self) -> int:
         return int(self.block.size)
@@ -207,7 +216,13 @@ class TypedHouseholds:
             return self
         unit = None if self.unit is None else self.unit[rows]
         return TypedHouseholds(
-            self.block[rows], unit, self.race[rows], self.span[rows], self.slot[rows]
+            self.block[rows],
+            unit,
+            self.race[rows],
+            self.span[rows],
+            self.slot[rows],
+            self.hhrace[rows],
+            self.row[rows],
         )
 
     def slots(self) -> NDArray[np.uint64]:
@@ -290,7 +305,11 @@ class _HouseholdPath(_CodedPath):
         slot = slot_of(typed["HOUSEHOLD_TYPE"].astype(np.int16), typed["TEN"].astype(np.int16))
         slot = np.clip(slot, 0, SLOTS - 1).astype(np.uint8)
         race = np.column_stack(columns)
-        return kept, bad, TypedHouseholds(block, unit, race, typed["QSPAN"], slot)
+        hh = batch.columns["HHRACE"]  # bad rows may hold 0 here, never used
+        per_value = hh.values.cast(pl.UInt8, strict=False).fill_null(0).to_numpy()
+        hhrace = per_value.astype(np.uint8, copy=False)[hh.codes]
+        typed_rows = TypedHouseholds(block, unit, race, typed["QSPAN"], slot, hhrace, batch.rows)
+        return kept, bad, typed_rows
 
 
 @dataclass
@@ -354,8 +373,43 @@ def read_households(
             np.zeros((0, len(RACE_COLUMNS)), np.uint16),
             np.zeros(0, np.uint16),
             np.zeros(0, np.uint8),
+            np.zeros(0, np.uint8),
+            np.zeros(0, np.uint64),
         ).canonical()
     return pl.concat(parts)
+
+
+def households_frame(
+    path: str | Path,
+    log: ProblemLog,
+    *,
+    reference: ReferenceData | None = None,
+    geography: Geography | None = None,
+    max_race_codes: int = len(RACE_COLUMNS),
+) -> pl.DataFrame | None:
+    """The household records as a frame for the cross-file checks of a population
+    (:func:`privtab.data.cef.check_population`): ``ROW`` (the row's number in the file),
+    the block key ``BLOCK``, ``HHRACE`` and ``HOUSEHOLD_TYPE``, one row per household in
+    file order. Every row is validated by :class:`HouseholdReader` (with ``reference``:
+    the code lists; with ``geography``: the blocks in GRF-C); problems go to ``log`` and
+    the frame is then ``None``."""
+    before = sum(log.counts.values())
+    reader = HouseholdReader(Path(path), reference, geography, max_race_codes, log=log)
+    parts = [
+        pl.DataFrame(
+            [
+                pl.Series(ROW, t.row, pl.UInt64),
+                pl.Series(BLOCK, t.block, pl.UInt64),
+                pl.Series("HHRACE", t.hhrace, pl.UInt8),
+                pl.Series("HOUSEHOLD_TYPE", t.slot // len(TENURES) + 1, pl.UInt8),
+            ]
+        )
+        for t in reader.households()
+    ]
+    if sum(log.counts.values()) > before:
+        return None
+    schema = {ROW: pl.UInt64, BLOCK: pl.UInt64, "HHRACE": pl.UInt8, "HOUSEHOLD_TYPE": pl.UInt8}
+    return pl.concat(parts) if parts else pl.DataFrame(schema=schema)
 
 
 def find_input_file(directory: Path, stem: str, log: ProblemLog) -> Path | None:

@@ -1,11 +1,10 @@
 """SafeTab-H in ``privtab demo``: Detailed DHC-B of the demo's synthetic population.
 
-:func:`run_demo_h` is what the demo calls after its SafeTab-P release: households of the
-same synthetic population (``household-records`` of the input folder — from ``privtab
-synth`` once it writes them, else derived from the person file by
-:func:`privtab.bench.households.households_from_persons`), the 2020 production NMFv5
-restricted to the demo's states, the T1 just published as the domain, and the same noise
-(secure; seeded and marked NOT private only when asked). Synthetic data: no ledger.
+:func:`run_demo_h` is what the demo calls after its SafeTab-P release: the households of
+the same synthetic population (``household-records`` of the input folder, written by
+``privtab synth``), the 2020 production NMFv5 restricted to the demo's states, the T1 just
+published as the domain, and the same kind of noise (secure; seeded and marked NOT
+private only when asked). Synthetic data: no ledger.
 """
 
 from __future__ import annotations
@@ -37,21 +36,16 @@ def run_demo_h(
     *,
     source: RandomSource | None = None,
     report: bool = True,
+    parameters: Path | None = None,
 ) -> HRunResult:
     """SafeTab-H on the demo's input ``data`` with the T1 of its SafeTab-P release
-    ``t1_release``, into ``out`` (module docstring)."""
+    ``t1_release``, into ``out`` (module docstring); its parameters are written to
+    ``parameters`` (default: ``out``'s sibling ``<name>-params``)."""
     from privtab.safetab_h.run import run_release
     from privtab.tabulate.context import RunOptions
 
-    households = data / "household-records.txt"
-    if not households.exists() and not (data / "household-records.parquet").exists():
-        from privtab.bench.households import households_from_persons
-
-        persons = data / "person-records.txt"
-        if not persons.exists():
-            persons = data / "person-records.parquet"
-        households_from_persons(persons, households)
-    config = demo_parameters_h(out.parent / f"{out.name}-params", states)
+    where = parameters if parameters is not None else out.parent / f"{out.name}-params"
+    config = demo_parameters_h(where, states)
     opts = RunOptions(
         source=source,
         allow_insecure=source is not None and not source.is_private,

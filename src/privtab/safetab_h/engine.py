@@ -18,6 +18,10 @@ The engine is SafeTab-P's (:mod:`privtab.tabulate`) wherever the two share a ste
 3. the chunk's noise, clamping and marginals: :func:`privtab.safetab_h.algorithm.
    tabulate_chunk`, as on every engine.
 
+In the same pass every valid household is fed to the records digest
+(:func:`household_words`, :attr:`HEngine.records`: the data set's identity in the release
+ledger, the same on every engine and for any encoding, row order or format of the file).
+
 Memory is SafeTab-P's (the cells, one geography's products, one chunk), plus one chunk's
 groups × 20 slots. Exact counts never leave the engine: what it yields are noisy rows.
 """
@@ -25,7 +29,7 @@ groups × 20 slots. Exact counts never leave the engine: what it yields are nois
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Protocol
 
 import numpy as np
@@ -33,8 +37,9 @@ import polars as pl
 from numpy.typing import NDArray
 from scipy import sparse
 
+from privtab.accounting.digest import RecordDigest
 from privtab.data.geography import UNIT
-from privtab.data.households import SLOTS
+from privtab.data.households import SLOTS, TypedHouseholds
 from privtab.data.membership import iteration_matrix
 from privtab.safetab_h.algorithm import CellNoise, ChunkOutput, tabulate_chunk
 from privtab.safetab_h.domain import LevelGroups
@@ -59,10 +64,13 @@ from privtab.tabulate.engines.polars import (
 )
 
 __all__ = [
+    "HOUSEHOLDS_SCHEMA",
     "HEngine",
     "PolarsHEngine",
+    "digested",
     "exact_chunks",
     "group_slots",
+    "household_words",
     "level_domain",
     "make_engine",
     "state_slices",
@@ -73,15 +81,45 @@ IDENTITY_SLOTS: NDArray[np.int64] = np.arange(SEX_AGES, dtype=np.int64)
 """Households' slots are kept apart in the region products (no binning)."""
 
 
+HOUSEHOLDS_SCHEMA = "safetab-h households v1: BLOCK<<8|slot; QRACE1-4; QRACE5-8; QSPAN"
+"""What a household's words in the records digest are (:func:`household_words`)."""
+
+
+def household_words(households: TypedHouseholds) -> list[NDArray[np.uint64]]:
+    """The parsed fields of each household row that SafeTab-H reads, as four 64-bit words
+    for the release ledger's records digest (:class:`privtab.accounting.digest.
+    RecordDigest`): the block key (15 digits < 2⁵⁰) with the slot ``4 · (HOUSEHOLD_TYPE −
+    1) + (TEN − 1)``; the householder's QRACE1..8 codes (16 bits each, little-endian: the
+    same words on every machine); QSPAN. Parsed values, so a copy of the file in another
+    encoding, line ending, row order or format has the same words. (HHRACE is validated
+    but not read by the tables, so it is not a word.)"""
+    u64 = np.uint64
+    first = households.block.astype(u64) << u64(8)
+    first |= households.slot.astype(u64)
+    race = np.ascontiguousarray(households.race, dtype="<u2").view("<u8")
+    return [first, race[:, 0], race[:, 1], households.span.astype(u64)]
+
+
+def digested(batches: Iterable[TypedHouseholds], digest: RecordDigest) -> Iterator[TypedHouseholds]:
+    """``batches`` as they are, each fed to ``digest`` first (:func:`household_words`)."""
+    for batch in batches:
+        digest.add(household_words(batch))
+        yield batch
+
+
 class HEngine(Protocol):
     """What a SafeTab-H run needs from an engine."""
 
     name: str
+    records: RecordDigest | None
+    """After :meth:`prepare`: the order-independent digest of the household records it
+    read (:data:`HOUSEHOLDS_SCHEMA`) — the data set's identity in the release ledger;
+    confidential, never published. ``None`` before."""
 
     def prepare(self, inputs: HInputs, say: Say) -> dict[str, int]:
-        """Validate and aggregate the household file; return the households per run
-        (``US``, ``PR``: confidential). Raises :class:`privtab.data.InputValidationError`
-        before anything is written."""
+        """Validate and aggregate the household file (and digest its records into
+        :attr:`records`); return the households per run (``US``, ``PR``: confidential).
+        Raises :class:`privtab.data.InputValidationError` before anything is written."""
         ...
 
     def tabulate(
@@ -188,6 +226,7 @@ class PolarsHEngine:
         self.combos = pl.DataFrame()
         self._iterations: dict[tuple[object, ...], sparse.csr_array] = {}
         self.skipped = 0
+        self.records: RecordDigest | None = None
 
     def prepare(self, inputs: HInputs, say: Say) -> dict[str, int]:
         say(f"validating and aggregating {inputs.households_path}")
@@ -203,14 +242,16 @@ class PolarsHEngine:
                 rate = reader.rows_read / max(seconds, 1e-9) / 1e6
                 say(f"  {reader.rows_read:,} households read ({rate:.2f} M/s)")
 
+        digest = RecordDigest(HOUSEHOLDS_SCHEMA)
         packed = aggregate_records(
-            prefetch(reader.households()),
+            prefetch(digested(reader.households(), digest)),
             inputs.reference.codes,
             starts.to_list(),
             after_batch=progress,
         )
         reader.raise_if_invalid()
         self.skipped = reader.skipped
+        self.records = digest
         matrix = CellMatrix.from_packed(packed.keys, packed.n, packed.combos.height)
         self.products = RegionProducts(matrix, inputs.geography, self.threads, IDENTITY_SLOTS)
         self._states = StateRows(matrix, state_units(inputs.geography))

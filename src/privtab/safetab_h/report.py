@@ -53,8 +53,28 @@ def _headline(rel: Mapping[str, Any]) -> str:
         "person at most twice a household's ρ: ρ<sub>person</sub> = ρ<sub>P</sub> + "
         "2ρ<sub>H</sub>. The statistic level of every group was chosen from SafeTab-P's "
         "published T1 (no budget spent); every noisy cell got independent noise; "
-        "the other cells are sums of noisy cells.</p>"
+        "the other cells are sums of noisy cells.</p>" + _not_drawn(rel)
     )
+
+
+def _not_drawn(rel: Mapping[str, Any]) -> str:
+    """A sentence per run whose guarantee is below its config's budget: the queries that
+    had no T1 population group drew and published nothing (``budget_drawn``)."""
+    found = rel.get("budget_drawn") or {}
+    out = []
+    for scope, run in found.items():
+        if not isinstance(run, Mapping) or not run.get("not_drawn"):
+            continue
+        out.append(
+            f'<p class="sub">{html.escape(scope)} run: '
+            f"{html.escape(', '.join(run['not_drawn']))} had no T1 population group (their "
+            "region type has no region of the run's states, or T1 no group there), so nothing "
+            "was drawn or published for them and the run's guarantee, "
+            f"{html.escape(_guarantee_words(run['charged']))}, is below the config's budget, "
+            f"{html.escape(_guarantee_words(run['configured']))}. Which queries draw is "
+            "decided by public inputs only (T1, GRF-C).</p>"
+        )
+    return "".join(out)
 
 
 def _queries(rel: Mapping[str, Any]) -> tuple[str, list[tuple[str, float, int]]]:

@@ -1,41 +1,49 @@
 """A whole SafeTab-H release: inputs → validated aggregation → every query → files.
 
-:func:`run_release` is what ``privtab safetab-h run`` calls. It works as SafeTab-P's run
-(:mod:`privtab.tabulate.run`), on the same floors:
+:func:`run_release` is what ``privtab safetab-h run`` calls. It is SafeTab-P's run on the
+same floors — the product-neutral run skeleton (:mod:`privtab.publish.run`) and ledger
+steps (:mod:`privtab.publish.ledgering`); SafeTab-H's own part is what happens inside the
+staging folder:
 
 1. **refuses early** (before reading the household file): an output location that would
-   overwrite or lose something (:mod:`privtab.atomic`), bad config / reference files /
-   GRF-C / T1 (:func:`privtab.safetab_h.inputs.load_inputs`); then reserves the release in
-   the operator's ledger (private runs), which refuses past a lifetime budget;
+   overwrite or lose something, is a symbolic link or has no parent folder without
+   ``parents`` (:mod:`privtab.atomic`), a run record inside it; then (in the worker) bad
+   config / reference files / GRF-C / T1 (:func:`privtab.safetab_h.inputs.load_inputs`);
+   then reserves the release in the operator's ledger (private runs), which refuses past
+   a lifetime budget and reports every unconfirmed entry;
 2. validates and aggregates the household file in one streaming pass (any bad row → one
    :class:`privtab.data.InputValidationError` naming file, line, column and value; a run
-   with no household of its states is refused, as production does);
+   with no household of its states is refused, as production does), digesting the parsed
+   households (:class:`privtab.accounting.digest.RecordDigest`, the data set's identity
+   in the ledger, :func:`privtab.publish.ledgering.identify_release`);
 3. tabulates every level of every run (US, PR) that has T1 groups, its T3 and T4 queries
    with a positive budget, chunk by chunk (:class:`~privtab.safetab_h.engine.HEngine`):
    statistic levels from T1, noisy cells, clamping, marginals; the rows go to the Census
    folders ``t3/T03001/`` … ``t4/T04002/`` inside a staging folder; a run whose T1 groups
    hold no household is refused (production's overlap check);
 4. checks every written table (:func:`privtab.safetab_h.validation.validate_output`: a
-   failure publishes nothing), writes ``release.json`` (the guarantee is the exact sum of
-   the charges of the queries that drew noise; the person-level guarantee of DHC-A and
-   DHC-B together beside it), ``report.html`` and — for test runs — ``NOT_PRIVATE``;
-   renames the staging folder onto ``out``; marks the ledger entry published; writes the
-   confidential run record outside the folder.
+   failure publishes nothing) while it writes ``release.json`` (the guarantee is the exact
+   sum of the charges of the queries that drew noise; the person-level guarantee of DHC-A
+   and DHC-B together beside it), ``report.html`` and — for test runs — ``NOT_PRIVATE``;
+   the skeleton renames the staging folder onto ``out`` (its marker carries the folder id
+   the ledger entry records; every file carries the run's start as its time), marks the
+   ledger entry published and writes the confidential run record outside the folder.
 
 Privacy: per household (added or removed), ``Σ_q ρ_q`` of the queries that drew, per run;
 the US and PR runs hold disjoint households, so the release satisfies the larger
 (parallel composition). Per person: :func:`privtab.safetab_h.privacy.person_guarantee`.
 The ledger is charged the person-level part ``2ρ_H`` (a person changes at most one
-household record), so that SafeTab-P and SafeTab-H releases of one population compose in
-it when they share a ``--dataset-id`` (``privtab safetab run --products p,h`` does).
+household record). Its data set, unless ``--dataset-id`` names one, is that of the ledger
+entry of the SafeTab-P release whose T1 the run reads (the entry that wrote the folder,
+found by the folder's marker id), so that DHC-A and DHC-B of one population compose per
+person (``privtab safetab run --products p,h``); without such an entry, the household
+records' digest.
 """
 
 from __future__ import annotations
 
-import datetime as dt
 import logging
 import os
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -43,18 +51,32 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from privtab import __version__
 from privtab.accounting.exact import ExactGuarantee
-from privtab.atomic import InterruptGuard, atomic_directory, check_output
 from privtab.data import Scope
 from privtab.data.errors import Problem, ProblemLog
-from privtab.errors import RunFailedError, UsageError
-from privtab.mechanisms.base import release_source
 from privtab.mechanisms.counts import mechanism_cost
 from privtab.publish.census import CensusWriter, outputs_manifest
+from privtab.publish.context import ReleaseContext
+from privtab.publish.ledgering import (
+    dataset_of_folder,
+    fingerprints,
+    identify_release,
+    reserve_release,
+)
+from privtab.publish.run import (
+    ReleaseResult,
+    finish_staged,
+    new_release_document,
+    public_config,
+    public_label,
+    publish_release,
+    read_unchanged,
+    start_release,
+)
+from privtab.publish.worker import background
 from privtab.release.document import KIND_H, LevelEntry, ReleaseDocument, RunEntry
-from privtab.release.marking import parquet_metadata, write_not_private
-from privtab.release.record import RunRecord, check_record_path, default_record_path
+from privtab.release.marking import parquet_metadata
+from privtab.release.record import RunRecord
 from privtab.safetab_h.config import TABLES
 from privtab.safetab_h.engine import HEngine, make_engine
 from privtab.safetab_h.inputs import HInputs, load_inputs, resolve_config_path
@@ -63,12 +85,9 @@ from privtab.safetab_h.queries import HPlan, QueryPlan
 from privtab.safetab_h.tables import DESIGNS, census_tables, wide_schema
 from privtab.tabulate.chunk import Drawing
 from privtab.tabulate.context import RunOptions
-from privtab.tabulate.ledgering import cancel_quietly, commit_quietly
-from privtab.tabulate.worker import background, in_worker
 
 if TYPE_CHECKING:
-    from privtab.accounting.odometer import Reservation
-    from privtab.random import RandomSource
+    from privtab.release.document import ReleaseDocument as _Doc
     from privtab.safetab_h.domain import LevelGroups
 
 __all__ = ["HRunResult", "run_release"]
@@ -77,61 +96,77 @@ LOG = logging.getLogger("privtab.safetab_h")
 
 
 @dataclass
-class HRunResult:
-    """What a run published (``document``) and what only the operator may see (``record``)."""
+class HRunResult(ReleaseResult):
+    """What a SafeTab-H run published (``document``: ``release.json``, per household and
+    per person) and what only the operator may see (``record``)."""
 
-    out: Path
-    document: ReleaseDocument
-    record: RunRecord
-    record_path: Path | None
-    warnings: list[str] = field(default_factory=list)
-    interrupted_after_publication: bool = False
+    def summary(self) -> dict[str, Any]:
+        """The JSON summary of the run (``privtab safetab-h run --json``): where it is, the
+        guarantee per household (beside the config's budget and the queries that drew
+        nothing: ``budget_drawn``) and per person, the rows per table, ε per analysis and the
+        domain. No timing, no count of the confidential file (they are in the run record)."""
+        rel = self.release
+        rows = {
+            f: m["rows"]
+            for f, m in rel["outputs"]["files"].items()
+            if m["kind"] in ("census_text", "census_parquet")
+        }
+        return {
+            "out": str(self.out),
+            "private": rel["private"],
+            "run_record": str(self.record_path) if self.record_path else None,
+            "guarantee": rel["guarantee"],
+            "budget_drawn": rel.get("budget_drawn"),
+            "person_level": rel["person_level"],
+            "rows": rows,
+            "epsilon": {
+                s: {k: v["epsilon"] for k, v in run["privacy"].items()}
+                for s, run in rel["runs"].items()
+                if run["privacy"]
+            },
+            "domain": rel["domain"],
+        }
 
-    @property
-    def private(self) -> bool:
-        return self.document.private
+    def headline(self) -> str:
+        """One line: where the release is, its rows and its guarantees (exact)."""
+        p = self.release["person_level"]
+        g = ExactGuarantee.from_json(p["guarantee"])
+        person = (
+            f"{g} ({p['formula']})"
+            if p["complete"]
+            else f"{g} for DHC-B's part (SafeTab-P's is not known: {p['persons_source']})"
+        )
+        rows = sum(self.summary()["rows"].values())
+        return (
+            f"SafeTab-H release written to {self.out}: {rows:,} rows; per household "
+            f"{self.document.guarantee}; per person {person}"
+            + ("" if self.private else " — NOT PRIVATE (test run)")
+        )
 
-    @property
-    def release(self) -> dict[str, Any]:
-        return self.document.to_json()
 
-    @property
-    def seconds(self) -> dict[str, float]:
-        return self.record.seconds
-
-
-@dataclass
-class _Context:
-    """Everything one run needs (resolved once, read by the worker)."""
+@dataclass(kw_only=True)
+class _Context(ReleaseContext):
+    """Everything one SafeTab-H run needs (resolved once, read by the worker): the
+    product-neutral run state and SafeTab-H's inputs."""
 
     config: Path
     data_dir: Path
     t1: Path | None
-    out: Path
     opts: RunOptions
-    source: RandomSource
     engine: HEngine
-    say: Callable[[str], None]
-    cancel: threading.Event
-    started_utc: str
     persons: ExactGuarantee | None
     persons_source: str
-    seconds: dict[str, float] = field(default_factory=dict)
+    t1_release: Path | None = None
+    """The privtab SafeTab-P release folder the T1 comes from (``None``: another T1)."""
     nonnegative: bool = False
-    reservation: Reservation | None = None
-    inputs_record: dict[str, dict[str, Any]] = field(default_factory=dict)
-    warnings: list[str] = field(default_factory=list)
 
-    @property
-    def private(self) -> bool:
-        return self.source.is_private and self.opts.noise
 
-    def progress(self, msg: str) -> None:
-        if self.cancel.is_set():
-            from privtab.tabulate.context import RunCancelledError
+@dataclass
+class _Built:
+    """What the worker produced in the staging folder."""
 
-            raise RunCancelledError("interrupted")
-        self.say(msg)
+    document: ReleaseDocument
+    record: RunRecord
 
 
 def run_release(
@@ -152,68 +187,50 @@ def run_release(
     a privtab release). Raises a :class:`privtab.errors.UserError` for anything the user
     can fix (nothing is written); :class:`KeyboardInterrupt` when interrupted before
     publication (nothing is written)."""
+    from privtab.errors import UsageError
+
     opts = options or RunOptions()
-    if not opts.noise and not opts.allow_insecure:
-        raise UsageError("noise=False releases exact counts: allowed only with allow_insecure")
     if not isinstance(opts.engine, str):
         raise UsageError("SafeTab-H takes an engine by name: polars or spark")
-    source = release_source(opts.source, opts.allow_insecure, "SafeTab-H")
     config_path = resolve_config_path(config)
     t1_path = None if t1 is None else Path(t1)
     protect = [Path(data_dir), config_path.parent if config is not None else config_path]
     protect += [t1_path] if t1_path is not None else []
-    check_output(out, overwrite=opts.overwrite, kind="release", protect=protect)
-    record_path = Path(opts.run_record) if opts.run_record else default_record_path(out)
-    check_record_path(record_path)
-    found, where = (persons, "given") if persons is not None else _t1_guarantee(t1_path)
+    start = start_release(opts, product="SafeTab-H", out=out, protect=protect)
+    release = _t1_release(t1_path)
+    found, where = (persons, "given") if persons is not None else _t1_guarantee(release)
+    engine = make_engine(opts.engine)
     ctx = _Context(
         config=config_path,
         data_dir=Path(data_dir),
         t1=t1_path,
         out=Path(out),
         opts=opts,
-        source=source,
-        engine=make_engine(opts.engine),
+        source=start.source,
+        engine=engine,
         say=progress or LOG.info,
-        cancel=threading.Event(),
-        started_utc=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        started_utc=start.started_utc,
+        started_at=start.started_at,
         persons=found,
         persons_source=where,
+        t1_release=None if release is None else release[0],
     )
-    started = time.monotonic()
-    with InterruptGuard() as guard:
-        try:
-            with atomic_directory(
-                out, kind="release", overwrite=opts.overwrite, protect=protect, guard=guard
-            ) as tmp:
-                try:
-                    document, record = in_worker(lambda: _build(ctx, tmp), ctx.cancel)
-                except BaseException:
-                    cancel_quietly(ctx.reservation)
-                    raise
-        finally:
-            try:
-                ctx.engine.close()
-            except Exception as exc:  # clean-up must not hide the outcome
-                ctx.warnings.append(f"closing the {ctx.engine.name} engine failed: {exc}")
-        record.ledger = commit_quietly(ctx.reservation, ctx.out, ctx.warnings)
-        record.seconds["total"] = time.monotonic() - started
-        written = _write_record(record, record_path, ctx.warnings)
+    done = publish_release(ctx, start, engine, lambda tmp: _build(ctx, tmp))
     return HRunResult(
         out=ctx.out,
-        document=document,
-        record=record,
-        record_path=written,
-        warnings=ctx.warnings,
-        interrupted_after_publication=guard.deferred is not None,
+        document=done.built.document,
+        record=done.built.record,
+        record_path=done.record_path,
+        interrupted_after_publication=done.interrupted_after_publication,
+        warnings=done.warnings,
     )
 
 
-def _t1_guarantee(t1: Path | None) -> tuple[ExactGuarantee | None, str]:
-    """SafeTab-P's per-person guarantee when the T1 is a privtab SafeTab-P release (its
-    folder or its ``t1/``), else ``None``."""
+def _t1_release(t1: Path | None) -> tuple[Path, _Doc] | None:
+    """The privtab SafeTab-P release folder the T1 ``t1`` belongs to (the folder or its
+    ``t1/``) and its ``release.json``, or ``None``."""
     if t1 is None:
-        return None, "unknown: the T1 is not a privtab SafeTab-P release"
+        return None
     from privtab.release.document import KIND, ReleaseDocumentError, read_release_document
 
     for folder in (t1, t1.parent):
@@ -223,21 +240,22 @@ def _t1_guarantee(t1: Path | None) -> tuple[ExactGuarantee | None, str]:
             except ReleaseDocumentError:
                 continue
             if doc.kind == KIND:
-                note = "" if doc.private else " (NOT PRIVATE: a test release)"
-                return doc.guarantee, f"the SafeTab-P release that published the T1{note}"
-    return None, "unknown: the T1 is not a privtab SafeTab-P release"
+                return folder, doc
+    return None
 
 
-def _write_record(record: RunRecord, path: Path, warnings: list[str]) -> Path | None:
-    try:
-        return record.write(path)
-    except OSError as exc:
-        warnings.append(f"the confidential run record could not be written to {path}: {exc}")
-        return None
+def _t1_guarantee(release: tuple[Path, _Doc] | None) -> tuple[ExactGuarantee | None, str]:
+    """SafeTab-P's per-person guarantee when the T1 is a privtab SafeTab-P release, else
+    ``None``."""
+    if release is None:
+        return None, "unknown: the T1 is not a privtab SafeTab-P release"
+    doc = release[1]
+    note = "" if doc.private else " (NOT PRIVATE: a test release)"
+    return doc.guarantee, f"the SafeTab-P release that published the T1{note}"
 
 
 # ----------------------------------------------------------------------------- the worker
-def _build(ctx: _Context, tmp: Path) -> tuple[ReleaseDocument, RunRecord]:
+def _build(ctx: _Context, tmp: Path) -> _Built:
     """Everything up to publication, inside the staging folder ``tmp``."""
     ctx.progress("reading config, reference files, GRF-C and T1")
     t0 = time.monotonic()
@@ -247,14 +265,20 @@ def _build(ctx: _Context, tmp: Path) -> tuple[ReleaseDocument, RunRecord]:
     ctx.nonnegative = not inputs.config.allow_negative_counts if opt is None else opt
     plans = {s: HPlan.from_config(inputs.config, inputs.reference, s) for s in inputs.config.scopes}
     drawn = {s: _drawn(inputs, s, p) for s, p in plans.items()}
-    ctx.inputs_record = inputs.fingerprints()
-    ctx.reservation = _reserve(ctx, inputs, drawn)
+    _warn_undrawn(plans, drawn)
+    ctx.inputs_record = fingerprints(inputs.input_files())
+    _reserve(ctx, inputs, drawn)
     ctx.seconds["inputs"] = time.monotonic() - t0
+    ctx.phase("inputs")
     analyses = {s: background(partial(_analyse, p, ctx.opts)) for s, p in drawn.items()}
     t0 = time.monotonic()
-    households = _aggregate(ctx, inputs)
+    households = read_unchanged(
+        inputs.households_path, "household", lambda: ctx.engine.prepare(inputs, ctx.progress)
+    )
     ctx.seconds["aggregate"] = time.monotonic() - t0
     _check_households(inputs, households)
+    records = ctx.engine.records
+    identify_release(ctx, None if records is None else records.key)
     t0 = time.monotonic()
     tables = census_tables()
     schemas = {t.name: wide_schema(DESIGNS[t.folder.split("/")[0]]) for t in tables}
@@ -265,22 +289,21 @@ def _build(ctx: _Context, tmp: Path) -> tuple[ReleaseDocument, RunRecord]:
         runs = {s: _tabulate_run(ctx, inputs, s, plans[s], writer) for s in inputs.config.scopes}
     ctx.seconds["tabulate_and_write"] = time.monotonic() - t0
     _check_overlap(inputs, runs)
-    # the written tables are checked (polars, off the GIL) while release.json and the
-    # report are written; a failed check is raised first and publishes nothing
-    validated = background(partial(_validate_staged, ctx, inputs, tmp, list(plans.values())))
-    try:
-        outputs = outputs_manifest(tmp, writer.files)
-        document = _document(ctx, inputs, runs, plans, analyses, outputs)
-        document.write(tmp)
-        if not document.private:
-            write_not_private(tmp, document.noise)
-        if ctx.opts.report:
-            from privtab.safetab_h.report import write_report
+    ctx.phase("write")
 
-            ctx.progress("writing report.html")
-            write_report(tmp / "report.html", document.to_json())
-    finally:
-        validated()
+    def report(document: ReleaseDocument) -> None:
+        from privtab.safetab_h.report import write_report
+
+        write_report(tmp / "report.html", document.to_json())
+
+    outputs = outputs_manifest(tmp, writer.files)
+    document = finish_staged(
+        ctx,
+        tmp,
+        validate=partial(_validate_staged, ctx, inputs, tmp, list(plans.values())),
+        document=partial(_document, ctx, inputs, runs, plans, analyses, outputs),
+        report=report,
+    )
     record = RunRecord(
         release=str(Path(os.path.abspath(ctx.out))),
         started_utc=ctx.started_utc,
@@ -293,24 +316,7 @@ def _build(ctx: _Context, tmp: Path) -> tuple[ReleaseDocument, RunRecord]:
             for s, r in runs.items()
         ],
     )
-    return document, record
-
-
-def _aggregate(ctx: _Context, inputs: HInputs) -> dict[str, int]:
-    """Validate and aggregate the household file; refuse a file that changes while read."""
-    from privtab.errors import InputError
-
-    path = inputs.households_path
-    before = path.stat()
-    households = ctx.engine.prepare(inputs, ctx.progress)
-    after = path.stat() if path.exists() else None
-    if after is None or (before.st_size, before.st_mtime_ns) != (after.st_size, after.st_mtime_ns):
-        raise InputError(
-            "the household file changed while it was read (size or modification time differ)",
-            file=str(path),
-            hint="run again on a file that is not being written",
-        )
-    return households
+    return _Built(document, record)
 
 
 def _warn_dropped(ctx: _Context, inputs: HInputs) -> None:
@@ -346,6 +352,59 @@ def _drawn(inputs: HInputs, scope: Scope, plan: HPlan) -> HPlan:
     return HPlan(plan.privacy_defn, keep, plan.source)
 
 
+def _undrawn(plan: HPlan, drawn: HPlan) -> list[str]:
+    """The queries of the config (positive budget) that draw nothing: no T1 population
+    group at their (region type, iteration level) — e.g. AIANNH when no block of the run's
+    states lies in an American Indian / Alaska Native / Native Hawaiian area. Public: the
+    groups are T1's and the regions GRF-C's, never the household file's."""
+    kept = {q.key for q in drawn.queries}
+    return [q.key for q in plan.queries if q.key not in kept]
+
+
+def _warn_undrawn(plans: dict[Scope, HPlan], drawn: dict[Scope, HPlan]) -> None:
+    """Say which queries draw nothing and that the guarantee is then below the config's
+    budget (it is derived from the mechanisms that draw)."""
+    for scope, plan in plans.items():
+        missing = _undrawn(plan, drawn[scope])
+        if missing:
+            LOG.warning(
+                "%s run: %d quer%s of the config ha%s no T1 population group (%s): nothing is "
+                "drawn or published for %s, so the run's guarantee per household is %s, below "
+                "the config's budget %s",
+                scope.value,
+                len(missing),
+                "y" if len(missing) == 1 else "ies",
+                "s" if len(missing) == 1 else "ve",
+                ", ".join(missing),
+                "it" if len(missing) == 1 else "them",
+                _planned({scope: drawn[scope]}),
+                plan.exact_guarantee(),
+            )
+
+
+def _budget_drawn(
+    plans: dict[Scope, HPlan], runs: dict[Scope, _RunOut], inputs: HInputs
+) -> dict[str, Any]:
+    """``release.json``'s ``budget_drawn``: per run, the config's budget, the guarantee
+    charged (the mechanisms that drew) and the queries that drew nothing, with why."""
+    out: dict[str, Any] = {}
+    for scope, plan in plans.items():
+        drawn = _drawn(inputs, scope, plan)
+        out[scope.value] = {
+            "configured": plan.exact_guarantee().to_json(),
+            "charged": runs[scope].guarantee.to_json(),
+            "not_drawn": _undrawn(plan, drawn),
+        }
+    out["note"] = (
+        "the guarantee is derived from the mechanisms that drew noise: a query of the config "
+        "with no T1 population group at its region type and iteration level (its region "
+        "type has no region of the run's states in GRF-C, or T1 has no group there) draws "
+        "and publishes nothing and spends none of its budget. Which queries draw is decided "
+        "by public inputs only (T1, GRF-C, the reference files), never by the households."
+    )
+    return out
+
+
 def _planned(drawn: dict[Scope, HPlan]) -> ExactGuarantee:
     definition = "zcdp" if next(iter(drawn.values())).privacy_defn == "zcdp" else "pure"
     return ExactGuarantee.parallel(
@@ -354,27 +413,24 @@ def _planned(drawn: dict[Scope, HPlan]) -> ExactGuarantee:
     )
 
 
-def _reserve(ctx: _Context, inputs: HInputs, drawn: dict[Scope, HPlan]) -> Reservation | None:
+def _reserve(ctx: _Context, inputs: HInputs, drawn: dict[Scope, HPlan]) -> None:
     """Reserve the release in the ledger, before the household file is read (private runs
-    only): the person-level part ``2 ρ_H`` against the data set (module docstring)."""
+    only): the person-level part ``2 ρ_H``, against the data set of the SafeTab-P release
+    whose T1 this run reads when the ledger has it (module docstring)."""
     if not (ctx.private and ctx.opts.use_ledger):
-        return None
-    from privtab.accounting.odometer import ReleaseLedger
-
-    planned = _planned(drawn).times(PERSON_FACTOR)
-    digest = ctx.inputs_record[str(inputs.households_path)]["sha256"]
-    dataset = ctx.opts.dataset_id or f"sha256:{digest}"
-    ledger = ReleaseLedger.open(ctx.opts.ledger)
-    ctx.progress(f"checking the release ledger {ledger.path}")
-    return ledger.reserve(
-        dataset,
-        planned,
-        release=str(Path(os.path.abspath(ctx.out))),
-        plan="SafeTab-H per person (2 x rho per household): "
-        + " + ".join(p.source for p in drawn.values()),
-        lifetime=ctx.opts.lifetime,
-        allow_more=ctx.opts.allow_more_releases,
+        return
+    dataset = None
+    if ctx.opts.dataset_id is None and ctx.t1_release is not None:
+        dataset = dataset_of_folder(ctx.opts.ledger, ctx.t1_release)
+        if dataset is not None:
+            ctx.progress(
+                f"the data set: that of the SafeTab-P release {ctx.t1_release} in the ledger"
+            )
+    label = "SafeTab-H per person (2 x rho per household): " + " + ".join(
+        p.source for p in drawn.values()
     )
+    planned = _planned(drawn).times(PERSON_FACTOR)
+    reserve_release(ctx, inputs.households_path, planned, label, dataset=dataset)
 
 
 def _analyse(plan: HPlan, opts: RunOptions) -> dict[str, Any]:
@@ -531,46 +587,19 @@ def _check_overlap(inputs: HInputs, runs: dict[Scope, _RunOut]) -> None:
 
 
 def _validate_staged(ctx: _Context, inputs: HInputs, tmp: Path, plans: list[HPlan]) -> None:
-    from privtab.publish.validation import OutputValidationError
+    """Every written table against the Census output rules (run by
+    :func:`privtab.publish.run.check_staged`: a failure publishes nothing)."""
     from privtab.safetab_h.validation import OutputRulesH, validate_output
 
-    ctx.progress("validating the written tables (Census output rules)")
-    t0 = time.monotonic()
     rules = OutputRulesH(inputs.config.states(), not ctx.nonnegative, inputs.config.source)
     groups = [inputs.groups[s] for s in inputs.config.scopes]
-    try:
-        validate_output(tmp, rules=rules, groups=groups, plans=plans)
-    except OutputValidationError as exc:
-        lines = str(exc).replace(str(tmp), str(ctx.out)).splitlines()
-        shown = "\n".join(
-            lines[:6] + ([f"  ... ({len(lines) - 6} more)"] if len(lines) > 6 else [])
-        )
-        raise RunFailedError(
-            f"the written release failed output validation, so it was not published: {shown}",
-            hint="this is a defect of privtab: please report it with the message",
-        ) from exc
-    ctx.seconds["validate_output"] = time.monotonic() - t0
-
-
-def _public_config(inputs: HInputs) -> dict[str, Any]:
-    """The config for ``release.json``: its values, and as its source the file's **name and
-    SHA-256** — never its path, which names folders of the operator's machine (as
-    SafeTab-P's ``release.json``)."""
-    from privtab.data.inputs import sha256_file
-
-    cfg = inputs.config.to_dict()
-    where = Path(str(cfg.get("source", "")))
-    cfg["source"] = where.name
-    cfg["source_sha256"] = sha256_file(where) if where.is_file() else None
-    return cfg
+    validate_output(tmp, rules=rules, groups=groups, plans=plans)
 
 
 def _public_plan(plan: HPlan, source: str) -> dict[str, Any]:
     """``plan.to_dict()`` with the config's path in its label replaced by the file's name."""
     d = plan.to_dict()
-    if source:
-        d["source"] = str(d.get("source", "")).replace(source, Path(source).name)
-    return d
+    return {**d, "source": public_label(str(d.get("source", "")), source)}
 
 
 def _document(
@@ -581,8 +610,6 @@ def _document(
     analyses: dict[Scope, Callable[[], dict[str, Any]]],
     outputs: dict[str, Any],
 ) -> ReleaseDocument:
-    from privtab.data.inputs import sha256_file
-
     guarantee = ExactGuarantee.parallel(r.guarantee for r in runs.values())
     worst = max(runs, key=lambda s: runs[s].guarantee.as_zcdp().value)
     entries = {
@@ -605,25 +632,25 @@ def _document(
             "exactly: each run is the sequential composition of its queries (a household is "
             "in one cell of at most s groups of a query); the US and PR runs hold disjoint "
             "households (parallel composition). Floats are rounded up; the exact value is "
-            "beside them. person_level: the guarantee per person of DHC-A and DHC-B together."
+            "beside them. budget_drawn: the config's budget beside what was charged, and the "
+            "queries that drew nothing (no T1 group). person_level: the guarantee per person "
+            "of DHC-A and DHC-B together."
         ),
         "person_level": person_guarantee_json(
             guarantee, ctx.persons, ctx.persons_source, ctx.opts.delta
         ),
+        "budget_drawn": _budget_drawn(plans, runs, inputs),
         "plan": _public_plan(plans[worst], inputs.config.source),
         "engine": ctx.engine.name,
-        "config": _public_config(inputs),
+        "config": public_config(inputs.config.to_dict()),
         "domain": {s.value: inputs.groups[s].to_dict() for s in inputs.config.scopes},
-        "public_inputs": {p.name: {"sha256": sha256_file(p)} for p in inputs.public_files()},
-        "outputs": outputs,
     }
-    return ReleaseDocument(
-        privtab_version=__version__,
-        started_utc=ctx.started_utc,
-        private=ctx.private,
-        noise="off (exact counts: NOT PRIVATE)" if not ctx.opts.noise else ctx.source.description,
+    return new_release_document(
+        ctx,
         guarantee=guarantee,
         runs=entries,
+        public=inputs.public_files(),
+        outputs=outputs,
         postprocessing={
             "nonnegative": ctx.nonnegative,
             "clamping": "each noisy cell clamped at 0 before the marginals (production)"

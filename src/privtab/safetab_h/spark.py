@@ -10,8 +10,10 @@ cell shuffle) and the same Python code as the embedded engine
    row groups, or text byte ranges); each task reads its part with
    :class:`privtab.data.households.HouseholdReader` (every row validated, only the run's
    states kept) and aggregates it (:func:`privtab.tabulate.aggregate.aggregate_typed`).
-   The driver learns each part's rows and problems (never a count) and raises the polars
-   engine's :class:`~privtab.data.InputValidationError`, before anything is written;
+   The driver learns each part's rows, problems and records digest (never a count;
+   :func:`~privtab.safetab_h.engine.household_words`, merged in any order: the polars
+   engine's key) and raises the polars engine's :class:`~privtab.data.InputValidationError`,
+   before anything is written;
    a shuffle brings each partition's cells together into its cell matrix (cached).
 2. **per level** (one Spark job): a level nested in states is tabulated inside the task of
    each partition — ``F = (S X) B`` of its states' chunks, the chunk's T1 groups gathered
@@ -41,6 +43,7 @@ import polars as pl
 from numpy.typing import NDArray
 from scipy import sparse
 
+from privtab.accounting.digest import RecordDigest
 from privtab.data import Geography, GeoLevel, ReferenceData
 from privtab.data.errors import ProblemLog
 from privtab.data.households import SLOTS, HouseholdReader
@@ -50,7 +53,9 @@ from privtab.random import RandomSource
 from privtab.safetab_h.algorithm import CellNoise, ChunkOutput, tabulate_chunk
 from privtab.safetab_h.domain import LevelGroups
 from privtab.safetab_h.engine import (
+    HOUSEHOLDS_SCHEMA,
     IDENTITY_SLOTS,
+    digested,
     exact_chunks,
     level_domain,
     state_slices,
@@ -102,7 +107,7 @@ class _Reading:
 @dataclass(frozen=True)
 class _Part:
     """A part's rows, households and problems (rows numbered within the part), its cells
-    if it had no problem, or ``unreadable``."""
+    and records digest if it had no problem, or ``unreadable``."""
 
     index: int
     rows: int
@@ -110,6 +115,7 @@ class _Part:
     log: ProblemLog | None
     cells: Cells | None
     unreadable: bool = False
+    records: RecordDigest | None = None
 
     @property
     def report(self) -> _Part:
@@ -167,6 +173,7 @@ class SparkHEngine:
         self._cells: RDD[tuple[int, StateRows]] | None = None
         self._layout: StateLayout | None = None
         self._shared: dict[object, Broadcast[Any]] = {}
+        self.records: RecordDigest | None = None
 
     def start(self) -> None:
         self.session.start()
@@ -212,8 +219,12 @@ class SparkHEngine:
         read = read.persist(StorageLevel.MEMORY_AND_DISK)
         try:
             found = sorted(read.map(_summary).collect(), key=lambda r: r[0])
-            _raise_if_invalid(inputs, found)
-            combos, ids = numbered_combos([c for *_, c in found])
+            _raise_if_invalid(inputs, [f[:5] for f in found])
+            digest = RecordDigest(HOUSEHOLDS_SCHEMA)
+            for *_, part_digest in found:
+                if part_digest is not None:
+                    digest.merge(part_digest)
+            combos, ids = numbered_combos([f[4] for f in found])
             self._shared["ids"] = ids_b = sc.broadcast(ids)
             cells = (
                 read.filter(lambda r: r.cells is not None)
@@ -229,6 +240,7 @@ class SparkHEngine:
         finally:
             read.unpersist()
         self._cells, self._layout, self.combos, self.inputs = cells, layout, combos, inputs
+        self.records = digest
         out = {run: sum(t.get(run, 0) for t in totals) for run in per_run}
         say(f"{sum(out.values()):,} households of the runs' states")
         return out
@@ -373,18 +385,23 @@ def _read_part(shared: Broadcast[_Reading], item: tuple[int, FilePart]) -> _Part
     reader = HouseholdReader(Path(r.path), r.reference, r.geography, r.max_race_codes,
                              part=part, run_states=r.run_states)  # fmt: skip
     starts = sorted(a for a, _ in r.layout.state_units.values())
+    digest = RecordDigest(HOUSEHOLDS_SCHEMA)
     try:
-        cells = aggregate_typed(reader.households(), r.reference.codes, starts)
+        cells = aggregate_typed(digested(reader.households(), digest), r.reference.codes, starts)
     except pl.exceptions.ComputeError:
         return _Part(index, 0, 0, None, None, unreadable=True)
     if reader.log:
         return _Part(index, reader.part_rows, 0, reader.log, None)
-    return _Part(index, reader.part_rows, cells.persons, None, cells)
+    return _Part(index, reader.part_rows, cells.persons, None, cells, records=digest)
 
 
-def _summary(p: _Part) -> tuple[int, int, bool, ProblemLog | None, pl.DataFrame | None]:
-    """What the driver learns of a part: its rows, problems and distinct combinations."""
-    return p.index, p.rows, p.unreadable, p.log, None if p.cells is None else p.cells.combos
+def _summary(
+    p: _Part,
+) -> tuple[int, int, bool, ProblemLog | None, pl.DataFrame | None, RecordDigest | None]:
+    """What the driver learns of a part: its rows, problems, distinct combinations and
+    records digest (no count)."""
+    combos = None if p.cells is None else p.cells.combos
+    return p.index, p.rows, p.unreadable, p.log, combos, p.records
 
 
 def _households(runs: dict[str, tuple[str, ...]], item: tuple[int, StateRows]) -> dict[str, int]:

@@ -14,8 +14,9 @@ Inside (one job per module): ``domain`` (the public domain of a level and its ch
 1–3 over arrays; the noise draw), ``tables`` (T1/T2 frames), ``chunk`` (one chunk: counts
 in, tables out), ``results`` (chunk and level tallies), ``evaluation`` (the non-private
 diagnostic), ``engines`` (Polars, Spark), ``charges`` (the derived guarantee), ``output``
-(writers), ``runs`` / ``describe`` / ``ledgering`` / ``worker`` / ``context`` / ``run``
-(the orchestration of a release), ``report`` (report.html). See ``docs/safetab.md``.
+(writers), ``runs`` / ``describe`` / ``context`` / ``run``
+(SafeTab-P's part of a release; the run skeleton, the ledger steps and the worker thread
+are :mod:`privtab.publish`'s), ``report`` (report.html). See ``docs/safetab.md``.
 
 Importing :mod:`privtab.tabulate` is cheap: names are loaded on first use.
 """

@@ -9,30 +9,23 @@ reservation, the cancellation flag the worker checks at its safe points).
 from __future__ import annotations
 
 import logging
-import threading
-import uuid
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from privtab._options import choice
 from privtab.accounting.exact import ExactGuarantee
 from privtab.errors import UsageError
+from privtab.publish.context import Progress, ReleaseContext, RunCancelledError
 from privtab.random import RandomSource
 
 if TYPE_CHECKING:
-    from privtab.accounting.odometer import Reservation
     from privtab.tabulate.engines import Engine
 
 __all__ = ["Progress", "RunCancelledError", "RunContext", "RunOptions", "phase"]
 
-Progress = Callable[[str], None]
 LOG = logging.getLogger("privtab.tabulate")
-
-
-class RunCancelledError(Exception):
-    """The worker noticed that the run was interrupted (raised at a safe point)."""
 
 
 @dataclass(frozen=True)
@@ -170,54 +163,19 @@ def phase(name: str) -> None:
     place where tests hold a run to deliver a signal in a known phase. Does nothing."""
 
 
-@dataclass
-class RunContext:
-    """Everything one run needs (resolved once, read by the worker)."""
+@dataclass(kw_only=True)
+class RunContext(ReleaseContext):
+    """Everything one SafeTab-P run needs (resolved once, read by the worker): the
+    product-neutral run state (:class:`privtab.publish.context.ReleaseContext`) with the
+    config, the data folder, the engine and the clamping rule."""
 
     config: Path
     data_dir: Path
-    out: Path
     opts: RunOptions
-    source: RandomSource
     engine: Engine
-    say: Progress
-    cancel: threading.Event
-    started_utc: str
-    """When the run started (UTC ISO 8601, whole seconds), before any data is read."""
-    started_at: float
-    """The same instant in seconds since the epoch: every file of the release carries it as
-    its modification time (:func:`privtab.atomic.atomic_directory`)."""
-    folder_id: str = field(default_factory=lambda: uuid.uuid4().hex)
-    """The random id of the release folder (its marker's ``id``; the ledger entry's
-    ``folder``)."""
-    seconds: dict[str, float] = field(default_factory=dict)
     nonnegative: bool = False
     """Clamp published counts at 0 (the option, else the config's rule; set in _build)."""
-    reservation: Reservation | None = None
-    """The pending entry of this release in the release ledger (private runs)."""
-    ledger_step: threading.Lock = field(default_factory=threading.Lock)
-    """Held by the worker while it changes the ledger, and by the main thread while it
-    withdraws the reservation of an interrupted run: a reservation is either withdrawn or
-    never made, whatever the moment of the signal."""
-    warnings: list[str] = field(default_factory=list)
-    """What the run reports to the operator at the end (stderr / ``UserWarning``)."""
-    inputs_record: dict[str, dict[str, Any]] = field(default_factory=dict)
-    """SHA-256 and size of every input (confidential: for the run record only)."""
 
-    @property
-    def private(self) -> bool:
-        return self.source.is_private and self.opts.noise
-
-    def check(self) -> None:
-        """A safe point: stop if the run was interrupted."""
-        if self.cancel.is_set():
-            raise RunCancelledError("interrupted")
-
-    def phase(self, name: str) -> None:
-        """A named point of the run and a safe point (see :func:`phase`)."""
+    def hook(self, name: str) -> None:
+        """SafeTab-P's named points call this module's :func:`phase` (the tests' hook)."""
         phase(name)
-        self.check()
-
-    def progress(self, msg: str) -> None:
-        self.check()
-        self.say(msg)

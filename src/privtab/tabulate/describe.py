@@ -14,11 +14,10 @@ from fractions import Fraction
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from privtab import __version__
 from privtab.accounting.exact import ExactGuarantee
 from privtab.data import SafeTabInputs, Scope
-from privtab.data.inputs import sha256_file
-from privtab.release.document import LevelEntry, ReleaseDocument, RunEntry
+from privtab.publish.run import new_release_document, public_config, public_label
+from privtab.release.document import KIND, LevelEntry, ReleaseDocument, RunEntry
 from privtab.release.record import RunRecord
 from privtab.tabulate.context import RunContext
 from privtab.tabulate.output import outputs_manifest
@@ -99,30 +98,18 @@ def release_document(
         ),
         "plan": dict(runs[worst].plan),
         "engine": ctx.engine.name,
-        "config": public_config(inputs),
-        "public_inputs": {p.name: {"sha256": sha256_file(p)} for p in public},
-        "outputs": outputs,
+        "config": public_config(inputs.config.to_dict()),
     }
-    return ReleaseDocument(
-        privtab_version=__version__,
-        started_utc=ctx.started_utc,
-        private=ctx.private,
-        noise="off (exact counts: NOT PRIVATE)" if not ctx.opts.noise else ctx.source.description,
+    return new_release_document(
+        ctx,
         guarantee=guarantee,
         runs={s.value: r for s, r in runs.items()},
         postprocessing=postprocessing(ctx, inputs, tables),
         extra=extra,
+        kind=KIND,
+        public=public,
+        outputs=outputs,
     )
-
-
-def public_config(inputs: SafeTabInputs) -> dict[str, Any]:
-    """The config for ``release.json``: its values, and as its source the file's **name and
-    SHA-256** — never its path, which names folders of the operator's machine."""
-    cfg = inputs.config.to_dict()
-    where = Path(str(cfg.get("source", "")))
-    cfg["source"] = where.name
-    cfg["source_sha256"] = sha256_file(where) if where.is_file() else None
-    return cfg
 
 
 def _public_run(run: RunEntry, source: str) -> RunEntry:
@@ -130,8 +117,7 @@ def _public_run(run: RunEntry, source: str) -> RunEntry:
     label = str(run.plan.get("source", ""))
     if not source or source not in label:
         return run
-    plan = {**run.plan, "source": label.replace(source, Path(source).name)}
-    return dataclasses.replace(run, plan=plan)
+    return dataclasses.replace(run, plan={**run.plan, "source": public_label(label, source)})
 
 
 def postprocessing(ctx: RunContext, inputs: SafeTabInputs, tables: ReleaseTables) -> dict[str, Any]:

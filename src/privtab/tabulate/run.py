@@ -20,10 +20,13 @@
 5. after publication, closes the engine (never raising) and writes the confidential run
    record *outside* the folder (:mod:`privtab.release.record`).
 
-The work runs in a worker thread while the main thread waits, so SIGINT, SIGTERM and
-SIGHUP are honoured within a fraction of a second at any point before publication (no
-release is written, exit 130 on the CLI); a signal during or after the rename is deferred:
-the release is on disk and the run reports it (``RunResult.interrupted_after_publication``).
+Steps 1, 4 (the staging, the background validation, the rename) and 5 are the
+product-neutral run skeleton's (:mod:`privtab.publish.run`), the ledger steps
+:mod:`privtab.publish.ledgering`'s. The work runs in a worker thread while the main thread
+waits, so SIGINT, SIGTERM and SIGHUP are honoured within a fraction of a second at any
+point before publication (no release is written, exit 130 on the CLI); a signal during or
+after the rename is deferred: the release is on disk and the run reports it
+(``RunResult.interrupted_after_publication``).
 
 Privacy: the US and PR runs tabulate disjoint persons (a record's block is in one or the
 other), so the release satisfies the larger of the two runs' guarantees (parallel
@@ -33,10 +36,6 @@ composition); each run satisfies the sequential composition of its levels' charg
 
 from __future__ import annotations
 
-import datetime as dt
-import errno
-import logging
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -44,25 +43,18 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from privtab.atomic import InterruptGuard, atomic_directory, check_output
+from privtab.accounting.exact import ExactGuarantee
 from privtab.data import SafeTabInputs, Scope, load_inputs
 from privtab.data.inputs import resolve_config_path
-from privtab.errors import RunFailedError, UsageError
-from privtab.mechanisms.base import release_source
+from privtab.publish.ledgering import fingerprints, identify_release, reserve_release
+from privtab.publish.run import ReleaseResult, finish_staged, publish_release, start_release
+from privtab.publish.worker import background
 from privtab.release.document import ReleaseDocument
-from privtab.release.marking import write_not_private
-from privtab.release.record import RunRecord, check_record_path, default_record_path
+from privtab.release.record import RunRecord
 from privtab.tabulate.charges import BudgetOverrunError
-from privtab.tabulate.context import Progress, RunCancelledError, RunContext, RunOptions, phase
+from privtab.tabulate.context import Progress, RunCancelledError, RunContext, RunOptions
 from privtab.tabulate.describe import release_document, run_record
-from privtab.tabulate.engines import Engine, make_engine
-from privtab.tabulate.ledgering import (
-    commit_quietly,
-    fingerprints,
-    identify_release,
-    reserve_release,
-    withdraw,
-)
+from privtab.tabulate.engines import make_engine
 from privtab.tabulate.report_privacy import (
     NO_CURVES,
     NOTHING_AHEAD,
@@ -81,37 +73,16 @@ from privtab.tabulate.runs import (
     tabulate_runs,
     validate_staged,
 )
-from privtab.tabulate.worker import background, in_worker
 
 __all__ = ["RunCancelledError", "RunOptions", "RunResult", "run_release"]
 
 
 @dataclass
-class RunResult:
-    """What a run published (``document``) and what only the operator may see (``record``)."""
+class RunResult(ReleaseResult):
+    """What a SafeTab-P run published (``document``) and what only the operator may see
+    (``record``), with its levels' public tallies."""
 
-    out: Path
-    document: ReleaseDocument
-    record: RunRecord
-    record_path: Path | None
     levels: list[LevelSummary] = field(default_factory=list)
-    interrupted_after_publication: bool = False
-    """A signal arrived while or after the release was renamed into place: the release is
-    complete on disk; only clean-up after it was cut short."""
-    warnings: list[str] = field(default_factory=list)
-
-    @property
-    def private(self) -> bool:
-        return self.document.private
-
-    @property
-    def release(self) -> dict[str, Any]:
-        """``release.json`` as a JSON object."""
-        return self.document.to_json()
-
-    @property
-    def seconds(self) -> dict[str, float]:
-        return self.record.seconds
 
 
 @dataclass
@@ -138,124 +109,34 @@ def run_release(
     written), :class:`KeyboardInterrupt` (:class:`privtab.atomic.Terminated` for
     SIGTERM/SIGHUP) when interrupted before publication (nothing is written).
     """
+    import logging
+
     opts = options or RunOptions()
-    if not opts.noise and not opts.allow_insecure:
-        raise UsageError("noise=False releases exact counts: allowed only with allow_insecure")
-    source = release_source(opts.source, opts.allow_insecure, "SafeTab-P")
     config_path = resolve_config_path(config)
     protect = [Path(data_dir), config_path.parent if config is not None else config_path]
-    check_output(out, overwrite=opts.overwrite, kind="release", protect=protect,
-                 parents=opts.parents)  # fmt: skip
-    record_path = Path(opts.run_record) if opts.run_record else default_record_path(out)
-    check_record_path(record_path, out, parents=opts.parents)
+    start = start_release(opts, product="SafeTab-P", out=out, protect=protect)
     engine = make_engine(opts.engine) if isinstance(opts.engine, str) else opts.engine
-    now = dt.datetime.now(dt.UTC).replace(microsecond=0)
     ctx = RunContext(
         config=config_path,
         data_dir=Path(data_dir),
         out=Path(out),
         opts=opts,
-        source=source,
+        source=start.source,
         engine=engine,
         say=progress or logging.getLogger("privtab.tabulate").info,
-        cancel=threading.Event(),
-        started_utc=now.isoformat(),
-        started_at=now.timestamp(),
+        started_utc=start.started_utc,
+        started_at=start.started_at,
     )
-    started = time.monotonic()
-    with InterruptGuard() as guard:
-        try:
-            built = _publish(ctx, guard, protect)
-        finally:
-            warnings = [*ctx.warnings, *_close_quietly(engine)]
-        phase("published")
-        built.record.ledger = commit_quietly(ctx.reservation, ctx.out, warnings, opts.returned)
-        built.record.seconds["total"] = time.monotonic() - started
-        written = _write_record(built.record, record_path, warnings)
+    done = publish_release(ctx, start, engine, lambda tmp: _build(ctx, tmp))
     return RunResult(
         out=ctx.out,
-        document=built.document,
-        record=built.record,
-        record_path=written,
-        levels=built.levels,
-        interrupted_after_publication=guard.deferred is not None,
-        warnings=warnings,
+        document=done.built.document,
+        record=done.built.record,
+        record_path=done.record_path,
+        levels=done.built.levels,
+        interrupted_after_publication=done.interrupted_after_publication,
+        warnings=done.warnings,
     )
-
-
-def _publish(ctx: RunContext, guard: InterruptGuard, protect: list[Path]) -> _Built:
-    """Build the release in a staging folder (in the worker) and rename it into place;
-    on any failure or interrupt before the rename, withdraw the ledger reservation."""
-    try:
-        with atomic_directory(
-            ctx.out,
-            kind="release",
-            overwrite=ctx.opts.overwrite,
-            protect=protect,
-            guard=guard,
-            parents=ctx.opts.parents,
-            folder_id=ctx.folder_id,
-            stamp=ctx.started_at,
-        ) as tmp:
-            try:
-                return in_worker(lambda: _build(ctx, tmp), ctx.cancel)
-            except OSError as exc:
-                raise _write_error(exc, tmp, ctx.out) or exc from None
-            except BaseException as exc:
-                raise _engine_failure(exc, ctx.engine) or exc from None
-    except BaseException:
-        withdraw(ctx, guard)  # refused, failed or interrupted: nothing published
-        raise
-
-
-def _write_error(exc: OSError, staging: Path, out: Path) -> UsageError | None:
-    """A failure to write the release (disk full, read-only, no permission) as a user
-    error; ``None`` for other OS errors (reading an input, …), which keep their own."""
-    text = str(exc)
-    full = exc.errno in (errno.ENOSPC, errno.EDQUOT) or any(
-        k in text for k in ("No space left on device", "Disk quota exceeded")
-    )  # polars' write errors carry no errno, only the OS message
-    inside = exc.filename is not None and str(exc.filename).startswith(str(staging))
-    if not (full or (inside and exc.errno in (errno.EROFS, errno.EACCES, errno.EPERM))):
-        return None
-    what = "the disk is full" if full else exc.strerror
-    return UsageError(
-        f"{what} while writing the release to {out}: no release was written",
-        hint="free some space or choose another --out" if full else "choose a writable --out",
-    )
-
-
-def _engine_failure(exc: BaseException, engine: Engine) -> RunFailedError | None:
-    """A failure of the engine's cluster (a Spark worker died, a job was lost) as one clear
-    message (exit code 4); ``None`` for anything else."""
-    module = type(exc).__module__ or ""
-    if not module.startswith(("py4j", "pyspark")):
-        return None
-    text = str(exc).strip().splitlines()
-    first = next((line for line in text if "Exception" in line or "Error" in line), "")
-    return RunFailedError(
-        f"the {engine.name} engine's job failed: {first[:300] or type(exc).__name__}; "
-        "no release was written",
-        hint="a worker process died or ran out of memory: check the cluster's logs and "
-        "run again (with more memory per executor if needed)",
-    )
-
-
-def _close_quietly(engine: Engine) -> list[str]:
-    """Close the engine; never raise (publication may already have happened)."""
-    try:
-        engine.close()
-    except Exception as exc:  # clean-up failures must not hide the outcome
-        return [f"closing the {engine.name} engine failed: {exc}"]
-    return []
-
-
-def _write_record(record: RunRecord, path: Path, warnings: list[str]) -> Path | None:
-    try:
-        return record.write(path)
-    except OSError as exc:
-        warnings.append(f"the confidential run record could not be written to {path}: {exc}")
-        return None
 
 
 # ----------------------------------------------------------------------------- the worker
@@ -272,8 +153,10 @@ def _build(ctx: RunContext, tmp: Path) -> _Built:
     ctx.nonnegative = not inputs.config.allow_negative_counts if opt is None else opt
     plans = effective_plans(inputs)
     check_free_space(tmp, plans.drawn, inputs, ctx)
-    ctx.inputs_record = fingerprints(inputs)
-    reserve_release(ctx, inputs, plans.drawn)
+    ctx.inputs_record = fingerprints(inputs.input_files())
+    drawn = plans.drawn.values()
+    planned = ExactGuarantee.parallel(p.exact_guarantee() for p in drawn)
+    reserve_release(ctx, inputs.persons_path, planned, " + ".join(p.source for p in drawn))
     ctx.seconds["inputs"] = time.monotonic() - t0
     ctx.phase("inputs")
     persons = aggregate(ctx, inputs)
@@ -313,27 +196,25 @@ def _tabulate_and_describe(
         runs, levels = tabulate_runs(ctx, inputs, plans, tables, analyses)
     ctx.seconds["tabulate_and_write"] = time.monotonic() - t0
     ctx.phase("write")
-    # the written tables are checked (polars, off the GIL) while release.json and the
-    # report are written; a failed check is raised first and publishes nothing
-    validated = background(partial(validate_staged, ctx, inputs, tmp))
-    try:
-        document = release_document(ctx, inputs, runs, tables)
-        document.write(tmp)
-        if not document.private:
-            write_not_private(tmp, document.noise)
-        if ctx.opts.report:
-            from privtab.tabulate.report import write_report
 
-            figures = ahead()
-            ctx.progress("writing report.html")
-            release = document.to_json()
-            # the report finds custom reference files next to the config: its path is given
-            # in memory only (release.json names the file, never the folder)
-            config = {**release["config"], "source": str(ctx.config)}
-            write_report(tmp / "report.html", {**release, "config": config}, levels, curves(),
-                         figures)  # fmt: skip
-    finally:
-        validated()
+    def report(document: ReleaseDocument) -> None:
+        from privtab.tabulate.report import write_report
+
+        figures = ahead()
+        release = document.to_json()
+        # the report finds custom reference files next to the config: its path is given
+        # in memory only (release.json names the file, never the folder)
+        config = {**release["config"], "source": str(ctx.config)}
+        write_report(tmp / "report.html", {**release, "config": config}, levels, curves(),
+                     figures)  # fmt: skip
+
+    document = finish_staged(
+        ctx,
+        tmp,
+        validate=partial(validate_staged, ctx, inputs, tmp),
+        document=partial(release_document, ctx, inputs, runs, tables),
+        report=report,
+    )
     return document, levels
 
 

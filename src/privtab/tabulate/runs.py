@@ -19,7 +19,9 @@ from typing import Any
 
 from privtab.accounting.exact import ExactGuarantee
 from privtab.data import SafeTabInputs, Scope
-from privtab.errors import InputError, RunFailedError, UsageError
+from privtab.errors import UsageError
+from privtab.publish.run import read_unchanged
+from privtab.publish.worker import InOrder
 from privtab.release.document import RunEntry
 from privtab.release.marking import parquet_metadata
 from privtab.tabulate.charges import RunLedger
@@ -33,7 +35,6 @@ from privtab.tabulate.privacy import analyse
 from privtab.tabulate.publish import publish_chunk
 from privtab.tabulate.results import ChunkResult, LevelSummary, summarize
 from privtab.tabulate.suppression import SuppressionRule, suppression_rule
-from privtab.tabulate.worker import InOrder
 
 __all__ = [
     "ReleaseTables",
@@ -109,19 +110,13 @@ def check_free_space(
 
 def aggregate(ctx: RunContext, inputs: SafeTabInputs) -> int:
     """Validate and aggregate the person file; refuse a file that changes while read
-    (an empty file was refused by :func:`privtab.data.load_inputs` unless allowed)."""
-    path = inputs.persons_path
-    before = path.stat()
+    (:func:`privtab.publish.run.read_unchanged`; an empty file was refused by
+    :func:`privtab.data.load_inputs` unless allowed)."""
     t0 = time.monotonic()
-    persons = ctx.engine.prepare(inputs, ctx.progress)
+    persons = read_unchanged(
+        inputs.persons_path, "person", lambda: ctx.engine.prepare(inputs, ctx.progress)
+    )
     ctx.seconds["aggregate"] = time.monotonic() - t0
-    after = path.stat()
-    if (before.st_size, before.st_mtime_ns) != (after.st_size, after.st_mtime_ns):
-        raise InputError(
-            "the person file changed while it was read (size or modification time differ)",
-            file=str(path),
-            hint="run again on a file that is not being written",
-        )
     return persons
 
 
@@ -135,7 +130,7 @@ class ReleaseTables:
     (:func:`~privtab.tabulate.publish.publish_chunk`: zero suppression, clamping, sex
     marginals) and its published rows and suppressions tallied per level.
 
-    Chunks are published and written in a background thread (:class:`~privtab.tabulate.
+    Chunks are published and written in a background thread (:class:`~privtab.publish.
     worker.InOrder`: in order, one at a time) while the engine draws the next one; the
     tallies are complete after :meth:`flush`, and a failed write is raised by the next
     :meth:`write`, :meth:`flush` or the exit of the ``with`` block."""
@@ -266,28 +261,11 @@ def validate_staged(ctx: RunContext, inputs: SafeTabInputs, tmp: Path) -> None:
     """Check the staged T1/T2 against the Census output rules before anything is published
     (:func:`privtab.tabulate.output_validation.validate_output`: schemas, state filter,
     non-negativity when clamped, duplicates, T1 = Σ cells, marginals, companion tables,
-    the public domain). A failure is a defect of the run: :class:`RunFailedError`, and the
-    staging folder is discarded (no release)."""
-    from privtab.tabulate.output_validation import (
-        OutputRules,
-        OutputValidationError,
-        validate_output,
-    )
+    the public domain); run by :func:`privtab.publish.run.check_staged`, which turns a
+    failure into a :class:`~privtab.errors.RunFailedError` (no release)."""
+    from privtab.tabulate.output_validation import OutputRules, validate_output
 
-    ctx.progress("validating the written tables (Census output rules)")
-    t0 = time.monotonic()
     rules = replace(
         OutputRules.from_config(inputs.config), allow_negative_counts=not ctx.nonnegative
     )
-    try:
-        validate_output(tmp, rules=rules, geography=inputs.geography, reference=inputs.reference)
-    except OutputValidationError as exc:
-        lines = str(exc).replace(str(tmp), str(ctx.out)).splitlines()
-        shown = "\n".join(
-            lines[:6] + ([f"  ... ({len(lines) - 6} more lines)"] if len(lines) > 6 else [])
-        )
-        raise RunFailedError(
-            f"the written release failed output validation, so it was not published: {shown}",
-            hint="this is a defect of privtab: please report it with the message",
-        ) from exc
-    ctx.seconds["validate_output"] = time.monotonic() - t0
+    validate_output(tmp, rules=rules, geography=inputs.geography, reference=inputs.reference)

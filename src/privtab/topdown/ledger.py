@@ -1,6 +1,6 @@
 """A TopDown release in the operator's release ledger — every call to the ledger in one place.
 
-As for SafeTab-P (:mod:`privtab.tabulate.ledgering`, :mod:`privtab.accounting.odometer`):
+As for SafeTab-P (:mod:`privtab.publish.ledgering`, :mod:`privtab.accounting.odometer`):
 a **private** run reserves a pending entry before it reads the confidential records
 (checking the data set's lifetime budget), marks it published once the folder is in
 place, and removes it when nothing was published; seeded and noise-off runs protect
@@ -56,13 +56,13 @@ def reserve(
 
 def commit(reservation: Reservation | None, out: Path, warnings: list[str]) -> dict[str, Any]:
     """The release is published: mark its entry so (never raises)."""
-    from privtab.tabulate.ledgering import commit_quietly
+    from privtab.publish.ledgering import commit_quietly
 
     return commit_quietly(reservation, out, warnings)
 
 
 def cancel(reservation: Reservation | None) -> None:
     """Nothing was published: remove the pending entry (never raises)."""
-    from privtab.tabulate.ledgering import cancel_quietly
+    from privtab.publish.ledgering import cancel_quietly
 
     cancel_quietly(reservation)

@@ -182,7 +182,7 @@ def _publish(
     it succeeds; the ledger entry (if any) withdrawn on failure, committed after; the
     confidential run record written beside the folder."""
     from privtab.atomic import InterruptGuard, atomic_directory
-    from privtab.tabulate.worker import in_worker
+    from privtab.publish.worker import in_worker
     from privtab.topdown import ledger
 
     opts = ctx.opts
