@@ -51,7 +51,7 @@ def _split(p: Problem) -> tuple[GeounitTree, list[str], dict[str, Part]]:
         ms = [_restrict_m(m, lambda g, k=k: inside(g, k)) for m in p.measurements]
         cs = [_restrict_c(c, lambda g, k=k: inside(g, k)) for c in p.constraints]
         parts[k] = Part(GeounitTree(k, sub), [m for m in ms if m is not None], [c for c in cs if c])
-    top = GeounitTree("r", {k: "r" for k in kids})
+    top = GeounitTree("r", dict.fromkeys(kids, "r"))
     return top, kids, parts
 
 
@@ -126,7 +126,8 @@ def test_sums_of_geounits_have_the_dense_variance(seed: int) -> None:
         for k in range(n_groups):
             members = [g for g, gr in zip(ids, groups, strict=True) if gr == k]
             if not members:
-                assert np.all(est[k] == 0) and np.all(std[k] == 0)
+                assert np.all(est[k] == 0)
+                assert np.all(std[k] == 0)
                 continue
             b = sum(aggs[g] for g in members)
             want_est = rows @ (b @ x)
