@@ -43,8 +43,17 @@ from privtab.topdown.kron import KronCells
 if TYPE_CHECKING:
     import polars as pl
 
-__all__ = ["GLS_COLUMNS", "estimates_frame", "gls_method", "write_gls_folder"]
+__all__ = [
+    "FOLDER_KIND",
+    "GLS_COLUMNS",
+    "GLSFolderWriter",
+    "estimates_frame",
+    "gls_method",
+    "write_gls_folder",
+]
 
+#: The kind of folder a derived GLS folder is (:mod:`privtab.atomic`).
+FOLDER_KIND = "topdown-gls"
 #: The columns of every ``gls-<LEVEL>`` file.
 GLS_COLUMNS: tuple[str, ...] = ("GEOID", "CELL", "ESTIMATE", "STD_DEV")
 
@@ -75,7 +84,7 @@ def estimates_frame(result: TreeGLS, cells: KronCells, level: int | str) -> pl.D
     )
 
 
-def _text(df: pl.DataFrame) -> bytes:
+def _text(df: pl.DataFrame, *, header: bool = True) -> bytes:
     import polars as pl
 
     # values that print as ±0.000000 are written 0.000000 (no "-0.000000")
@@ -84,14 +93,82 @@ def _text(df: pl.DataFrame) -> bytes:
         for c in ("ESTIMATE", "STD_DEV")
     ]
     buf = io.BytesIO()
-    df.with_columns(tidy).write_csv(buf, separator="|", float_precision=6)
+    df.with_columns(tidy).write_csv(buf, separator="|", float_precision=6, include_header=header)
     return buf.getvalue()
 
 
-def _parquet(df: pl.DataFrame, metadata: dict[str, str]) -> bytes:
-    buf = io.BytesIO()
-    df.write_parquet(buf, metadata=metadata)
-    return buf.getvalue()
+class GLSFolderWriter:
+    """Appends levels' frames to the files of a derived GLS folder being staged in
+    ``folder`` (the staging folder of :func:`privtab.atomic.atomic_directory`): one text
+    and one Parquet file per level, rows in the order added; :meth:`finish` writes
+    ``release.json`` (and ``NOT_PRIVATE`` when the source is a test release)."""
+
+    def __init__(self, folder: Path, *, private: bool) -> None:
+        self.folder = folder
+        self.private = private
+        self.rows: dict[str, int] = {}
+        self._parquet: dict[str, Any] = {}
+
+    def add(self, level: str, df: pl.DataFrame) -> None:
+        """Append ``df`` (:data:`GLS_COLUMNS`) to level ``level``'s files."""
+        import pyarrow.parquet as pq
+
+        if tuple(df.columns) != GLS_COLUMNS:
+            raise ValueError(f"level {level}: columns {df.columns}, expected {GLS_COLUMNS}")
+        txt = f"gls-{level}.txt"
+        first = txt not in self.rows
+        with open(self.folder / txt, "ab") as fh:
+            fh.write(_text(df, header=first))
+        name = f"gls-{level}.parquet"
+        table = df.to_arrow()
+        if name not in self._parquet:
+            from privtab.release.marking import parquet_metadata
+
+            meta = {k.encode(): v.encode() for k, v in parquet_metadata(self.private).items()}
+            schema = table.schema.with_metadata(meta)
+            self._parquet[name] = pq.ParquetWriter(self.folder / name, schema)
+        self._parquet[name].write_table(table.cast(self._parquet[name].schema))
+        for f in (txt, name):
+            self.rows[f] = self.rows.get(f, 0) + df.height
+
+    def close(self) -> None:
+        for w in self._parquet.values():
+            w.close()
+        self._parquet.clear()
+
+    def finish(
+        self,
+        *,
+        document: Mapping[str, Any],
+        command: str,
+        source: str | Path | None,
+        method: Mapping[str, Any] | None,
+    ) -> None:
+        """Close the files and write the folder's ``release.json`` (module docstring)."""
+        import json
+
+        from privtab._json import jsonable
+        from privtab.atomic import atomic_write
+        from privtab.data.inputs import sha256_file
+        from privtab.release.marking import write_not_private
+
+        self.close()
+        if not self.private:
+            write_not_private(self.folder, f"derived from the test release {source}")
+        files = {
+            name: {"sha256": sha256_file(self.folder / name), "rows": n}
+            for name, n in sorted(self.rows.items())
+        }
+        doc = {
+            **dict(document),
+            "derived_from": {
+                "release": None if source is None else str(Path(source).resolve()),
+                "command": command,
+            },
+            "gls": dict(method or {}),
+            "outputs": {"files": files},
+        }
+        atomic_write(self.folder / "release.json", json.dumps(jsonable(doc), indent=2) + "\n")
 
 
 def write_gls_folder(
@@ -108,49 +185,20 @@ def write_gls_folder(
     (atomically; refused inside or over ``source``, the release read). ``document`` is the
     source release's ``release.json`` object: its ``private`` flag is kept (a test release
     makes a folder marked not private). Returns the paths written."""
-    import json
-
-    from privtab._json import jsonable
-    from privtab.atomic import atomic_directory, atomic_write
-    from privtab.data.inputs import sha256_file
-    from privtab.release.marking import parquet_metadata, write_not_private
+    from privtab.atomic import atomic_directory
 
     private = document.get("private") is not False
     protect = [source] if source is not None else []
     target = Path(out)
-    written: list[str] = []
-
-    with atomic_directory(target, kind="topdown-gls", overwrite=overwrite, protect=protect) as tmp:
-        rows = {}
-        for level, df in frames.items():
-            if tuple(df.columns) != GLS_COLUMNS:
-                raise ValueError(f"level {level}: columns {df.columns}, expected {GLS_COLUMNS}")
-            for ext, data in (
-                ("txt", _text(df)),
-                ("parquet", _parquet(df, parquet_metadata(private))),
-            ):
-                name = f"gls-{level}.{ext}"
-                atomic_write(tmp / name, data)
-                rows[name] = df.height
-                written.append(str(target / name))
-        if not private:
-            write_not_private(tmp, f"derived from the test release {source}")
-        files = {
-            p.name: {"sha256": sha256_file(p), "rows": rows[p.name]}
-            for p in sorted(tmp.iterdir())
-            if p.name in rows
-        }
-        doc = {
-            **dict(document),
-            "derived_from": {
-                "release": None if source is None else str(Path(source).resolve()),
-                "command": command,
-            },
-            "gls": dict(method or {}),
-            "outputs": {"files": files},
-        }
-        atomic_write(tmp / "release.json", json.dumps(jsonable(doc), indent=2) + "\n")
-    return written
+    with atomic_directory(target, kind=FOLDER_KIND, overwrite=overwrite, protect=protect) as tmp:
+        writer = GLSFolderWriter(tmp, private=private)
+        try:
+            for level, df in frames.items():
+                writer.add(level, df)
+        finally:
+            writer.close()
+        writer.finish(document=document, command=command, source=source, method=method)
+    return [str(target / name) for name in writer.rows]
 
 
 def gls_method(
