@@ -1,0 +1,171 @@
+"""``privtab topdown gls``: the tree GLS of a release's noisy measurements.
+
+* Noise off: the measurements are the truth, so every estimate — spine geounits and every
+  tabulation geography (sums of geounits included) — equals an independent tabulation of
+  the input records (``test_release.expected_tables``): the adapter's ids, levels, groups
+  and tabulation keys are right.
+* Seeded noise: the standardized errors ``(estimate − truth)/STD_DEV`` of every cell with
+  ``STD_DEV > 0`` have mean ≈ 0 and mean square ≈ 1 per geolevel (a wrong variance, a
+  dropped constraint or a mis-mapped geounit moves them far); the invariant totals are
+  exact with standard deviation exactly 0.
+* The derived folder: layout, ``release.json`` (``derived_from``, the method, what is not
+  computed), the test release's marking kept, refusals (inside the release, no ``--nmf``).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+import pytest
+from typer.testing import CliRunner
+
+from privtab.atomic import OutputRefusedError
+from privtab.errors import InputError
+from privtab.mechanisms import InsecureReleaseWarning
+from privtab.random import SeededSource
+from privtab.topdown.gls_release import TABULATION_LEVELS, release_gls
+from privtab.topdown.run import TopDownOptions, run_release
+from tests.topdown._support import population, write_c1
+from tests.topdown.test_release import expected_tables
+
+STATES = ("01", "09", "72")
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    d = tmp_path_factory.mktemp("gls-data")
+    pop = population(5, states=STATES)
+    write_c1(pop.grfc, d / "GRF-C.txt")
+    write_c1(pop.units, d / "cef-units.txt")
+    write_c1(pop.persons, d / "cef-persons.txt")
+    return d
+
+
+def _release(data: Path, out: Path, **kw: object) -> Path:
+    opts = TopDownOptions(allow_insecure=True, nmf=True, report=False, **kw)  # type: ignore[arg-type]
+    with pytest.warns(InsecureReleaseWarning):
+        run_release(data, out, opts, progress=lambda _m: None)
+    return out
+
+
+@pytest.fixture(scope="module")
+def truth(data: Path) -> pl.DataFrame:
+    tabs = expected_tables(data)
+    return pl.concat([tabs[t] for t in ("P1", "P2", "P3", "P4", "P5")])
+
+
+@pytest.fixture(scope="module")
+def exact_gls(data: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    base = tmp_path_factory.mktemp("gls-exact")
+    rel = _release(data, base / "release", noise=False)
+    release_gls(rel, base / "gls", to="BLOCK")
+    return base / "gls"
+
+
+@pytest.fixture(scope="module")
+def seeded_gls(data: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    base = tmp_path_factory.mktemp("gls-seeded")
+    rel = _release(data, base / "release", source=SeededSource(404))
+    release_gls(rel, base / "gls", to="BLOCK")
+    return base / "gls"
+
+
+def _joined(folder: Path, level: str, truth: pl.DataFrame) -> pl.DataFrame:
+    got = pl.read_parquet(folder / f"gls-{level}.parquet")
+    want = truth.filter(pl.col("GEOLEVEL") == level)
+    j = want.join(got, on=["GEOID", "CELL"], how="left")
+    # a geography none of whose blocks has a unit holds no persons: exactly 0, not listed
+    absent = j.filter(pl.col("ESTIMATE").is_null())
+    assert (absent.get_column("COUNT") == 0).all(), level
+    assert absent.height < j.height, level
+    return j.drop_nulls("ESTIMATE")
+
+
+@pytest.mark.parametrize("level", TABULATION_LEVELS)
+def test_noise_off_every_estimate_is_the_truth(
+    exact_gls: Path, truth: pl.DataFrame, level: str
+) -> None:
+    j = _joined(exact_gls, level, truth)
+    assert j.height > 0
+    err = (j.get_column("ESTIMATE") - j.get_column("COUNT")).abs().max()
+    assert err is not None
+    assert float(err) < 1e-6 * max(1.0, float(j.get_column("COUNT").max() or 1)), level
+
+
+@pytest.mark.parametrize("level", ["COUNTY", "TRACT", "BLOCK_GROUP", "BLOCK", "PLACE", "AIANNH"])
+def test_seeded_errors_have_the_stated_standard_deviations(
+    seeded_gls: Path, truth: pl.DataFrame, level: str
+) -> None:
+    """Mean and mean square of the standardized errors of one seeded release: hundreds to
+    thousands of cells per level (correlated within a geography); the bounds are wide
+    enough for one fixed seed and far narrower than a factor-2 variance error."""
+    j = _joined(seeded_gls, level, truth).filter(pl.col("STD_DEV") > 0)
+    z = ((j.get_column("ESTIMATE") - j.get_column("COUNT")) / j.get_column("STD_DEV")).to_numpy()
+    assert z.size > 200, level
+    assert abs(float(z.mean())) < 0.15, level
+    assert 0.8 < float((z**2).mean()) < 1.25, level
+
+
+def test_invariant_totals_are_exact(seeded_gls: Path, truth: pl.DataFrame) -> None:
+    for level in ("NATION", "STATE"):
+        j = _joined(seeded_gls, level, truth).filter(pl.col("CELL") == "P0010001")
+        assert j.height == (1 if level == "NATION" else len(STATES))
+        assert (j.get_column("ESTIMATE") - j.get_column("COUNT")).abs().max() < 1e-6
+        assert (j.get_column("STD_DEV") == 0).all()
+
+
+def test_the_derived_folder(seeded_gls: Path) -> None:
+    doc = json.loads((seeded_gls / "release.json").read_text())
+    assert doc["derived_from"]["command"] == "privtab topdown gls"
+    assert doc["private"] is False
+    assert (seeded_gls / "NOT_PRIVATE").exists()
+    assert doc["gls"]["cells"] == 298
+    assert set(doc["gls"]["levels"]) >= set(TABULATION_LEVELS)
+    assert "not_computed" in doc["gls"]
+    for name, info in doc["outputs"]["files"].items():
+        path = seeded_gls / name
+        assert path.exists(), name
+        if name.endswith(".parquet"):
+            meta = pl.read_parquet_schema(path)
+            assert meta
+            assert pl.read_parquet(path).height == info["rows"], name
+    head = (seeded_gls / "gls-COUNTY.txt").read_text().splitlines()[0]
+    assert head == "GEOID|CELL|ESTIMATE|STD_DEV"
+
+
+def test_refusals(data: Path, seeded_gls: Path, tmp_path: Path) -> None:
+    rel = seeded_gls.parent / "release"
+    with pytest.raises(OutputRefusedError):
+        release_gls(rel, rel / "gls")
+    no_nmf = tmp_path / "plain"
+    opts = TopDownOptions(allow_insecure=True, report=False, source=SeededSource(1))
+    with pytest.warns(InsecureReleaseWarning):
+        run_release(data, no_nmf, opts, progress=lambda _m: None)
+    with pytest.raises(InputError, match="--nmf"):
+        release_gls(no_nmf, tmp_path / "g")
+    assert not (tmp_path / "g").exists()
+
+
+def test_the_command(seeded_gls: Path, tmp_path: Path) -> None:
+    from privtab.cli import app
+
+    rel = seeded_gls.parent / "release"
+    res = CliRunner().invoke(
+        app, ["topdown", "gls", "--release", str(rel), "--out", str(tmp_path / "g"),
+              "--to", "TRACT", "--json"],
+    )  # fmt: skip
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.stdout)
+    assert doc["runs"] == ["US-persons", "PR-persons"]
+    assert "gls-TRACT.txt" in doc["files"]
+    assert "gls-BLOCK_GROUP.txt" not in doc["files"]
+    bad = CliRunner().invoke(app, ["topdown", "gls", "--release", str(tmp_path / "none"),
+                                   "--out", str(tmp_path / "h")])  # fmt: skip
+    assert bad.exit_code == 1
+    assert "release.json" in bad.output
+    assert np.isfinite(
+        pl.read_parquet(tmp_path / "g" / "gls-TRACT.parquet")["STD_DEV"].to_numpy()
+    ).all()
