@@ -120,6 +120,8 @@ def test_invariant_totals_are_exact(seeded_gls: Path, truth: pl.DataFrame) -> No
 def test_the_derived_folder(seeded_gls: Path) -> None:
     doc = json.loads((seeded_gls / "release.json").read_text())
     assert doc["derived_from"]["command"] == "privtab topdown gls"
+    assert doc["kind"] == "privtab.topdown.gls"
+    assert doc["derived_from"]["kind"] == "privtab.topdown.release"
     assert doc["private"] is False
     assert (seeded_gls / "NOT_PRIVATE").exists()
     assert doc["gls"]["cells"] == 298
@@ -169,3 +171,57 @@ def test_the_command(seeded_gls: Path, tmp_path: Path) -> None:
     assert np.isfinite(
         pl.read_parquet(tmp_path / "g" / "gls-TRACT.parquet")["STD_DEV"].to_numpy()
     ).all()
+
+
+def test_analyze_ci_reads_the_gls_folder(seeded_gls: Path, tmp_path: Path) -> None:
+    """``privtab analyze ci --release G``: per level, ``ESTIMATE ∓ z·STD_DEV`` (z of the
+    level), written as a derived folder that stays marked not private."""
+    from statistics import NormalDist
+
+    from privtab.cli import app
+
+    out = tmp_path / "ci"
+    res = CliRunner().invoke(
+        app, ["analyze", "ci", "--release", str(seeded_gls), "--level", "0.9",
+              "--out", str(out), "--json"],
+    )  # fmt: skip
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.stdout)
+    z = NormalDist().inv_cdf(0.95)
+    assert doc["z"] == pytest.approx(z, rel=1e-12)
+    assert doc["gls-COUNTY_rows"] == pl.read_parquet(seeded_gls / "gls-COUNTY.parquet").height
+    county = pl.read_parquet(out / "gls-COUNTY.parquet")
+    assert county.columns == ["GEOID", "CELL", "ESTIMATE", "STD_DEV", "MOE90", "LOWER90",
+                              "UPPER90"]  # fmt: skip
+    sd, est = county["STD_DEV"].to_numpy(), county["ESTIMATE"].to_numpy()
+    np.testing.assert_allclose(county["UPPER90"].to_numpy(), est + z * sd, rtol=1e-12)
+    np.testing.assert_allclose(county["LOWER90"].to_numpy(), est - z * sd, rtol=1e-12)
+    assert (out / "NOT_PRIVATE").exists()
+    meta = json.loads((out / "release.json").read_text())
+    assert meta["derived_from"]["kind"] == "privtab.topdown.gls"
+    assert meta["private"] is False
+    assert set(meta["outputs"]["files"]) == {p.name for p in out.glob("*.parquet")}
+
+
+def test_analyze_refusals(seeded_gls: Path, tmp_path: Path) -> None:
+    from privtab.cli import app
+
+    rel = seeded_gls.parent / "release"
+    res = CliRunner().invoke(app, ["analyze", "ci", "--release", str(rel)])
+    assert res.exit_code == 2
+    assert "topdown gls" in res.output
+    res = CliRunner().invoke(app, ["analyze", "combine", "--release", str(seeded_gls)])
+    assert res.exit_code == 2
+    assert "analyze ci" in res.output
+    # a changed file is named, nothing written
+    import shutil
+
+    copy = tmp_path / "copy"
+    shutil.copytree(seeded_gls, copy)
+    pl.read_parquet(copy / "gls-TRACT.parquet").head(3).write_parquet(copy / "gls-TRACT.parquet")
+    res = CliRunner().invoke(
+        app, ["analyze", "ci", "--release", str(copy), "--out", str(tmp_path / "o")]
+    )
+    assert res.exit_code == 1
+    assert "gls-TRACT.parquet" in res.output
+    assert not (tmp_path / "o").exists()

@@ -13,8 +13,10 @@ measurements and writes a new folder ``G`` — never inside the release:
 ``gls-<LEVEL>.parquet``
     the same columns with float64 values (nothing rounded) and privtab's privacy metadata;
 ``release.json``
-    the source release's document with ``derived_from`` (the source folder and the
-    command), ``gls`` (the method, the interval recipe, the levels and cells) and
+    the source release's document with its ``kind`` replaced by :data:`DOCUMENT_KIND`
+    (the folder is not a TopDown release; ``derived_from.kind`` keeps the source's),
+    ``derived_from`` (the source folder and the command), ``gls`` (the method, the
+    interval recipe, the levels and cells) and
     ``outputs`` (every file's SHA-256 and row count);
 ``NOT_PRIVATE``
     when the source release is a test release (seeded or noise off).
@@ -44,16 +46,21 @@ if TYPE_CHECKING:
     import polars as pl
 
 __all__ = [
+    "DOCUMENT_KIND",
     "FOLDER_KIND",
     "GLS_COLUMNS",
     "GLSFolderWriter",
     "estimates_frame",
     "gls_method",
+    "is_gls_folder",
+    "read_gls_folder",
     "write_gls_folder",
 ]
 
 #: The kind of folder a derived GLS folder is (:mod:`privtab.atomic`).
 FOLDER_KIND = "topdown-gls"
+#: The ``kind`` of a derived GLS folder's ``release.json``.
+DOCUMENT_KIND = "privtab.topdown.gls"
 #: The columns of every ``gls-<LEVEL>`` file.
 GLS_COLUMNS: tuple[str, ...] = ("GEOID", "CELL", "ESTIMATE", "STD_DEV")
 
@@ -161,8 +168,10 @@ class GLSFolderWriter:
         }
         doc = {
             **dict(document),
+            "kind": DOCUMENT_KIND,
             "derived_from": {
                 "release": None if source is None else str(Path(source).resolve()),
+                "kind": document.get("kind"),
                 "command": command,
             },
             "gls": dict(method or {}),
@@ -216,3 +225,63 @@ def gls_method(
         "levels": list(levels),
         "cells": len(cells.names),
     }
+
+
+def is_gls_folder(folder: str | Path) -> bool:
+    """Whether ``folder``'s ``release.json`` is a derived GLS folder's (:data:`DOCUMENT_KIND`)."""
+    import json
+
+    try:
+        doc = json.loads((Path(folder) / "release.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return isinstance(doc, dict) and doc.get("kind") == DOCUMENT_KIND
+
+
+def read_gls_folder(folder: str | Path) -> tuple[dict[str, Any], dict[str, pl.DataFrame]]:
+    """A derived GLS folder: its ``release.json`` object and, per level (``COUNTY``,
+    ``spine-Tract`` …), the frame :data:`GLS_COLUMNS` of its Parquet file — every file the
+    document lists, checked against its SHA-256 and row count and for the columns
+    (:class:`~privtab.errors.InputError` naming the file)."""
+    import json
+
+    import polars as pl
+
+    from privtab.data.inputs import sha256_file
+    from privtab.errors import InputError
+
+    d = Path(folder)
+    doc_path = d / "release.json"
+    try:
+        doc = json.loads(doc_path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise InputError(f"not a derived GLS folder: {exc}", file=str(doc_path)) from None
+    if not isinstance(doc, dict) or doc.get("kind") != DOCUMENT_KIND:
+        got = doc.get("kind") if isinstance(doc, dict) else None
+        raise InputError(
+            f"not a derived GLS folder ({DOCUMENT_KIND!r} expected)",
+            file=str(doc_path), column="kind", value=str(got),
+        )  # fmt: skip
+    files = doc.get("outputs", {}).get("files", {})
+    frames: dict[str, pl.DataFrame] = {}
+    for name, info in sorted(files.items()):
+        if not (name.startswith("gls-") and name.endswith(".parquet")):
+            continue
+        path = d / name
+        if not path.is_file() or sha256_file(path) != info.get("sha256"):
+            raise InputError(
+                "missing or changed since the folder was written (SHA-256 differs from "
+                "release.json)",
+                file=str(path),
+            )
+        df = pl.read_parquet(path)
+        if tuple(df.columns) != GLS_COLUMNS or df.height != info.get("rows"):
+            raise InputError(
+                f"columns {df.columns} and {df.height} rows; release.json lists "
+                f"{info.get('rows')} rows of {'|'.join(GLS_COLUMNS)}",
+                file=str(path),
+            )
+        frames[name.removeprefix("gls-").removesuffix(".parquet")] = df
+    if not frames:
+        raise InputError("lists no gls-<LEVEL>.parquet file", file=str(doc_path))
+    return doc, frames
