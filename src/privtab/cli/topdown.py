@@ -9,6 +9,8 @@
 * ``postprocess`` — a new release from a release's noisy measurements alone (``--nmf``);
 * ``validate-output`` — the rules of a written release folder
   (:mod:`privtab.topdown.validate`);
+* ``accuracy`` — a release's errors against its synthetic truth
+  (:mod:`privtab.cli.topdown_accuracy`);
 * ``gls`` — unbiased estimates and exact standard deviations of every P1–P5 cell from a
   release's noisy measurements (:mod:`privtab.topdown.gls_release`), a derived folder.
 
@@ -49,8 +51,15 @@ def register(app: typer.Typer) -> None:
             "postprocess": postprocess,
             "validate-output": validate_output,
             "gls": gls,
+            "accuracy": _accuracy(),
         },
     )
+
+
+def _accuracy() -> Any:
+    from privtab.cli.topdown_accuracy import accuracy
+
+    return accuracy
 
 
 def plan(
