@@ -24,44 +24,24 @@ import pytest
 from typer.testing import CliRunner
 
 from privtab.errors import InputError
-from privtab.mechanisms import InsecureReleaseWarning
-from privtab.random import SeededSource
 from privtab.topdown.accuracy import GROUP_CELLS, Accuracy, accuracy, truth_tables
-from privtab.topdown.run import TopDownOptions, run_release
-from tests.topdown._support import population, write_c1
+from tests.topdown.conftest import write_small_population
 from tests.topdown.test_release import expected_tables
 
-STATES = ("01", "09", "72")
 
-
-def _write(d: Path, seed: int) -> Path:
-    pop = population(seed, states=STATES)
-    write_c1(pop.grfc, d / "GRF-C.txt")
-    write_c1(pop.units, d / "cef-units.txt")
-    write_c1(pop.persons, d / "cef-persons.txt")
-    return d
+@pytest.fixture(scope="module")
+def data(small_data: Path) -> Path:
+    return small_data
 
 
 @pytest.fixture(scope="module")
-def data(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return _write(tmp_path_factory.mktemp("acc-data"), 5)
-
-
-def _release(data: Path, out: Path, **kw: object) -> Path:
-    opts = TopDownOptions(allow_insecure=True, nmf=True, report=False, **kw)  # type: ignore[arg-type]
-    with pytest.warns(InsecureReleaseWarning):
-        run_release(data, out, opts, progress=lambda _m: None)
-    return out
+def exact(small_exact_release: Path) -> Path:
+    return small_exact_release
 
 
 @pytest.fixture(scope="module")
-def exact(data: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return _release(data, tmp_path_factory.mktemp("acc-exact") / "r", noise=False)
-
-
-@pytest.fixture(scope="module")
-def seeded(data: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return _release(data, tmp_path_factory.mktemp("acc-seeded") / "r", source=SeededSource(77))
+def seeded(small_seeded_release: Path) -> Path:
+    return small_seeded_release
 
 
 @pytest.fixture(scope="module")
@@ -191,7 +171,7 @@ def test_the_command(seeded: Path, data: Path, tmp_path: Path) -> None:
     )
     assert text.exit_code == 0, text.output
     assert "Mean absolute error" in text.output
-    other = _write(tmp_path, 6)
+    other = write_small_population(tmp_path, 6)
     with pytest.raises(InputError, match="not the data the release was made from"):
         accuracy(seeded, other)
     bad = CliRunner().invoke(

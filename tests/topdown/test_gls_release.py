@@ -28,27 +28,15 @@ from privtab.mechanisms import InsecureReleaseWarning
 from privtab.random import SeededSource
 from privtab.topdown.gls_release import TABULATION_LEVELS, release_gls
 from privtab.topdown.run import TopDownOptions, run_release
-from tests.topdown._support import population, write_c1
+from tests.topdown.conftest import SMALL_STATES
 from tests.topdown.test_release import expected_tables
 
-STATES = ("01", "09", "72")
+STATES = SMALL_STATES
 
 
 @pytest.fixture(scope="module")
-def data(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    d = tmp_path_factory.mktemp("gls-data")
-    pop = population(5, states=STATES)
-    write_c1(pop.grfc, d / "GRF-C.txt")
-    write_c1(pop.units, d / "cef-units.txt")
-    write_c1(pop.persons, d / "cef-persons.txt")
-    return d
-
-
-def _release(data: Path, out: Path, **kw: object) -> Path:
-    opts = TopDownOptions(allow_insecure=True, nmf=True, report=False, **kw)  # type: ignore[arg-type]
-    with pytest.warns(InsecureReleaseWarning):
-        run_release(data, out, opts, progress=lambda _m: None)
-    return out
+def data(small_data: Path) -> Path:
+    return small_data
 
 
 @pytest.fixture(scope="module")
@@ -58,19 +46,17 @@ def truth(data: Path) -> pl.DataFrame:
 
 
 @pytest.fixture(scope="module")
-def exact_gls(data: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    base = tmp_path_factory.mktemp("gls-exact")
-    rel = _release(data, base / "release", noise=False)
-    release_gls(rel, base / "gls", to="BLOCK")
-    return base / "gls"
+def exact_gls(small_exact_release: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("gls-exact") / "gls"
+    release_gls(small_exact_release, out, to="BLOCK")
+    return out
 
 
 @pytest.fixture(scope="module")
-def seeded_gls(data: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    base = tmp_path_factory.mktemp("gls-seeded")
-    rel = _release(data, base / "release", source=SeededSource(404))
-    release_gls(rel, base / "gls", to="BLOCK")
-    return base / "gls"
+def seeded_gls(small_seeded_release: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("gls-seeded") / "gls"
+    release_gls(small_seeded_release, out, to="BLOCK")
+    return out
 
 
 def _joined(folder: Path, level: str, truth: pl.DataFrame) -> pl.DataFrame:
@@ -138,8 +124,8 @@ def test_the_derived_folder(seeded_gls: Path) -> None:
     assert head == "GEOID|CELL|ESTIMATE|STD_DEV"
 
 
-def test_refusals(data: Path, seeded_gls: Path, tmp_path: Path) -> None:
-    rel = seeded_gls.parent / "release"
+def test_refusals(data: Path, small_seeded_release: Path, tmp_path: Path) -> None:
+    rel = small_seeded_release
     with pytest.raises(OutputRefusedError):
         release_gls(rel, rel / "gls")
     no_nmf = tmp_path / "plain"
@@ -151,10 +137,10 @@ def test_refusals(data: Path, seeded_gls: Path, tmp_path: Path) -> None:
     assert not (tmp_path / "g").exists()
 
 
-def test_the_command(seeded_gls: Path, tmp_path: Path) -> None:
+def test_the_command(seeded_gls: Path, small_seeded_release: Path, tmp_path: Path) -> None:
     from privtab.cli import app
 
-    rel = seeded_gls.parent / "release"
+    rel = small_seeded_release
     res = CliRunner().invoke(
         app, ["topdown", "gls", "--release", str(rel), "--out", str(tmp_path / "g"),
               "--to", "TRACT", "--json"],
@@ -203,10 +189,10 @@ def test_analyze_ci_reads_the_gls_folder(seeded_gls: Path, tmp_path: Path) -> No
     assert set(meta["outputs"]["files"]) == {p.name for p in out.glob("*.parquet")}
 
 
-def test_analyze_refusals(seeded_gls: Path, tmp_path: Path) -> None:
+def test_analyze_refusals(seeded_gls: Path, small_seeded_release: Path, tmp_path: Path) -> None:
     from privtab.cli import app
 
-    rel = seeded_gls.parent / "release"
+    rel = small_seeded_release
     res = CliRunner().invoke(app, ["analyze", "ci", "--release", str(rel)])
     assert res.exit_code == 2
     assert "topdown gls" in res.output
