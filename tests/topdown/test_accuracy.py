@@ -160,11 +160,21 @@ def test_the_command(seeded: Path, data: Path, tmp_path: Path) -> None:
     from privtab.cli import app
 
     res = CliRunner().invoke(
-        app, ["topdown", "accuracy", "--release", str(seeded), "--truth", str(data), "--json"]
-    )
+        app, ["topdown", "accuracy", "--release", str(seeded), "--truth", str(data), "--json",
+              "--html", str(tmp_path / "acc.html")],
+    )  # fmt: skip
     assert res.exit_code == 0, res.output
     doc = json.loads(res.stdout)
     assert doc["release_private"] is False
+    page = (tmp_path / "acc.html").read_text()
+    assert "Largest group" in page
+    assert "for synthetic or public data only" in page
+    inside = CliRunner().invoke(
+        app, ["topdown", "accuracy", "--release", str(seeded), "--truth", str(data),
+              "--html", str(seeded / "acc.html")],
+    )  # fmt: skip
+    assert inside.exit_code == 2
+    assert not (seeded / "acc.html").exists()
     assert {"errors", "reliability", "measurements"} <= set(doc)
     text = CliRunner().invoke(
         app, ["topdown", "accuracy", "--release", str(seeded), "--truth", str(data)]

@@ -11,12 +11,16 @@ from pathlib import Path
 import typer
 
 from privtab.cli._render import JsonOption, QuietOption, emit
+from privtab.errors import UsageError
 
 
 def accuracy(
     release: Path = typer.Option(..., "--release", help="A TopDown release folder."),  # noqa: B008
     truth: Path = typer.Option(  # noqa: B008
         ..., "--truth", help="The (synthetic, non-confidential) data folder it was made from."
+    ),
+    html: Path | None = typer.Option(  # noqa: B008
+        None, "--html", help="Also write the tables as an HTML report (not inside the release)."
     ),
     quiet: QuietOption = False,
     as_json: JsonOption = False,
@@ -30,8 +34,19 @@ def accuracy(
     from privtab.topdown.accuracy import accuracy as compute
 
     say = None if quiet or as_json else info
+    if html is not None and html.resolve().is_relative_to(release.resolve()):
+        raise UsageError(
+            f"--html {html} lies inside the release {release}: a comparison with the truth "
+            "is never part of a release",
+            hint="write the report outside the release folder",
+        )
     result = compute(release, truth, say=say)
+    payload = result.to_json()
+    if html is not None:
+        from privtab.report import write_html
+
+        payload["html"] = str(write_html(html, result.html()))
     lines = ["compared with the true tables: for synthetic or public data only"]
     if not result.private:
         lines.append("the release is a test release (seeded or noise off), not private")
-    emit(result.to_json(), as_json, result.tables(), lines=lines)
+    emit(payload, as_json, result.tables(), lines=lines)

@@ -449,6 +449,33 @@ class Accuracy:
             )
         return out
 
+    def html(self) -> str:
+        """A standalone HTML report of :meth:`tables` (privtab's report scaffolding). It
+        shows errors against the truth: never part of a release folder."""
+        import html
+
+        from privtab.report import page, table_html
+
+        sections = [
+            "<p>Every published P1–P5 cell of the release compared with the same cell "
+            "tabulated from the data it was made from (errors = published − true). Size "
+            "bins are by the geography's true total population. The Census's reliability "
+            "criterion (Wright &amp; Irimata, SSS2021-02, 2021): a size bin is reliable when "
+            "≥ 95 % of its geographies have their largest group's share within 5 points of "
+            "the truth.</p>"
+        ]
+        for t in self.tables():
+            sections.append(f"<h2>{html.escape(t.title)}</h2>")
+            sections.append(table_html(t.columns, t.rows))
+            sections += [f"<p>{html.escape(n)}</p>" for n in t.notes]
+        return page(
+            "TopDown release: accuracy against the truth",
+            f"{self.release} against {self.truth}",
+            sections,
+            [],
+            banner="Compares with the true tables: for synthetic or public data only.",
+        )
+
     def to_json(self) -> dict[str, Any]:
         """A JSON-ready summary (every table as a list of rows)."""
         return {
