@@ -30,41 +30,28 @@ from tests.topdown.test_release import expected_tables
 
 
 @pytest.fixture(scope="module")
-def data(small_data: Path) -> Path:
-    return small_data
-
-
-@pytest.fixture(scope="module")
-def exact(small_exact_release: Path) -> Path:
-    return small_exact_release
-
-
-@pytest.fixture(scope="module")
-def seeded(small_seeded_release: Path) -> Path:
-    return small_seeded_release
-
-
-@pytest.fixture(scope="module")
-def independent(data: Path) -> pl.DataFrame:
-    tabs = expected_tables(data)
+def independent(small_data: Path) -> pl.DataFrame:
+    tabs = expected_tables(small_data)
     return pl.concat([tabs[t] for t in ("P1", "P2", "P3", "P4", "P5")])
 
 
 @pytest.fixture(scope="module")
-def result(seeded: Path, data: Path) -> Accuracy:
-    return accuracy(seeded, data)
+def result(small_seeded_release: Path, small_data: Path) -> Accuracy:
+    return accuracy(small_seeded_release, small_data)
 
 
-def test_truth_equals_an_independent_tabulation(data: Path, independent: pl.DataFrame) -> None:
-    mine = truth_tables(data)
+def test_truth_equals_an_independent_tabulation(
+    small_data: Path, independent: pl.DataFrame
+) -> None:
+    mine = truth_tables(small_data)
     keys = ["GEOLEVEL", "GEOID", "CELL"]
     j = independent.join(mine, on=keys, how="full", suffix="_MINE", coalesce=True)
     assert j.height == independent.height == mine.height
     assert (j.get_column("COUNT") == j.get_column("COUNT_MINE")).all()
 
 
-def test_noise_off_every_error_is_zero(exact: Path, data: Path) -> None:
-    acc = accuracy(exact, data)
+def test_noise_off_every_error_is_zero(small_exact_release: Path, small_data: Path) -> None:
+    acc = accuracy(small_exact_release, small_data)
     assert acc.private is False
     for c in ("MAE", "RMSE", "ME"):
         assert (acc.errors.get_column(c) == 0).all(), c
@@ -84,9 +71,9 @@ def _published(release: Path) -> pl.DataFrame:
 
 
 def test_errors_equal_a_direct_computation(
-    result: Accuracy, seeded: Path, independent: pl.DataFrame
+    result: Accuracy, small_seeded_release: Path, independent: pl.DataFrame
 ) -> None:
-    pub = _published(seeded)
+    pub = _published(small_seeded_release)
     j = pub.join(independent, on=["GEOLEVEL", "GEOID", "CELL"], suffix="_T")
     err = (j["COUNT"] - j["COUNT_T"]).cast(pl.Float64).alias("E")
     j = j.with_columns(err, pl.col("CELL").str.slice(0, 4).alias("T"))
@@ -111,9 +98,9 @@ def test_errors_equal_a_direct_computation(
 
 
 def test_reliability_equals_a_plain_recomputation(
-    result: Accuracy, seeded: Path, independent: pl.DataFrame
+    result: Accuracy, small_seeded_release: Path, independent: pl.DataFrame
 ) -> None:
-    pub = _published(seeded)
+    pub = _published(small_seeded_release)
     for level in ("BLOCK_GROUP", "PLACE"):
         t = independent.filter(pl.col("GEOLEVEL") == level)
         p = pub.filter(pl.col("GEOLEVEL") == level)
@@ -156,36 +143,28 @@ def test_noisy_measurements_have_their_stated_error(result: Accuracy) -> None:
     assert checked >= 3
 
 
-def test_the_command(seeded: Path, data: Path, tmp_path: Path) -> None:
+def test_the_command(small_seeded_release: Path, small_data: Path, tmp_path: Path) -> None:
     from privtab.cli import app
 
-    res = CliRunner().invoke(
-        app, ["topdown", "accuracy", "--release", str(seeded), "--truth", str(data), "--json",
-              "--html", str(tmp_path / "acc.html")],
-    )  # fmt: skip
+    rel, truth = str(small_seeded_release), str(small_data)
+    base = ["topdown", "accuracy", "--release", rel, "--truth", truth]
+    res = CliRunner().invoke(app, [*base, "--json", "--html", str(tmp_path / "acc.html")])
     assert res.exit_code == 0, res.output
     doc = json.loads(res.stdout)
     assert doc["release_private"] is False
     page = (tmp_path / "acc.html").read_text()
     assert "Largest group" in page
     assert "for synthetic or public data only" in page
-    inside = CliRunner().invoke(
-        app, ["topdown", "accuracy", "--release", str(seeded), "--truth", str(data),
-              "--html", str(seeded / "acc.html")],
-    )  # fmt: skip
+    inside = CliRunner().invoke(app, [*base, "--html", str(small_seeded_release / "acc.html")])
     assert inside.exit_code == 2
-    assert not (seeded / "acc.html").exists()
+    assert not (small_seeded_release / "acc.html").exists()
     assert {"errors", "reliability", "measurements"} <= set(doc)
-    text = CliRunner().invoke(
-        app, ["topdown", "accuracy", "--release", str(seeded), "--truth", str(data)]
-    )
+    text = CliRunner().invoke(app, base)
     assert text.exit_code == 0, text.output
     assert "Mean absolute error" in text.output
     other = write_small_population(tmp_path, 6)
     with pytest.raises(InputError, match="not the data the release was made from"):
-        accuracy(seeded, other)
-    bad = CliRunner().invoke(
-        app, ["topdown", "accuracy", "--release", str(seeded), "--truth", str(other)]
-    )
+        accuracy(small_seeded_release, other)
+    bad = CliRunner().invoke(app, [*base[:-1], str(other)])
     assert bad.exit_code == 1
     assert "GEOID" in bad.output

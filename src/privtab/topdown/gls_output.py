@@ -44,6 +44,9 @@ from privtab.topdown.kron import KronCells
 
 if TYPE_CHECKING:
     import polars as pl
+    from numpy.typing import NDArray
+
+    F64 = NDArray[np.float64]
 
 __all__ = [
     "DOCUMENT_KIND",
@@ -51,6 +54,7 @@ __all__ = [
     "GLS_COLUMNS",
     "GLSFolderWriter",
     "estimates_frame",
+    "gls_frame",
     "gls_method",
     "is_gls_folder",
     "read_gls_folder",
@@ -65,30 +69,33 @@ DOCUMENT_KIND = "privtab.topdown.gls"
 GLS_COLUMNS: tuple[str, ...] = ("GEOID", "CELL", "ESTIMATE", "STD_DEV")
 
 
+def gls_frame(geoids: Sequence[str], cells: Sequence[str], estimate: F64, std: F64) -> pl.DataFrame:
+    """Estimates ``(geographies, cells)`` and their standard deviations as a long frame
+    ``GEOID|CELL|ESTIMATE|STD_DEV`` (float64; geographies in the given order, each one's
+    cells in the given order)."""
+    import polars as pl
+
+    n, k = estimate.shape
+    return pl.DataFrame(
+        {
+            "GEOID": np.repeat(np.asarray(geoids, dtype=object), k).tolist(),
+            "CELL": np.tile(np.asarray(cells, dtype=object), n).tolist(),
+            "ESTIMATE": estimate.reshape(-1),
+            "STD_DEV": std.reshape(-1),
+        },
+        schema=dict.fromkeys(GLS_COLUMNS[:2], pl.String)
+        | dict.fromkeys(GLS_COLUMNS[2:], pl.Float64),
+    )
+
+
 def estimates_frame(result: TreeGLS, cells: KronCells, level: int | str) -> pl.DataFrame:
     """One level's estimates as a long frame ``GEOID|CELL|ESTIMATE|STD_DEV`` (float64;
     geounits in the tree's order, cells in the given order). A replicated solve is refused
     (one measurement set per release)."""
-    import polars as pl
-
     est = result.estimates(cells, level)
     if est.estimate.ndim != 2:
         raise ValueError("a replicated solve has no single estimate per cell")
-    n, k = est.estimate.shape
-    return pl.DataFrame(
-        {
-            "GEOID": np.repeat(np.asarray(est.geounits, dtype=object), k).tolist(),
-            "CELL": np.tile(np.asarray(est.cells, dtype=object), n).tolist(),
-            "ESTIMATE": est.estimate.reshape(-1),
-            "STD_DEV": est.std.reshape(-1),
-        },
-        schema={
-            "GEOID": pl.String,
-            "CELL": pl.String,
-            "ESTIMATE": pl.Float64,
-            "STD_DEV": pl.Float64,
-        },
-    )
+    return gls_frame(est.geounits, est.cells, est.estimate, est.std)
 
 
 def _text(df: pl.DataFrame, *, header: bool = True) -> bytes:

@@ -510,17 +510,9 @@ def _crossing_aiannh(run: GLSRun) -> set[str]:
 
 # ----------------------------------------------------------------------------- the command
 def _frame(level: GLSLevel, cells: KronCells) -> pl.DataFrame:
-    n, k = level.estimate.shape
-    return pl.DataFrame(
-        {
-            "GEOID": np.repeat(np.asarray(level.geoids, dtype=object), k).tolist(),
-            "CELL": np.tile(np.asarray(cells.names, dtype=object), n).tolist(),
-            "ESTIMATE": level.estimate.reshape(-1),
-            "STD_DEV": level.std.reshape(-1),
-        },
-        schema={"GEOID": pl.String, "CELL": pl.String, "ESTIMATE": pl.Float64,
-                "STD_DEV": pl.Float64},
-    )  # fmt: skip
+    from privtab.topdown.gls_output import gls_frame
+
+    return gls_frame(level.geoids, cells.names, level.estimate, level.std)
 
 
 def persons_runs(release: Path) -> list[Path]:
