@@ -168,3 +168,19 @@ def test_the_command(small_seeded_release: Path, small_data: Path, tmp_path: Pat
     bad = CliRunner().invoke(app, [*base[:-1], str(other)])
     assert bad.exit_code == 1
     assert "GEOID" in bad.output
+
+
+def test_size_bins_and_an_empty_reliability() -> None:
+    from privtab.topdown.accuracy import reliability, size_bin
+
+    totals = pl.DataFrame({"N": [0, 1, 9, 10, 99, 100, 249, 250, 999, 1000, 99_999, 100_000]})
+    got = totals.select(size_bin(pl.col("N"))).to_series().to_list()
+    assert got == ["0", "1-9", "1-9", "10-99", "10-99", "100-249", "100-249", "250-499",
+                   "500-999", "1,000-9,999", "10,000-99,999", "100,000+"]  # fmt: skip
+    empty = pl.DataFrame(
+        schema={"GEOLEVEL": pl.String, "GEOID": pl.String, "CELL": pl.String,
+                "PUBLISHED": pl.Int64, "TRUE": pl.Int64}
+    )  # fmt: skip
+    table, thresholds = reliability(empty)
+    assert table.is_empty()
+    assert thresholds == {"BLOCK_GROUP": None, "PLACE": None}

@@ -217,6 +217,12 @@ def reliability(joined: pl.DataFrame) -> tuple[pl.DataFrame, dict[str, int | Non
     lower edge of the first bin from which every non-empty bin passes; ``None``: none)."""
     cells = (*GROUP_CELLS, TOTAL)
     sub = joined.filter(pl.col("GEOLEVEL").is_in(RELIABILITY_LEVELS) & pl.col("CELL").is_in(cells))
+    if sub.filter((pl.col("CELL") == TOTAL) & (pl.col("TRUE") > 0)).is_empty():
+        empty = pl.DataFrame(
+            schema={"GEOLEVEL": pl.String, "BIN": pl.String, "GEOGRAPHIES": pl.UInt32,
+                    "PASS_SHARE": pl.Float64}
+        )  # fmt: skip
+        return empty, dict.fromkeys(RELIABILITY_LEVELS)
     wide_t = sub.pivot("CELL", index=["GEOLEVEL", "GEOID"], values="TRUE")
     wide_p = sub.pivot("CELL", index=["GEOLEVEL", "GEOID"], values="PUBLISHED")
     w = wide_t.join(wide_p, on=["GEOLEVEL", "GEOID"], suffix="_P").filter(pl.col(TOTAL) > 0)
@@ -256,7 +262,7 @@ def reliability(joined: pl.DataFrame) -> tuple[pl.DataFrame, dict[str, int | Non
 
 
 # ------------------------------------------------------------------ the noisy measurements
-def _query_cells(name: str, matrix: NDArray[np.float64]) -> list[int] | None:
+def _query_cells(matrix: NDArray[np.float64]) -> list[int] | None:
     """The P1–P5 cell (index) equal to each row of a measured query, or None."""
     rows = pl94_person_cells().rows()
     lookup = {r.tobytes(): i for i, r in enumerate(np.ascontiguousarray(rows))}
@@ -314,7 +320,7 @@ def measurement_errors(
             index = {g: i for i, g in enumerate(h.ids(k))}
             at = nmf.table.filter(pl.col("geolevel") == level)
             for (q,), sub in at.group_by("query", maintain_order=True):
-                cells = _query_cells(str(q), np.asarray(sch.query(str(q)).matrix().toarray()))
+                cells = _query_cells(np.asarray(sch.query(str(q)).matrix().toarray()))
                 if cells is None:
                     continue
                 units = np.array([index[g] for g in sub.get_column("geocode").to_list()])
