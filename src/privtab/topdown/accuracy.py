@@ -17,7 +17,7 @@ the share of geographies, by 50-person bins of true total population, whose *lar
 group's* share of the population is within 5 percentage points of the truth. The groups
 are P2's mutually exclusive major groups (Hispanic or Latino; not Hispanic and one of the
 six races alone; not Hispanic and two or more races), the largest is the largest in the
-truth. The Census (Wright & Irimata, SSS2021-02, Aug. 2021) calls a size bin reliable
+truth. The Census (working paper SSS2021-02, Aug. 2021) calls a size bin reliable
 when ≥ 95 % of its geographies pass, and found production TopDown reliable from 450–499
 persons for block groups and 200–249 for places and MCDs (against the *swapped* 2010
 tables, not an enumeration). ``threshold`` is the lower edge of the first bin from which
@@ -466,9 +466,9 @@ class Accuracy:
             "<p>Every published P1–P5 cell of the release compared with the same cell "
             "tabulated from the data it was made from (errors = published − true). Size "
             "bins are by the geography's true total population. The Census's reliability "
-            "criterion (Wright &amp; Irimata, SSS2021-02, 2021): a size bin is reliable when "
-            "≥ 95 % of its geographies have their largest group's share within 5 points of "
-            "the truth.</p>"
+            "criterion (U.S. Census Bureau working paper SSS2021-02, 2021): a size bin is "
+            "reliable when ≥ 95 % of its geographies have their largest group's share "
+            "within 5 points of the truth.</p>"
         ]
         for t in self.tables():
             sections.append(f"<h2>{html.escape(t.title)}</h2>")
