@@ -152,6 +152,17 @@ def random_problem(rng: np.random.Generator, *, dense_matrix: bool = False) -> P
 
 def dense_gls(p: Problem) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     """Estimate and covariance of every geounit's histogram from the stacked design."""
+    x, cov, aggs = dense_joint(p)
+    return {g: (b @ x, b @ cov @ b.T) for g, b in aggs.items()}
+
+
+def dense_joint(
+    p: Problem, *, below: str | None = None, fixed: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray, dict[str, np.ndarray]]:
+    """The leaves' GLS estimate and joint covariance, and each geounit's aggregation
+    matrix over the leaves. ``below``/``fixed``: only the measurements and constraints
+    strictly below geounit ``below``, with its histogram fixed at ``fixed`` (the leaves
+    outside its subtree are then unconstrained and meaningless)."""
     n = int(np.prod(p.shape))
     leaves = p.spine.leaves
     col = {g: i for i, g in enumerate(leaves)}
@@ -163,10 +174,16 @@ def dense_gls(p: Problem) -> dict[str, tuple[np.ndarray, np.ndarray]]:
         return b
 
     aggs = {g: agg(g) for g in p.spine.nodes}
+    keep = set(p.spine.nodes)
+    if below is not None:
+        inside = set(p.spine.under[below])
+        keep = {g for g in p.spine.nodes if g != below and set(p.spine.under[g]) <= inside}
     a_rows, y, v = [], [], []
     for m in p.measurements:
         f = m.query.matrix()
         for g, ans, var in zip(m.geounits, m.answers[:, 0, :], m.variances, strict=True):
+            if g not in keep:
+                continue
             a_rows.append(f @ aggs[g])
             y.append(ans)
             v.append(np.full(ans.size, var))
@@ -174,8 +191,18 @@ def dense_gls(p: Problem) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     for c in p.constraints:
         f = c.query.matrix()
         for g, val in zip(c.geounits, c.values[:, 0, :], strict=True):
+            if g not in keep:
+                continue
             c_rows.append(f @ aggs[g])
             c_vals.append(val)
+    if below is not None:
+        assert fixed is not None
+        c_rows.append(aggs[below])
+        c_vals.append(fixed)
+        outside = [g for g in p.spine.leaves if g not in inside]
+        for g in outside:  # pin the leaves outside the subtree (not estimated)
+            c_rows.append(aggs[g])
+            c_vals.append(np.zeros(n))
     a = np.vstack(a_rows)
     yy, vv = np.concatenate(y), np.concatenate(v)
     if c_rows:
@@ -188,7 +215,7 @@ def dense_gls(p: Problem) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     sol = gls(a @ null, yy - a @ x0, vv)
     x = x0 + null @ sol.coef
     cov = null @ sol.covariance @ null.T
-    return {g: (b @ x, b @ cov @ b.T) for g, b in aggs.items()}
+    return x, cov, aggs
 
 
 def _check(p: Problem) -> None:

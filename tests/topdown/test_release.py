@@ -376,6 +376,11 @@ def test_the_noisy_measurements_alone_give_the_same_release_again(
         nmf = read_nmf(first / "nmf" / name)
         assert not nmf.private
         assert nmf.table.height > 0
+        # the public block facts hold the invariant unit counts only: the occupied /
+        # vacant split of a block is the units run's protected histogram
+        facts = pl.read_parquet(first / "nmf" / name / "blocks.parquet")
+        assert not {"OCCUPIED", "VACANT"} & set(facts.columns), name
+        assert {"HU", "GQ1", "GQ7"} <= set(facts.columns)
     validate_release(first)  # the nmf files are listed in release.json's outputs too
     again = tmp_path / "again"
     res = postprocess_release(first / "nmf", again, TopDownOptions(report=False),

@@ -24,6 +24,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from privtab.analysis.safetab import _pct
 from privtab.errors import UsageError
 
 if TYPE_CHECKING:
@@ -168,7 +169,8 @@ def write_derived(
     from privtab.release.marking import parquet_metadata, write_not_private
 
     assert rel.path is not None
-    private = rel.private is not False
+    stated = rel.private if rel.document is not None else rel.metadata.get("private")
+    private = stated is not False
     target = Path(out)
     with atomic_directory(target, kind="analysis", overwrite=overwrite, protect=[rel.path]) as tmp:
         for name, df in tables.items():
@@ -180,6 +182,15 @@ def write_derived(
             derived = {"release": str(rel.path.resolve()), "command": command}
             extra = {**rel.document.extra, "derived_from": derived, "outputs": {"files": files}}
             replace(rel.document, extra=extra).write(tmp)
+        elif rel.metadata:  # a document privtab.release does not type (a derived GLS folder)
+            import json
+
+            files = {p.name: {"sha256": sha256_file(p)} for p in sorted(tmp.glob("*.parquet"))}
+            origin = {"release": str(rel.path.resolve()), "kind": str(rel.metadata.get("kind")),
+                      "command": command}  # fmt: skip
+            doc = {**rel.metadata, "kind": "privtab.analysis", "derived_from": origin,
+                   "outputs": {"files": files}}  # fmt: skip
+            atomic_write(tmp / "release.json", json.dumps(doc, indent=2, default=str) + "\n")
     return [str(target / f"{name}.parquet") for name in tables]
 
 
@@ -189,11 +200,7 @@ def load_checked(path: str | Path) -> SafeTabRelease:
     from privtab.analysis.safetab import load_release
 
     rel = load_release(path)
-    if rel.private is False:
-        LOG.warning(
-            "THIS RELEASE IS NOT PRIVATE (seeded or noise-off test run): its counts carry no "
-            "protection; every output derived from it is marked not private"
-        )
+    _warn_not_private(rel.private)
     if rel.clamped:
         LOG.warning(
             "this release clamped counts at zero: intervals stay valid (true counts are "
@@ -203,18 +210,29 @@ def load_checked(path: str | Path) -> SafeTabRelease:
     return rel
 
 
-def _is_safetab_h(path: str | Path) -> bool:
-    from privtab.release.document import KIND_H
+def _release_kind(path: str | Path) -> str:
+    """The ``kind`` of the folder's ``release.json`` (SafeTab-P's when it has none, or a
+    SafeTab-H release of the earlier layout without one: a ``t3/`` folder)."""
+    import json
+
+    from privtab.release.document import KIND, KIND_H
 
     doc = Path(path) / "release.json"
     if not doc.is_file():
-        return (Path(path) / "t3").is_dir()
-    import json
-
+        return KIND_H if (Path(path) / "t3").is_dir() else KIND
     try:
-        return bool(json.loads(doc.read_text(encoding="utf-8")).get("kind") == KIND_H)
-    except ValueError:
-        return False
+        kind = json.loads(doc.read_text(encoding="utf-8")).get("kind")
+    except (ValueError, AttributeError):
+        return KIND
+    return kind if isinstance(kind, str) else KIND
+
+
+def _warn_not_private(private: bool | None) -> None:
+    if private is False:
+        LOG.warning(
+            "THIS RELEASE IS NOT PRIVATE (seeded or noise-off test run): its counts carry no "
+            "protection; every output derived from it is marked not private"
+        )
 
 
 def _analyze_h(
@@ -233,11 +251,7 @@ def _analyze_h(
             "SafeTab-H release supports analyze ci"
         )
     doc = read_release_document(path) if (path / "release.json").exists() else None
-    if doc is not None and not doc.private:
-        LOG.warning(
-            "THIS RELEASE IS NOT PRIVATE (seeded or noise-off test run): its counts carry no "
-            "protection; every output derived from it is marked not private"
-        )
+    _warn_not_private(None if doc is None else doc.private)
     tables = {n: add_intervals(df, options["level"]) for n, df in read_release_tables(path).items()}
     summary: dict[str, Any] = {"release": str(path)}
     for name, df in tables.items():
@@ -253,6 +267,63 @@ def _analyze_h(
     return summary
 
 
+def _analyze_gls(
+    command: str, path: Path, *, out: str | Path | None, overwrite: bool, **options: Any
+) -> dict[str, Any]:
+    """``privtab analyze ci --release`` of a derived GLS folder (``privtab topdown gls``):
+    per level, ``MOE{L}``, ``LOWER{L}``, ``UPPER{L}`` = ``ESTIMATE ∓ z_{(1+L)/2}·STD_DEV``
+    (the normal approximation of the linear estimator's law; its coverage over 10⁴ seeded
+    releases is measured by ``tests/topdown/test_gls_coverage.py``, docs/topdown.md). Cells
+    the invariants determine (``STD_DEV`` 0) get the degenerate interval."""
+    import polars as pl
+
+    from privtab.analysis.safetab import SafeTabRelease
+    from privtab.topdown.gls import normal_moe
+    from privtab.topdown.gls_output import read_gls_folder
+
+    if command != "ci":
+        raise UsageError(
+            f"analyze {command} is for SafeTab-P releases; a derived GLS folder supports analyze ci"
+        )
+    level = float(options["level"])
+    doc, frames = read_gls_folder(path)
+    _warn_not_private(doc.get("private") is not False)
+    pct = _pct(level)
+    tables: dict[str, pl.DataFrame] = {}
+    for name, df in frames.items():
+        moe = normal_moe(df.get_column("STD_DEV").to_numpy(), level)
+        est = df.get_column("ESTIMATE")
+        tables[f"gls-{name}"] = df.with_columns(
+            pl.Series(f"MOE{pct}", moe),
+            (est - moe).alias(f"LOWER{pct}"),
+            (est + moe).alias(f"UPPER{pct}"),
+        )
+    summary: dict[str, Any] = {
+        "release": str(path),
+        "kind": doc.get("kind"),
+        "level": level,
+        "method": "ESTIMATE ± z·STD_DEV (normal approximation of the GLS estimator)",
+        "z": float(normal_moe(1.0, level)),
+    }
+    for name, df in tables.items():
+        summary[f"{name}_rows"] = df.height
+    if out is not None:
+        rel = SafeTabRelease(pl.DataFrame(), pl.DataFrame(), doc, path, None)
+        summary["written"] = write_derived(out, tables, rel, "analyze ci", overwrite=overwrite)
+    else:
+        summary["written"] = []
+    return summary
+
+
+def _refuse_topdown(command: str, path: Path, **_: Any) -> dict[str, Any]:
+    raise UsageError(
+        f"{path} is a TopDown release: its published counts were post-processed (non-negative, "
+        "integer, consistent) and carry no error law to build intervals from",
+        hint=f"run privtab topdown gls --release {path} --out G (a release run with --nmf) "
+        f"and then privtab analyze {command} --release G",
+    )
+
+
 def analyze_release(
     command: str,
     path: str | Path,
@@ -263,8 +334,14 @@ def analyze_release(
 ) -> dict[str, Any]:
     """``privtab analyze ci|combine|postprocess --release PATH``: the analysed tables
     (written to ``out`` by :func:`write_derived`) and a JSON-ready summary of them."""
-    if _is_safetab_h(path):
-        return _analyze_h(command, Path(path), out=out, overwrite=overwrite, **options)
+    from privtab.release.document import KIND_H
+    from privtab.topdown.document import KIND as KIND_TOPDOWN
+    from privtab.topdown.gls_output import DOCUMENT_KIND as KIND_GLS
+
+    other = {KIND_H: _analyze_h, KIND_GLS: _analyze_gls, KIND_TOPDOWN: _refuse_topdown}
+    by_kind = other.get(_release_kind(path))
+    if by_kind is not None:
+        return by_kind(command, Path(path), out=out, overwrite=overwrite, **options)
     rel = load_checked(path)
     if command == "ci":
         tables = intervals_release(rel, options["level"])

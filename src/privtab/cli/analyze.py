@@ -2,8 +2,9 @@
 
 Works on values given on the command line or on a SafeTab release directory
 (``--release DIR``, its thresholds and plan read from its ``release.json``; ``--out DIR``
-writes the analysed tables as Parquet with a ``release.json`` pointing to the source).
-See ``docs/analysis.md``.
+writes the analysed tables as Parquet with a ``release.json`` pointing to the source);
+``analyze ci`` also on the derived folder of ``privtab topdown gls`` (intervals from each
+estimate and its standard deviation). See ``docs/analysis.md``.
 """
 
 from __future__ import annotations
@@ -25,7 +26,13 @@ Mechanism = Annotated[str | None, typer.Option("--mechanism", help=f"One of: {ME
 Epsilon = Annotated[float | None, typer.Option("--epsilon", help="ε (laplace, geometric).")]
 Rho = Annotated[float | None, typer.Option("--rho", help="ρ (gaussian, discrete_gaussian).")]
 Sensitivity = Annotated[float, typer.Option("--sensitivity", help="Sensitivity Δ.")]
-Release = Annotated[Path | None, typer.Option("--release", help="A SafeTab release directory.")]
+Release = Annotated[
+    Path | None,
+    typer.Option(
+        "--release",
+        help="A SafeTab-P or SafeTab-H release, or (analyze ci) a folder of privtab topdown gls.",
+    ),
+]
 Out = Annotated[
     Path | None, typer.Option("--out", help="With --release: write the tables to this folder.")
 ]

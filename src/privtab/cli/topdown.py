@@ -8,7 +8,11 @@
   P1–P5/H1, ``release.json``, ``report.html`` (:mod:`privtab.topdown.run`);
 * ``postprocess`` — a new release from a release's noisy measurements alone (``--nmf``);
 * ``validate-output`` — the rules of a written release folder
-  (:mod:`privtab.topdown.validate`).
+  (:mod:`privtab.topdown.validate`);
+* ``accuracy`` — a release's errors against its synthetic truth
+  (:mod:`privtab.cli.topdown_accuracy`);
+* ``gls`` — unbiased estimates and exact standard deviations of every P1–P5 cell from a
+  release's noisy measurements (:mod:`privtab.topdown.gls_release`), a derived folder.
 
 The computations are :mod:`privtab.topdown`'s; these commands parse, call and print.
 """
@@ -41,8 +45,21 @@ def register(app: typer.Typer) -> None:
         app,
         "topdown",
         help,
-        {"plan": plan, "run": run, "postprocess": postprocess, "validate-output": validate_output},
+        {
+            "plan": plan,
+            "run": run,
+            "postprocess": postprocess,
+            "validate-output": validate_output,
+            "gls": gls,
+            "accuracy": _accuracy(),
+        },
     )
+
+
+def _accuracy() -> Any:
+    from privtab.cli.topdown_accuracy import accuracy
+
+    return accuracy
 
 
 def plan(
@@ -369,3 +386,37 @@ def validate_output(
     lines.append("checked: " + ", ".join(summary.checks))
     lines += [f"  not checked: {k} ({v})" for k, v in summary.skipped.items()]
     emit(summary.to_json(), as_json, [], lines=lines)
+
+
+# ----------------------------------------------------------------------------- error
+
+
+def gls(
+    release: Path = typer.Option(..., "--release", help="A release made with --nmf."),  # noqa: B008
+    out: Path = typer.Option(..., "--out", "-o", help="The derived folder to create."),  # noqa: B008
+    to: str = typer.Option(
+        "BLOCK_GROUP",
+        "--to",
+        help="Deepest tabulation level: STATE, COUNTY, TRACT, BLOCK_GROUP (with places and "
+        "AIANNH areas) or BLOCK.",
+    ),
+    overwrite: OverwriteOption = False,
+    quiet: QuietOption = False,
+    as_json: JsonOption = False,
+) -> None:
+    """Unbiased estimates and exact standard deviations of every P1-P5 cell (tree GLS).
+
+    Example: privtab topdown gls --release release-de --out gls-de
+    """
+    from privtab.cli._render import info
+    from privtab.topdown.gls_release import release_gls
+
+    say = None if quiet or as_json else info
+    summary = release_gls(release, out, to=to.upper(), overwrite=overwrite, say=say)
+    lines = [f"tree GLS of {release} written to {out} (runs: {', '.join(summary['runs'])})"]
+    lines += [f"  {name}: {rows:,} rows" for name, rows in summary["files"].items()]
+    for what, areas in summary["not_computed"].items():
+        lines.append(f"not computed: {what} {', '.join(areas)} (they cross states)")
+    if not summary["private"]:
+        lines.append("NOT PRIVATE: derived from a test release")
+    emit(summary, as_json, [], lines=lines)

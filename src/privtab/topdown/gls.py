@@ -81,7 +81,7 @@ off-spine entities, the Census's ``est_cis.py``) are not computed here.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from functools import lru_cache
@@ -100,10 +100,13 @@ __all__ = [
     "Constraints",
     "GeounitTree",
     "Measurements",
+    "Part",
+    "SplitGLS",
     "TreeGLS",
     "noise_variance",
     "normal_moe",
     "tree_gls",
+    "tree_gls_split",
 ]
 
 F64 = npt.NDArray[np.float64]
@@ -360,6 +363,8 @@ class TreeGLS:
         covariances: list[Blocks],
         replicated: bool,
         level_names: tuple[str, ...] | None,
+        bottom_up: list[_Up] | None = None,
+        floor: float = 0.0,
     ) -> None:
         self._tree = tree
         self.basis = basis
@@ -367,6 +372,8 @@ class TreeGLS:
         self._v = covariances
         self._replicated = replicated
         self.level_names = level_names
+        self._ups = bottom_up
+        self._floor = floor
 
     @property
     def levels(self) -> tuple[tuple[str, ...], ...]:
@@ -409,6 +416,190 @@ class TreeGLS:
         return CellEstimates(
             self._tree.ids[lv], cells.names, est if self._replicated else est[:, 0, :], std
         )
+
+    def parent_index(self, level: int | str) -> I64:
+        """For each geounit of ``level`` (below the root), its parent's index in the level
+        above."""
+        lv = self._level(level)
+        if lv == 0:
+            raise ValueError("the root has no parent")
+        return self._tree.parent[lv]
+
+    def children(self, level: int | str, parent: int) -> range:
+        """The indices (in the level below) of the children of geounit ``parent``."""
+        lv = self._level(level)
+        start = int(self._tree.start[lv][parent])
+        return range(start, start + int(self._tree.count[lv][parent]))
+
+    def _bottom_up_results(self) -> list[_Up]:
+        if self._ups is None:
+            raise ValueError("solve with keep_bottom_up=True to condition or aggregate")
+        return self._ups
+
+    def _s_plus(self, lv: int, parents: I64) -> Blocks:
+        """``S_p⁺`` of ``parents`` of level ``lv`` (zeros for a single child's parent)."""
+        pup = self._bottom_up_results()[lv]
+        assert pup.s_sum is not None
+        out = Blocks.zeros(parents.size, self.basis.block_sizes)
+        multi = np.flatnonzero(self._tree.count[lv][parents] >= 2)
+        if multi.size:
+            out.put(multi, _pinv(pup.s_sum.take(parents[multi]), self._floor))
+        return out
+
+    def condition_children(
+        self, level: int | str, parents: Sequence[int], values: Any
+    ) -> tuple[I64, F64]:
+        """The children of ``parents`` (geounits of ``level``) estimated from the
+        measurements in their own subtrees **given** that each parent's histogram is
+        ``values[i]`` — the top-down step of the GLS with a known parent,
+        ``x̂_c + C_c S_p⁺ (v − s_p)`` (a single child: ``v``): the best linear unbiased
+        estimate of the children from their subtrees' measurements under ``Σ children =
+        v``. Returns the children's indices in the level below and their ``(k, n)``
+        histograms, in order (needs ``keep_bottom_up=True``; one measurement set)."""
+        lv = self._level(level)
+        ups = self._bottom_up_results()
+        if lv + 1 >= len(ups):
+            raise ValueError(f"level {level!r} has no children in the tree")
+        if self._replicated:
+            raise ValueError("conditioning needs one measurement set, not replicates")
+        par = np.asarray(parents, dtype=np.int64).reshape(-1)
+        vals = np.asarray(values, dtype=np.float64).reshape(par.size, self.basis.size)
+        count = self._tree.count[lv][par]
+        kids = np.concatenate(
+            [np.arange(self._tree.start[lv][p], self._tree.start[lv][p] + k) for p, k in
+             zip(par.tolist(), count.tolist(), strict=True)]
+            or [np.zeros(0, dtype=np.int64)]
+        ).astype(np.int64)  # fmt: skip
+        owner = np.repeat(np.arange(par.size), count)
+        v = self.basis.to_blocks(vals[:, None, :])
+        pup, cup = ups[lv], ups[lv + 1]
+        assert pup.x_sum is not None
+        a = cup.c.take(kids) @ self._s_plus(lv, par).take(owner)
+        x = cup.x.take(kids) + a.apply(v.take(owner) - pup.x_sum.take(par[owner]))
+        single = np.flatnonzero(count[owner] == 1)
+        if single.size:
+            x.put(single, v.take(owner[single]))
+        return kids, self.basis.from_blocks(x)[:, 0, :]
+
+    def aggregate(
+        self, cells: KronCells, level: int | str, groups: Any, n_groups: int
+    ) -> tuple[F64, F64]:
+        """Estimates and exact standard deviations of ``cells`` of **sums of geounits**:
+        group ``g`` is the geounits ``i`` of ``level`` with ``groups[i] == g`` (``-1``: in
+        no group) — a tabulation geography made of several geounits. Returns
+        ``(n_groups, cells)`` arrays (groups without geounits: 0, 0).
+
+        The variance of ``Σ_i W_i x̃_i`` over geounits of one level (``W = 𝟙`` at first) is
+        carried up the tree: with ``x̃_i = x̂_i + A_i(x̃_p − s_p)`` the geounits of one
+        parent contribute ``Σ_i W_i(x̂_i − A_i s_p)``, uncorrelated with everything else the
+        estimate depends on, of variance ``Σ_i W_i C_i W_iᵀ − B_p S_p B_pᵀ``
+        (``B_p = Σ_i W_i A_i``), and leave ``B_p x̃_p`` to the level above; a group reduced
+        to one geounit ``j`` ends with ``W V_j Wᵀ`` (its final covariance). Needs
+        ``keep_bottom_up=True``; exact up to rounding (checked against a dense GLS)."""
+        lv = self._level(level)
+        if cells.domain != self.basis.shape:
+            raise ValueError(f"cells are over {cells.domain}, the histogram is {self.basis.shape}")
+        if self._replicated:
+            raise ValueError("aggregation needs one measurement set, not replicates")
+        g = np.asarray(groups, dtype=np.int64).reshape(-1)
+        if g.size != len(self._tree.ids[lv]):
+            raise ValueError(f"groups: one entry per geounit of the level ({g.size} given)")
+        rows = cells.rows()
+        grams = self.basis.row_grams(rows)
+        x = self.basis.from_blocks(self._x[lv])[:, 0, :]
+        est = np.zeros((n_groups, rows.shape[0]))
+        var = np.zeros((n_groups, rows.shape[0]))
+        members = np.flatnonzero(g >= 0)
+        np.add.at(est, g[members], x[members] @ rows.T)
+        order = members[np.argsort(g[members], kind="stable")]
+        bounds = np.flatnonzero(np.diff(g[order])) + 1
+        for chunk in _chunks(order, bounds, CHUNK):
+            cov = self._group_covariance(lv, g[chunk], chunk)
+            ids = np.unique(g[chunk])
+            var[ids] = cov.flat() @ grams.T
+        scale = np.abs(var).max(axis=0, initial=0.0)[None, :]
+        std = np.sqrt(np.where(var > RTOL * np.maximum(scale, 1.0), var, 0.0))
+        return est, std
+
+    def _group_covariance(self, lv: int, grp: I64, nodes: I64) -> Blocks:
+        """The covariance (blocks) of each group's sum (groups ``np.unique(grp)``, in
+        order): see :meth:`aggregate`."""
+        ups = self._bottom_up_results()
+        sizes = self.basis.block_sizes
+        gid, local = np.unique(grp, return_inverse=True)
+        resid = Blocks.zeros(gid.size, sizes)
+        out = Blocks.zeros(gid.size, sizes)
+        w = Blocks.identity(nodes.size, sizes)
+        pg = local.astype(np.int64)  # each pair's group
+        pn = nodes.astype(np.int64)  # each pair's geounit (of level `level`)
+        level = lv
+        while pg.size:
+            n_pairs = np.bincount(pg, minlength=gid.size)
+            done = n_pairs[pg] == 1
+            if level == 0:
+                done[:] = True
+            if done.any():  # a group reduced to one geounit: W V Wᵀ with its final V
+                fin = np.flatnonzero(done)
+                wk = w.take(fin)
+                vk = self._v[level].take(pn[fin])
+                out.put(pg[fin], (wk @ vk @ wk.t()).sym())
+                keep = np.flatnonzero(~done)
+                pg, pn, w = pg[keep], pn[keep], w.take(keep)
+                if not pg.size:
+                    break
+            par = self._tree.parent[level][pn]
+            single = self._tree.count[level - 1][par] == 1
+            multi = np.flatnonzero(~single)
+            a = Blocks.identity(pg.size, sizes)
+            if multi.size:
+                c = ups[level].c.take(pn[multi])
+                a.put(multi, c @ self._s_plus(level - 1, par[multi]))
+                wm = w.take(multi)
+                _add_rows(resid, pg[multi], (wm @ c @ wm.t()))
+            wa = w @ a
+            key = np.lexsort((par, pg))
+            pg_s, par_s = pg[key], par[key]
+            starts = np.flatnonzero(
+                np.concatenate([[True], (pg_s[1:] != pg_s[:-1]) | (par_s[1:] != par_s[:-1])])
+            ).astype(np.int64)
+            b = wa.take(key).segment_sum(starts, np.arange(starts.size), starts.size)
+            new_g, new_p = pg_s[starts], par_s[starts]
+            multi_p = np.flatnonzero(self._tree.count[level - 1][new_p] >= 2)
+            if multi_p.size:
+                pup = ups[level - 1]
+                assert pup.s_sum is not None
+                bm = b.take(multi_p)
+                _add_rows(resid, new_g[multi_p], Blocks(tuple(-a for a in
+                          (bm @ pup.s_sum.take(new_p[multi_p]) @ bm.t()).arrays)))  # fmt: skip
+            pg, pn, w = new_g, new_p, b
+            level -= 1
+        return (out + resid).sym()
+
+
+def _add_rows(acc: Blocks, rows: I64, values: Blocks) -> None:
+    """``acc[rows[i]] += values[i]`` (rows may repeat)."""
+    for a, v in zip(acc.arrays, values.arrays, strict=True):
+        np.add.at(a, rows, v)
+
+
+def _chunks(order: I64, bounds: I64, size: int) -> Iterator[I64]:
+    """``order`` cut at group boundaries ``bounds`` into pieces of about ``size``."""
+    lo = 0
+    cuts = [*bounds.tolist(), order.size]
+    for i, hi in enumerate(cuts):
+        if hi - lo >= size or i == len(cuts) - 1:
+            if hi > lo:
+                yield order[lo:hi]
+            lo = hi
+
+
+@dataclass(frozen=True)
+class _Prior:
+    """Subtree estimates of some geounits of one level, solved apart."""
+
+    nodes: I64
+    c: Blocks
+    x: VBlocks
 
 
 # ----------------------------------------------------------------------------------------
@@ -462,7 +653,7 @@ def _basis(mq: Mapping[str, KronQuery], cq: Mapping[str, KronQuery]) -> Basis:
 def _replicates(measurements: Sequence[Measurements], constraints: Sequence[Constraints]) -> int:
     counts = {int(m.answers.shape[1]) for m in measurements}
     counts |= {int(c.values.shape[1]) for c in constraints}
-    reps = max(counts)
+    reps = max(counts, default=1)
     if counts - {1, reps}:
         raise ValueError(f"replicate counts differ: {sorted(counts)}")
     return reps
@@ -493,13 +684,19 @@ def _measurement_inputs(
 
 
 def _design(
-    tree: _Levels, measurements: Sequence[Measurements], constraints: Sequence[Constraints]
+    tree: _Levels,
+    measurements: Sequence[Measurements],
+    constraints: Sequence[Constraints],
+    *,
+    basis: Basis | None = None,
+    floor: float | None = None,
 ) -> _Design:
-    if not measurements:
+    if not measurements and floor is None:
         raise UsageError("tree GLS: no measurements")
     mq = _queries([m.query for m in measurements])
     cq = _queries([c.query for c in constraints])
-    basis = _basis(mq, cq)
+    if basis is None:
+        basis = _basis(mq, cq)
     names = list(mq)
     reps = _replicates(measurements, constraints)
     weights, score = _measurement_inputs(tree, basis, measurements, names, reps)
@@ -507,7 +704,10 @@ def _design(
     info = []
     for w in weights:
         arrays = []
-        for k, _ in enumerate(basis.components):
+        for k, d in enumerate(basis.block_sizes):
+            if not grams:  # nothing measured (a tree whose subtrees were solved apart)
+                arrays.append(np.zeros((w.shape[0], d, d)))
+                continue
             stack = np.stack([g.arrays[k] for g in grams])  # (J, d, d)
             arrays.append(np.einsum("nj,jab->nab", w, stack))
         info.append(Blocks(tuple(arrays)))
@@ -529,7 +729,9 @@ def _design(
         cqueries=list(cq.values()),
         reps=reps,
         replicated=reps > 1,
-        floor=1e-12 * min(float(m.variances.min()) for m in measurements),
+        floor=floor
+        if floor is not None
+        else 1e-12 * min(float(m.variances.min()) for m in measurements),
     )
 
 
@@ -601,7 +803,11 @@ def _condition_chunk(up: _Up, design: _Design, con: _Con) -> None:
     up.x.put(con.nodes, x + gain.apply(miss))
 
 
-def _bottom_up(tree: _Levels, design: _Design) -> list[_Up]:
+def _bottom_up(
+    tree: _Levels, design: _Design, priors: Mapping[int, _Prior] | None = None
+) -> list[_Up]:
+    """Subtree estimates level by level, leaves first; ``priors`` (level → estimates of
+    some of its geounits from their own subtrees, solved apart) stand in for subtrees."""
     sizes = design.basis.block_sizes
     ups: list[_Up | None] = [None] * len(tree.ids)
     pushed: list[_Con] = []
@@ -609,6 +815,7 @@ def _bottom_up(tree: _Levels, design: _Design) -> list[_Up]:
         ids = tree.ids[lvl]
         n = len(ids)
         info, score, measured = design.info[lvl], design.score[lvl], design.measured[lvl]
+        prior = (priors or {}).get(lvl)
         count = tree.count[lvl]
         c = Blocks.zeros(n, sizes)
         x = VBlocks(tuple(np.zeros_like(a) for a in score.arrays), design.reps)
@@ -646,6 +853,12 @@ def _bottom_up(tree: _Levels, design: _Design) -> list[_Up]:
             c.put(leaf, inv)
             x.put(leaf, inv.apply(score.take(leaf)))
         informed[leaves] = True
+        if prior is not None:
+            if combine[prior.nodes].any() or measured[prior.nodes].any():
+                raise UsageError("tree GLS: a geounit solved apart has measurements or children")
+            c.put(prior.nodes, prior.c)
+            x.put(prior.nodes, prior.x)
+            informed[prior.nodes] = True
         comb = np.flatnonzero(combine)
         if comb.size:
             assert s_sum is not None
@@ -666,10 +879,16 @@ def _bottom_up(tree: _Levels, design: _Design) -> list[_Up]:
 
 
 def _top_down(
-    tree: _Levels, design: _Design, ups: list[_Up], depth: int
+    tree: _Levels,
+    design: _Design,
+    ups: list[_Up],
+    depth: int,
+    root_final: tuple[VBlocks, Blocks] | None = None,
 ) -> tuple[list[VBlocks], list[Blocks]]:
-    xs = [ups[0].x]
-    vs = [ups[0].c]
+    """Final estimates and covariances down to ``depth``; the root's are its subtree
+    estimate, or ``root_final`` (the root's final estimate from a larger tree)."""
+    xs = [ups[0].x if root_final is None else root_final[0]]
+    vs = [ups[0].c if root_final is None else root_final[1]]
     for lvl in range(1, depth + 1):
         pup = ups[lvl - 1]
         assert pup.s_sum is not None
@@ -721,9 +940,12 @@ def tree_gls(
     constraints: Sequence[Constraints] = (),
     *,
     depth: int | None = None,
+    keep_bottom_up: bool = False,
 ) -> TreeGLS:
     """The GLS estimate of every geounit's histogram from all ``measurements`` under the
     exact ``constraints``, with exact covariances (see the module docstring).
+    ``keep_bottom_up`` keeps the subtree estimates (down to ``depth``) for
+    :meth:`TreeGLS.condition_children` and :meth:`TreeGLS.aggregate`.
 
     The bottom-up pass always uses the whole tree; the top-down pass stops at ``depth``
     (default: the leaves), so e.g. tracts can be estimated from block measurements without
@@ -741,15 +963,160 @@ def tree_gls(
     >>> round(float(est.estimate[0, 0]), 6), round(float(est.std[0, 0]) ** 2, 6)
     (9.888889, 0.888889)
     """
+    tree, names = _tree(hierarchy)
+    design = _design(tree, measurements, constraints)
+    d = _depth(tree, depth)
+    ups = _bottom_up(tree, design)
+    xs, vs = _top_down(tree, design, ups, d)
+    kept = ups[: d + 1] if keep_bottom_up else None
+    return TreeGLS(tree, design.basis, xs, vs, design.replicated, names, kept, design.floor)
+
+
+def _tree(hierarchy: GeounitTree) -> tuple[_Levels, tuple[str, ...] | None]:
     tree = _Levels.build(hierarchy)
     names = hierarchy.level_names
     if names is not None and len(names) != len(tree.ids):
         raise UsageError(f"the tree has {len(tree.ids)} levels but {len(names)} level names")
-    design = _design(tree, measurements, constraints)
+    return tree, names
+
+
+def _depth(tree: _Levels, depth: int | None) -> int:
     last = len(tree.ids) - 1
     d = last if depth is None else depth
     if not 0 <= d <= last:
         raise ValueError(f"depth must be in 0..{last}, got {depth}")
-    ups = _bottom_up(tree, design)
-    xs, vs = _top_down(tree, design, ups, d)
-    return TreeGLS(tree, design.basis, xs, vs, design.replicated, names)
+    return d
+
+
+@dataclass(frozen=True)
+class Part:
+    """A subtree solved apart by :func:`tree_gls_split`: its hierarchy (rooted at a leaf of
+    the top tree), and the measurements and constraints of its geounits (the root's
+    included)."""
+
+    hierarchy: GeounitTree
+    measurements: Sequence[Measurements]
+    constraints: Sequence[Constraints] = ()
+
+
+class SplitGLS:
+    """The result of :func:`tree_gls_split`: ``top`` (the top tree, solved) and
+    :meth:`parts` (each part's subtree, solved on demand — one part in memory at a time)."""
+
+    def __init__(
+        self,
+        top: TreeGLS,
+        finals: dict[str, tuple[VBlocks, Blocks]],
+        load: Callable[[str], Part],
+        solve: Callable[[str, Part, tuple[VBlocks, Blocks]], TreeGLS],
+    ) -> None:
+        self.top = top
+        self._finals = finals
+        self._load = load
+        self._solve = solve
+
+    @property
+    def part_roots(self) -> tuple[str, ...]:
+        return tuple(self._finals)
+
+    def part(self, root: str) -> TreeGLS:
+        """One part's subtree, solved (its bottom-up pass again, then top-down from its
+        root's final estimate)."""
+        return self._solve(root, self._load(root), self._finals[root])
+
+    def parts(self) -> Iterator[tuple[str, TreeGLS]]:
+        """Every part, in the top tree's order."""
+        for root in self._finals:
+            yield root, self.part(root)
+
+
+def tree_gls_split(
+    top: GeounitTree,
+    top_measurements: Sequence[Measurements],
+    top_constraints: Sequence[Constraints],
+    load: Callable[[str], Part],
+    *,
+    measured_queries: Sequence[KronQuery],
+    constraint_queries: Sequence[KronQuery],
+    min_variance: float,
+    depth: int | None = None,
+    keep_bottom_up: bool = False,
+) -> SplitGLS:
+    """The same estimates as :func:`tree_gls` on the whole tree, with one part in memory
+    at a time: the whole tree is ``top`` with each of its leaves replaced by the subtree
+    ``load(leaf)`` returns (e.g. the states of a nation). The parts' bottom-up passes give
+    their roots' subtree estimates, which stand in for the parts in the top tree's
+    two passes; then each part is solved top-down from its root's final estimate
+    (:meth:`SplitGLS.parts`: its bottom-up pass is done again — nothing of a part is kept).
+
+    Every part must use one basis: ``measured_queries`` and ``constraint_queries`` list
+    every query measured or constrained anywhere; ``min_variance`` is the smallest noise
+    variance anywhere (the rank tolerance's floor). ``depth`` is the parts' own depth."""
+    mq = _queries(measured_queries)
+    cq = _queries(constraint_queries)
+    basis = _basis(mq, cq)
+    floor = 1e-12 * float(min_variance)
+    ttree, tnames = _tree(top)
+    leaves = [
+        (lvl, i)
+        for lvl, ids in enumerate(ttree.ids)
+        for i in range(len(ids))
+        if ttree.count[lvl][i] == 0
+    ]
+    roots = [ttree.ids[lvl][i] for lvl, i in leaves]
+    reps = _replicates(top_measurements, top_constraints)
+
+    def design_of(tree: _Levels, part: Part) -> _Design:
+        d = _design(tree, part.measurements, part.constraints, basis=basis, floor=floor)
+        if d.reps != reps and top_measurements:
+            raise ValueError(f"replicate counts differ: {d.reps} in a part, {reps} at the top")
+        return d
+
+    def bottom(root: str) -> tuple[_Levels, _Design, list[_Up], tuple[str, ...] | None, Part]:
+        part = load(root)
+        tree, names = _tree(part.hierarchy)
+        if tree.ids[0][0] != root:
+            raise UsageError(f"the part loaded for {root!r} is rooted at {tree.ids[0][0]!r}")
+        design = design_of(tree, part)
+        ups = _bottom_up(tree, design)
+        if not ups[0].informed[0]:
+            raise UsageError(f"tree GLS: nothing in the subtree of {root!r} informs it")
+        return tree, design, ups, names, part
+
+    priors: dict[int, list[tuple[int, VBlocks, Blocks]]] = {}
+    for (lvl, i), root in zip(leaves, roots, strict=True):
+        _, _, ups, _, _ = bottom(root)
+        priors.setdefault(lvl, []).append((i, ups[0].x, ups[0].c))
+    tdesign = _design(ttree, top_measurements, top_constraints, basis=basis, floor=floor)
+    stacked = {
+        lvl: _Prior(
+            np.asarray([i for i, _, _ in rows], dtype=np.int64),
+            Blocks(tuple(np.concatenate(a) for a in zip(*(c.arrays for _, _, c in rows),
+                                                         strict=True))),
+            VBlocks(tuple(np.concatenate(a) for a in zip(*(x.arrays for _, x, _ in rows),
+                                                          strict=True)), tdesign.reps),
+        )
+        for lvl, rows in priors.items()
+    }  # fmt: skip
+    tups = _bottom_up(ttree, tdesign, stacked)
+    last = len(ttree.ids) - 1
+    txs, tvs = _top_down(ttree, tdesign, tups, last)
+    top_result = TreeGLS(
+        ttree, basis, txs, tvs, tdesign.replicated, tnames,
+        tups if keep_bottom_up else None, floor,
+    )  # fmt: skip
+    finals = {
+        root: (txs[lvl].take(np.asarray([i])), tvs[lvl].take(np.asarray([i])))
+        for (lvl, i), root in zip(leaves, roots, strict=True)
+    }
+
+    def solve(root: str, part: Part, final: tuple[VBlocks, Blocks]) -> TreeGLS:
+        tree, names = _tree(part.hierarchy)
+        design = design_of(tree, part)
+        ups = _bottom_up(tree, design)
+        d = _depth(tree, depth)
+        xs, vs = _top_down(tree, design, ups, d, final)
+        kept = ups[: d + 1] if keep_bottom_up else None
+        return TreeGLS(tree, basis, xs, vs, design.replicated, names, kept, floor)
+
+    return SplitGLS(top_result, finals, load, solve)

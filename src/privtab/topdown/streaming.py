@@ -42,7 +42,19 @@ if TYPE_CHECKING:
     from privtab.topdown.nmf import NMFWriter
     from privtab.topdown.run import _Context
 
-__all__ = ["INVARIANTS", "POSTPROCESSING", "Sources", "from_data", "from_nmf", "stream_release"]
+__all__ = [
+    "INVARIANTS",
+    "POSTPROCESSING",
+    "PUBLIC_UNIT_COLUMNS",
+    "Sources",
+    "from_data",
+    "from_nmf",
+    "stream_release",
+]
+
+#: The unit counts of a block that are invariants of the 2020 design (public): housing units
+#: and group-quarters facilities by major type — never occupied / vacant.
+PUBLIC_UNIT_COLUMNS = ("HU", *(f"GQ{t}" for t in range(1, 8)))
 
 #: What a release holds exactly (the invariants of the 2020 design).
 INVARIANTS = (
@@ -237,8 +249,11 @@ def _close_nmf(src: Sources, tmp: Path) -> None:
     """Finish the noisy measurement files, each with its run's public structure."""
     from privtab.topdown.nmf_structure import write_structure
 
-    facts = src.grfc.join(src.unit_counts, on="BLOCK", how="left").with_columns(
-        pl.col("HU", *(f"GQ{t}" for t in range(1, 8))).fill_null(0)
+    # only the invariant unit counts: the occupied / vacant split of a block is the units
+    # run's protected histogram, never a public fact
+    public = src.unit_counts.select("BLOCK", *PUBLIC_UNIT_COLUMNS)
+    facts = src.grfc.join(public, on="BLOCK", how="left").with_columns(
+        pl.col(*PUBLIC_UNIT_COLUMNS).fill_null(0)
     )
     for pair in src.pairs.values():
         st = facts.filter((pl.col("TABBLKST") == PR_STATE) == (pair.scope == "PR"))
