@@ -196,6 +196,9 @@ def release_lines(demo: Path, tmp: Path) -> list[str]:
         f"topdown run --data {data} --out {tmp / 'td'} --run us --seed 1 --nmf --no-report",
         f"topdown validate-output {tmp / 'td'} --grfc {data}",
         f"topdown postprocess --nmf {tmp / 'td' / 'nmf'} --out {tmp / 'td2'} --no-report",
+        f"topdown gls --release {tmp / 'td'} --out {tmp / 'gls'} --to TRACT",
+        f"analyze ci --release {tmp / 'gls'}",
+        f"topdown accuracy --release {tmp / 'td'} --truth {data}",
     ]
 
 
