@@ -59,3 +59,29 @@ def _seeded(data: Path, out: Path, **kw: object) -> str:
 
 def test_a_seeded_release_is_byte_identical_to_the_pinned_one(data: Path, tmp_path: Path) -> None:
     assert _seeded(data, tmp_path / "r") == PINNED
+
+
+def test_two_worker_processes_give_the_same_release(data: Path, tmp_path: Path) -> None:
+    assert _seeded(data, tmp_path / "r", workers=2) == PINNED
+
+
+def test_worker_errors_name_the_geounit() -> None:
+    """An infeasible problem raised in a worker process crosses back with its fields."""
+    import pickle
+
+    from privtab.topdown.solve import TopDownInfeasibleError
+
+    exc = TopDownInfeasibleError("Block_Group 010010201001", ["hhgq 3 lower bound 4 > 2"])
+    back = pickle.loads(pickle.dumps(exc))
+    assert (back.geounit, back.violations, str(back)) == (
+        exc.geounit,
+        exc.violations,
+        str(exc),
+    )
+
+
+def test_workers_must_be_positive(data: Path, tmp_path: Path) -> None:
+    from privtab.errors import UsageError
+
+    with pytest.raises(UsageError, match="workers must be at least 1"):
+        run_release(data, tmp_path / "r", TopDownOptions(workers=0))
