@@ -33,12 +33,14 @@ def test_the_sample_is_optimised_problems_of_every_level_and_both_solvers_agree(
     data: Path,
 ) -> None:
     problems = bench.sample_problems(data, seed=3, per_level=2)
-    assert "Block" in problems and "Block_Group" in problems
+    assert "Block" in problems
+    assert "Block_Group" in problems
     assert all(1 <= len(p) <= 2 for p in problems.values())
     timed = bench._time_sample(problems)
     for level, row in timed.items():
         assert row["same_counts"] == row["problems"], level
-        assert row["structured_s"] > 0 and row["osqp_highs_s"] > 0
+        assert row["structured_s"] > 0
+        assert row["osqp_highs_s"] > 0
         assert row["mean_variables"] > 0
 
 
@@ -73,7 +75,9 @@ def test_the_tables_state_the_target_and_the_extrapolation() -> None:
     }  # fmt: skip
     text = "\n".join(t.markdown() for t in bench.tables(res))
     assert "10,000 (0.29× target)" in text
-    assert "9.2 h" in text and "20.0×" in text and "2/2" in text
+    assert "9.2 h" in text
+    assert "20.0×" in text
+    assert "2/2" in text
 
 
 @pytest.mark.slow  # minutes: synth + a release in a child process; the sampling and the
@@ -81,7 +85,8 @@ def test_the_tables_state_the_target_and_the_extrapolation() -> None:
 def test_the_benchmark_runs_end_to_end(tmp_path: Path) -> None:
     res = bench.run(persons=[3000], data=tmp_path, workers=2, sample=1, work=tmp_path)
     (r,) = res["runs"]
-    assert r["persons"] == 3000 and r["peak_rss_gb"] > 0
+    assert r["persons"] == 3000
+    assert r["peak_rss_gb"] > 0
     assert r["persons_per_s"] == pytest.approx(3000 / r["wall_seconds"], rel=1e-3)
     assert {lv["histogram"] for lv in r["levels"]} == {"persons", "units"}
     assert all(s["same_counts"] == s["problems"] for s in r["sample"].values())
