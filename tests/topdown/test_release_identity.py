@@ -48,10 +48,14 @@ def release_digest(folder: Path) -> str:
     return h.hexdigest()
 
 
-def _seeded(data: Path, out: Path, **kw: object) -> str:
+def _seeded(data: Path, out: Path, workers: int = 1) -> str:
     opts = TopDownOptions(
-        allow_insecure=True, source=SeededSource(2026), report=False, use_ledger=False, **kw
-    )  # type: ignore[arg-type]
+        allow_insecure=True,
+        source=SeededSource(2026),
+        report=False,
+        use_ledger=False,
+        workers=workers,
+    )
     with pytest.warns(InsecureReleaseWarning):
         run_release(data, out, opts, progress=lambda _m: None)
     return release_digest(out)
