@@ -13,7 +13,8 @@ For each size, on one synthetic nation (``privtab synth --seed S --format parque
 2. **the generic approach on a sample of the same kind of problems** — in this process,
    the US persons run is rebuilt on the same input and seed (:func:`sample_problems`: the
    root, then the chunks in order, each level's parents solved as the release solves them)
-   and, per children's level, the first ``--sample`` optimised problems are solved again,
+   and, per children's level, the first ``--sample`` optimised problems (of at most
+   :data:`MAX_SAMPLE_VARIABLES` variables) are solved again,
    one BLAS thread, in turn: by privtab's structured solver
    (:func:`privtab.topdown.solve.solve_children`) and by the generic approach — OSQP for
    every L2 pass (ε 10⁻⁹, polished: an answer as exact as the structured one) and HiGHS
@@ -58,6 +59,9 @@ BLAS thread each: the speed-up is a same-run ratio. Target: 35,000 persons/s end
 NATION = 331_449_281 + 3_285_874
 #: Persons per second that put the nation under 2.5 hours.
 TARGET_PERSONS_PER_S = 35_000.0
+#: Problems with more variables are not sampled (a state's counties, the nation's states:
+#: OSQP to ε 10⁻⁹ on 10⁵ variables takes minutes; the sample measures the many small ones).
+MAX_SAMPLE_VARIABLES = 50_000
 LEVEL_KEYS = ("scope", "histogram", "level", "parents", "children", "paths", "generic_path")
 
 
@@ -80,7 +84,9 @@ def sample_problems(data: Path, seed: int, per_level: int) -> dict[str, list[Any
     def keep(problem: ChildrenProblem) -> ChildrenSolution:
         sol = solve_parent(problem)
         bucket = got[problem.level or "root"]
-        if sol.diagnostics.path == "optimised" and len(bucket) < per_level:
+        d = sol.diagnostics
+        small = d.variables <= MAX_SAMPLE_VARIABLES
+        if d.path == "optimised" and small and len(bucket) < per_level:
             bucket.append(problem)
         return sol
 
