@@ -56,13 +56,28 @@ def _fake_run(persons: int, wall: float) -> dict[str, object]:
         "levels": [level], "phases": {"inputs": 1.0},
         "sample": {"Block": {"problems": 2, "structured_s": 0.01, "osqp_highs_s": 0.2,
                              "ratio": 20.0, "same_counts": 2, "mean_variables": 500}},
-        "generic_estimate": bench._generic_estimate([level], {"Block": {"osqp_highs_s": 0.2}}),
+        "generic_estimate": bench._generic_estimate(
+            [level], {"Block": {"osqp_highs_s": 0.2, "structured_s": 0.0125}}
+        ),
     }  # fmt: skip
 
 
 def test_the_generic_estimate_is_parents_times_the_sampled_seconds() -> None:
     est = _fake_run(10**6, 100.0)["generic_estimate"]
-    assert est == {"us_persons_solve_seconds": 4.0, "generic_solve_seconds": 1.6, "ratio": 0.4}
+    assert est == {
+        "us_persons_solve_seconds": 4.0,
+        "structured_cpu_seconds": 0.1,
+        "generic_cpu_seconds": 1.6,
+        "ratio": 16.0,
+    }
+
+
+def test_memory_is_extrapolated_by_blocks_and_time_by_persons() -> None:
+    ex = bench.extrapolate(
+        {"persons": 10**6, "blocks": 10**5, "wall_seconds": 3600.0, "peak_rss_gb": 1.0}
+    )
+    assert ex["wall_hours"] == round(bench.NATION / 10**6, 2)
+    assert ex["peak_rss_gb"] == round(bench.NATION_BLOCKS / 10**5, 1)
 
 
 def test_the_tables_state_the_target_and_the_extrapolation() -> None:
