@@ -218,6 +218,8 @@ NOT_RUN = {
     "bench render": "rewrites docs/benchmarks.md in the checkout",
     "bench safetab_h": "a benchmark (minutes at 10^6 households; make bench)",
     "bench topdown-state": "a benchmark on a whole synthetic state (minutes; make bench)",
+    "bench topdown": "a benchmark of a synthetic nation with the generic-solver baseline (minutes)",
+    "bench topdown-gls-round": "a benchmark on a whole synthetic state, twice (minutes)",
     "ledger settle": "needs a pending entry (a crashed run); tests/cli/test_ledger.py prints it",
 }
 

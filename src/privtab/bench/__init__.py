@@ -128,6 +128,14 @@ BENCHMARKS: dict[str, Benchmark] = {
             "the error of the tables and of the noisy measurements.",
             options=opts.TOPDOWN_STATE,
         ),
+        Benchmark(
+            "topdown",
+            "TopDown end to end on a synthetic nation vs the generic solvers",
+            heavy=True,
+            help="privtab topdown run (US + PR, production settings) at each size: persons/s, "
+            "problems/s, seconds per level; OSQP + HiGHS on a sample of the same problems.",
+            options=opts.TOPDOWN,
+        ),
     )
 }
 

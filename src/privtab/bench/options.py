@@ -210,3 +210,13 @@ TOPDOWN_STATE = (
            str | None),
     Option("seed", 1, "Seed of the (NOT private) production-law noise.", minimum=0),
 )  # fmt: skip
+TOPDOWN = (
+    Option("persons", "1e6", "Sizes, e.g. 1e6,1e7 (synthetic nation: 50 states, DC, PR).", str,
+           parse=_sizes),
+    Option("data", None, "Where the synthetic inputs are kept/reused (DATA/synth-N).",
+           str | None, parse=_path),
+    Option("seed", 1, "Seed of the (NOT private) production-law noise.", minimum=0),
+    Option("workers", 2, "privtab topdown run --workers.", minimum=1),
+    Option("sample", 8, "Problems per level solved by both solvers (0: no baseline).",
+           minimum=0),
+)  # fmt: skip

@@ -237,6 +237,9 @@ def run(
     run_record: str | None = typer.Option(
         None, "--run-record", help="Where the CONFIDENTIAL run record goes (default: beside --out)."
     ),
+    workers: int = typer.Option(
+        1, "--workers", min=1, help="Processes solving the per-parent problems (same output)."
+    ),
     quiet: QuietOption = False,
     as_json: JsonOption = False,
 ) -> None:
@@ -276,6 +279,7 @@ def run(
         lifetime=lifetime,
         allow_more_releases=allow_more_releases,
         run_record=run_record,
+        workers=workers,
     )
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", InsecureReleaseWarning)  # said below

@@ -39,8 +39,9 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -54,10 +55,12 @@ from privtab.topdown.problems import ProblemBuilder
 from privtab.topdown.solve import (
     ChildrenProblem,
     ChildrenSolution,
+    SolveDiagnostics,
     TopDownInfeasibleError,
     TopDownSolverError,
     solve_children,
 )
+from privtab.topdown.workers import SLICE, Solved, SolvePool, solve_slice
 
 __all__ = [
     "ChunkResult",
@@ -81,6 +84,20 @@ class InfeasibleDataError(InputError):
     """A parent's children have no solution under the constraints the data imply: the
     input's invariants contradict each other (named: the geounit and the violated
     constraints). Nothing is published."""
+
+
+def _infeasible(exc: TopDownInfeasibleError) -> InfeasibleDataError:
+    return InfeasibleDataError(
+        f"the TopDown problem of {exc.geounit} is infeasible: " + "; ".join(exc.violations),
+        column="geounit",
+        value=exc.geounit,
+        hint="the invariants and constraints of the input contradict each other",
+    )
+
+
+def built_problems(built: Sequence[tuple[Any, ...]]) -> list[ChildrenProblem]:
+    """The problems of a built slice (``(parent, problem, draws, seconds)`` tuples)."""
+    return [b[1] for b in built]
 
 
 def one_blas_thread() -> contextlib.AbstractContextManager[object]:
@@ -112,7 +129,10 @@ class LevelRecord:
     seconds: dict[str, float] = field(default_factory=dict)
 
     def add(self, sol: ChildrenSolution, draws: int, build: float, solve: float) -> None:
-        d = sol.diagnostics
+        self.add_diagnostics(sol.diagnostics, draws, build, solve)
+
+    def add_diagnostics(self, d: SolveDiagnostics, draws: int, build: float, solve: float) -> None:
+        """One problem: its diagnostics, noise draws and seconds (building, solving)."""
         self.parents += 1
         self.children += d.children
         self.paths[d.path] += 1
@@ -223,9 +243,11 @@ class TopDownEngine:
         solve: SolveFn = solve_parent,
         draw_all: bool = False,
         progress: Progress | None = None,
+        pool: SolvePool | None = None,
     ) -> None:
         self.builder = builder
         self.solve = solve
+        self.pool = pool
         self.draw_all = draw_all
         self.say: Progress = progress or (lambda _d, _n, _m: None)
         h = builder.spine.hierarchy
@@ -253,12 +275,7 @@ class TopDownEngine:
         try:
             sol = self.solve(problem)
         except TopDownInfeasibleError as exc:
-            raise InfeasibleDataError(
-                f"the TopDown problem of {exc.geounit} is infeasible: " + "; ".join(exc.violations),
-                column="geounit",
-                value=exc.geounit,
-                hint="the invariants and constraints of the input contradict each other",
-            ) from None
+            raise _infeasible(exc) from None
         self._draws = self.builder.draws
         self.records[level].add(sol, self._draws - before, build, time.perf_counter() - t0)
         return sol
@@ -276,30 +293,85 @@ class TopDownEngine:
 
     def solve_children(self, level: int, parents: range, solved: SolvedLevel) -> SolvedLevel:
         """The children of ``parents`` (a range of level ``level``, whose solved histograms
-        ``solved`` holds): every parent's children with their noise drawn just before."""
+        ``solved`` holds): every parent's children with their noise drawn just before —
+        with the default solve, in slices of :data:`~privtab.topdown.workers.SLICE`
+        parents solved together (:mod:`privtab.topdown.workers`), the next slices built
+        while the pool's workers solve."""
         h = self.hierarchy
         child_name = h.levels[level + 1]
         off = h.offsets(level)
         first, stop = int(off[parents.start]), int(off[parents.stop])
         blocks: list[tuple[int, IntArray]] = []
         with one_blas_thread():
-            for parent in parents:
-                blocks.append(self._solve_parent(level, parent, solved))
+            if self.solve is solve_parent:
+                self._solve_slices(level, parents, solved, blocks)
+            else:
+                for parent in parents:
+                    blocks.append(self._solve_parent(level, parent, solved))
         return SolvedLevel.from_blocks(child_name, first, stop - first, self.cells, blocks)
 
-    def _solve_parent(self, level: int, parent: int, solved: SolvedLevel) -> tuple[int, IntArray]:
-        """One parent's children: ``(first child, (k, cells) counts)``."""
-        h = self.hierarchy
-        name, child_name = h.levels[level], h.levels[level + 1]
+    def _build(
+        self, level: int, parent: int, solved: SolvedLevel
+    ) -> tuple[ChildrenProblem, int, float]:
+        """One parent's children problem (its noise drawn now), the draws and seconds."""
+        name, child_name = self.hierarchy.levels[level], self.hierarchy.levels[level + 1]
         hist = solved.row(parent)
-        needed = None if self.draw_all else needed_cells(self.builder.strategy, child_name, hist)
         t0 = time.perf_counter()
+        before = self.builder.draws
+        needed = None if self.draw_all else needed_cells(self.builder.strategy, child_name, hist)
         problem = self.builder.children_problem(name, parent, hist, needed)
-        sol = self._solve(problem, level + 1, time.perf_counter() - t0)
-        if not np.array_equal(sol.counts.sum(axis=0), hist):  # also checked in the solver
+        return problem, self.builder.draws - before, time.perf_counter() - t0
+
+    def _solve_parent(self, level: int, parent: int, solved: SolvedLevel) -> tuple[int, IntArray]:
+        """One parent's children by :attr:`solve`: ``(first child, (k, cells) counts)``."""
+        problem, _, build = self._build(level, parent, solved)
+        sol = self._solve(problem, level + 1, build)
+        return self._accept(level, parent, problem, sol.counts)
+
+    def _accept(
+        self, level: int, parent: int, problem: ChildrenProblem, counts: IntArray
+    ) -> tuple[int, IntArray]:
+        h = self.hierarchy
+        if problem.parent is not None and not np.array_equal(counts.sum(axis=0), problem.parent):
             raise TopDownSolverError(f"{problem.geounit}: the children do not sum to it")
-        self._count(f"{name} → {child_name}: {problem.geounit}")
-        return int(h.offsets(level)[parent]), sol.counts
+        self._count(f"{h.levels[level]} → {h.levels[level + 1]}: {problem.geounit}")
+        return int(h.offsets(level)[parent]), counts
+
+    def _solve_slices(
+        self, level: int, parents: range, solved: SolvedLevel, out: list[tuple[int, IntArray]]
+    ) -> None:
+        """The default solve, slice by slice (:mod:`privtab.topdown.workers`): problems
+        built here in order, solved here or in the pool; at most two slices per worker in
+        flight (bounded memory)."""
+        pool = self.pool if self.pool is not None and self.pool.parallel else None
+        pending: deque[tuple[list[Any], float, Future[list[Solved]] | None]] = deque()
+        record = self.records[level + 1]
+
+        def collect() -> None:
+            built, t0, fut = pending.popleft()
+            try:
+                sols = fut.result() if fut is not None else solve_slice([b[1] for b in built])
+            except TopDownInfeasibleError as exc:
+                raise _infeasible(exc) from None
+            share = (time.perf_counter() - t0) / len(built)
+            for (parent, problem, draws, build), (counts, diag) in zip(built, sols, strict=True):
+                record.add_diagnostics(diag, draws, build, share)
+                out.append(self._accept(level, parent, problem, counts))
+
+        for lo in range(parents.start, parents.stop, SLICE):
+            built = []
+            for parent in range(lo, min(lo + SLICE, parents.stop)):
+                problem, draws, build = self._build(level, parent, solved)
+                built.append((parent, problem, draws, build))
+            t0 = time.perf_counter()
+            pending.append(
+                (built, t0, None if pool is None else pool.submit(built_problems(built)))
+            )
+            while pending and (pool is None or len(pending) > 2 * pool.workers):
+                collect()
+        while pending:
+            collect()
+        self._draws = self.builder.draws
 
     # ---------------------------------------------------------------- the run
     def upper_levels(self) -> list[SolvedLevel]:

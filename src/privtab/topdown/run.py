@@ -83,7 +83,9 @@ class TopDownOptions:
     (``us``/``pr``) a ``{"persons": …, "units": …}`` replacing the packaged 2020
     strategies; ``optimized_block_groups``: production's (default) or the tabulation
     block groups; ``report``: write ``report.html``; the ledger options as SafeTab-P's;
-    ``solve``: the per-parent solve (default :func:`~privtab.topdown.engine.solve_parent`).
+    ``solve``: the per-parent solve (default :func:`~privtab.topdown.engine.solve_parent`);
+    ``workers``: processes solving the per-parent problems (:mod:`privtab.topdown.workers`;
+    the output is the same for any number).
     """
 
     runs: Sequence[str] = ("us", "pr")
@@ -104,6 +106,7 @@ class TopDownOptions:
     run_record: str | Path | None = None
     solve: SolveFn = solve_parent
     validate_inputs: bool = True
+    workers: int = 1
 
 
 @dataclass
@@ -282,6 +285,8 @@ def _check_options(opts: TopDownOptions) -> None:
             "the Spark engine for TopDown is not available yet",
             hint="use --engine polars",
         )
+    if opts.workers < 1:
+        raise UsageError(f"workers must be at least 1, got {opts.workers}")
     runs = list(opts.runs)
     if not runs or any(r not in RUNS for r in runs) or len(set(runs)) != len(runs):
         raise UsageError(f"runs must be distinct names among {sorted(RUNS)}, got {runs}")

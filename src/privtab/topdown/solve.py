@@ -141,6 +141,16 @@ SOLVERS = ("structured", "clarabel", "osqp")
 _ZERO = 1e-7  # production's reformSolution: values below this are 0
 
 
+def _fraction(x: Fraction | int | None) -> Fraction | None:
+    return None if x is None else x if type(x) is Fraction else Fraction(x)
+
+
+def _distinct(values: Sequence[Fraction | None]) -> list[Fraction | None]:
+    """The distinct objects of ``values`` (by identity: a Fraction's hash is slow and the
+    children's variances repeat a few objects), to be compared by value afterwards."""
+    return list({id(x): x for x in values}.values())
+
+
 #: A query's noise variance: one for every child, or each child's (``None``: not measured —
 #: a single child whose share moved to its parent, passed its parent's histogram).
 Variance = Fraction | Sequence[Fraction | None]
@@ -162,7 +172,11 @@ class ChildMeasurements:
         v = self.variances[query]
         if isinstance(v, Fraction | int):
             return (Fraction(v),) * k
-        out = tuple(None if x is None else Fraction(x) for x in v)
+        # the same few Fraction objects repeat (one per budget share): converted once each
+        seen: dict[int, Fraction | None] = {}
+        out = tuple(
+            seen[id(x)] if id(x) in seen else seen.setdefault(id(x), _fraction(x)) for x in v
+        )
         if len(out) != k:
             raise ValueError(f"{len(out)} variances of {query!r} for {k} children")
         return out
@@ -172,7 +186,7 @@ class ChildMeasurements:
         v = self.variances[query]
         if isinstance(v, Fraction | int):
             return Fraction(v)
-        distinct = set(v)
+        distinct = set(_distinct(v))
         one = distinct.pop() if len(distinct) == 1 else None
         return None if one is None else Fraction(one)
 
@@ -419,11 +433,13 @@ def _terms(problem: ChildrenProblem, model: Model, names: Sequence[str]) -> list
     out = []
     for name in dict.fromkeys(names):
         var = m.child_variances(name, model.k)
-        measured = [v for v in var if v is not None]
+        kinds = _distinct(var)
+        measured = [v for v in kinds if v is not None]
         ref = max(measured)
         scale = None
-        if len(set(measured)) > 1 or len(measured) < len(var):
-            scale = np.array([float(ref / v) if v is not None else 0.0 for v in var])
+        if len(set(measured)) > 1 or len(measured) < len(kinds):
+            ratio = {id(v): float(ref / v) if v is not None else 0.0 for v in kinds}
+            scale = np.array([ratio[id(v)] for v in var])
         answers = np.asarray(m.answers[name], dtype=np.float64)
         out.append(model.term(name, float(1 / ref), answers, scale))
     return out
@@ -550,7 +566,7 @@ def _validate(problem: ChildrenProblem) -> None:
         shape = (k, query_size(name, hist))
         if np.shape(a) != shape or not np.all(np.isfinite(a)):
             raise ValueError(f"{problem.geounit}: answers of {name!r} must be finite {shape}")
-        var = m.child_variances(name, k)
+        var = _distinct(m.child_variances(name, k))
         if not passed_down and not all(v is not None and v > 0 for v in var):
             raise ValueError(f"{problem.geounit}: variance of {name!r} must be positive")
     listed = [n for p in problem.l2_passes for n in p]

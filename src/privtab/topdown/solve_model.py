@@ -86,6 +86,10 @@ class TopDownInfeasibleError(Exception):
         lines = "; ".join(self.violations)
         super().__init__(f"TopDown problem of geounit {geounit!r} is infeasible: {lines}")
 
+    def __reduce__(self) -> tuple[type[TopDownInfeasibleError], tuple[str, tuple[str, ...]]]:
+        # raised in a worker process (``--workers``): pickled with its own fields
+        return (type(self), (self.geounit, self.violations))
+
 
 class TopDownSolverError(RuntimeError):
     """A solver returned something the runtime checks refuse (not optimal, a constraint

@@ -206,17 +206,21 @@ def stream_release(
     """The release's outputs state by state, its document and checks (module docstring);
     ``inputs``: the confidential fingerprints for the run record."""
     from privtab.topdown.run import _Tally
+    from privtab.topdown.workers import SolvePool
 
     t0 = time.monotonic()
     tally = _Tally(ctx.say, ctx.check)
+    pool = SolvePool(ctx.opts.workers)
     for pair in src.pairs.values():
         for hist, r in (("persons", pair.persons), ("units", pair.units)):
             r.engine.say = tally.engine(f"{pair.scope} {hist}", r.engine.total_parents)
+            r.engine.pool = pool
     asm = Assembler(tmp, ctx.private, src.grfc, src.unit_counts)
     persons_total = 0
     try:
-        for run, pair in src.pairs.items():
-            persons_total += _stream_scope(ctx, src, asm, run, pair)
+        with pool:
+            for run, pair in src.pairs.items():
+                persons_total += _stream_scope(ctx, src, asm, run, pair)
         files = asm.finish()
         _close_nmf(src, tmp)
     except BaseException:

@@ -1,0 +1,107 @@
+"""``privtab bench topdown`` (issue 29): the same-run baseline on a sample of problems, the
+record's fields and its presentation.
+
+The default test samples the per-parent problems of a small population's US persons run
+and solves each by the structured solver and by OSQP + HiGHS: the two must give the same
+rounded counts (a wrong sample — e.g. problems of another run, or a baseline that skipped
+the rounder — would not). The slow test runs the whole benchmark on a tiny synthetic
+nation (privtab synth, the release in a child process, the sample): it takes minutes, so
+it runs in ``make test-all``; the default test covers the sampling and timing code.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from privtab.bench import topdown as bench
+from tests.topdown._support import population, write_c1
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    d = tmp_path_factory.mktemp("td-bench-data")
+    pop = population(5, states=("01", "09"))
+    write_c1(pop.grfc, d / "GRF-C.txt")
+    write_c1(pop.units, d / "cef-units.txt")
+    write_c1(pop.persons, d / "cef-persons.txt")
+    return d
+
+
+def test_the_sample_is_optimised_problems_of_every_level_and_both_solvers_agree(
+    data: Path,
+) -> None:
+    problems = bench.sample_problems(data, seed=3, per_level=2)
+    assert "Block" in problems
+    assert "Block_Group" in problems
+    assert all(1 <= len(p) <= 2 for p in problems.values())
+    timed = bench._time_sample(problems)
+    for level, row in timed.items():
+        assert row["same_counts"] == row["problems"], level
+        assert row["structured_s"] > 0
+        assert row["osqp_highs_s"] > 0
+        assert row["mean_variables"] > 0
+
+
+def _fake_run(persons: int, wall: float) -> dict[str, object]:
+    level = {"scope": "US", "histogram": "persons", "level": "Block", "parents": 10,
+             "children": 300, "paths": {"optimised": 8, "single child": 2},
+             "generic_path": {}, "seconds": {"measure": 1.0, "solve": 4.0}}  # fmt: skip
+    return {
+        "persons": persons, "workers": 2, "wall_seconds": wall, "cpu_seconds": 2 * wall,
+        "peak_rss_gb": 1.5, "persons_per_s": persons / wall, "problems": 8,
+        "problems_per_s": 8 / wall, "solve_seconds": 4.0, "measure_seconds": 1.0,
+        "other_seconds": wall - 5.0, "load_average_before": [1.0, 2.0, 3.0],
+        "levels": [level], "phases": {"inputs": 1.0},
+        "sample": {"Block": {"problems": 2, "structured_s": 0.01, "osqp_highs_s": 0.2,
+                             "ratio": 20.0, "same_counts": 2, "mean_variables": 500}},
+        "generic_estimate": bench._generic_estimate(
+            [level], {"Block": {"osqp_highs_s": 0.2, "structured_s": 0.0125}}
+        ),
+    }  # fmt: skip
+
+
+def test_the_generic_estimate_is_parents_times_the_sampled_seconds() -> None:
+    est = _fake_run(10**6, 100.0)["generic_estimate"]
+    assert est == {
+        "us_persons_solve_seconds": 4.0,
+        "structured_cpu_seconds": 0.1,
+        "generic_cpu_seconds": 1.6,
+        "ratio": 16.0,
+    }
+
+
+def test_memory_is_extrapolated_by_blocks_and_time_by_persons() -> None:
+    ex = bench.extrapolate(
+        {"persons": 10**6, "blocks": 10**5, "wall_seconds": 3600.0, "peak_rss_gb": 1.0}
+    )
+    assert ex["wall_hours"] == round(bench.NATION / 10**6, 2)
+    assert ex["peak_rss_gb"] == round(bench.NATION_BLOCKS / 10**5, 1)
+
+
+def test_the_tables_state_the_target_and_the_extrapolation() -> None:
+    res = {
+        "runs": [_fake_run(10**6, 100.0)],
+        "target_persons_per_s": bench.TARGET_PERSONS_PER_S,
+        "nation_persons": bench.NATION,
+        "extrapolation": {"from_persons": 10**6, "wall_hours": 9.2, "peak_rss_gb": 496.5,
+                          "method": "linear"},
+    }  # fmt: skip
+    text = "\n".join(t.markdown() for t in bench.tables(res))
+    assert "10,000 (0.29× target)" in text
+    assert "9.2 h" in text
+    assert "20.0×" in text
+    assert "2/2" in text
+
+
+@pytest.mark.slow  # minutes: synth + a release in a child process; the sampling and the
+# tables are covered by the default tests above
+def test_the_benchmark_runs_end_to_end(tmp_path: Path) -> None:
+    res = bench.run(persons=[3000], data=tmp_path, workers=2, sample=1, work=tmp_path)
+    (r,) = res["runs"]
+    assert r["persons"] == 3000
+    assert r["peak_rss_gb"] > 0
+    assert r["persons_per_s"] == pytest.approx(3000 / r["wall_seconds"], rel=1e-3)
+    assert {lv["histogram"] for lv in r["levels"]} == {"persons", "units"}
+    assert all(s["same_counts"] == s["problems"] for s in r["sample"].values())

@@ -1,0 +1,91 @@
+"""A seeded TopDown release, pinned: the speed work (issue 29) must not change one byte.
+
+The digest below was computed on main's code (e589534) before any of issue 29's speed
+changes (batched solves, worker processes): the sha256 of every MDF and P1–P5/H1 text file
+of a seeded release (``SeededSource(2026)``) on the small three-state population of
+``tests/topdown/_support.py``. A change of the noise stream's order, of the problems'
+construction, of the solver's arithmetic or of the outputs' layout changes it.
+
+The worker test runs the same release with ``workers=2`` (the per-parent problems solved
+in two processes) and checks the same digest: a seeded run is identical whatever the
+parallelism.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import pytest
+
+from privtab.mechanisms import InsecureReleaseWarning
+from privtab.random import SeededSource
+from privtab.topdown.run import TopDownOptions, run_release
+from tests.topdown._support import population, write_c1
+
+#: sha256 over ``relative path NUL file sha256 LF`` of mdf/*.txt and pl94/*.txt, sorted.
+PINNED = "367fba4bdd94250246f1465af604b88676baf626e7b2d689aabe6ae7e41ed566"
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    d = tmp_path_factory.mktemp("td-pin-data")
+    pop = population(3, states=("01", "09", "72"))
+    write_c1(pop.grfc, d / "GRF-C.txt")
+    write_c1(pop.units, d / "cef-units.txt")
+    write_c1(pop.persons, d / "cef-persons.txt")
+    return d
+
+
+def release_digest(folder: Path) -> str:
+    """The digest of a release's MDF and tables (:data:`PINNED`)."""
+    h = hashlib.sha256()
+    files = sorted([*folder.glob("mdf/*.txt"), *folder.glob("pl94/*.txt")])
+    assert len(files) == 8, files
+    for p in files:
+        rel = p.relative_to(folder).as_posix()
+        h.update(f"{rel}\0{hashlib.sha256(p.read_bytes()).hexdigest()}\n".encode())
+    return h.hexdigest()
+
+
+def _seeded(data: Path, out: Path, workers: int = 1) -> str:
+    opts = TopDownOptions(
+        allow_insecure=True,
+        source=SeededSource(2026),
+        report=False,
+        use_ledger=False,
+        workers=workers,
+    )
+    with pytest.warns(InsecureReleaseWarning):
+        run_release(data, out, opts, progress=lambda _m: None)
+    return release_digest(out)
+
+
+def test_a_seeded_release_is_byte_identical_to_the_pinned_one(data: Path, tmp_path: Path) -> None:
+    assert _seeded(data, tmp_path / "r") == PINNED
+
+
+def test_two_worker_processes_give_the_same_release(data: Path, tmp_path: Path) -> None:
+    assert _seeded(data, tmp_path / "r", workers=2) == PINNED
+
+
+def test_worker_errors_name_the_geounit() -> None:
+    """An infeasible problem raised in a worker process crosses back with its fields."""
+    import pickle
+
+    from privtab.topdown.solve import TopDownInfeasibleError
+
+    exc = TopDownInfeasibleError("Block_Group 010010201001", ["hhgq 3 lower bound 4 > 2"])
+    back = pickle.loads(pickle.dumps(exc))
+    assert (back.geounit, back.violations, str(back)) == (
+        exc.geounit,
+        exc.violations,
+        str(exc),
+    )
+
+
+def test_workers_must_be_positive(data: Path, tmp_path: Path) -> None:
+    from privtab.errors import UsageError
+
+    with pytest.raises(UsageError, match="workers must be at least 1"):
+        run_release(data, tmp_path / "r", TopDownOptions(workers=0))
