@@ -336,6 +336,11 @@ def postprocess(
     run_record: str | None = typer.Option(
         None, "--run-record", help="Where the run record goes (default: beside --out)."
     ),
+    postprocessor: str = typer.Option(
+        "production",
+        "--postprocess",
+        help="production (TopDown, default) or gls-round (tree GLS first, then rounding).",
+    ),
     quiet: QuietOption = False,
     as_json: JsonOption = False,
 ) -> None:
@@ -346,7 +351,9 @@ def postprocess(
     from privtab.cli._render import warn
     from privtab.topdown.run import TopDownOptions, postprocess_release
 
-    opts = TopDownOptions(overwrite=overwrite, report=report, run_record=run_record)
+    opts = TopDownOptions(
+        overwrite=overwrite, report=report, run_record=run_record, postprocess=postprocessor
+    )
     with _CliProgress(quiet or as_json) as progress:
         res = postprocess_release(Path(nmf), Path(out), opts, progress=progress)
     summary = _summary(res)

@@ -83,7 +83,10 @@ class TopDownOptions:
     (``us``/``pr``) a ``{"persons": …, "units": …}`` replacing the packaged 2020
     strategies; ``optimized_block_groups``: production's (default) or the tabulation
     block groups; ``report``: write ``report.html``; the ledger options as SafeTab-P's;
-    ``solve``: the per-parent solve (default :func:`~privtab.topdown.engine.solve_parent`).
+    ``solve``: the per-parent solve (default :func:`~privtab.topdown.engine.solve_parent`);
+    ``postprocess``: ``"production"`` (default) or ``"gls-round"``
+    (:mod:`privtab.topdown.gls_round`; needs the noisy measurements first: a re-run
+    from ``nmf/``).
     """
 
     runs: Sequence[str] = ("us", "pr")
@@ -104,6 +107,7 @@ class TopDownOptions:
     run_record: str | Path | None = None
     solve: SolveFn = solve_parent
     validate_inputs: bool = True
+    postprocess: str = "production"
 
 
 @dataclass
@@ -276,6 +280,12 @@ def postprocess_release(
 
 
 def _check_options(opts: TopDownOptions) -> None:
+    from privtab.topdown.gls_round import POSTPROCESSORS
+
+    if opts.postprocess not in POSTPROCESSORS:
+        raise UsageError(
+            f"--postprocess {opts.postprocess!r}: must be one of {', '.join(POSTPROCESSORS)}"
+        )
     if opts.engine not in ENGINES:
         raise UsageError(
             f"engine {opts.engine!r}: TopDown runs on the polars engine (one machine) only; "

@@ -39,6 +39,7 @@ from privtab.topdown.runs import (
 )
 
 if TYPE_CHECKING:
+    from privtab.topdown.gls_round import GLSRoundSolve
     from privtab.topdown.nmf import NMFWriter
     from privtab.topdown.run import _Context
 
@@ -117,6 +118,8 @@ class Sources:
     public_inputs: dict[str, Any]
     derived_from: dict[str, Any] | None = None
     writers: dict[str, NMFWriter] = field(default_factory=dict)
+    #: ``--postprocess gls-round``: each run's per-parent solve (their GLS seconds)
+    gls_solves: list[GLSRoundSolve] = field(default_factory=list)
 
 
 def _nmf_writers(ctx: _Context, tmp: Path, pair: RunPair) -> dict[str, NMFWriter]:
@@ -197,7 +200,23 @@ def from_nmf(ctx: _Context, folder: Path) -> Sources:
             if (d / "dpqueries.parquet").is_file()
         },
     }
-    return Sources(pairs, {}, grfc, counts, {}, derived)
+    src = Sources(pairs, {}, grfc, counts, {}, derived)
+    if ctx.opts.postprocess == "gls-round":
+        _use_gls_round(ctx, src, folder)
+    return src
+
+
+def _use_gls_round(ctx: _Context, src: Sources, folder: Path) -> None:
+    """Every run of ``src`` post-processed by ``gls-round`` (:mod:`privtab.topdown.gls_round`)."""
+    from privtab.topdown.gls_release import read_gls_run
+    from privtab.topdown.gls_round import GLSRoundSolve
+
+    for pair in src.pairs.values():
+        for hist, r in (("persons", pair.persons), ("units", pair.units)):
+            solve = GLSRoundSolve(read_gls_run(folder / f"{pair.scope}-{hist}"), ctx.say)
+            r.engine.solve = solve
+            src.gls_solves.append(solve)
+    src.derived_from = {**(src.derived_from or {}), "postprocess": "gls-round"}
 
 
 def stream_release(
@@ -226,6 +245,8 @@ def stream_release(
                 w.abort()
         raise
     ctx.seconds["runs_and_outputs"] = time.monotonic() - t0
+    if src.gls_solves:
+        ctx.seconds["gls"] = sum(g.seconds for g in src.gls_solves)
     doc = _document(ctx, src, tmp, asm, files)
     _finish_folder(ctx, tmp, doc)
     record = RunRecord(
@@ -323,13 +344,21 @@ def _document(
         "runs": runs,
         "skipped_runs": src.skipped,
         "invariants": list(INVARIANTS),
-        "postprocessing": POSTPROCESSING,
+        "postprocessing": _postprocessing(ctx),
         "public_inputs": src.public_inputs,
         "outputs": _manifest(tmp, rows),
     }
     if src.derived_from is not None:
         doc["derived_from"] = src.derived_from
     return doc
+
+
+def _postprocessing(ctx: _Context) -> dict[str, Any]:
+    if ctx.opts.postprocess == "gls-round":
+        from privtab.topdown.gls_round import GLS_ROUND
+
+        return dict(GLS_ROUND)
+    return POSTPROCESSING
 
 
 def _noise(ctx: _Context, src: Sources) -> str:
