@@ -34,7 +34,7 @@ OUTPUTS = ("mdf/persons.parquet", "mdf/units.parquet", "pl94/P1.parquet", "pl94/
 @pytest.fixture(scope="module")
 def data(tmp_path_factory: pytest.TempPathFactory) -> Path:
     d = tmp_path_factory.mktemp("td-glsround")
-    pop = population(5, states=("01", "72"))
+    pop = population(5, states=("01", "09", "72"))
     write_c1(pop.grfc, d / "GRF-C.txt")
     write_c1(pop.units, d / "cef-units.txt")
     write_c1(pop.persons, d / "cef-persons.txt")
@@ -65,11 +65,17 @@ def _gls_round(nmf: Path, out: Path) -> Path:
     return out
 
 
-def test_noise_off_gives_the_truth(exact: Path, tmp_path: Path) -> None:
+@pytest.mark.parametrize("whole", [True, False], ids=["whole tree", "state by state"])
+def test_noise_off_gives_the_truth(
+    exact: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, whole: bool
+) -> None:
     """Exact measurements: the GLS is the truth, so is its projection and rounding — the
     MDF and every table equal the noise-off release (itself checked against an independent
     tabulation of the records in test_release.py). A child estimate given to the wrong
-    child, or a wrong conditioning, fails here."""
+    child, or a wrong conditioning, fails here; the GLS solved as one tree and state by
+    state."""
+    if not whole:
+        monkeypatch.setattr(gls_round, "WHOLE_TREE_GEOUNITS", 0)
     out = _gls_round(exact / "nmf", tmp_path / "gls")
     for rel in OUTPUTS:
         assert pl.read_parquet(exact / rel).equals(pl.read_parquet(out / rel)), rel
@@ -96,7 +102,7 @@ def test_every_problem_is_integral_and_meets_its_constraints(
     assert len(seen) > 20
     roots = 0
     for problem, sol in seen:
-        est = problem.measurements.answers[gls_round.QUERY]
+        est = problem.measurements.answers["detailed"]
         counts = sol.counts
         assert counts.dtype == np.int64
         assert counts.min() >= 0
@@ -167,3 +173,35 @@ def test_the_command_takes_the_option_and_runs_are_deterministic(
     )  # fmt: skip
     assert bad.exit_code == 2
     assert "gls-round" in bad.output
+
+
+def test_a_run_draws_what_production_draws_then_post_processes(
+    data: Path, gls_seeded: Path, tmp_path: Path
+) -> None:
+    """``run --postprocess gls-round`` draws every measurement first, in production's
+    order: with the seed of the production run (``seeded``, 11) it publishes exactly what
+    post-processing that run's measurements gives — and without ``--nmf`` the
+    measurements it needed are not in the folder."""
+    out = tmp_path / "run"
+    res = CliRunner().invoke(app, ["topdown", "run", "--data", str(data), "--out", str(out),
+                                   "--seed", "11", "--postprocess", "gls-round", "--no-report",
+                                   "--json"])  # fmt: skip
+    assert res.exit_code == 0, res.output
+    for rel in OUTPUTS:
+        assert pl.read_parquet(gls_seeded / rel).equals(pl.read_parquet(out / rel)), rel
+    assert not (out / "nmf").exists()
+    doc = json.loads((out / "release.json").read_text())
+    assert doc["postprocessing"]["algorithm"].startswith("gls-round")
+    assert "derived_from" not in doc
+    assert doc["guarantee"]["persons"]["rho"]["exact"] == "293764/114921"
+
+
+def test_state_by_state_gives_the_same_release(
+    seeded: Path, gls_seeded: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The GLS solved state by state (a nation: one state in memory at a time) gives the
+    release the whole-tree GLS gives (two US states: the nation's children through both)."""
+    monkeypatch.setattr(gls_round, "WHOLE_TREE_GEOUNITS", 0)
+    out = _gls_round(seeded / "nmf", tmp_path / "split")
+    for rel in OUTPUTS:
+        assert pl.read_parquet(gls_seeded / rel).equals(pl.read_parquet(out / rel)), rel

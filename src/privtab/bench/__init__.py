@@ -128,6 +128,14 @@ BENCHMARKS: dict[str, Benchmark] = {
             "the error of the tables and of the noisy measurements.",
             options=opts.TOPDOWN_STATE,
         ),
+        Benchmark(
+            "topdown-gls-round",
+            "TopDown: --postprocess gls-round vs production, same noisy measurements",
+            heavy=True,
+            help="One state's noisy measurements post-processed by production TopDown and by "
+            "gls-round: error by geolevel and time.",
+            options=opts.TOPDOWN_STATE,
+        ),
     )
 }
 

@@ -188,6 +188,13 @@ class _CliProgress:
         info(message)
 
 
+POSTPROCESS_OPTION: str = typer.Option(
+    "production",
+    "--postprocess",
+    help="production (TopDown, default) or gls-round (tree GLS first, then rounding).",
+)
+
+
 def run(
     data: str = typer.Option(
         ..., "--data", "-d", help="Folder with GRF-C, cef-units, cef-persons."
@@ -228,6 +235,7 @@ def run(
     run_record: str | None = typer.Option(
         None, "--run-record", help="Where the CONFIDENTIAL run record goes (default: beside --out)."
     ),
+    postprocessor: str = POSTPROCESS_OPTION,
     quiet: QuietOption = False,
     as_json: JsonOption = False,
 ) -> None:
@@ -267,6 +275,7 @@ def run(
         lifetime=lifetime,
         allow_more_releases=allow_more_releases,
         run_record=run_record,
+        postprocess=postprocessor,
     )
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", InsecureReleaseWarning)  # said below
@@ -336,11 +345,7 @@ def postprocess(
     run_record: str | None = typer.Option(
         None, "--run-record", help="Where the run record goes (default: beside --out)."
     ),
-    postprocessor: str = typer.Option(
-        "production",
-        "--postprocess",
-        help="production (TopDown, default) or gls-round (tree GLS first, then rounding).",
-    ),
+    postprocessor: str = POSTPROCESS_OPTION,
     quiet: QuietOption = False,
     as_json: JsonOption = False,
 ) -> None:

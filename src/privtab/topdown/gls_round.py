@@ -17,11 +17,14 @@ all:
    parent's published integer histogram** (:meth:`~privtab.topdown.gls.TreeGLS.condition_children`:
    ``x̂_c + C_c S_p⁺ (parent − s_p)``, the best linear unbiased estimate from the children's
    subtrees given their sum; the root takes its GLS estimate);
-3. **the integer step, production's machinery**: that estimate is the one "measurement"
-   (the ``detailed`` cells, equal weights) of the parent's :class:`ChildrenProblem`,
-   solved by :func:`privtab.topdown.solve.solve_children` — the non-negative least-squares
-   projection onto the children's constraints (children sum to the parent cell by cell,
-   hhgq bounds, exact totals, structural zeros), then production's multi-pass controlled
+3. **the repair and the integer step, production's machinery**: the estimate replaces
+   the children's noisy measurements in the parent's :class:`ChildrenProblem` (each
+   measured query's answers computed from it, production's weights, pass order and
+   inter-pass tolerance), solved by :func:`privtab.topdown.solve.solve_children` — the
+   L2 step returns the estimate itself where it is feasible and otherwise repairs it as
+   production repairs measurements (non-negative, children summing to the parent cell by
+   cell, hhgq bounds, exact totals, structural zeros; the totals first at the State,
+   County, Tract and Block_Group children), then production's multi-pass controlled
    rounder with its integrality checks. Invariants, constraints, output checks and files
    are production's.
 
@@ -42,13 +45,21 @@ from __future__ import annotations
 import dataclasses
 import time
 from collections.abc import Callable, Sequence
-from fractions import Fraction
+from dataclasses import dataclass
 
 import numpy as np
 from numpy.typing import NDArray
 
-from privtab.topdown.gls import GeounitTree, SplitGLS, TreeGLS, tree_gls, tree_gls_split
-from privtab.topdown.gls_release import GLSRun
+from privtab.topdown.gls import (
+    Constraints,
+    GeounitTree,
+    Measurements,
+    SplitGLS,
+    TreeGLS,
+    tree_gls,
+    tree_gls_split,
+)
+from privtab.topdown.gls_release import GROUP_LEVEL, GLSRun, _gid, _group_id
 from privtab.topdown.solve import (
     ChildMeasurements,
     ChildrenProblem,
@@ -56,15 +67,18 @@ from privtab.topdown.solve import (
     solve_children,
 )
 
-__all__ = ["GLS_ROUND", "POSTPROCESSORS", "GLSRoundSolve", "gls_round_problem"]
+__all__ = [
+    "GLS_ROUND",
+    "POSTPROCESSORS",
+    "WHOLE_TREE_GEOUNITS",
+    "GLSRoundSolve",
+    "gls_round_problem",
+]
 
 F64 = NDArray[np.float64]
 
 #: ``--postprocess`` values: production TopDown (the default) and the GLS-first one.
 POSTPROCESSORS = ("production", "gls-round")
-
-#: The one query of a gls-round problem: every cell, equal weights.
-QUERY = "detailed"
 
 #: ``release.json``'s ``postprocessing`` of a gls-round release.
 GLS_ROUND: dict[str, str] = {
@@ -72,8 +86,11 @@ GLS_ROUND: dict[str, str] = {
     "(two passes over the spine, exact equalities: invariant totals, zeros where a bound is "
     "≤ 0), then production's top-down order: the root, then every parent's children jointly",
     "l2": "the children's GLS estimate conditioned on the parent's integer histogram, "
-    "projected (Euclidean, all cells) onto the children's constraints: non-negative, "
-    "summing to the parent cell by cell, hhgq bounds, exact totals, structural zeros",
+    "in place of their noisy measurements in production's L2 step (each measured query's "
+    "answers from the estimate, production's weights, pass order and tolerance): the "
+    "estimate itself where it is feasible, else repaired under the children's constraints "
+    "(non-negative, summing to the parent cell by cell, hhgq bounds, exact totals, "
+    "structural zeros), totals first where production fits them first",
     "rounder": "production's multipass controlled rounding (total, then hhgq ⊃ "
     "hhgq×hispanic ⊃ hhgq×hispanic×cenrace ⊃ detailed), HiGHS LP with a totally "
     "unimodular constraint matrix, integrality checked on every problem",
@@ -83,24 +100,48 @@ GLS_ROUND: dict[str, str] = {
 
 
 def gls_round_problem(problem: ChildrenProblem, estimate: F64) -> ChildrenProblem:
-    """``problem`` with the children's GLS ``estimate`` (``(k, cells)``) as its one
-    measurement (``detailed``, variance 1: the L2 step is the Euclidean projection onto
-    the children's constraints) — constraints, parent and rounder passes unchanged."""
+    """``problem`` with the children's GLS ``estimate`` (``(k, cells)``) in place of their
+    noisy measurements: each measured query's answers are the estimate's (``Q_q x̂``), with
+    the query's weight and production's pass order and tolerance — so the L2 step returns
+    the estimate itself wherever it is feasible, and where non-negativity or a bound
+    binds it repairs it as production repairs measurements (the totals first at the
+    levels production fits them first). Constraints, parent and rounder passes unchanged."""
+    from privtab.topdown.solve_model import answer_index, apply, query_size
+
     k = len(problem.children)
     est = np.asarray(estimate, dtype=np.float64)
     if est.ndim != 2 or est.shape[0] != k:
         raise ValueError(f"{problem.geounit}: estimate must be ({k}, cells), got {est.shape}")
+    hist = problem.histogram
+    answers = {
+        q: apply(answer_index(q, hist), query_size(q, hist), est)
+        for q in problem.measurements.answers
+    }
     return dataclasses.replace(
         problem,
-        measurements=ChildMeasurements({QUERY: est}, {QUERY: Fraction(1)}),
-        l2_passes=((QUERY,),),
+        measurements=ChildMeasurements(answers, problem.measurements.variances),
     )
 
 
-def _sep(k: int, ident: str) -> str:
-    from privtab.topdown.gls_release import _gid
+#: A run whose spine has at most this many geounits is solved as one tree (one bottom-up
+#: pass, every subtree estimate kept: memory grows with it); a larger run with state
+#: groups (the US) is solved state by state, one state in memory at a time (each state's
+#: bottom-up pass is then done twice: for the nation's estimate, then for its parents).
+WHOLE_TREE_GEOUNITS = 60_000
 
-    return _gid(k, ident)
+
+@dataclass(frozen=True, eq=False)
+class _Solved:
+    """A solved tree and where the spine's levels are in it: spine level ``m`` is tree
+    level ``m + offset``; ``index[l]`` maps tree level ``l``'s ids to positions."""
+
+    tree: TreeGLS
+    offset: int
+    index: list[dict[str, int]]
+
+    @classmethod
+    def of(cls, tree: TreeGLS, offset: int) -> _Solved:
+        return cls(tree, offset, [{g: i for i, g in enumerate(ids)} for ids in tree.levels])
 
 
 class GLSRoundSolve:
@@ -110,15 +151,25 @@ class GLSRoundSolve:
 
     ``run``: the run's noisy measurements as tree-GLS inputs
     (:func:`~privtab.topdown.gls_release.read_gls_run`); the GLS is solved at the first
-    call. ``seconds`` accumulates the time of the GLS (both passes, every state)."""
+    call (whole, or state by state: :data:`WHOLE_TREE_GEOUNITS`). ``seconds`` accumulates
+    the time of the GLS (both passes, every state)."""
 
-    def __init__(self, run: GLSRun, say: Callable[[str], None] | None = None) -> None:
+    def __init__(
+        self,
+        run: GLSRun,
+        say: Callable[[str], None] | None = None,
+        *,
+        whole_tree_geounits: int | None = None,
+    ) -> None:
         self.run = run
         self.say = say or (lambda _m: None)
+        self.whole_tree_geounits = (
+            WHOLE_TREE_GEOUNITS if whole_tree_geounits is None else whole_tree_geounits
+        )
         self.seconds = 0.0
-        self._whole: TreeGLS | None = None
+        self._whole: _Solved | None = None
         self._split: SplitGLS | None = None
-        self._part: tuple[int, TreeGLS, list[dict[str, int]]] | None = None
+        self._part: tuple[int, _Solved] | None = None
 
     # ------------------------------------------------------------------ the GLS
     def _solve(self) -> None:
@@ -126,17 +177,14 @@ class GLSRoundSolve:
             return
         t0 = time.perf_counter()
         run, h = self.run, self.run.hierarchy
-        root = _sep(0, h.ids(0)[0])
-        if run.group_level is None:
-            self.say(f"{run.name}: tree GLS ({sum(h.describe().values()):,} geounits)")
-            parents, levels = run.subtree(0, np.zeros(1, dtype=np.int64), None)
-            ms = [m for k in range(len(run.levels)) for m in run.measurements(k, levels[k])]
-            cs = [c for k in range(len(run.levels)) for c in run.constraints(k, levels[k])]
-            self._whole = tree_gls(GeounitTree(root, parents, run.levels), ms, cs,
-                                   keep_bottom_up=True)  # fmt: skip
+        root = _gid(0, h.ids(0)[0])
+        geounits = sum(h.describe().values())
+        if run.group_level is None or geounits <= self.whole_tree_geounits:
+            self.say(f"{run.name}: tree GLS ({geounits:,} geounits)")
+            tree, ms, cs = self._whole_inputs(root)
+            offset = 0 if run.group_level is None else 1
+            self._whole = _Solved.of(tree_gls(tree, ms, cs, keep_bottom_up=True), offset)
         else:
-            from privtab.topdown.gls_release import GROUP_LEVEL, _group_id
-
             self.say(f"{run.name}: tree GLS, {len(run.group_names)} states bottom-up")
             top = GeounitTree(root, {_group_id(n): root for n in run.group_names},
                               (run.levels[0], GROUP_LEVEL))  # fmt: skip
@@ -152,92 +200,91 @@ class GLSRoundSolve:
             )
         self.seconds += time.perf_counter() - t0
 
-    def _group_tree(self, group: int) -> tuple[TreeGLS, list[dict[str, int]]]:
-        """One state's subtree, solved (the latest kept)."""
-        if self._part is None or self._part[0] != group:
-            from privtab.topdown.gls_release import _group_id
+    def _whole_inputs(self, root: str) -> tuple[GeounitTree, list[Measurements], list[Constraints]]:
+        """The whole tree (with the level of state groups where the run has one)."""
+        run = self.run
+        if run.group_level is None:
+            parents, levels = run.subtree(0, np.zeros(1, dtype=np.int64), None)
+            ms = [m for k in range(len(run.levels)) for m in run.measurements(k, levels[k])]
+            cs = [c for k in range(len(run.levels)) for c in run.constraints(k, levels[k])]
+            return GeounitTree(root, parents, run.levels), ms, cs
+        parents = {}
+        ms, cs = run.measurements(0), run.constraints(0)
+        for g, name in enumerate(run.group_names):
+            part = run.part(g)
+            parents[_group_id(name)] = root
+            parents.update(part.hierarchy.parents)
+            ms += part.measurements
+            cs += part.constraints
+        names = (run.levels[0], GROUP_LEVEL, *run.levels[1:])
+        return GeounitTree(root, parents, names), ms, cs
 
+    def _group_tree(self, group: int) -> _Solved:
+        """One state's subtree (spine levels from the group level down), solved; the
+        latest kept."""
+        if self._whole is not None:
+            return self._whole
+        if self._part is None or self._part[0] != group:
             assert self._split is not None
+            g = self.run.group_level
+            assert g is not None
             self._part = None  # one state in memory at a time
             t0 = time.perf_counter()
             name = self.run.group_names[group]
             self.say(f"{self.run.name}: tree GLS, state {name} top-down")
             tree = self._split.part(_group_id(name))
             self.seconds += time.perf_counter() - t0
-            self._part = (group, tree, [_index(ids) for ids in tree.levels])
-        return self._part[1], self._part[2]
+            self._part = (group, _Solved.of(tree, 1 - g))
+        return self._part[1]
 
     # ------------------------------------------------------------------ estimates
     def estimate(self, problem: ChildrenProblem) -> F64:
-        """The GLS estimate of the problem's children given its (integer) parent."""
+        """The GLS estimate of the problem's children given their parent's (integer)
+        histogram; the root's GLS estimate for the root."""
         self._solve()
         run, h = self.run, self.run.hierarchy
-        k = h.level(problem.level) if problem.level else 0
         if problem.parent is None:  # the root
-            tree = self._whole if self._whole is not None else self._top()
-            return tree.histograms(0)[:1]
-        parent_hist = np.asarray(problem.parent, dtype=np.float64)
+            top = self._whole.tree if self._whole is not None else self._top()
+            return top.histograms(0)[:1]
+        value = np.asarray(problem.parent, dtype=np.float64)
+        k = h.level(problem.level)
         first = run.index(k)[str(problem.children[0])]
         parent = int(h.parent(k)[first])
-        if self._whole is not None:
-            tree, index = self._whole, self._whole_index()
-            return self._condition(tree, index, k - 1, parent, parent_hist, problem.children, k)
         g = run.group_level
-        assert g is not None
-        if k - 1 < g:  # the root's children: through the states (groups)
-            return self._through_groups(parent_hist, problem.children, k)
-        group = int(run.group_of[h.ancestors(g, k - 1)[parent]])
-        tree, index = self._group_tree(group)
-        return self._condition(tree, index, k - 1 - g + 1, parent, parent_hist,
-                               problem.children, k, spine_parent=k - 1)  # fmt: skip
+        if g is not None and k == g:  # the root's children: through the states
+            return self._through_groups(value, problem.children, k)
+        if g is None:
+            solved = self._whole
+            assert solved is not None
+        else:
+            solved = self._group_tree(int(run.group_of[h.ancestors(g, k - 1)[parent]]))
+        level = k - 1 + solved.offset
+        pid = _gid(k - 1, h.ids(k - 1)[parent])
+        kids, est = solved.tree.condition_children(level, [solved.index[level][pid]], value)
+        return _ordered(solved.tree.levels[level + 1], kids, est, problem.children, k)
 
     def _top(self) -> TreeGLS:
         assert self._split is not None
         return self._split.top
 
-    def _whole_index(self) -> list[dict[str, int]]:
-        key = "_whole_idx"
-        cached: list[dict[str, int]] | None = self.__dict__.get(key)
-        if cached is None:
-            assert self._whole is not None
-            cached = [_index(ids) for ids in self._whole.levels]
-            self.__dict__[key] = cached
-        return cached
-
-    def _condition(
-        self,
-        tree: TreeGLS,
-        index: list[dict[str, int]],
-        level: int,
-        parent: int,
-        value: F64,
-        children: Sequence[str],
-        child_spine_level: int,
-        spine_parent: int | None = None,
-    ) -> F64:
-        """Condition the children of ``parent`` (a unit of spine level ``child_spine_level −
-        1``, at ``level`` of ``tree``) on ``value``; rows in ``children``'s order."""
-        sp = child_spine_level - 1 if spine_parent is None else spine_parent
-        pid = _sep(sp, self.run.hierarchy.ids(sp)[parent])
-        kids, est = tree.condition_children(level, [index[level][pid]], value)
-        return _ordered(tree.levels[level + 1], kids, est, children, child_spine_level)
-
     def _through_groups(self, root: F64, children: Sequence[str], k: int) -> F64:
-        """The root's children given the root: the states given the root, then each
-        state's parts given the state."""
+        """The root's children (the state parts) given the root: the states given the
+        root, then each state's parts given the state."""
         run = self.run
-        top = self._top()
+        top = self._whole.tree if self._whole is not None else self._top()
         groups, values = top.condition_children(0, [0], root)
-        want = {str(c): i for i, c in enumerate(children)}
-        out = np.zeros((len(children), values.shape[1]))
+        want = {_gid(k, str(c)): i for i, c in enumerate(children)}
+        out = np.full((len(children), values.shape[1]), np.nan)
         for gi, v in zip(groups.tolist(), values, strict=True):
             name = top.levels[1][gi].split("|", 1)[1]
-            tree, _ = self._group_tree(run.group_names.index(name))
-            kids, est = tree.condition_children(0, [0], v)
+            solved = self._group_tree(run.group_names.index(name))
+            level = k - 1 + solved.offset  # the groups' level in that tree
+            at = solved.index[level][_group_id(name)]
+            kids, est = solved.tree.condition_children(level, [at], v)
             for i, row in zip(kids.tolist(), est, strict=True):
-                ident = tree.levels[1][i].split("|", 1)[1]
-                if ident in want:
-                    out[want[ident]] = row
+                out[want[solved.tree.levels[level + 1][i]]] = row
+        if np.isnan(out).any():
+            raise ValueError("gls-round: a state part of the problem is not in the GLS tree")
         return out
 
     # ------------------------------------------------------------------ the solve
@@ -253,10 +300,6 @@ class GLSRoundSolve:
         return solve_children(gls_round_problem(problem, self.estimate(problem)))
 
 
-def _index(ids: Sequence[str]) -> dict[str, int]:
-    return {g: i for i, g in enumerate(ids)}
-
-
 def _ordered(
     level_ids: Sequence[str], kids: NDArray[np.int64], est: F64, children: Sequence[str], k: int
 ) -> F64:
@@ -264,7 +307,7 @@ def _ordered(
     ``children`` (spine level ``k`` ids)."""
     pos = {level_ids[int(i)]: r for r, i in enumerate(kids.tolist())}
     try:
-        rows = [pos[_sep(k, str(c))] for c in children]
+        rows = [pos[_gid(k, str(c))] for c in children]
     except KeyError as exc:
         raise ValueError(f"gls-round: child {exc.args[0]!r} is not in the GLS tree") from None
     return est[np.asarray(rows, dtype=np.int64)]

@@ -40,9 +40,11 @@ post-processing of them and of the invariants.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import logging
 import os
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -85,8 +87,8 @@ class TopDownOptions:
     block groups; ``report``: write ``report.html``; the ledger options as SafeTab-P's;
     ``solve``: the per-parent solve (default :func:`~privtab.topdown.engine.solve_parent`);
     ``postprocess``: ``"production"`` (default) or ``"gls-round"``
-    (:mod:`privtab.topdown.gls_round`; needs the noisy measurements first: a re-run
-    from ``nmf/``).
+    (:mod:`privtab.topdown.gls_round`: every measurement is drawn first, in production's
+    order, then post-processed).
     """
 
     runs: Sequence[str] = ("us", "pr")
@@ -386,10 +388,17 @@ def _build(ctx: _Context, tmp: Path) -> tuple[dict[str, Any], RunRecord]:
     data = inputs.load_data(folder, validated=ctx.opts.validate_inputs, say=ctx.say)
     ctx.seconds["inputs"] = time.monotonic() - t0
     ctx.check()
-    from privtab.topdown.streaming import from_data, stream_release
+    from privtab.topdown.streaming import from_data, measured_first, stream_release
 
     t1 = time.monotonic()
     grfc_sha256 = fingerprints[str(files["grfc"])]["sha256"]
-    sources = from_data(ctx, data, tmp, grfc_sha256)
-    ctx.seconds["prepare"] = time.monotonic() - t1
-    return stream_release(ctx, sources, tmp, fingerprints)
+    with contextlib.ExitStack() as stack:
+        nmf_dir = None
+        if ctx.opts.postprocess == "gls-round" and not ctx.opts.nmf:
+            # the measurements are needed first but not asked for: kept outside the release
+            nmf_dir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="privtab-")))
+        sources = from_data(ctx, data, tmp, grfc_sha256, nmf_dir)
+        ctx.seconds["prepare"] = time.monotonic() - t1
+        if ctx.opts.postprocess == "gls-round":
+            sources = measured_first(ctx, sources, tmp)
+        return stream_release(ctx, sources, tmp, fingerprints)
