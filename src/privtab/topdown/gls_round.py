@@ -19,14 +19,14 @@ all:
    subtrees given their sum; the root takes its GLS estimate);
 3. **the repair and the integer step, production's machinery**: the estimate replaces
    the children's noisy measurements in the parent's :class:`ChildrenProblem` (each
-   measured query's answers computed from it, production's weights, pass order and
-   inter-pass tolerance), solved by :func:`privtab.topdown.solve.solve_children` — the
-   L2 step returns the estimate itself where it is feasible and otherwise repairs it as
-   production repairs measurements (non-negative, children summing to the parent cell by
-   cell, hhgq bounds, exact totals, structural zeros; the totals first at the State,
-   County, Tract and Block_Group children), then production's multi-pass controlled
-   rounder with its integrality checks. Invariants, constraints, output checks and files
-   are production's.
+   measured query's answers computed from it, one weight per query for all children,
+   production's pass order and inter-pass tolerance), solved by
+   :func:`privtab.topdown.solve.solve_children` — the L2 step returns the estimate itself
+   where it is feasible and otherwise repairs it as production repairs measurements
+   (non-negative, children summing to the parent cell by cell, hhgq bounds, exact totals,
+   structural zeros; the totals first at the State, County, Tract and Block_Group
+   children), then production's multi-pass controlled rounder with its integrality
+   checks. Invariants, constraints, output checks and files are production's.
 
 The measured gain is in ``docs/topdown.md`` (and ``docs/benchmarks.md``). Production
 TopDown stays the default; this is an option.
@@ -87,10 +87,10 @@ GLS_ROUND: dict[str, str] = {
     "≤ 0), then production's top-down order: the root, then every parent's children jointly",
     "l2": "the children's GLS estimate conditioned on the parent's integer histogram, "
     "in place of their noisy measurements in production's L2 step (each measured query's "
-    "answers from the estimate, production's weights, pass order and tolerance): the "
-    "estimate itself where it is feasible, else repaired under the children's constraints "
-    "(non-negative, summing to the parent cell by cell, hhgq bounds, exact totals, "
-    "structural zeros), totals first where production fits them first",
+    "answers from the estimate, one weight per query, production's pass order and "
+    "tolerance): the estimate itself where it is feasible, else repaired under the "
+    "children's constraints (non-negative, summing to the parent cell by cell, hhgq "
+    "bounds, exact totals, structural zeros), totals first where production fits them first",
     "rounder": "production's multipass controlled rounding (total, then hhgq ⊃ "
     "hhgq×hispanic ⊃ hhgq×hispanic×cenrace ⊃ detailed), HiGHS LP with a totally "
     "unimodular constraint matrix, integrality checked on every problem",
@@ -102,10 +102,11 @@ GLS_ROUND: dict[str, str] = {
 def gls_round_problem(problem: ChildrenProblem, estimate: F64) -> ChildrenProblem:
     """``problem`` with the children's GLS ``estimate`` (``(k, cells)``) in place of their
     noisy measurements: each measured query's answers are the estimate's (``Q_q x̂``), with
-    the query's weight and production's pass order and tolerance — so the L2 step returns
-    the estimate itself wherever it is feasible, and where non-negativity or a bound
-    binds it repairs it as production repairs measurements (the totals first at the
-    levels production fits them first). Constraints, parent and rounder passes unchanged."""
+    the query's weight (one for all children: the largest of the children's noise
+    variances) and production's pass order and tolerance — so the L2 step returns the
+    estimate itself wherever it is feasible, and where non-negativity or a bound binds it
+    repairs it as production repairs measurements (the totals first at the levels
+    production fits them first). Constraints, parent and rounder passes unchanged."""
     from privtab.topdown.solve_model import answer_index, apply, query_size
 
     k = len(problem.children)
@@ -113,14 +114,13 @@ def gls_round_problem(problem: ChildrenProblem, estimate: F64) -> ChildrenProble
     if est.ndim != 2 or est.shape[0] != k:
         raise ValueError(f"{problem.geounit}: estimate must be ({k}, cells), got {est.shape}")
     hist = problem.histogram
-    answers = {
-        q: apply(answer_index(q, hist), query_size(q, hist), est)
-        for q in problem.measurements.answers
-    }
-    return dataclasses.replace(
-        problem,
-        measurements=ChildMeasurements(answers, problem.measurements.variances),
-    )
+    m = problem.measurements
+    answers = {q: apply(answer_index(q, hist), query_size(q, hist), est) for q in m.answers}
+    # one weight per query for every child: the estimate is not the children's own noisy
+    # answer, so the bypass's per-child variances do not describe it (and the structured
+    # solver, one Hessian for all children, then covers every persons problem)
+    variances = {q: max(v for v in m.child_variances(q, k) if v is not None) for q in m.answers}
+    return dataclasses.replace(problem, measurements=ChildMeasurements(answers, variances))
 
 
 #: A run whose spine has at most this many geounits is solved as one tree (one bottom-up
