@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from privtab.bench._common import machine, privtab_exe, run_timed
-from privtab.bench.topdown_state import _table_accuracy, _truth_tables
+from privtab.bench.topdown_state import _table_accuracy, _truth_tables, input_facts
 from privtab.report.text import Table, table
 
 __all__ = ["POSTPROCESSORS", "run", "tables"]
@@ -68,13 +68,7 @@ def run(data: str | None = None, seed: int = 1, work: Path | None = None) -> dic
     truth = _truth_tables(facts)
     accuracy = {name: _table_accuracy(work / name, truth) for name in POSTPROCESSORS}
     return {
-        "input": {
-            "data": str(data),
-            "persons": int(facts.persons.get_column("COUNT").sum()),
-            "blocks": facts.grfc.height,
-            "synthetic": True,
-            "seed": seed,
-        },
+        "input": {**input_facts(data, facts), "seed": seed},
         "privtab": out,
         "accuracy": accuracy,
         "machine": machine(),
