@@ -223,13 +223,16 @@ def measured_first(ctx: _Context, src: Sources, tmp: Path) -> Sources:
     ``--nmf`` does, solving nothing (:func:`_measure_only`), so a seed gives the same
     measurements — then the runs read back from those files, post-processed by
     ``gls-round``."""
+    from privtab.topdown.run import _Tally
     from privtab.topdown.runs import pair_from_nmf
 
     t0 = time.monotonic()
     ctx.say("drawing every noisy measurement (gls-round needs them all first)")
+    tally = _Tally(ctx.say, ctx.check)
     for run, pair in src.pairs.items():
-        for r in (pair.persons, pair.units):
+        for hist, r in (("persons", pair.persons), ("units", pair.units)):
             r.engine.solve = _measure_only
+            r.engine.say = tally.engine(f"{pair.scope} {hist} measured", r.engine.total_parents)
         states = _scope_states(src, run)
         for _ in zip(_grouped(pair.persons, states), _grouped(pair.units, states), strict=True):
             ctx.check()
