@@ -205,3 +205,18 @@ def test_state_by_state_gives_the_same_release(
     out = _gls_round(seeded / "nmf", tmp_path / "split")
     for rel in OUTPUTS:
         assert pl.read_parquet(gls_seeded / rel).equals(pl.read_parquet(out / rel)), rel
+
+
+def test_post_processing_private_measurements_is_private(data: Path, tmp_path: Path) -> None:
+    """A release re-made from private measurements (secure noise) is private (no
+    ``NOT_PRIVATE``; post-processing costs nothing) — with either post-processor."""
+    first = tmp_path / "private"
+    opts = TopDownOptions(runs=("pr",), nmf=True, report=False, use_ledger=False)
+    assert run_release(data, first, opts, progress=lambda _m: None).private
+    for name in ("production", "gls-round"):
+        out = tmp_path / name
+        res = postprocess_release(first / "nmf", out, TopDownOptions(report=False,
+                                  postprocess=name), progress=lambda _m: None)  # fmt: skip
+        assert res.private, name
+        assert not (out / "NOT_PRIVATE").exists()
+        assert json.loads((out / "release.json").read_text())["private"] is True
