@@ -31,7 +31,15 @@ def test_every_registered_benchmark_has_a_command() -> None:
     listed = json.loads(runner.invoke(app, ["bench", "list", "--json"]).stdout)
     assert set(listed) == set(bench.BENCHMARKS)
     heavy = {n for n, b in listed.items() if b["heavy"]}
-    assert heavy == {"floor", "safetab", "safetab_h", "scale", "topdown", "topdown-state"}
+    assert heavy == {
+        "floor",
+        "safetab",
+        "safetab_h",
+        "scale",
+        "topdown",
+        "topdown-state",
+        "topdown-gls-round",
+    }
 
 
 def test_floor_pass_counts_every_person_into_its_cell(tmp_path: Path) -> None:

@@ -136,6 +136,14 @@ BENCHMARKS: dict[str, Benchmark] = {
             "problems/s, seconds per level; OSQP + HiGHS on a sample of the same problems.",
             options=opts.TOPDOWN,
         ),
+        Benchmark(
+            "topdown-gls-round",
+            "TopDown: --postprocess gls-round vs production, same noisy measurements",
+            heavy=True,
+            help="One state's noisy measurements post-processed by production TopDown and by "
+            "gls-round: error by geolevel and time.",
+            options=opts.TOPDOWN_STATE,
+        ),
     )
 }
 

@@ -30,7 +30,7 @@ import polars as pl
 from privtab.bench._common import machine, privtab_exe, run_timed
 from privtab.report.text import Table, table
 
-__all__ = ["run", "tables"]
+__all__ = ["input_facts", "run", "tables"]
 
 TAB_LEVELS = ("STATE", "COUNTY", "TRACT", "BLOCK_GROUP", "BLOCK")
 SPINE_QUERIES = ("total", "cenrace", "hispanic * cenrace")
@@ -140,6 +140,16 @@ def _spine_accuracy(release: Path, data: Any) -> dict[str, Any]:
     return out
 
 
+def input_facts(data: str, facts: Any) -> dict[str, Any]:
+    """What a record says about its synthetic input (``facts``: the loaded folder)."""
+    return {
+        "data": str(data),
+        "persons": int(facts.persons.get_column("COUNT").sum()),
+        "blocks": facts.grfc.height,
+        "synthetic": True,
+    }
+
+
 def run(data: str | None = None, seed: int = 1, work: Path | None = None) -> dict[str, Any]:
     """The release, timed, and its accuracy (module docstring), in ``work``."""
     from privtab.topdown.folder import load_data
@@ -182,12 +192,7 @@ def run(data: str | None = None, seed: int = 1, work: Path | None = None) -> dic
         "spine": _spine_accuracy(out, facts),
     }
     return {
-        "input": {
-            "data": str(data),
-            "persons": int(facts.persons.get_column("COUNT").sum()),
-            "blocks": facts.grfc.height,
-            "synthetic": True,
-        },
+        "input": input_facts(data, facts),
         "privtab": {
             **timed,
             "command": " ".join(["/usr/bin/time -v", *cmd]),

@@ -197,6 +197,13 @@ class _CliProgress:
         info(message)
 
 
+POSTPROCESS_OPTION: str = typer.Option(
+    "production",
+    "--postprocess",
+    help="production (TopDown, default) or gls-round (tree GLS first, then rounding).",
+)
+
+
 def run(
     data: str = typer.Option(
         ..., "--data", "-d", help="Folder with GRF-C, cef-units, cef-persons."
@@ -240,6 +247,7 @@ def run(
     workers: int = typer.Option(
         1, "--workers", min=1, help="Processes solving the per-parent problems (same output)."
     ),
+    postprocessor: str = POSTPROCESS_OPTION,
     quiet: QuietOption = False,
     as_json: JsonOption = False,
 ) -> None:
@@ -280,6 +288,7 @@ def run(
         allow_more_releases=allow_more_releases,
         run_record=run_record,
         workers=workers,
+        postprocess=postprocessor,
     )
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", InsecureReleaseWarning)  # said below
@@ -349,6 +358,7 @@ def postprocess(
     run_record: str | None = typer.Option(
         None, "--run-record", help="Where the run record goes (default: beside --out)."
     ),
+    postprocessor: str = POSTPROCESS_OPTION,
     quiet: QuietOption = False,
     as_json: JsonOption = False,
 ) -> None:
@@ -359,7 +369,9 @@ def postprocess(
     from privtab.cli._render import warn
     from privtab.topdown.run import TopDownOptions, postprocess_release
 
-    opts = TopDownOptions(overwrite=overwrite, report=report, run_record=run_record)
+    opts = TopDownOptions(
+        overwrite=overwrite, report=report, run_record=run_record, postprocess=postprocessor
+    )
     with _CliProgress(quiet or as_json) as progress:
         res = postprocess_release(Path(nmf), Path(out), opts, progress=progress)
     summary = _summary(res)

@@ -152,7 +152,9 @@ def release(
     noisy measurements; ``out``: publish the folder there (default: a temporary folder
     owned by the result); ``progress``: a rich progress display on stderr in terminals and
     notebooks; ``options``: any field of :class:`privtab.topdown.run.TopDownOptions`
-    (``strategies``, ``report`` — default off here —, ``ledger``, ``run_record``, …).
+    (``strategies``, ``report`` — default off here —, ``ledger``, ``run_record``,
+    ``postprocess="gls-round"``: the GLS-first post-processor, :mod:`privtab.topdown.gls_round`,
+    …).
 
     Raises :class:`privtab.data.errors.InputValidationError` naming the file, row, column
     and value of every bad input (nothing is written), and

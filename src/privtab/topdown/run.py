@@ -40,9 +40,11 @@ post-processing of them and of the invariants.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import logging
 import os
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -86,6 +88,9 @@ class TopDownOptions:
     ``solve``: the per-parent solve (default :func:`~privtab.topdown.engine.solve_parent`);
     ``workers``: processes solving the per-parent problems (:mod:`privtab.topdown.workers`;
     the output is the same for any number).
+    ``postprocess``: ``"production"`` (default) or ``"gls-round"``
+    (:mod:`privtab.topdown.gls_round`: every measurement is drawn first, in production's
+    order, then post-processed).
     """
 
     runs: Sequence[str] = ("us", "pr")
@@ -107,6 +112,7 @@ class TopDownOptions:
     solve: SolveFn = solve_parent
     validate_inputs: bool = True
     workers: int = 1
+    postprocess: str = "production"
 
 
 @dataclass
@@ -279,6 +285,12 @@ def postprocess_release(
 
 
 def _check_options(opts: TopDownOptions) -> None:
+    from privtab.topdown.gls_round import POSTPROCESSORS
+
+    if opts.postprocess not in POSTPROCESSORS:
+        raise UsageError(
+            f"--postprocess {opts.postprocess!r}: must be one of {', '.join(POSTPROCESSORS)}"
+        )
     if opts.engine not in ENGINES:
         raise UsageError(
             f"engine {opts.engine!r}: TopDown runs on the polars engine (one machine) only; "
@@ -381,10 +393,17 @@ def _build(ctx: _Context, tmp: Path) -> tuple[dict[str, Any], RunRecord]:
     data = inputs.load_data(folder, validated=ctx.opts.validate_inputs, say=ctx.say)
     ctx.seconds["inputs"] = time.monotonic() - t0
     ctx.check()
-    from privtab.topdown.streaming import from_data, stream_release
+    from privtab.topdown.streaming import from_data, measured_first, stream_release
 
     t1 = time.monotonic()
     grfc_sha256 = fingerprints[str(files["grfc"])]["sha256"]
-    sources = from_data(ctx, data, tmp, grfc_sha256)
-    ctx.seconds["prepare"] = time.monotonic() - t1
-    return stream_release(ctx, sources, tmp, fingerprints)
+    with contextlib.ExitStack() as stack:
+        nmf_dir = None
+        if ctx.opts.postprocess == "gls-round" and not ctx.opts.nmf:
+            # the measurements are needed first but not asked for: kept outside the release
+            nmf_dir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="privtab-")))
+        sources = from_data(ctx, data, tmp, grfc_sha256, nmf_dir)
+        ctx.seconds["prepare"] = time.monotonic() - t1
+        if ctx.opts.postprocess == "gls-round":
+            sources = measured_first(ctx, sources, tmp)
+        return stream_release(ctx, sources, tmp, fingerprints)

@@ -254,6 +254,6 @@ def pair_from_nmf(
         scope = folder.name.split("-")[0]
         runs[hist] = HistogramRun(
             scope, nmf.strategy, st.spine, shares, st.constraints, engine,
-            plan(nmf.strategy, shares),
+            plan(nmf.strategy, shares), measurements_private=nmf.private,
         )  # fmt: skip
     return RunPair(scope, runs["persons"], runs["units"])

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import polars as pl
 
 from privtab.errors import InputError
@@ -37,8 +38,10 @@ from privtab.topdown.runs import (
     invariant_state_totals,
     prepare_run,
 )
+from privtab.topdown.solve import ChildrenProblem, ChildrenSolution
 
 if TYPE_CHECKING:
+    from privtab.topdown.gls_round import GLSRoundSolve
     from privtab.topdown.nmf import NMFWriter
     from privtab.topdown.run import _Context
 
@@ -49,6 +52,7 @@ __all__ = [
     "Sources",
     "from_data",
     "from_nmf",
+    "measured_first",
     "stream_release",
 ]
 
@@ -117,23 +121,33 @@ class Sources:
     public_inputs: dict[str, Any]
     derived_from: dict[str, Any] | None = None
     writers: dict[str, NMFWriter] = field(default_factory=dict)
+    #: ``--postprocess gls-round``: each run's per-parent solve (their GLS seconds)
+    gls_solves: list[GLSRoundSolve] = field(default_factory=list)
+    #: where the noisy measurements are written (``writers``), and whether they are done
+    nmf_dir: Path | None = None
+    nmf_closed: bool = False
 
 
-def _nmf_writers(ctx: _Context, tmp: Path, pair: RunPair) -> dict[str, NMFWriter]:
+def _nmf_writers(ctx: _Context, base: Path, pair: RunPair) -> dict[str, NMFWriter]:
     from privtab.topdown.nmf import NMFWriter
 
     return {
-        hist: NMFWriter(tmp / "nmf" / f"{pair.scope}-{hist}", run.strategy, run.spine,
+        hist: NMFWriter(base / f"{pair.scope}-{hist}", run.strategy, run.spine,
                         private=ctx.private)
         for hist, run in (("persons", pair.persons), ("units", pair.units))
     }  # fmt: skip
 
 
-def from_data(ctx: _Context, data: TopDownData, tmp: Path, grfc_sha256: str) -> Sources:
+def from_data(
+    ctx: _Context, data: TopDownData, tmp: Path, grfc_sha256: str, nmf_dir: Path | None = None
+) -> Sources:
     """The requested scopes' runs on validated inputs (noise drawn as the engines solve;
-    with ``--nmf``, every measurement written as it is drawn)."""
+    with ``--nmf`` or ``gls-round``, every measurement written as it is drawn, to
+    ``nmf_dir``: default ``tmp/nmf``)."""
     opts = ctx.opts
+    write = opts.nmf or opts.postprocess == "gls-round"
     src = Sources({}, {}, data.grfc, data.units, {"GRF-C": {"sha256": grfc_sha256}})
+    src.nmf_dir = nmf_dir or tmp / "nmf"
     for run in opts.runs:
         if not data.states(run):
             src.skipped[SCOPES[run]] = "the GRF-C holds no block of this scope"
@@ -147,10 +161,10 @@ def from_data(ctx: _Context, data: TopDownData, tmp: Path, grfc_sha256: str) -> 
             strategies=(opts.strategies or {}).get(run),
             optimized_block_groups=opts.optimized_block_groups,
             solve=opts.solve,
-            draw_all=opts.nmf,
+            draw_all=write,
         )
-        if opts.nmf:
-            new = _nmf_writers(ctx, tmp, pair)
+        if write:
+            new = _nmf_writers(ctx, src.nmf_dir, pair)
             pair.persons.engine.builder.sink = new["persons"].add
             pair.units.engine.builder.sink = new["units"].add
             src.writers.update({f"{pair.scope}-{k}": w for k, w in new.items()})
@@ -197,7 +211,81 @@ def from_nmf(ctx: _Context, folder: Path) -> Sources:
             if (d / "dpqueries.parquet").is_file()
         },
     }
-    return Sources(pairs, {}, grfc, counts, {}, derived)
+    src = Sources(pairs, {}, grfc, counts, {}, derived)
+    if ctx.opts.postprocess == "gls-round":
+        _use_gls_round(ctx, src, folder)
+    return src
+
+
+def measured_first(ctx: _Context, src: Sources, tmp: Path) -> Sources:
+    """``gls-round`` on data: every noisy measurement drawn first (to ``src.nmf_dir``), in
+    production's order — the engines walk the spine exactly as a production run with
+    ``--nmf`` does, solving nothing (:func:`_measure_only`), so a seed gives the same
+    measurements — then the runs read back from those files, post-processed by
+    ``gls-round``."""
+    from privtab.topdown.run import _Tally
+    from privtab.topdown.runs import pair_from_nmf
+
+    t0 = time.monotonic()
+    ctx.say("drawing every noisy measurement (gls-round needs them all first)")
+    tally = _Tally(ctx.say, ctx.check)
+    for run, pair in src.pairs.items():
+        for hist, r in (("persons", pair.persons), ("units", pair.units)):
+            r.engine.solve = _measure_only
+            r.engine.say = tally.engine(f"{pair.scope} {hist} measured", r.engine.total_parents)
+        states = _scope_states(src, run)
+        for _ in zip(_grouped(pair.persons, states), _grouped(pair.units, states), strict=True):
+            ctx.check()
+    _close_nmf(src, tmp)
+    base = src.nmf_dir or tmp / "nmf"
+    pairs = {
+        run: pair_from_nmf(base / f"{p.scope}-persons", base / f"{p.scope}-units")
+        for run, p in src.pairs.items()
+    }
+    out = Sources(pairs, src.skipped, src.grfc, src.unit_counts, src.public_inputs,
+                  writers=src.writers if ctx.opts.nmf else {}, nmf_dir=base,
+                  nmf_closed=True)  # fmt: skip
+    for run, pair in out.pairs.items():  # the measurements' privacy is this run's
+        was = src.pairs[run]
+        for new, old in ((pair.persons, was.persons), (pair.units, was.units)):
+            new.plan, new.shares = old.plan, old.shares
+    ctx.seconds["measure_all"] = time.monotonic() - t0
+    _use_gls_round(ctx, out, base)
+    out.derived_from = None
+    return out
+
+
+def _measure_only(problem: ChildrenProblem) -> ChildrenSolution:
+    """The measurement pass of :func:`measured_first`: no solve — all-zero children, so
+    every parent is all-zero and its children's measurements are drawn in full
+    (``draw_all``). Never published."""
+    from privtab.topdown.solve import SolveDiagnostics
+    from privtab.topdown.solve_model import layout
+
+    k = len(problem.children)
+    zeros = np.zeros((k, layout(problem.histogram).cells), dtype=np.int64)
+    diag = SolveDiagnostics(problem.geounit, k, "measured only")
+    return ChildrenSolution(zeros.astype(np.float64), zeros, diag)
+
+
+def _scope_states(src: Sources, run: str) -> list[str]:
+    return sorted(
+        set(src.grfc.filter((pl.col("TABBLKST") == PR_STATE) == (run == "pr"))
+            .get_column("TABBLKST").to_list())
+    )  # fmt: skip
+
+
+def _use_gls_round(ctx: _Context, src: Sources, folder: Path) -> None:
+    """Every run of ``src`` post-processed by ``gls-round`` (:mod:`privtab.topdown.gls_round`)."""
+    from privtab.topdown.gls_release import read_gls_run
+    from privtab.topdown.gls_round import GLSRoundSolve
+
+    for pair in src.pairs.values():
+        for hist, r in (("persons", pair.persons), ("units", pair.units)):
+            solve = GLSRoundSolve(read_gls_run(folder / f"{pair.scope}-{hist}"), ctx.say)
+            r.engine.solve = solve
+            src.gls_solves.append(solve)
+    src.derived_from = {**(src.derived_from or {}), "postprocess": "gls-round"}
 
 
 def stream_release(
@@ -230,6 +318,8 @@ def stream_release(
                 w.abort()
         raise
     ctx.seconds["runs_and_outputs"] = time.monotonic() - t0
+    if src.gls_solves:
+        ctx.seconds["gls"] = sum(g.seconds for g in src.gls_solves)
     doc = _document(ctx, src, tmp, asm, files)
     _finish_folder(ctx, tmp, doc)
     record = RunRecord(
@@ -253,6 +343,11 @@ def _close_nmf(src: Sources, tmp: Path) -> None:
     """Finish the noisy measurement files, each with its run's public structure."""
     from privtab.topdown.nmf_structure import write_structure
 
+    if src.nmf_closed:
+        return
+    src.nmf_closed = True
+    base = src.nmf_dir or tmp / "nmf"
+
     # only the invariant unit counts: the occupied / vacant split of a block is the units
     # run's protected histogram, never a public fact
     public = src.unit_counts.select("BLOCK", *PUBLIC_UNIT_COLUMNS)
@@ -265,16 +360,13 @@ def _close_nmf(src: Sources, tmp: Path) -> None:
             name = f"{pair.scope}-{hist}"
             if name in src.writers:
                 src.writers[name].close()
-                write_structure(tmp / "nmf" / name, r.spine, r.constraints, st,
+                write_structure(base / name, r.spine, r.constraints, st,
                                 r.strategy.schema.cells)  # fmt: skip
 
 
 def _stream_scope(ctx: _Context, src: Sources, asm: Assembler, run: str, pair: RunPair) -> int:
     """One scope, state by state; returns its persons (the invariant total)."""
-    states = sorted(
-        set(src.grfc.filter((pl.col("TABBLKST") == PR_STATE) == (run == "pr"))
-            .get_column("TABBLKST").to_list())
-    )  # fmt: skip
+    states = _scope_states(src, run)
     totals = invariant_state_totals(pair.persons)
     persons = _grouped(pair.persons, states)
     units = _grouped(pair.units, states)
@@ -327,13 +419,21 @@ def _document(
         "runs": runs,
         "skipped_runs": src.skipped,
         "invariants": list(INVARIANTS),
-        "postprocessing": POSTPROCESSING,
+        "postprocessing": _postprocessing(ctx),
         "public_inputs": src.public_inputs,
         "outputs": _manifest(tmp, rows),
     }
     if src.derived_from is not None:
         doc["derived_from"] = src.derived_from
     return doc
+
+
+def _postprocessing(ctx: _Context) -> dict[str, Any]:
+    if ctx.opts.postprocess == "gls-round":
+        from privtab.topdown.gls_round import GLS_ROUND
+
+        return dict(GLS_ROUND)
+    return POSTPROCESSING
 
 
 def _noise(ctx: _Context, src: Sources) -> str:

@@ -1,0 +1,222 @@
+"""``--postprocess gls-round``: the tree GLS first, then production's per-parent projection
+and controlled rounding — the truth when there is no noise, every constraint and invariant
+on every problem, deterministic, the same release files and checks as production.
+
+(Its accuracy against production TopDown is a benchmark: ``privtab bench
+topdown-gls-round``, docs/benchmarks.md.)"""
+
+from __future__ import annotations
+
+import json
+import warnings
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import polars as pl
+import pytest
+from typer.testing import CliRunner
+
+from privtab.cli import app
+from privtab.data.inputs import sha256_file
+from privtab.errors import UsageError
+from privtab.random import SeededSource
+from privtab.topdown import gls_round
+from privtab.topdown.run import TopDownOptions, postprocess_release, run_release
+from privtab.topdown.solve import ChildrenProblem, ChildrenSolution
+from privtab.topdown.validate import validate_release
+from tests.topdown._support import population, write_c1
+
+OUTPUTS = ("mdf/persons.parquet", "mdf/units.parquet", "pl94/P1.parquet", "pl94/P2.parquet",
+           "pl94/P5.parquet", "pl94/H1.parquet")  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    d = tmp_path_factory.mktemp("td-glsround")
+    pop = population(5, states=("01", "09", "72"))
+    write_c1(pop.grfc, d / "GRF-C.txt")
+    write_c1(pop.units, d / "cef-units.txt")
+    write_c1(pop.persons, d / "cef-persons.txt")
+    return d
+
+
+def _first(data: Path, out: Path, **kw: Any) -> Path:
+    opts = TopDownOptions(allow_insecure=True, nmf=True, report=False, use_ledger=False, **kw)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        run_release(data, out, opts, progress=lambda _m: None)
+    return out
+
+
+@pytest.fixture(scope="module")
+def exact(data: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return _first(data, tmp_path_factory.mktemp("exact") / "release", noise=False)
+
+
+@pytest.fixture(scope="module")
+def seeded(data: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return _first(data, tmp_path_factory.mktemp("seeded") / "release", source=SeededSource(11))
+
+
+def _gls_round(nmf: Path, out: Path) -> Path:
+    postprocess_release(nmf, out, TopDownOptions(report=False, postprocess="gls-round"),
+                        progress=lambda _m: None)  # fmt: skip
+    return out
+
+
+@pytest.mark.parametrize("whole", [True, False], ids=["whole tree", "state by state"])
+def test_noise_off_gives_the_truth(
+    exact: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, whole: bool
+) -> None:
+    """Exact measurements: the GLS is the truth, so is its projection and rounding — the
+    MDF and every table equal the noise-off release (itself checked against an independent
+    tabulation of the records in test_release.py). A child estimate given to the wrong
+    child, or a wrong conditioning, fails here; the GLS solved as one tree and state by
+    state."""
+    if not whole:
+        monkeypatch.setattr(gls_round, "WHOLE_TREE_GEOUNITS", 0)
+    out = _gls_round(exact / "nmf", tmp_path / "gls")
+    for rel in OUTPUTS:
+        assert pl.read_parquet(exact / rel).equals(pl.read_parquet(out / rel)), rel
+
+
+def test_every_problem_is_integral_and_meets_its_constraints(
+    seeded: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On every problem the GLS estimate given the parent sums to the parent (the
+    conditioning), and the solution is integral, non-negative, sums to the parent and meets
+    the hhgq bounds and exact totals; the written release validates (invariants exact,
+    tables = the MDF's tabulation, children sum to parents)."""
+    from privtab.topdown.solve import solve_children
+
+    seen: list[tuple[ChildrenProblem, ChildrenSolution]] = []
+
+    def recording(problem: ChildrenProblem) -> ChildrenSolution:
+        sol = solve_children(problem)
+        seen.append((problem, sol))
+        return sol
+
+    monkeypatch.setattr(gls_round, "solve_children", recording)
+    out = _gls_round(seeded / "nmf", tmp_path / "gls")
+    assert len(seen) > 20
+    roots = 0
+    for problem, sol in seen:
+        est = problem.measurements.answers["detailed"]
+        counts = sol.counts
+        assert counts.dtype == np.int64
+        assert counts.min() >= 0
+        if problem.parent is None:
+            roots += 1
+        else:
+            parent = np.asarray(problem.parent)
+            np.testing.assert_allclose(est.sum(axis=0), parent, atol=1e-6)
+            assert np.array_equal(counts.sum(axis=0), parent), problem.geounit
+        c = problem.constraints
+        if c.gq_lower is not None and problem.histogram == "persons":
+            by_gq = counts.reshape(len(problem.children), 8, -1).sum(axis=2)
+            assert np.all(by_gq >= c.gq_lower), problem.geounit
+            ub = np.asarray(c.gq_upper)
+            assert np.all((ub < 0) | (by_gq <= ub)), problem.geounit
+        if c.total is not None:
+            group = np.arange(len(problem.children)) if c.total_group is None else c.total_group
+            sums = np.bincount(group, weights=counts.sum(axis=1), minlength=len(c.total))
+            assert np.array_equal(sums.astype(np.int64), c.total), problem.geounit
+    assert roots == 4  # US and PR, persons and units
+    validate_release(out)
+    # the invariant state totals: as in the release the measurements came with
+    p1 = pl.read_parquet(out / "pl94/P1.parquet")
+    first = pl.read_parquet(seeded / "pl94/P1.parquet")
+    key = (pl.col("GEOLEVEL") == "STATE") & (pl.col("CELL") == "P0010001")
+    assert p1.filter(key).sort("GEOID").equals(first.filter(key).sort("GEOID"))
+
+
+@pytest.fixture(scope="module")
+def gls_seeded(seeded: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return _gls_round(seeded / "nmf", tmp_path_factory.mktemp("gls-seeded") / "release")
+
+
+def test_it_says_what_it_is(seeded: Path, gls_seeded: Path) -> None:
+    a = gls_seeded
+    doc = json.loads((a / "release.json").read_text())
+    assert doc["postprocessing"]["algorithm"].startswith("gls-round")
+    assert doc["derived_from"]["postprocess"] == "gls-round"
+    assert doc["private"] is False
+    assert (a / "NOT_PRIVATE").exists()
+    # not production's: the same measurements give different (better estimated) counts
+    assert not pl.read_parquet(a / "mdf/persons.parquet").equals(
+        pl.read_parquet(seeded / "mdf/persons.parquet")
+    )
+
+
+def test_an_unknown_postprocessor_is_refused(seeded: Path, tmp_path: Path) -> None:
+    with pytest.raises(UsageError, match="--postprocess 'gls'"):
+        postprocess_release(seeded / "nmf", tmp_path / "x", TopDownOptions(postprocess="gls"))
+    assert not (tmp_path / "x").exists()
+
+
+def test_the_command_takes_the_option_and_runs_are_deterministic(
+    seeded: Path, gls_seeded: Path, tmp_path: Path
+) -> None:
+    out = tmp_path / "cli"
+    res = CliRunner().invoke(app, ["topdown", "postprocess", "--nmf", str(seeded / "nmf"),
+                                   "--out", str(out), "--postprocess", "gls-round",
+                                   "--no-report", "--json"])  # fmt: skip
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.stdout)["derived_from"]["postprocess"] == "gls-round"
+    for rel in (*OUTPUTS, "mdf/persons.txt", "pl94/P1.txt"):  # the same measurements, same bytes
+        assert sha256_file(gls_seeded / rel) == sha256_file(out / rel), rel
+    nmf = str(seeded / "nmf")
+    bad = CliRunner().invoke(
+        app, ["topdown", "postprocess", "--nmf", nmf, "--out", str(tmp_path / "x"),
+              "--postprocess", "l1"],
+    )  # fmt: skip
+    assert bad.exit_code == 2
+    assert "gls-round" in bad.output
+
+
+def test_a_run_draws_what_production_draws_then_post_processes(
+    data: Path, gls_seeded: Path, tmp_path: Path
+) -> None:
+    """``run --postprocess gls-round`` draws every measurement first, in production's
+    order: with the seed of the production run (``seeded``, 11) it publishes exactly what
+    post-processing that run's measurements gives — and without ``--nmf`` the
+    measurements it needed are not in the folder."""
+    out = tmp_path / "run"
+    res = CliRunner().invoke(app, ["topdown", "run", "--data", str(data), "--out", str(out),
+                                   "--seed", "11", "--postprocess", "gls-round", "--no-report",
+                                   "--json"])  # fmt: skip
+    assert res.exit_code == 0, res.output
+    for rel in OUTPUTS:
+        assert pl.read_parquet(gls_seeded / rel).equals(pl.read_parquet(out / rel)), rel
+    assert not (out / "nmf").exists()
+    doc = json.loads((out / "release.json").read_text())
+    assert doc["postprocessing"]["algorithm"].startswith("gls-round")
+    assert "derived_from" not in doc
+    assert doc["guarantee"]["persons"]["rho"]["exact"] == "293764/114921"
+
+
+def test_state_by_state_gives_the_same_release(
+    seeded: Path, gls_seeded: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The GLS solved state by state (a nation: one state in memory at a time) gives the
+    release the whole-tree GLS gives (two US states: the nation's children through both)."""
+    monkeypatch.setattr(gls_round, "WHOLE_TREE_GEOUNITS", 0)
+    out = _gls_round(seeded / "nmf", tmp_path / "split")
+    for rel in OUTPUTS:
+        assert pl.read_parquet(gls_seeded / rel).equals(pl.read_parquet(out / rel)), rel
+
+
+def test_post_processing_private_measurements_is_private(data: Path, tmp_path: Path) -> None:
+    """A release re-made from private measurements (secure noise) is private (no
+    ``NOT_PRIVATE``; post-processing costs nothing) — with either post-processor."""
+    first = tmp_path / "private"
+    opts = TopDownOptions(runs=("pr",), nmf=True, report=False, use_ledger=False)
+    assert run_release(data, first, opts, progress=lambda _m: None).private
+    for name in ("production", "gls-round"):
+        out = tmp_path / name
+        res = postprocess_release(first / "nmf", out, TopDownOptions(report=False,
+                                  postprocess=name), progress=lambda _m: None)  # fmt: skip
+        assert res.private, name
+        assert not (out / "NOT_PRIVATE").exists()
+        assert json.loads((out / "release.json").read_text())["private"] is True
