@@ -193,7 +193,7 @@ def publish_release(
         ctx.hook("published")
         built.record.ledger = commit_quietly(ctx.reservation, ctx.out, warnings, ctx.opts.returned)
         built.record.seconds["total"] = time.monotonic() - began
-        written = _write_record(built.record, start.record_path, warnings)
+        written = built.record.write_or_warn(start.record_path, warnings)
     return Published(built, written, guard.deferred is not None, warnings)
 
 
@@ -393,11 +393,3 @@ def _close_quietly(engine: Closable) -> list[str]:
     except Exception as exc:  # clean-up failures must not hide the outcome
         return [f"closing the {engine.name} engine failed: {exc}"]
     return []
-
-
-def _write_record(record: RunRecord, path: Path, warnings: list[str]) -> Path | None:
-    try:
-        return record.write(path)
-    except OSError as exc:
-        warnings.append(f"the confidential run record could not be written to {path}: {exc}")
-        return None

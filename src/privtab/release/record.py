@@ -63,6 +63,15 @@ class RunRecord:
         p.parent.mkdir(parents=True, exist_ok=True)
         return atomic_write(p, json.dumps(jsonable(self.to_json()), indent=2) + "\n", mode=0o600)
 
+    def write_or_warn(self, path: Path, warnings: list[str]) -> Path | None:
+        """Write the record after publication: a failure is a warning appended to
+        ``warnings`` (the release is already published), never an exception."""
+        try:
+            return self.write(path)
+        except OSError as exc:
+            warnings.append(f"the confidential run record could not be written to {path}: {exc}")
+            return None
+
 
 def check_record_path(
     path: Path, release: str | Path | None = None, *, parents: bool = False

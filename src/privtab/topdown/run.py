@@ -208,7 +208,7 @@ def _publish(
                 raise
         record.ledger = ledger.commit(ctx.reservation, ctx.out, ctx.warnings)
         record.seconds["total"] = time.monotonic() - started
-        written = _write_record(record, _record_path(ctx.out, opts), ctx.warnings)
+        written = record.write_or_warn(_record_path(ctx.out, opts), ctx.warnings)
     return TopDownResult(
         ctx.out,
         document,
@@ -304,14 +304,6 @@ def _check_options(opts: TopDownOptions) -> None:
         raise UsageError(f"runs must be distinct names among {sorted(RUNS)}, got {runs}")
     if not opts.noise and not opts.allow_insecure:
         raise UsageError("noise=False releases exact counts: allowed only with allow_insecure")
-
-
-def _write_record(record: RunRecord, path: Path, warnings: list[str]) -> Path | None:
-    try:
-        return record.write(path)
-    except OSError as exc:
-        warnings.append(f"the confidential run record could not be written to {path}: {exc}")
-        return None
 
 
 # ----------------------------------------------------------------------------- the worker
