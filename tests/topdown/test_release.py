@@ -307,6 +307,12 @@ def _rho_down(folder: Path) -> None:
     [
         (_count_plus_one, "pl94/P1.txt", "manifest"),
         (_count_plus_one, "pl94/P1.txt", "tabulation"),
+        # the tables are validated one at a time: the nation's sum and the P1 = P2 total
+        # identity (across tables) must still be caught, and the Parquet copy (compared
+        # column by column) located at its row
+        (_count_plus_one, "pl94/P1.txt", "children_sum"),
+        (_count_plus_one, "pl94/P1.txt", "identity"),
+        (_count_plus_one, "pl94/P1.parquet", "parquet_copy"),
         (_drop_person, "mdf/persons.txt", "sort_order"),
         (_rho_down, "release.json", "document"),
         (lambda f: (f / "NOT_PRIVATE").unlink(), "NOT_PRIVATE", "private_marker"),
@@ -331,6 +337,8 @@ def test_a_tampered_release_is_rejected_naming_file_and_rule(
     assert hits, str(err.value)
     if kind in ("pattern", "sort_order"):
         assert hits[0].row is not None
+    if kind == "parquet_copy":
+        assert hits[0].row == 1  # the first data row, the one edited
 
 
 # ----------------------------------------------------------------- the Python API
