@@ -470,9 +470,15 @@ def _read_table(check: _Check, folder: Path, t: str) -> pl.DataFrame | None:
         .replace_strict({c: i for i, c in enumerate(names)}, return_dtype=pl.Int16)
         .alias("_C"),
     )
-    dup = df.filter(pl.struct("GEOID", "_G", "_C").is_duplicated())
-    if check.rows(path, "duplicate", "a (GEOID, GEOLEVEL, CELL) appears twice", dup, "GEOID"):
-        return None
+    if _increasing(df, ("_G", "GEOID", "_C")):
+        # sorted with no (GEOID, GEOLEVEL, CELL) twice: neither a hash of every row nor a
+        # sorted copy is needed
+        ordered = True
+    else:
+        dup = df.filter(pl.struct("GEOID", "_G", "_C").is_duplicated())
+        if check.rows(path, "duplicate", "a (GEOID, GEOLEVEL, CELL) appears twice", dup, "GEOID"):
+            return None
+        ordered = False
     whole = df.group_by("GEOID", "_G").agg(pl.len().alias("_n"), pl.col(LINE).min())
     check.rows(
         path,
@@ -481,12 +487,23 @@ def _read_table(check: _Check, folder: Path, t: str) -> pl.DataFrame | None:
         whole.filter(pl.col("_n") != len(names)),
         "GEOID",
     )
+    del whole
     order = ["_G", "GEOID", "_C"]
-    if not df.select(order).equals(df.select(order).sort(order)):
+    if not ordered:
         srt = df.select(*order, LINE).with_row_index("_i").sort(order).with_row_index("_j")
         first = srt.filter(pl.col("_i") != pl.col("_j")).sort("_i").head(1)
         check.rows(path, "sort_order", "rows must be sorted by GEOLEVEL, GEOID, cell", first, None)
     return df
+
+
+def _increasing(df: pl.DataFrame, key: Sequence[str]) -> bool:
+    """Whether the rows are in strictly increasing (lexicographic) order of ``key``: each
+    row compared with the one before it, without sorting a copy."""
+    later: pl.Expr = pl.lit(False)
+    for c in reversed(key):
+        prev = pl.col(c).shift(1)
+        later = (pl.col(c) > prev) | ((pl.col(c) == prev) & later)
+    return bool(df.select(later.slice(1).all()).item()) if df.height > 1 else True
 
 
 def _wide(df: pl.DataFrame, geolevel: str) -> tuple[list[str], np.ndarray]:
