@@ -37,8 +37,16 @@ data (the run checks the invariants against those before writing:
 
 Every failure is a :class:`~privtab.data.errors.Problem` naming the file, the line
 (header = line 1; Parquet: the 1-based row), the column and value where they exist, and
-the rule; all are raised together as one :class:`OutputValidationError`. Tables are read
-into memory (fine for a state; a national release needs memory for its largest table).
+the rule; all are raised together as one :class:`OutputValidationError`.
+
+Memory: the MDF files are read, checked and turned into per-block histograms (sparse), then
+let go; the tables are then validated **one at a time** — read, checked, compared with the
+MDF's tabulation (made per table from the per-geolevel sparse histograms) and let go,
+keeping only the rows the cross-table identities read; a Parquet copy is compared with its
+text file one column at a time; a table whose rows are strictly increasing in (GEOLEVEL,
+GEOID, CELL) is checked row against row, without a hash of every row or a sorted copy.
+The peak is one table (the largest, P2 or P4: ≈ 80 cells per geography) beside the MDF's
+histograms — proportional to the blocks of the release, not streamed state by state.
 """
 
 from __future__ import annotations
