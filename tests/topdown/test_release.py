@@ -295,6 +295,15 @@ def _drop_person(folder: Path) -> None:
     p.write_text("".join(lines[:5] + lines[6:]))
 
 
+def _edit_table_lines(folder: Path, edit: Callable[[list[str]], list[str]]) -> None:
+    p = folder / "pl94" / "P1.txt"
+    p.write_text("".join(edit(p.read_text().splitlines(keepends=True))))
+
+
+def _swap_rows(lines: list[str]) -> list[str]:
+    return [lines[0], lines[2], lines[1], *lines[3:]]
+
+
 def _rho_down(folder: Path) -> None:
     p = folder / "release.json"
     doc = json.loads(p.read_text())
@@ -307,6 +316,15 @@ def _rho_down(folder: Path) -> None:
     [
         (_count_plus_one, "pl94/P1.txt", "manifest"),
         (_count_plus_one, "pl94/P1.txt", "tabulation"),
+        # the tables are validated one at a time: the nation's sum and the P1 = P2 total
+        # identity (across tables) must still be caught, and the Parquet copy (compared
+        # column by column) located at its row
+        (_count_plus_one, "pl94/P1.txt", "children_sum"),
+        (_count_plus_one, "pl94/P1.txt", "identity"),
+        (_count_plus_one, "pl94/P1.parquet", "parquet_copy"),
+        (lambda f: _edit_table_lines(f, _swap_rows), "pl94/P1.txt", "sort_order"),
+        (lambda f: _edit_table_lines(f, lambda ls: [*ls[:3], ls[2], *ls[3:]]), "pl94/P1.txt",
+         "duplicate"),
         (_drop_person, "mdf/persons.txt", "sort_order"),
         (_rho_down, "release.json", "document"),
         (lambda f: (f / "NOT_PRIVATE").unlink(), "NOT_PRIVATE", "private_marker"),
@@ -331,6 +349,8 @@ def test_a_tampered_release_is_rejected_naming_file_and_rule(
     assert hits, str(err.value)
     if kind in ("pattern", "sort_order"):
         assert hits[0].row is not None
+    if kind == "parquet_copy":
+        assert hits[0].row == 1  # the first data row, the one edited
 
 
 # ----------------------------------------------------------------- the Python API

@@ -58,8 +58,10 @@ __all__ = [
     "TABLES",
     "Pl94Writer",
     "cell_names",
+    "geo_matrix",
     "geoid_exprs",
     "person_cell_matrix",
+    "table_matrix",
     "tabulate",
 ]
 
@@ -151,6 +153,26 @@ class Tabulation:
         return Tabulation(self.geolevel, ids, p, u)
 
 
+def geo_matrix(keys: Sequence[str | None]) -> tuple[NDArray[np.str_], sp.csr_matrix]:
+    """The geographies of one geolevel (sorted GEOIDs) and the 0/1 ``(geographies,
+    blocks)`` int64 matrix that sums blocks into them; ``keys``: each block's GEOID
+    (``None``: in no geography of the level)."""
+    key = np.array([k if k is not None else "" for k in keys], dtype=object)
+    use = np.flatnonzero(key != "")
+    ids, inv = np.unique(key[use].astype(str), return_inverse=True)
+    g = sp.csr_matrix((np.ones(use.size, dtype=np.int64), (inv, use)), shape=(ids.size, len(keys)))
+    return ids, g
+
+
+def table_matrix(table: str) -> IntArray:
+    """The cells of ``table`` as a 0/1 matrix: P1–P5 over the 2,016 persons cells, H1 over
+    the [vacant, occupied] units histogram."""
+    if table == "H1":
+        return _h1_matrix()
+    start = _person_offsets()[table]
+    return person_cell_matrix()[start : start + len(cell_names(table))]
+
+
 def tabulate(
     geolevel: str, keys: Sequence[str | None], persons: sp.csr_matrix, units: IntArray
 ) -> Iterator[Tabulation]:
@@ -158,12 +180,9 @@ def tabulate(
     in no geography of the level), ``persons`` the blocks' persons histograms (sparse
     ``(blocks, 2016)`` int64), ``units`` their units histograms ``(blocks, 2)`` ([vacant,
     occupied]); in batches of :data:`BATCH` geographies, by GEOID."""
-    key = np.array([k if k is not None else "" for k in keys], dtype=object)
-    use = np.flatnonzero(key != "")
-    if not use.size:
+    ids, g = geo_matrix(keys)
+    if not ids.size:
         return
-    ids, inv = np.unique(key[use].astype(str), return_inverse=True)
-    g = sp.csr_matrix((np.ones(use.size, dtype=np.int64), (inv, use)), shape=(ids.size, len(keys)))
     pm, hm = person_cell_matrix(), _h1_matrix()
     for lo in range(0, ids.size, BATCH):
         rows = g[lo : lo + BATCH]

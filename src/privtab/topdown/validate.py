@@ -37,8 +37,16 @@ data (the run checks the invariants against those before writing:
 
 Every failure is a :class:`~privtab.data.errors.Problem` naming the file, the line
 (header = line 1; Parquet: the 1-based row), the column and value where they exist, and
-the rule; all are raised together as one :class:`OutputValidationError`. Tables are read
-into memory (fine for a state; a national release needs memory for its largest table).
+the rule; all are raised together as one :class:`OutputValidationError`.
+
+Memory: the MDF files are read, checked and turned into per-block histograms (sparse), then
+let go; the tables are then validated **one at a time** — read, checked, compared with the
+MDF's tabulation (made per table from the per-geolevel sparse histograms) and let go,
+keeping only the rows the cross-table identities read; a Parquet copy is compared with its
+text file one column at a time; a table whose rows are strictly increasing in (GEOLEVEL,
+GEOID, CELL) is checked row against row, without a hash of every row or a sorted copy.
+The peak is one table (the largest, P2 or P4: ≈ 80 cells per geography) beside the MDF's
+histograms — proportional to the blocks of the release, not streamed state by state.
 """
 
 from __future__ import annotations
@@ -56,7 +64,15 @@ from privtab.data.errors import InputValidationError, Problem, ProblemLog
 from privtab.release.marking import NOT_PRIVATE_FILE, PRIVATE_KEY
 from privtab.topdown.histogram import CELLS, SHAPE
 from privtab.topdown.mdf import MPD_COLUMNS, MUD_COLUMNS, SCHEMA_BUILD_ID
-from privtab.topdown.pl94 import COLUMNS, GEOLEVELS, TABLES, cell_names, geoid_exprs, tabulate
+from privtab.topdown.pl94 import (
+    COLUMNS,
+    GEOLEVELS,
+    TABLES,
+    cell_names,
+    geo_matrix,
+    geoid_exprs,
+    table_matrix,
+)
 
 __all__ = ["OutputValidationError", "ValidationSummary", "validate_release"]
 
@@ -205,15 +221,17 @@ def _read_text(check: _Check, path: Path, columns: Sequence[str]) -> pl.DataFram
 def _check_parquet(
     check: _Check, path: Path, text: pl.DataFrame, private: bool, ints: Sequence[str]
 ) -> None:
+    """The Parquet copy against the text rows, one column at a time (the copy is never held
+    whole beside the text rows: bounded by one column)."""
     import pyarrow.parquet as pq
 
     try:
-        meta = pq.read_schema(path).metadata or {}
-        copy = pl.read_parquet(path)
+        schema = pq.read_schema(path)
+        height = pq.ParquetFile(path).metadata.num_rows
     except (OSError, pl.exceptions.PolarsError, ValueError) as exc:
         check.add(path, "parquet_copy", f"cannot read: {exc}")
         return
-    flag = meta.get(PRIVATE_KEY.encode(), b"").decode()
+    flag = (schema.metadata or {}).get(PRIVATE_KEY.encode(), b"").decode()
     if flag != ("true" if private else "false"):
         check.add(
             path,
@@ -224,26 +242,31 @@ def _check_parquet(
             flag,
         )
     cols = [c for c in text.columns if c != LINE]
-    if copy.columns != cols:
+    if schema.names != cols:
         check.add(
-            path, "parquet_copy", f"the columns must be {cols}", None, None, str(copy.columns)
+            path, "parquet_copy", f"the columns must be {cols}", None, None, str(schema.names)
         )
         return
-    as_text = copy.select(pl.col(c).cast(pl.String) for c in cols)
-    if as_text.height != text.height:
-        check.add(path, "parquet_copy", f"{as_text.height} rows, the text file has {text.height}")
+    if height != text.height:
+        check.add(path, "parquet_copy", f"{height} rows, the text file has {text.height}")
         return
-    diff = as_text.with_row_index("_r", offset=1).filter(
-        pl.any_horizontal(pl.col(c).ne_missing(text.get_column(c)) for c in cols)
-    )
-    if diff.height:
-        r = diff.row(0, named=True)
-        check.add(path, "parquet_copy", "differs from the text file", int(r["_r"]))
-    for c in ints:
-        if copy.schema[c] != pl.Int64:
-            check.add(
-                path, "parquet_copy", f"column {c} must be Int64", None, c, str(copy.schema[c])
-            )
+    first: int | None = None
+    for c in cols:
+        try:
+            column = pl.read_parquet(path, columns=[c]).get_column(c)
+        except (OSError, pl.exceptions.PolarsError, ValueError) as exc:
+            check.add(path, "parquet_copy", f"cannot read: {exc}")
+            return
+        if c in ints and column.dtype != pl.Int64:
+            check.add(path, "parquet_copy", f"column {c} must be Int64", None, c, str(column.dtype))
+        differs = np.flatnonzero(
+            column.cast(pl.String).ne_missing(text.get_column(c)).fill_null(True).to_numpy()
+        )
+        if differs.size and (first is None or int(differs[0]) < first):
+            first = int(differs[0])
+        del column
+    if first is not None:
+        check.add(path, "parquet_copy", "differs from the text file", first + 1)
 
 
 def _patterns(check: _Check, path: Path, df: pl.DataFrame, kind: str) -> bool:
@@ -423,88 +446,118 @@ def _constraints(
         )
 
 
-def _read_tables(check: _Check, folder: Path) -> dict[str, pl.DataFrame]:
-    out: dict[str, pl.DataFrame] = {}
-    for t in TABLES:
-        path = folder / "pl94" / f"{t}.txt"
-        df = _read_text(check, path, COLUMNS)
-        if df is None:
-            continue
-        names = cell_names(t)
-        rules = (
-            (f"GEOLEVEL must be one of {', '.join(GEOLEVELS)}", "GEOLEVEL",
-             ~pl.col("GEOLEVEL").is_in(list(GEOLEVELS))),
-            (f"CELL must be a cell of {t}", "CELL", ~pl.col("CELL").is_in(list(names))),
-            ("COUNT must be a non-negative integer", "COUNT",
-             ~pl.col("COUNT").str.contains(r"^[0-9]+$")),
-            ("GEOID must be digits (US for the nation)", "GEOID",
-             ~pl.col("GEOID").str.contains(r"^([0-9]+|US)$")),
-        )  # fmt: skip
-        bad = False
-        for message, column, broken in rules:
-            bad |= check.rows(path, "pattern", message, df.filter(broken), column)
-        if bad:
-            continue
-        df = df.with_columns(
-            pl.col("COUNT").cast(pl.Int64),
-            pl.col("GEOLEVEL")
-            .replace_strict({g: i for i, g in enumerate(GEOLEVELS)}, return_dtype=pl.Int64)
-            .alias("_G"),
-            pl.col("CELL")
-            .replace_strict({c: i for i, c in enumerate(names)}, return_dtype=pl.Int64)
-            .alias("_C"),
-        )
-        dup = df.filter(pl.struct("GEOID", "GEOLEVEL", "CELL").is_duplicated())
+def _read_table(check: _Check, folder: Path, t: str) -> pl.DataFrame | None:
+    """One table's rows checked (pattern, duplicate, sort_order), with ``COUNT`` Int64 and
+    the GEOLEVEL and cell as their indices ``_G``, ``_C``; ``None`` if it cannot be read or
+    breaks a pattern."""
+    path = folder / "pl94" / f"{t}.txt"
+    df = _read_text(check, path, COLUMNS)
+    if df is None:
+        return None
+    names = cell_names(t)
+    rules = (
+        (f"GEOLEVEL must be one of {', '.join(GEOLEVELS)}", "GEOLEVEL",
+         ~pl.col("GEOLEVEL").is_in(list(GEOLEVELS))),
+        (f"CELL must be a cell of {t}", "CELL", ~pl.col("CELL").is_in(list(names))),
+        ("COUNT must be a non-negative integer", "COUNT",
+         ~pl.col("COUNT").str.contains(r"^[0-9]+$")),
+        ("GEOID must be digits (US for the nation)", "GEOID",
+         ~pl.col("GEOID").str.contains(r"^([0-9]+|US)$")),
+    )  # fmt: skip
+    bad = False
+    for message, column, broken in rules:
+        bad |= check.rows(path, "pattern", message, df.filter(broken), column)
+    if bad:
+        return None
+    df = df.with_columns(
+        pl.col("COUNT").cast(pl.Int64),
+        pl.col("GEOLEVEL")
+        .replace_strict({g: i for i, g in enumerate(GEOLEVELS)}, return_dtype=pl.Int8)
+        .alias("_G"),
+        pl.col("CELL")
+        .replace_strict({c: i for i, c in enumerate(names)}, return_dtype=pl.Int16)
+        .alias("_C"),
+    )
+    if _increasing(df, ("_G", "GEOID", "_C")):
+        # sorted with no (GEOID, GEOLEVEL, CELL) twice: neither a hash of every row nor a
+        # sorted copy is needed
+        ordered = True
+    else:
+        dup = df.filter(pl.struct("GEOID", "_G", "_C").is_duplicated())
         if check.rows(path, "duplicate", "a (GEOID, GEOLEVEL, CELL) appears twice", dup, "GEOID"):
-            continue
-        whole = df.group_by("GEOID", "GEOLEVEL").agg(pl.len().alias("_n"), pl.col(LINE).min())
-        check.rows(
-            path,
-            "duplicate",
-            f"a geography must have all {len(names)} cells of {t}",
-            whole.filter(pl.col("_n") != len(names)),
-            "GEOID",
-        )
-        order = ["_G", "GEOID", "_C"]
-        if not df.select(order).equals(df.select(order).sort(order)):
-            srt = df.with_row_index("_i").sort(order).with_row_index("_j")
-            first = srt.filter(pl.col("_i") != pl.col("_j")).sort("_i").head(1)
-            check.rows(
-                path, "sort_order", "rows must be sorted by GEOLEVEL, GEOID, cell", first, None
-            )
-        out[t] = df
-    return out
+            return None
+        ordered = False
+    whole = df.group_by("GEOID", "_G").agg(pl.len().alias("_n"), pl.col(LINE).min())
+    check.rows(
+        path,
+        "duplicate",
+        f"a geography must have all {len(names)} cells of {t}",
+        whole.filter(pl.col("_n") != len(names)),
+        "GEOID",
+    )
+    del whole
+    order = ["_G", "GEOID", "_C"]
+    if not ordered:
+        srt = df.select(*order, LINE).with_row_index("_i").sort(order).with_row_index("_j")
+        first = srt.filter(pl.col("_i") != pl.col("_j")).sort("_i").head(1)
+        check.rows(path, "sort_order", "rows must be sorted by GEOLEVEL, GEOID, cell", first, None)
+    return df
+
+
+def _increasing(df: pl.DataFrame, key: Sequence[str]) -> bool:
+    """Whether the rows are in strictly increasing (lexicographic) order of ``key``: each
+    row compared with the one before it, without sorting a copy."""
+    later: pl.Expr = pl.lit(False)
+    for c in reversed(key):
+        prev = pl.col(c).shift(1)
+        later = (pl.col(c) > prev) | ((pl.col(c) == prev) & later)
+    return bool(df.select(later.slice(1).all()).item()) if df.height > 1 else True
 
 
 def _wide(df: pl.DataFrame, geolevel: str) -> tuple[list[str], np.ndarray]:
-    sub = df.filter(pl.col("GEOLEVEL") == geolevel).sort("GEOID", "_C")
+    sub = df.filter(pl.col("_G") == GEOLEVELS.index(geolevel)).select("GEOID", "_C", "COUNT")
+    sub = sub.sort("GEOID", "_C")
     ids = sub.get_column("GEOID").unique(maintain_order=True).to_list()
     vals = sub.get_column("COUNT").to_numpy().astype(np.int64)
     n = len(ids)
     return ids, vals.reshape(n, -1) if n else np.zeros((0, 0), dtype=np.int64)
 
 
-def _tabulation(
+@dataclass(frozen=True, eq=False)
+class _Expected:
+    """The MDF's tabulation, per geolevel: the geographies (sorted GEOIDs), their persons
+    histograms (sparse ``(n, 2016)``: never wider than the blocks' own) and [vacant,
+    occupied] housing units; each table's cells are made from them one table at a time."""
+
+    levels: tuple[str, ...]
+    geoids: dict[str, list[str]]
+    persons: dict[str, sp.csr_matrix]
+    units: dict[str, np.ndarray]
+    complete: bool
+
+    def table(self, t: str, geolevel: str) -> np.ndarray:
+        """The cells of table ``t`` for the geographies of ``geolevel`` (dense ``(n, cells)``)."""
+        m = table_matrix(t)
+        if t == "H1":
+            out: np.ndarray = self.units[geolevel] @ m.T
+            return out
+        return np.asarray((self.persons[geolevel] @ sp.csr_matrix(m.T)).toarray(), np.int64)
+
+
+def _expected(
     check: _Check,
     folder: Path,
-    tables: dict[str, pl.DataFrame],
     blocks: tuple[list[str], sp.csr_matrix, np.ndarray, np.ndarray, pl.DataFrame],
     grfc: pl.DataFrame | None,
-) -> list[str]:
-    """Tables against the MDF's tabulation (every geolevel that the MDF — with ``grfc``,
-    the GRF-C — determines). Returns the geolevels checked."""
+) -> _Expected | None:
+    """The tabulation of the MDF for every geolevel the MDF (with ``grfc``, the GRF-C)
+    determines; ``None`` if an MDF block is not a GRF-C block."""
     ids, hist, hu, _gq, geo = blocks
     if grfc is not None:
         geo = grfc.select(
-            "BLOCK",
-            "TABBLKST",
-            "TABBLKCOU",
-            "TABTRACTCE",
-            "TABBLKGRPCE",
-            "TABBLK",
-            "PLACEFP",
+            "BLOCK", "TABBLKST", "TABBLKCOU", "TABTRACTCE", "TABBLKGRPCE", "TABBLK", "PLACEFP",
             "AIANNHCE",
-        )
+        )  # fmt: skip
         index = {b: i for i, b in enumerate(ids)}
         rows = np.array([index.get(b, -1) for b in geo.get_column("BLOCK").to_list()])
         missing = set(ids) - set(geo.get_column("BLOCK").to_list())
@@ -517,7 +570,7 @@ def _tabulation(
                 "TABBLK",
                 sorted(missing)[0],
             )
-            return []
+            return None
         sel = sp.csr_matrix(
             (
                 np.ones(int((rows >= 0).sum()), dtype=np.int64),
@@ -531,32 +584,24 @@ def _tabulation(
         levels = tuple(g for g in GEOLEVELS if g not in ("PLACE", "AIANNH"))
     exprs = geoid_exprs()
     keys = geo.select(**{g: exprs[g] for g in levels})
-    offsets, at = {}, 0
-    for t in TABLES[:-1]:
-        offsets[t] = at
-        at += len(cell_names(t))
+    out = _Expected(levels, {}, {}, {}, grfc is not None)
     for geolevel in levels:
-        found: dict[str, tuple[list[str], np.ndarray]] = {
-            t: _wide(tables[t], geolevel) for t in tables
-        }
-        expected_ids: list[str] = []
-        parts_p, parts_u = [], []
-        for tab in tabulate(geolevel, keys.get_column(geolevel).to_list(), hist, hu):
-            expected_ids += tab.geoids.tolist()
-            parts_p.append(tab.persons)
-            parts_u.append(tab.units)
-        for t, (got_ids, got) in found.items():
-            path = folder / "pl94" / f"{t}.txt"
-            n = len(cell_names(t))
-            if t == "H1":
-                want = np.concatenate(parts_u) if parts_u else np.zeros((0, n), np.int64)
-            else:
-                o = offsets[t]
-                want = (
-                    np.concatenate(parts_p)[:, o : o + n] if parts_p else np.zeros((0, n), np.int64)
-                )
-            _compare(check, path, geolevel, got_ids, got, expected_ids, want, grfc is not None)
-    return list(levels)
+        gids, g = geo_matrix(keys.get_column(geolevel).to_list())
+        out.geoids[geolevel] = gids.tolist()
+        out.persons[geolevel] = sp.csr_matrix(g @ hist, dtype=np.int64)
+        out.units[geolevel] = np.asarray(g @ hu, dtype=np.int64)
+    return out
+
+
+def _tabulation(check: _Check, folder: Path, t: str, df: pl.DataFrame, want: _Expected) -> None:
+    """Table ``t`` against the MDF's tabulation, geolevel by geolevel."""
+    path = folder / "pl94" / f"{t}.txt"
+    for geolevel in want.levels:
+        got_ids, got = _wide(df, geolevel)
+        _compare(
+            check, path, geolevel, got_ids, got, want.geoids[geolevel],
+            want.table(t, geolevel), want.complete,
+        )  # fmt: skip
 
 
 def _compare(
@@ -613,47 +658,50 @@ def _compare(
             return
 
 
-def _children_sum(check: _Check, folder: Path, tables: dict[str, pl.DataFrame]) -> None:
-    for t, df in tables.items():
-        path = folder / "pl94" / f"{t}.txt"
-        for child, width, parent in (*_NESTING, ("STATE", 0, "NATION")):
-            kids = df.filter(pl.col("GEOLEVEL") == child)
-            if child == "STATE":
-                kids = kids.filter(pl.col("GEOID") != "72")
-                key = pl.lit("US")
-            else:
-                key = pl.col("GEOID").str.slice(0, width)
-            summed = kids.group_by(key.alias("GEOID"), "CELL").agg(
-                pl.col("COUNT").sum().alias("_S")
-            )
-            par = df.filter(pl.col("GEOLEVEL") == parent)
-            if not par.height or not kids.height:
-                continue
-            j = par.join(summed, on=["GEOID", "CELL"], how="left").with_columns(
-                pl.col("_S").fill_null(0)
-            )
-            bad = j.filter(pl.col("COUNT") != pl.col("_S"))
-            check.rows(
-                path,
-                "children_sum",
-                f"a {parent} must equal the sum of its {child} rows",
-                bad,
-                "COUNT",
-            )
+def _children_sum(check: _Check, folder: Path, t: str, df: pl.DataFrame) -> None:
+    path = folder / "pl94" / f"{t}.txt"
+    for child, width, parent in (*_NESTING, ("STATE", 0, "NATION")):
+        kids = df.filter(pl.col("_G") == GEOLEVELS.index(child))
+        if child == "STATE":
+            kids = kids.filter(pl.col("GEOID") != "72")
+            key = pl.lit("US")
+        else:
+            key = pl.col("GEOID").str.slice(0, width)
+        summed = kids.group_by(key.alias("GEOID"), "_C").agg(pl.col("COUNT").sum().alias("_S"))
+        par = df.filter(pl.col("_G") == GEOLEVELS.index(parent))
+        if not par.height or not kids.height:
+            continue
+        j = par.join(summed, on=["GEOID", "_C"], how="left").with_columns(pl.col("_S").fill_null(0))
+        bad = j.filter(pl.col("COUNT") != pl.col("_S"))
+        check.rows(
+            path,
+            "children_sum",
+            f"a {parent} must equal the sum of its {child} rows",
+            bad,
+            "COUNT",
+        )
+
+
+def _identity_rows(t: str, df: pl.DataFrame) -> pl.DataFrame:
+    """The rows of ``t`` that an identity reads (``CELL`` by name), kept after the table."""
+    cells = {c for ta, ca, tb, cbs in _IDENTITIES for c in (ca, *cbs) if t in (ta, tb)}
+    return df.filter(pl.col("CELL").is_in(sorted(cells))).select(
+        "GEOID", "_G", "CELL", "COUNT", LINE
+    )
 
 
 def _identities(check: _Check, folder: Path, tables: dict[str, pl.DataFrame]) -> None:
     for ta, ca, tb, cbs in _IDENTITIES:
         if ta not in tables or tb not in tables:
             continue
-        a = tables[ta].filter(pl.col("CELL") == ca).select("GEOID", "GEOLEVEL", "COUNT", LINE)
+        a = tables[ta].filter(pl.col("CELL") == ca).select("GEOID", "_G", "COUNT", LINE)
         b = (
             tables[tb]
             .filter(pl.col("CELL").is_in(list(cbs)))
-            .group_by("GEOID", "GEOLEVEL")
+            .group_by("GEOID", "_G")
             .agg(pl.col("COUNT").sum().alias("_B"))
         )
-        bad = a.join(b, on=["GEOID", "GEOLEVEL"], how="left").filter(
+        bad = a.join(b, on=["GEOID", "_G"], how="left").filter(
             pl.col("COUNT") != pl.col("_B").fill_null(-1)
         )
         check.rows(
@@ -731,8 +779,8 @@ def validate_release(folder: str | Path, *, grfc: str | Path | None = None) -> V
             "private_marker",
             "must exist exactly when release.json says private: false",
         )
-    frames: dict[str, pl.DataFrame] = {}
     rows: dict[str, int] = {}
+    frames: dict[str, pl.DataFrame] = {}
     for kind, cols in _MDF.items():
         path = root / "mdf" / f"{kind}.txt"
         df = _read_text(check, path, cols)
@@ -745,25 +793,41 @@ def validate_release(folder: str | Path, *, grfc: str | Path | None = None) -> V
             continue
         _sort_order(check, path, df, kind)
         frames[kind] = df
-    tables = _read_tables(check, root)
-    for t, df in tables.items():
-        rows[f"pl94/{t}.txt"] = rows[f"pl94/{t}.parquet"] = df.height
+    grfc_frame = _grfc(check, doc, grfc)
+    want: _Expected | None = None
+    levels: list[str] = []
+    if len(frames) == 2:
+        # the MDF rows become per-block histograms and are let go before any table is read
+        blocks = _mdf_blocks(frames.pop("persons"), frames.pop("units"))
+        ids, hist, hu, gq, _geo = blocks
+        _constraints(check, root / "mdf" / "persons.txt", ids, hist, hu, gq)
+        want = _expected(check, root, blocks, grfc_frame)
+        levels = list(want.levels) if want is not None else []
+        del blocks, hist, hu, gq, _geo
+    # one table at a time: read, checked, compared with the MDF, let go (its identity
+    # cells kept for the cross-table identities)
+    kept: dict[str, pl.DataFrame] = {}
+    for t in TABLES:
+        table = _read_table(check, root, t)
+        if table is None:
+            continue
+        rows[f"pl94/{t}.txt"] = rows[f"pl94/{t}.parquet"] = table.height
         _check_parquet(
             check,
             root / "pl94" / f"{t}.parquet",
-            df.select(*COLUMNS, LINE).with_columns(pl.col("COUNT").cast(pl.String)),
+            table.select(*COLUMNS, LINE).with_columns(pl.col("COUNT").cast(pl.String)),
             private,
             ("COUNT",),
         )
+        table = table.drop("GEOLEVEL")
+        if want is not None:
+            _tabulation(check, root, t, table, want)
+        _children_sum(check, root, t, table)
+        kept[t] = _identity_rows(t, table)
+        del table
+    _identities(check, root, kept)
     _manifest(check, root, doc, rows)
-    grfc_frame = _grfc(check, doc, grfc)
-    if len(frames) == 2 and len(tables) == len(TABLES):
-        blocks = _mdf_blocks(frames["persons"], frames["units"])
-        ids, hist, hu, gq, _geo = blocks
-        _constraints(check, root / "mdf" / "persons.txt", ids, hist, hu, gq)
-        levels = _tabulation(check, root, tables, blocks, grfc_frame)
-        _children_sum(check, root, tables)
-        _identities(check, root, tables)
+    if want is not None and len(kept) == len(TABLES):
         summary.checks = [
             "layout",
             "document",
