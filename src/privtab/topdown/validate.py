@@ -60,7 +60,8 @@ import numpy as np
 import polars as pl
 import scipy.sparse as sp
 
-from privtab.data.errors import InputValidationError, Problem, ProblemLog
+from privtab.data.errors import Problem, ProblemLog
+from privtab.publish.validation import OutputValidationError
 from privtab.release.marking import NOT_PRIVATE_FILE, PRIVATE_KEY
 from privtab.topdown.histogram import CELLS, SHAPE
 from privtab.topdown.mdf import MPD_COLUMNS, MUD_COLUMNS, SCHEMA_BUILD_ID
@@ -112,14 +113,6 @@ _IDENTITIES = (
     ("P5", "P0050001", "P5", ("P0050002", "P0050007")),
     ("H1", "H0010001", "H1", ("H0010002", "H0010003")),
 )
-
-
-class OutputValidationError(InputValidationError):
-    """The written release breaks an output rule: every problem, located (file, line,
-    column, value, rule)."""
-
-    def _render(self) -> str:
-        return super()._render().replace("invalid input:", "invalid release output:", 1)
 
 
 @dataclass
