@@ -81,7 +81,8 @@ def test_command_writes_the_derived_folder(small_seeded_release: Path, tmp_path:
     )  # fmt: skip
     assert res.exit_code == 0, res.output
     summary = json.loads(res.stdout)
-    assert summary["replicates"] == 2 and summary["private"] is False
+    assert summary["replicates"] == 2
+    assert summary["private"] is False
     assert (out / "NOT_PRIVATE").is_file()
     doc = json.loads((out / "release.json").read_text(encoding="utf-8"))
     assert doc["kind"] == DOCUMENT_KIND
@@ -93,9 +94,11 @@ def test_command_writes_the_derived_folder(small_seeded_release: Path, tmp_path:
         assert sha256_file(out / name) == info["sha256"]
         if name.endswith(".parquet"):
             df = pl.read_parquet(out / name)
-            assert tuple(df.columns) == COLUMNS and df.height == info["rows"]
+            assert tuple(df.columns) == COLUMNS
+            assert df.height == info["rows"]
             assert (df["RMSE"] >= df["MEAN_ERROR"].abs() - 1e-9).all()
-            assert (df["LOWER"] <= df["UPPER"]).all() and (df["LOWER"] >= 0).all()
+            assert (df["LOWER"] <= df["UPPER"]).all()
+            assert (df["LOWER"] >= 0).all()
             txt = pl.read_csv(out / name.replace(".parquet", ".txt"), separator="|",
                               schema_overrides={"GEOID": pl.String})  # fmt: skip
             assert np.allclose(txt["RMSE"].to_numpy(), df["RMSE"].to_numpy(), atol=1e-6)
@@ -112,16 +115,20 @@ def test_refusals_write_nothing(small_seeded_release: Path, tmp_path: Path) -> N
     inside = small_seeded_release / "reps"
     res = runner.invoke(app, ["topdown", "replicates", "--release", str(small_seeded_release),
                               "--n", "2", "--seed", "1", "--out", str(inside)])  # fmt: skip
-    assert res.exit_code != 0 and not inside.exists()
+    assert res.exit_code != 0
+    assert not inside.exists()
     bare = tmp_path / "bare"
     shutil.copytree(small_seeded_release, bare)
     shutil.rmtree(bare / "nmf")
     res = runner.invoke(app, ["topdown", "replicates", "--release", str(bare), "--n", "2",
                               "--seed", "1", "--out", str(tmp_path / "o")])  # fmt: skip
-    assert res.exit_code == 1 and "--nmf" in res.output and not (tmp_path / "o").exists()
+    assert res.exit_code == 1
+    assert "--nmf" in res.output
+    assert not (tmp_path / "o").exists()
     res = runner.invoke(app, ["topdown", "replicates", "--release", str(small_seeded_release),
                               "--n", "1", "--out", str(tmp_path / "o")])  # fmt: skip
-    assert res.exit_code == 2 and not (tmp_path / "o").exists()
+    assert res.exit_code == 2
+    assert not (tmp_path / "o").exists()
 
 
 @pytest.mark.slow
