@@ -30,6 +30,27 @@ runner = CliRunner()
 KEYS = ["GEOLEVEL", "GEOID", "CELL"]
 
 
+@pytest.fixture(scope="module")
+def one_state_release(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A seeded release of one small state with its noisy measurements (quick replicates)."""
+    from privtab.mechanisms import InsecureReleaseWarning
+    from privtab.topdown.run import TopDownOptions, run_release
+    from tests.topdown._support import population, write_c1
+
+    d = tmp_path_factory.mktemp("td-reps")
+    data = d / "data"
+    data.mkdir()
+    pop = population(11, states=("09",))
+    write_c1(pop.grfc, data / "GRF-C.txt")
+    write_c1(pop.units, data / "cef-units.txt")
+    write_c1(pop.persons, data / "cef-persons.txt")
+    opts = TopDownOptions(runs=("us",), source=SeededSource(3), allow_insecure=True, nmf=True,
+                          report=False)  # fmt: skip
+    with pytest.warns(InsecureReleaseWarning):
+        run_release(data, d / "release", opts, progress=lambda _m: None)
+    return d / "release"
+
+
 def _tables(release: Path) -> pl.DataFrame:
     return pl.concat(
         pl.read_parquet(release / "pl94" / f"P{i}.parquet", columns=[*KEYS, "COUNT"])
@@ -48,9 +69,9 @@ def test_the_published_input_run_without_noise_gives_back_the_published_tables(
     assert got.equals(_tables(small_seeded_release))
 
 
-def test_a_noisy_replicate_differs_and_keeps_the_invariants(small_seeded_release: Path) -> None:
-    inp = published_data(small_seeded_release)
-    pub = _tables(small_seeded_release)
+def test_a_noisy_replicate_differs_and_keeps_the_invariants(one_state_release: Path) -> None:
+    inp = published_data(one_state_release)
+    pub = _tables(one_state_release)
     rep = replicate_counts(inp, SeededSource(1)).sort(KEYS)
     assert rep.select(KEYS).equals(pub.select(KEYS))
     diff = rep.get_column("COUNT") - pub.get_column("COUNT")
@@ -72,11 +93,11 @@ def test_summary_against_hand_computed_values() -> None:
     assert s["LOWER"][1] == 0.0  # clipped at 0
 
 
-def test_command_writes_the_derived_folder(small_seeded_release: Path, tmp_path: Path) -> None:
+def test_command_writes_the_derived_folder(one_state_release: Path, tmp_path: Path) -> None:
     out = tmp_path / "reps"
     res = runner.invoke(
         app,
-        ["topdown", "replicates", "--release", str(small_seeded_release), "--n", "2",
+        ["topdown", "replicates", "--release", str(one_state_release), "--n", "2",
          "--workers", "2", "--seed", "5", "--out", str(out), "--json"],
     )  # fmt: skip
     assert res.exit_code == 0, res.output
@@ -86,9 +107,9 @@ def test_command_writes_the_derived_folder(small_seeded_release: Path, tmp_path:
     assert (out / "NOT_PRIVATE").is_file()
     doc = json.loads((out / "release.json").read_text(encoding="utf-8"))
     assert doc["kind"] == DOCUMENT_KIND
-    assert doc["derived_from"]["release"] == str(small_seeded_release.resolve())
+    assert doc["derived_from"]["release"] == str(one_state_release.resolve())
     assert doc["replicates"]["replicates"] == 2
-    pub = _tables(small_seeded_release)
+    pub = _tables(one_state_release)
     total = 0
     for name, info in doc["outputs"]["files"].items():
         assert sha256_file(out / name) == info["sha256"]
@@ -106,26 +127,26 @@ def test_command_writes_the_derived_folder(small_seeded_release: Path, tmp_path:
     assert total == pub.height
     # the same seed in one process: the same folder (parallelism changes nothing)
     again = tmp_path / "again"
-    replicates(small_seeded_release, again, n=2, workers=1, seed=5)
+    replicates(one_state_release, again, n=2, workers=1, seed=5)
     for name in doc["outputs"]["files"]:
         assert sha256_file(again / name) == sha256_file(out / name), name
 
 
-def test_refusals_write_nothing(small_seeded_release: Path, tmp_path: Path) -> None:
-    inside = small_seeded_release / "reps"
-    res = runner.invoke(app, ["topdown", "replicates", "--release", str(small_seeded_release),
+def test_refusals_write_nothing(one_state_release: Path, tmp_path: Path) -> None:
+    inside = one_state_release / "reps"
+    res = runner.invoke(app, ["topdown", "replicates", "--release", str(one_state_release),
                               "--n", "2", "--seed", "1", "--out", str(inside)])  # fmt: skip
     assert res.exit_code != 0
     assert not inside.exists()
     bare = tmp_path / "bare"
-    shutil.copytree(small_seeded_release, bare)
+    shutil.copytree(one_state_release, bare)
     shutil.rmtree(bare / "nmf")
     res = runner.invoke(app, ["topdown", "replicates", "--release", str(bare), "--n", "2",
                               "--seed", "1", "--out", str(tmp_path / "o")])  # fmt: skip
     assert res.exit_code == 1
     assert "--nmf" in res.output
     assert not (tmp_path / "o").exists()
-    res = runner.invoke(app, ["topdown", "replicates", "--release", str(small_seeded_release),
+    res = runner.invoke(app, ["topdown", "replicates", "--release", str(one_state_release),
                               "--n", "1", "--out", str(tmp_path / "o")])  # fmt: skip
     assert res.exit_code == 2
     assert not (tmp_path / "o").exists()
