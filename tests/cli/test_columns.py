@@ -199,6 +199,7 @@ def release_lines(demo: Path, tmp: Path) -> list[str]:
         f"topdown gls --release {tmp / 'td'} --out {tmp / 'gls'} --to TRACT",
         f"analyze ci --release {tmp / 'gls'}",
         f"topdown accuracy --release {tmp / 'td'} --truth {data}",
+        f"topdown replicates --release {tmp / 'td'} --n 2 --seed 1 --out {tmp / 'reps'}",
     ]
 
 

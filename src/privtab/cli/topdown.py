@@ -12,7 +12,9 @@
 * ``accuracy`` — a release's errors against its synthetic truth
   (:mod:`privtab.cli.topdown_accuracy`);
 * ``gls`` — unbiased estimates and exact standard deviations of every P1–P5 cell from a
-  release's noisy measurements (:mod:`privtab.topdown.gls_release`), a derived folder.
+  release's noisy measurements (:mod:`privtab.topdown.gls_release`), a derived folder;
+* ``replicates`` — replicate (approximate Monte Carlo) RMSE and intervals of every P1–P5
+  cell, TopDown re-run on the published output (:mod:`privtab.topdown.replicates`).
 
 The computations are :mod:`privtab.topdown`'s; these commands parse, call and print.
 """
@@ -51,6 +53,7 @@ def register(app: typer.Typer) -> None:
             "postprocess": postprocess,
             "validate-output": validate_output,
             "gls": gls,
+            "replicates": replicates,
             "accuracy": _accuracy(),
         },
     )
@@ -435,4 +438,38 @@ def gls(
         lines.append(f"not computed: {what} {', '.join(areas)} (they cross states)")
     if not summary["private"]:
         lines.append("NOT PRIVATE: derived from a test release")
+    emit(summary, as_json, [], lines=lines)
+
+
+def replicates(
+    release: Path = typer.Option(..., "--release", help="A release made with --nmf."),  # noqa: B008
+    n: int = typer.Option(..., "--n", help="Number of replicates (at least 2).", min=2),
+    out: Path = typer.Option(..., "--out", "-o", help="The derived folder to create."),  # noqa: B008
+    workers: int = typer.Option(1, "--workers", help="Replicates run at once (processes).", min=1),
+    seed: int | None = typer.Option(
+        None, "--seed", help="Seeded replicates (tests only: the folder is NOT private)."
+    ),
+    level: float = typer.Option(0.9, "--level", help="Interval level (0 < level < 1)."),
+    overwrite: OverwriteOption = False,
+    quiet: QuietOption = False,
+    as_json: JsonOption = False,
+) -> None:
+    """Replicate RMSE and intervals of every P1-P5 cell (TopDown re-run on its output).
+
+    Example: privtab topdown replicates --release release-de --n 25 --out reps-de
+    """
+    from privtab.cli._render import info
+    from privtab.topdown.replicates import replicates as run_replicates
+
+    say = None if quiet or as_json else info
+    summary = run_replicates(
+        release, out, n=n, workers=workers, seed=seed, level=level, overwrite=overwrite, say=say
+    )
+    lines = [f"{n} replicates of {release} written to {out}"]
+    lines += [
+        f"  {r['GEOLEVEL']}: {r['CELLS']:,} cells, RMSE {r['RMSE']:.2f}"
+        for r in summary["rmse_by_geolevel"]
+    ]
+    if not summary["private"]:
+        lines.append("NOT PRIVATE: seeded replicates or a test release")
     emit(summary, as_json, [], lines=lines)
