@@ -102,6 +102,7 @@ def test_the_benchmark_runs_end_to_end(tmp_path: Path) -> None:
     (r,) = res["runs"]
     assert r["persons"] == 3000
     assert r["peak_rss_gb"] > 0
-    assert r["persons_per_s"] == pytest.approx(3000 / r["wall_seconds"], rel=1e-3)
+    rate = 3000 / r["wall_seconds"]
+    assert r["persons_per_s"] == pytest.approx(rate, rel=1e-3, abs=0.05)  # stored to 0.1
     assert {lv["histogram"] for lv in r["levels"]} == {"persons", "units"}
     assert all(s["same_counts"] == s["problems"] for s in r["sample"].values())
