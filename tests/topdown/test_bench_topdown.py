@@ -38,7 +38,8 @@ def test_the_sample_is_optimised_problems_of_every_level_and_both_solvers_agree(
     assert all(1 <= len(p) <= 2 for p in problems.values())
     timed = bench._time_sample(problems)
     for level, row in timed.items():
-        assert row["same_counts"] == row["problems"], level
+        assert row["same_l2_objective"] == row["problems"], level
+        assert row["same_counts"] == row["problems"], level  # this small sample: no ties
         assert row["structured_s"] > 0
         assert row["osqp_highs_s"] > 0
         assert row["mean_variables"] > 0
@@ -105,4 +106,5 @@ def test_the_benchmark_runs_end_to_end(tmp_path: Path) -> None:
     rate = 3000 / r["wall_seconds"]
     assert r["persons_per_s"] == pytest.approx(rate, rel=1e-3, abs=0.05)  # stored to 0.1
     assert {lv["histogram"] for lv in r["levels"]} == {"persons", "units"}
-    assert all(s["same_counts"] == s["problems"] for s in r["sample"].values())
+    # the two solvers reach the same L2 optimum (the rounded counts may differ on ties)
+    assert all(s["same_l2_objective"] == s["problems"] for s in r["sample"].values())
