@@ -47,7 +47,7 @@ from __future__ import annotations
 import itertools
 import json
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from decimal import Decimal
 from fractions import Fraction
@@ -421,6 +421,39 @@ def _show(x: Any) -> str:
     return text
 
 
+def check_run_flags(raw: Mapping[str, Any], bad: Callable[[str, str, Any, str], None]) -> None:
+    """The run flags every product's config has (``allow_negative_counts``, ``run_us``,
+    ``run_pr``): booleans, and not both runs off. Problems go to ``bad(kind, key, value,
+    message)``."""
+    for k in ("allow_negative_counts", "run_us", "run_pr"):
+        v = raw.get(k, _ABSENT)
+        if v is not _ABSENT and not isinstance(v, bool):
+            bad("invalid_type", k, v, "must be true or false")
+    if raw.get("run_us") is False and raw.get("run_pr") is False:
+        bad("no_run", "run_us", False, "run_us and run_pr are both false")
+
+
+def check_state_filter(raw: Mapping[str, Any], bad: Callable[[str, str, Any, str], None]) -> None:
+    """``state_filter_us``: a list of distinct FIPS codes of the 50 states and DC, not
+    empty for a US run. Problems go to ``bad(kind, key, value, message)``."""
+    k = "state_filter_us"
+    v = raw.get(k, _ABSENT)
+    if v is _ABSENT:
+        return
+    if not isinstance(v, list) or not all(isinstance(s, str) for s in v):
+        bad("invalid_type", k, v, "must be a list of 2-digit state FIPS strings")
+        return
+    if not v and raw.get("run_us") is True:
+        bad("invalid_value", k, v, "must not be empty for a US run")
+    seen: set[str] = set()
+    for s in v:
+        if s in seen:
+            bad("duplicate_value", k, s, "state listed twice")
+        seen.add(s)
+        if s not in US_STATE_FIPS:
+            bad("invalid_value", k, s, "not the FIPS code of one of the 50 states or DC")
+
+
 class _Checker:
     def __init__(self, raw: Mapping[str, Any], source: str, log: ProblemLog) -> None:
         self.raw = raw
@@ -536,30 +569,10 @@ class _Checker:
             )
 
     def _flags(self) -> None:
-        for k in ("allow_negative_counts", "run_us", "run_pr"):
-            v = self.raw.get(k, _ABSENT)
-            if v is not _ABSENT and not isinstance(v, bool):
-                self.bad("invalid_type", k, v, "must be true or false")
-        if self.raw.get("run_us") is False and self.raw.get("run_pr") is False:
-            self.bad("no_run", "run_us", False, "run_us and run_pr are both false")
+        check_run_flags(self.raw, self.bad)
 
     def _state_filter(self) -> None:
-        k = "state_filter_us"
-        v = self.raw.get(k, _ABSENT)
-        if v is _ABSENT:
-            return
-        if not isinstance(v, list) or not all(isinstance(s, str) for s in v):
-            self.bad("invalid_type", k, v, "must be a list of 2-digit state FIPS strings")
-            return
-        if not v and self.raw.get("run_us") is True:
-            self.bad("invalid_value", k, v, "must not be empty for a US run")
-        seen: set[str] = set()
-        for s in v:
-            if s in seen:
-                self.bad("duplicate_value", k, s, "state listed twice")
-            seen.add(s)
-            if s not in US_STATE_FIPS:
-                self.bad("invalid_value", k, s, "not the FIPS code of one of the 50 states or DC")
+        check_state_filter(self.raw, self.bad)
 
     def _reader(self) -> None:
         v = self.raw.get("reader", _ABSENT)

@@ -41,14 +41,20 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any, Literal
 
-from privtab.data.config import MAX_BUDGET, MAX_THRESHOLD, MIN_BUDGET, PrivacyDefinition
+from privtab.data.config import (
+    MAX_BUDGET,
+    MAX_THRESHOLD,
+    MIN_BUDGET,
+    PrivacyDefinition,
+    check_run_flags,
+    check_state_filter,
+)
 from privtab.data.errors import Problem, ProblemLog, checked
 from privtab.data.levels import (
     ITERATION_LEVELS,
     PR_LEVELS,
     PR_STATE_FIPS,
     US_LEVELS,
-    US_STATE_FIPS,
     GeoLevel,
     PopulationGroupLevel,
     Scope,
@@ -342,28 +348,10 @@ class _Checker:
                 )
 
     def _flags(self) -> None:
-        for k in ("allow_negative_counts", "run_us", "run_pr"):
-            v = self.raw.get(k, _ABSENT)
-            if v is not _ABSENT and not isinstance(v, bool):
-                self.bad("invalid_type", k, v, "must be true or false")
-        if self.raw.get("run_us") is False and self.raw.get("run_pr") is False:
-            self.bad("no_run", "run_us", False, "run_us and run_pr are both false")
+        check_run_flags(self.raw, self.bad)
 
     def _state_filter(self) -> None:
-        k = "state_filter_us"
-        v = self.raw.get(k, _ABSENT)
-        if v is _ABSENT:
-            return
-        if not isinstance(v, list) or not all(isinstance(s, str) for s in v):
-            self.bad("invalid_type", k, v, "must be a list of 2-digit state FIPS strings")
-            return
-        if not v and self.raw.get("run_us") is True:
-            self.bad("invalid_value", k, v, "must not be empty for a US run")
-        for i, s in enumerate(v):
-            if s in v[:i]:
-                self.bad("duplicate_value", k, s, "state listed twice")
-            if s not in US_STATE_FIPS:
-                self.bad("invalid_value", k, s, "not the FIPS code of one of the 50 states or DC")
+        check_state_filter(self.raw, self.bad)
 
     def _thresholds(self, table: Table) -> None:
         key = THRESHOLD_KEYS[table]
