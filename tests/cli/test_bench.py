@@ -207,7 +207,8 @@ def test_the_checkouts_page_is_the_rendering_of_its_records() -> None:
 
     root = Path(__file__).resolve().parents[2]
     page = (root / "docs" / "benchmarks.md").read_text()
-    assert page == render(load_records(root / "bench" / "records"), "img/scale.png")
+    figures = {"scale": "img/scale.png", "topdown": "img/topdown.png"}
+    assert page == render(load_records(root / "bench" / "records"), figures)
 
 
 def test_no_machine_specific_paths_in_the_benchmarks() -> None:
@@ -311,3 +312,24 @@ def test_a_timed_run_keeps_its_stderr_and_reads_time_v(tmp_path: Path) -> None:
     assert (time_v_cpu(text), time_v_rss_kb(text)) == (1.75, 3609716)
     assert time_v_cpu("") is None
     assert time_v_rss_kb("") is None
+
+
+def test_the_topdown_figure_draws_every_size_and_nothing_without_records(tmp_path: Path) -> None:
+    from privtab.bench.render import _topdown_runs, topdown_figure
+
+    def rec(day: str, sizes: list[int]) -> dict[str, object]:
+        runs = [{"persons": n, "wall_seconds": n / 1e3, "peak_rss_gb": n / 1e5} for n in sizes]
+        extrapolation = {"from_persons": sizes[-1], "wall_hours": 9.0, "peak_rss_gb": 40.0}
+        result = {"runs": runs, "nation_persons": 334_735_155, "extrapolation": extrapolation}
+        return {"benchmark": "topdown", "started_at": day, "result": result}
+
+    records = [rec("2026-11-30T00:00:00Z", [10**6]), rec("2026-11-29T00:00:00Z", [10**5, 10**6])]
+    runs = _topdown_runs(records)
+    # the newest run of each size: 10⁶ from the 30th, 10⁵ from the 29th
+    assert [(r["persons"], r["day"]) for r in runs] == [
+        (10**5, "2026-11-29"),
+        (10**6, "2026-11-30"),
+    ]
+    drawn = topdown_figure(records, tmp_path / "img" / "topdown.png")
+    assert drawn is not None and drawn.stat().st_size > 10_000
+    assert topdown_figure([{"benchmark": "scale", "result": {}}], tmp_path / "x.png") is None

@@ -4,7 +4,9 @@ Every figure in the generated page comes from a record written by ``privtab benc
 --record DIR`` (or its ``--json`` output): the command that produced it, when, the machine,
 the load average before and after, the privtab version and commit, and the peer measured in
 the same run. Records are shown newest first within each benchmark; the scale records also
-give the log-log figure (``docs/img/scale.png``). Nothing in the page is typed by hand
+give the log-log figure (``docs/img/scale.png``) and the TopDown records theirs
+(``docs/img/topdown.png``: time and memory against persons beside the national target).
+Nothing in the page is typed by hand
 except the text of :data:`INTRO`, each benchmark's ``ABOUT`` and the page of earlier
 measurements it links to.
 """
@@ -12,7 +14,7 @@ measurements it links to.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -87,17 +89,23 @@ def _provenance(rec: dict[str, Any]) -> list[str]:
     return lines
 
 
-def render(records: Sequence[dict[str, Any]], figure: str | None = None) -> str:
-    """The Markdown page: :data:`INTRO`, then per benchmark its records' tables."""
+#: The benchmarks with a figure, and the figure's file name (in ``docs/img/``).
+FIGURES = {"scale": "scale.png", "topdown": "topdown.png"}
+
+
+def render(records: Sequence[dict[str, Any]], figures: Mapping[str, str] | None = None) -> str:
+    """The Markdown page: :data:`INTRO`, then per benchmark its figure (``figures``:
+    benchmark name → the figure's path relative to the page) and its records' tables."""
     out = [INTRO]
+    figures = figures or {}
     for name, bench in BENCHMARKS.items():
         mine = [r for r in records if r["benchmark"] == name]
         out += [f"## {bench.summary} (`privtab bench {name}`)", ""]
         about = getattr(bench.module(), "ABOUT", "")
         if about:
             out += [about.strip(), ""]
-        if name == "scale" and figure and mine:
-            out += [f"![time and memory against persons]({figure})", ""]
+        if name in figures and mine:
+            out += [f"![time and memory against persons]({figures[name]})", ""]
         if not mine:
             out += ["No record yet: run `privtab bench " + name + " --record bench/records`.", ""]
         for rec in mine:
@@ -180,10 +188,72 @@ def scale_figure(records: Sequence[dict[str, Any]], out: Path) -> Path | None:
     return out
 
 
-def write(records_dir: Path, page: Path, figure: Path | None = None) -> Path:
-    """Regenerate ``page`` (and the scale ``figure``, next to it) from ``records_dir``.
-    Raises :class:`privtab.errors.UsageError` when ``records_dir`` or the page's folder is
-    not a directory (outside a checkout, without ``--records`` and ``--out``)."""
+def _topdown_runs(records: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The TopDown end-to-end runs, the newest of each size, by persons."""
+    runs: dict[int, dict[str, Any]] = {}
+    for r in sorted(records, key=lambda r: str(r.get("started_at", ""))):
+        if r["benchmark"] == "topdown":
+            for run in r["result"]["runs"]:
+                runs[run["persons"]] = {**run, "day": str(r.get("started_at", "?"))[:10]}
+    return sorted(runs.values(), key=lambda r: r["persons"])
+
+
+def topdown_figure(records: Sequence[dict[str, Any]], out: Path) -> Path | None:
+    """The log-log figure of the TopDown records: wall time and peak memory of the whole
+    release against persons (the newest run of each size, labelled with its day), the
+    national size's targets (2.5 h, 16 GiB at 3.31 × 10⁸ persons) and the newest record's
+    extrapolation to the nation drawn as an open marker — an extrapolation, not a run."""
+    runs = _topdown_runs(records)
+    if not runs:
+        return None
+    from matplotlib.figure import Figure
+
+    newest = next(r for r in records if r["benchmark"] == "topdown")
+    nation = float(newest["result"].get("nation_persons", 334_735_155))
+    fig = Figure(figsize=(10, 4), layout="constrained")
+    a, b = fig.subplots(1, 2)
+    ps = [r["persons"] for r in runs]
+    for ax, key, unit, target in (
+        (a, "wall_seconds", "wall time (h)", 2.5),
+        (b, "peak_rss_gb", "peak RSS (GiB)", 16.0),
+    ):
+        scale = 3600.0 if key == "wall_seconds" else 1.0
+        ax.loglog(ps, [r[key] / scale for r in runs], "o-", label=f"measured, {unit}")
+        for r in runs:
+            ax.annotate(r["day"], (r["persons"], r[key] / scale), fontsize="x-small")
+        ex = newest["result"].get("extrapolation") or {}
+        value = ex.get("wall_hours" if key == "wall_seconds" else "peak_rss_gb")
+        if value:
+            ax.loglog(
+                [ex["from_persons"], nation],
+                [newest["result"]["runs"][-1][key] / scale, value],
+                ":",
+                color="grey",
+            )
+            ax.loglog(
+                [nation], [value], "o", mfc="none", color="grey", label="extrapolated to the nation"
+            )
+        ax.loglog([nation], [target], "*", ms=12, color="green", label=f"target ({target:g})")
+        ax.axvline(nation, color="#cccccc", lw=0.8)
+        ax.set_xlabel("persons")
+        ax.set_ylabel(unit)
+        ax.legend(fontsize="small")
+        ax.grid(True, which="both", alpha=0.3)
+    a.set_title("TopDown end to end: time")
+    b.set_title("TopDown end to end: peak memory")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out, dpi=90)
+    return out
+
+
+_DRAW = {"scale": scale_figure, "topdown": topdown_figure}
+
+
+def write(records_dir: Path, page: Path, img_dir: Path | None = None) -> Path:
+    """Regenerate ``page`` (and the figures of :data:`FIGURES`, in ``img_dir``) from
+    ``records_dir``. Raises :class:`privtab.errors.UsageError` when ``records_dir`` or the
+    page's folder is not a directory (outside a checkout, without ``--records`` and
+    ``--out``)."""
     from privtab.errors import UsageError
 
     for where in (records_dir, page.parent):
@@ -193,8 +263,13 @@ def write(records_dir: Path, page: Path, figure: Path | None = None) -> Path:
                 f"--out: {where} is not a directory"
             )
     records = load_records(records_dir)
-    rel = None
-    if figure is not None and scale_figure(records, figure) is not None:
-        rel = str(figure.relative_to(page.parent)) if figure.is_relative_to(page.parent) else None
-    page.write_text(render(records, rel or (str(figure) if figure else None)))
+    rels: dict[str, str] = {}
+    for name, file in FIGURES.items():
+        if img_dir is None:
+            continue
+        drawn = _DRAW[name](records, img_dir / file)
+        if drawn is not None:
+            rel = drawn.is_relative_to(page.parent)
+            rels[name] = str(drawn.relative_to(page.parent)) if rel else str(drawn)
+    page.write_text(render(records, rels))
     return page

@@ -141,11 +141,11 @@ def register(app: typer.Typer) -> None:
             "docs/benchmarks.md", "--out", help="The page to write (of the checkout)."
         ),
     ) -> None:
-        """Regenerate docs/benchmarks.md (and docs/img/scale.png) from saved records."""
+        """Regenerate docs/benchmarks.md (and its figures in docs/img/) from saved records."""
         from privtab.bench.render import write
 
         page = Path(out)
-        page = write(Path(records), page, page.parent / "img" / "scale.png")
+        page = write(Path(records), page, page.parent / "img")
         info(f"bench render: wrote {page}")
 
     app.add_typer(bench_app, name="bench")
