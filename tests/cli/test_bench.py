@@ -315,6 +315,7 @@ def test_a_timed_run_keeps_its_stderr_and_reads_time_v(tmp_path: Path) -> None:
 
 
 def test_the_topdown_figure_draws_every_size_and_nothing_without_records(tmp_path: Path) -> None:
+    # private on purpose: which run of each size the figure draws is the renderer's choice
     from privtab.bench.render import _topdown_runs, topdown_figure
 
     def rec(day: str, sizes: list[int]) -> dict[str, object]:
