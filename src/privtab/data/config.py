@@ -45,17 +45,21 @@ noise of standard deviation ≈ 10⁶ per count) while keeping all computations 
 from __future__ import annotations
 
 import itertools
-import json
-import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from decimal import Decimal
 from fractions import Fraction
 from pathlib import Path
 from typing import Any, Literal
 
-from privtab.data._tables import check_regular_file, decode_utf8
-from privtab.data.errors import Problem, ProblemLog, checked, warn_input
+from privtab.data.errors import ProblemLog, checked
+from privtab.data.json_config import (
+    ABSENT,
+    frac,
+    is_number,
+    parse_json_object,
+    read_json_text,
+    value_problem,
+)
 from privtab.data.levels import (
     ITERATION_LEVELS,
     PR_LEVELS,
@@ -85,15 +89,6 @@ MIN_ZERO_SUPPRESSION_CHANCE = Fraction(1, 10**40)
 :data:`MAX_NUMBER_DIGITS` digits, ``1 − chance`` is at least this too, and the exact
 threshold decisions (certified arithmetic, :func:`privtab.tabulate.suppression.
 exact_quantile`) are made for every chance in between."""
-MAX_CONFIG_BYTES = 1 << 20
-"""The largest ``config.json`` read (1 MiB; the production file has 2.5 kB)."""
-MAX_JSON_DEPTH = 32
-"""The deepest nesting of arrays and objects accepted (the schema has 3 levels)."""
-MAX_NUMBER_DIGITS = 40
-"""Numbers in ``config.json`` have at most this many significant digits …"""
-MAX_NUMBER_EXPONENT = 1000
-"""… and a decimal exponent within ±this: exact arithmetic on every accepted number ends
-quickly (``1e-999999999`` as a Fraction would need a billion-digit denominator)."""
 
 
 def budget_key(geo: GeoLevel, iteration_level: int) -> str:
@@ -204,127 +199,28 @@ def read_config(path: str | Path) -> SafeTabConfig:
 def load_config(path: str | Path, log: ProblemLog) -> SafeTabConfig | None:
     """Read and validate ``config.json``, adding problems to ``log``.
 
-    The file must be a regular file of at most :data:`MAX_CONFIG_BYTES` bytes, in UTF-8 (a
-    byte-order mark is stripped with a warning). Returns ``None`` if the file has any
+    The file must be a regular UTF-8 file of at most 1 MiB (a byte-order mark is stripped
+    with a warning: :func:`privtab.data.json_config.read_json_text`). Returns ``None`` if the file has any
     problem (they are all in ``log``).
     """
-    path = Path(path)
-    if not check_regular_file(path, log, MAX_CONFIG_BYTES):
-        return None
-    try:
-        raw = path.read_bytes()
-    except OSError as exc:
-        log.add(Problem(str(path), "unreadable", f"cannot read the file: {exc.strerror}"))
-        return None
-    text = decode_utf8(str(path), raw, log)
-    if text is None:
-        return None
-    if text.startswith("\ufeff"):
-        warn_input(str(path), "UTF-8 byte-order mark at the start of the file ignored")
-        text = text[1:]
-    return parse_config_text(text, source=str(path), log=log)
+    text = read_json_text(path, log)
+    return None if text is None else parse_config_text(text, source=str(path), log=log)
 
 
 def parse_config_text(text: str, source: str, log: ProblemLog) -> SafeTabConfig | None:
     """Parse JSON text with exact decimals and duplicate-key detection, then validate.
 
-    Numbers are read as exact decimals; one with more than :data:`MAX_NUMBER_DIGITS`
-    significant digits or a decimal exponent beyond ±:data:`MAX_NUMBER_EXPONENT` is kept
-    as an unusable value and reported by the key that holds it (``invalid_number``), so
-    that no computation on it can run away. Nesting deeper than :data:`MAX_JSON_DEPTH` is
-    refused. Returns ``None`` (problems in ``log``) if anything is wrong.
+    Numbers are read as exact decimals; one with more than 40 significant digits or a
+    decimal exponent beyond ±1000 is kept as an unusable value and reported by the key that
+    holds it (``invalid_number``), so that no computation on it can run away. Nesting
+    deeper than 32 is refused (:func:`privtab.data.json_config.parse_json_object`). Returns ``None`` (problems in ``log``) if anything is wrong.
     """
-    dup: list[str] = []
-
-    def pairs(items: list[tuple[str, Any]]) -> dict[str, Any]:
-        out: dict[str, Any] = {}
-        for k, v in items:
-            if k in out:
-                dup.append(k)
-            out[k] = v
-        return out
-
-    depth = _json_depth(text)
-    if depth > MAX_JSON_DEPTH:
-        log.add(
-            Problem(
-                source,
-                "invalid_json",
-                f"the JSON nests arrays and objects {depth} deep, more than the "
-                f"{MAX_JSON_DEPTH} levels a config may have (it has at most 3)",
-            )
-        )
+    parsed = parse_json_object(text, source, log)
+    if parsed is None:
         return None
-    try:
-        raw = json.loads(
-            text, parse_float=_parse_float, parse_int=_parse_int, object_pairs_hook=pairs
-        )
-    except json.JSONDecodeError as exc:
-        log.add(
-            Problem(
-                source,
-                "invalid_json",
-                f"not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})",
-                row=None,
-            )
-        )
-        return None
-    for k in dup:
-        log.add(Problem(source, "duplicate_key", "key appears more than once", column=k))
-    if not isinstance(raw, dict):
-        log.add(Problem(source, "invalid_json", "the config must be a JSON object"))
-        return None
+    raw, clean = parsed
     cfg = parse_config(raw, source=source, log=log)
-    return None if dup else cfg
-
-
-def _json_depth(text: str) -> int:
-    """The deepest nesting of ``[``/``{`` in JSON ``text`` (brackets inside strings are
-    not counted). Linear time, no recursion: checked before :func:`json.loads`, whose
-    recursion on deep input would otherwise fail."""
-    depth = deepest = 0
-    in_string = escaped = False
-    for ch in text:
-        if in_string:
-            if escaped:
-                escaped = False
-            elif ch == "\\":
-                escaped = True
-            elif ch == '"':
-                in_string = False
-        elif ch == '"':
-            in_string = True
-        elif ch in "[{":
-            depth += 1
-            deepest = max(deepest, depth)
-        elif ch in "]}":
-            depth -= 1
-    return deepest
-
-
-@dataclass(frozen=True)
-class _Unusable:
-    """A JSON number too long or too large to compute with (see :func:`parse_config_text`)."""
-
-    text: str
-
-    def __str__(self) -> str:
-        if len(self.text) <= 40:
-            return self.text
-        return f"{self.text[:20]}…{self.text[-8:]} ({len(self.text):,} characters)"
-
-
-def _parse_int(text: str) -> int | _Unusable:
-    return _Unusable(text) if len(text.lstrip("-")) > MAX_NUMBER_DIGITS else int(text)
-
-
-def _parse_float(text: str) -> Decimal | _Unusable:
-    value = Decimal(text)
-    if len(value.as_tuple().digits) > MAX_NUMBER_DIGITS or not (
-        -MAX_NUMBER_EXPONENT <= value.adjusted() <= MAX_NUMBER_EXPONENT
-    ):
-        return _Unusable(text)
-    return value
+    return cfg if clean else None
 
 
 def parse_config(
@@ -344,18 +240,18 @@ def parse_config(
             log.raise_if_any()
         return None
     thresholds = {
-        lv: tuple(_frac(x) for x in raw[THRESHOLDS_KEY][threshold_key(*lv)])
+        lv: tuple(frac(x) for x in raw[THRESHOLDS_KEY][threshold_key(*lv)])
         for lv in BUDGET_KEYS.values()
         if threshold_key(*lv) in raw[THRESHOLDS_KEY]
     }
     zsc = raw.get("zero_suppression_chance")
     return SafeTabConfig(
         privacy_defn=raw["privacy_defn"],
-        budgets={lv: _frac(raw[k]) for k, lv in BUDGET_KEYS.items()},
-        stage_1_fraction=_frac(raw[STAGE_1_KEY]),
+        budgets={lv: frac(raw[k]) for k, lv in BUDGET_KEYS.items()},
+        stage_1_fraction=frac(raw[STAGE_1_KEY]),
         thresholds=thresholds,  # type: ignore[arg-type]
         max_race_codes=int(raw["max_race_codes"]),
-        zero_suppression_chance=None if zsc is None else _frac(zsc),
+        zero_suppression_chance=None if zsc is None else frac(zsc),
         allow_negative_counts=bool(raw["allow_negative_counts"]),
         run_us=bool(raw["run_us"]),
         run_pr=bool(raw["run_pr"]),
@@ -365,69 +261,13 @@ def parse_config(
     )
 
 
-def _is_number(x: Any) -> bool:
-    """A finite number that exact arithmetic can use (see :func:`_unusable`)."""
-    if isinstance(x, bool) or _unusable(x):
-        return False
-    if isinstance(x, int):
-        return True
-    if isinstance(x, Decimal):
-        return x.is_finite()
-    return isinstance(x, float) and math.isfinite(x)
-
-
-def _unusable(x: Any) -> bool:
-    """A number too long or too large to compute with exactly: more than
-    :data:`MAX_NUMBER_DIGITS` digits or an exponent beyond ±:data:`MAX_NUMBER_EXPONENT`
-    (also a list that holds one)."""
-    if isinstance(x, _Unusable):
-        return True
-    if isinstance(x, list):
-        return any(_unusable(v) for v in x)
-    if isinstance(x, int) and not isinstance(x, bool):
-        return bool(abs(x) >= 10**MAX_NUMBER_DIGITS)
-    if isinstance(x, Decimal) and x.is_finite():
-        return len(x.as_tuple().digits) > MAX_NUMBER_DIGITS or not (
-            -MAX_NUMBER_EXPONENT <= x.adjusted() <= MAX_NUMBER_EXPONENT
-        )
-    return False
-
-
-def _frac(x: Any) -> Fraction:
-    if isinstance(x, float):
-        return Fraction(repr(x))  # the decimal the user wrote, not the binary float
-    return Fraction(x)
-
-
-_SHOWN = 200
-"""Characters of a value shown in a message (the rest is elided, its length stated)."""
-
-
-def _show(x: Any) -> str:
-    """A value as the user wrote it, at most about :data:`_SHOWN` characters."""
-    if isinstance(x, int) and not isinstance(x, bool) and abs(x) >= 10**MAX_NUMBER_DIGITS:
-        text = f"an integer of about {int(x.bit_length() * math.log10(2)) + 1:,} digits"
-    elif isinstance(x, Decimal | str | _Unusable):
-        text = str(x)
-    elif isinstance(x, list):
-        text = "[" + ", ".join(_show(v) for v in x[:50]) + (", …]" if len(x) > 50 else "]")
-    else:
-        try:
-            text = json.dumps(x, default=str)
-        except (TypeError, ValueError):
-            text = repr(x)
-    if len(text) > _SHOWN:
-        return f"{text[: _SHOWN - 40]}… ({len(text):,} characters)"
-    return text
-
-
 def check_run_flags(raw: Mapping[str, Any], bad: Callable[[str, str, Any, str], None]) -> None:
     """The run flags every product's config has (``allow_negative_counts``, ``run_us``,
     ``run_pr``): booleans, and not both runs off. Problems go to ``bad(kind, key, value,
     message)``."""
     for k in ("allow_negative_counts", "run_us", "run_pr"):
-        v = raw.get(k, _ABSENT)
-        if v is not _ABSENT and not isinstance(v, bool):
+        v = raw.get(k, ABSENT)
+        if v is not ABSENT and not isinstance(v, bool):
             bad("invalid_type", k, v, "must be true or false")
     if raw.get("run_us") is False and raw.get("run_pr") is False:
         bad("no_run", "run_us", False, "run_us and run_pr are both false")
@@ -437,8 +277,8 @@ def check_state_filter(raw: Mapping[str, Any], bad: Callable[[str, str, Any, str
     """``state_filter_us``: a list of distinct FIPS codes of the 50 states and DC, not
     empty for a US run. Problems go to ``bad(kind, key, value, message)``."""
     k = "state_filter_us"
-    v = raw.get(k, _ABSENT)
-    if v is _ABSENT:
+    v = raw.get(k, ABSENT)
+    if v is ABSENT:
         return
     if not isinstance(v, list) or not all(isinstance(s, str) for s in v):
         bad("invalid_type", k, v, "must be a list of 2-digit state FIPS strings")
@@ -461,15 +301,7 @@ class _Checker:
         self.log = log
 
     def bad(self, kind: str, key: str, value: Any, message: str) -> None:
-        shown = None if value is _ABSENT else _show(value)
-        if kind == "invalid_type" and _unusable(value):
-            kind = "invalid_number"
-            message = (
-                f"a number here may have at most {MAX_NUMBER_DIGITS} significant digits and a "
-                f"decimal exponent within ±{MAX_NUMBER_EXPONENT} (exact arithmetic on it "
-                "must finish)"
-            )
-        self.log.add(Problem(self.source, kind, message, column=key, value=shown))
+        self.log.add(value_problem(self.source, kind, key, value, message))
 
     def run(self) -> None:
         raw = self.raw
@@ -477,7 +309,7 @@ class _Checker:
             self.bad("unknown_key", k, raw[k], "unknown config key (not part of SafeTab-P)")
         for k in REQUIRED_KEYS:
             if k not in raw:
-                self.bad("missing_key", k, _ABSENT, "required config key is missing")
+                self.bad("missing_key", k, ABSENT, "required config key is missing")
         self._privacy_defn()
         self._budgets()
         self._stage_1()
@@ -489,21 +321,21 @@ class _Checker:
         self._thresholds()
 
     def _privacy_defn(self) -> None:
-        v = self.raw.get("privacy_defn", _ABSENT)
-        if v is not _ABSENT and v not in ("zcdp", "puredp"):
+        v = self.raw.get("privacy_defn", ABSENT)
+        if v is not ABSENT and v not in ("zcdp", "puredp"):
             self.bad("invalid_value", "privacy_defn", v, "must be 'zcdp' or 'puredp'")
 
     def _budgets(self) -> None:
         positive: dict[Scope, int] = {Scope.US: 0, Scope.PR: 0}
         for k, (geo, _) in BUDGET_KEYS.items():
-            v = self.raw.get(k, _ABSENT)
-            if v is _ABSENT:
+            v = self.raw.get(k, ABSENT)
+            if v is ABSENT:
                 continue
-            if not _is_number(v):
+            if not is_number(v):
                 self.bad("invalid_type", k, v, "a budget must be a finite number (0 = level off)")
             elif v < 0:
                 self.bad("negative_budget", k, v, "a budget must be non-negative (0 = level off)")
-            elif v > 0 and not MIN_BUDGET <= _frac(v) <= MAX_BUDGET:
+            elif v > 0 and not MIN_BUDGET <= frac(v) <= MAX_BUDGET:
                 self.bad(
                     "out_of_range",
                     k,
@@ -511,7 +343,7 @@ class _Checker:
                     "a positive budget must lie in [1e-12, 1e6], so that every computation "
                     "on it is exact and finishes (use 0 to switch the level off)",
                 )
-            if _is_number(v) and v > 0:
+            if is_number(v) and v > 0:
                 positive[geo.scope] += 1
         for scope, flag in ((Scope.US, "run_us"), (Scope.PR, "run_pr")):
             keys = [k for k, (g, _) in BUDGET_KEYS.items() if g.scope is scope]
@@ -529,17 +361,17 @@ class _Checker:
                 )
 
     def _stage_1(self) -> None:
-        v = self.raw.get(STAGE_1_KEY, _ABSENT)
-        if v is _ABSENT:
+        v = self.raw.get(STAGE_1_KEY, ABSENT)
+        if v is ABSENT:
             return
-        if not _is_number(v):
+        if not is_number(v):
             self.bad("invalid_type", STAGE_1_KEY, v, "must be a number")
         elif not 0 < v < 1:
             self.bad("out_of_range", STAGE_1_KEY, v, "must lie strictly between 0 and 1")
 
     def _max_race_codes(self) -> None:
-        v = self.raw.get("max_race_codes", _ABSENT)
-        if v is _ABSENT:
+        v = self.raw.get("max_race_codes", ABSENT)
+        if v is ABSENT:
             return
         if isinstance(v, bool) or not isinstance(v, int):
             self.bad("invalid_type", "max_race_codes", v, "must be an integer")
@@ -552,10 +384,10 @@ class _Checker:
             )
 
     def _zero_suppression(self) -> None:
-        v = self.raw.get("zero_suppression_chance", _ABSENT)
-        if v is _ABSENT:
+        v = self.raw.get("zero_suppression_chance", ABSENT)
+        if v is ABSENT:
             return
-        if not _is_number(v):
+        if not is_number(v):
             self.bad("invalid_type", "zero_suppression_chance", v, "must be a number")
         elif not 0 <= v < 1:
             self.bad("out_of_range", "zero_suppression_chance", v, "must lie in [0, 1)")
@@ -575,13 +407,13 @@ class _Checker:
         check_state_filter(self.raw, self.bad)
 
     def _reader(self) -> None:
-        v = self.raw.get("reader", _ABSENT)
-        if v is not _ABSENT and v not in ("cef", "csv"):
+        v = self.raw.get("reader", ABSENT)
+        if v is not ABSENT and v not in ("cef", "csv"):
             self.bad("invalid_value", "reader", v, "must be 'cef' or 'csv'")
 
     def _thresholds(self) -> None:
-        v = self.raw.get(THRESHOLDS_KEY, _ABSENT)
-        if v is _ABSENT:
+        v = self.raw.get(THRESHOLDS_KEY, ABSENT)
+        if v is ABSENT:
             return
         if not isinstance(v, dict):
             self.bad("invalid_type", THRESHOLDS_KEY, v, "must be an object")
@@ -598,18 +430,18 @@ class _Checker:
         required = {threshold_key(g, i) for s in scopes for g in levels_of(s) for i in (1, 2)}
         for k in sorted(required - set(v)):
             self.bad(
-                "missing_key", f"{THRESHOLDS_KEY}.{k}", _ABSENT, "thresholds of a level are missing"
+                "missing_key", f"{THRESHOLDS_KEY}.{k}", ABSENT, "thresholds of a level are missing"
             )
         for k in sorted(set(v) & known):
             ts = v[k]
             col = f"{THRESHOLDS_KEY}.{k}"
-            if not isinstance(ts, list) or not all(_is_number(t) for t in ts):
+            if not isinstance(ts, list) or not all(is_number(t) for t in ts):
                 self.bad("invalid_type", col, ts, "must be a list of three integers")
-            elif not all(_frac(t).denominator == 1 for t in ts):
+            elif not all(frac(t).denominator == 1 for t in ts):
                 self.bad(
                     "invalid_type", col, ts, "thresholds must be integers (counts are integers)"
                 )
-            elif not all(abs(_frac(t)) <= MAX_THRESHOLD for t in ts):
+            elif not all(abs(frac(t)) <= MAX_THRESHOLD for t in ts):
                 self.bad("out_of_range", col, ts, "thresholds must lie in [-1e12, 1e12]")
             elif len(ts) != 3:
                 self.bad(
@@ -622,14 +454,6 @@ class _Checker:
                 self.bad(
                     "thresholds_not_increasing", col, ts, "thresholds must be strictly increasing"
                 )
-
-
-class _Absent:
-    def __repr__(self) -> str:
-        return "<absent>"
-
-
-_ABSENT: Any = _Absent()
 
 
 __all__ = [
