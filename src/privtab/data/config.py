@@ -200,8 +200,8 @@ def load_config(path: str | Path, log: ProblemLog) -> SafeTabConfig | None:
     """Read and validate ``config.json``, adding problems to ``log``.
 
     The file must be a regular UTF-8 file of at most 1 MiB (a byte-order mark is stripped
-    with a warning: :func:`privtab.data.json_config.read_json_text`). Returns ``None`` if the file has any
-    problem (they are all in ``log``).
+    with a warning: :func:`privtab.data.json_config.read_json_text`). Returns ``None`` if
+    the file has any problem (they are all in ``log``).
     """
     text = read_json_text(path, log)
     return None if text is None else parse_config_text(text, source=str(path), log=log)
@@ -213,7 +213,8 @@ def parse_config_text(text: str, source: str, log: ProblemLog) -> SafeTabConfig 
     Numbers are read as exact decimals; one with more than 40 significant digits or a
     decimal exponent beyond ±1000 is kept as an unusable value and reported by the key that
     holds it (``invalid_number``), so that no computation on it can run away. Nesting
-    deeper than 32 is refused (:func:`privtab.data.json_config.parse_json_object`). Returns ``None`` (problems in ``log``) if anything is wrong.
+    deeper than 32 is refused (:func:`privtab.data.json_config.parse_json_object`).
+    Returns ``None`` (problems in ``log``) if anything is wrong.
     """
     parsed = parse_json_object(text, source, log)
     if parsed is None:
