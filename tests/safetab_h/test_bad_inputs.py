@@ -5,6 +5,7 @@ traceback, nothing written (no folder, no run record)."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -67,6 +68,34 @@ def _config(**kv: object) -> Callable[[Path, Path], None]:
         (params / "config.json").write_text(json.dumps(cfg))
 
     return edit
+
+
+def _config_text(edit: Callable[[str], str | bytes]) -> Callable[[Path, Path], None]:
+    """The config file's text (or bytes) replaced by ``edit`` of the production text."""
+
+    def write(params: Path, _: Path) -> None:
+        new = edit((params / "config.json").read_text())
+        target = params / "config.json"
+        target.write_bytes(new) if isinstance(new, bytes) else target.write_text(new)
+
+    return write
+
+
+def _budget_written_as(text: str) -> Callable[[str], str]:
+    """The production text with the first budget's value written as ``text``."""
+
+    def edit(config: str) -> str:
+        key = '"privacy_budget_h_t3_level_1_usa":'
+        start = config.index(key) + len(key)
+        end = min(config.index(c, start) for c in ",}" if c in config[start:])
+        return config[:start] + " " + text + config[end:]
+
+    return edit
+
+
+def _fifo(params: Path, _: Path) -> None:
+    (params / "config.json").unlink()
+    os.mkfifo(params / "config.json")
 
 
 @dataclass(frozen=True)
@@ -138,6 +167,17 @@ CASES = [
         "config.json", None, "privacy_budget_h_t3_level_1_usa", "-1"),
     Bad("config extra", _config(zero_suppression_chance=0.9), "unknown_key", "config.json",
         None, "zero_suppression_chance", "0.9"),
+    # the config file read as every product's is (privtab.data.json_config): a number exact
+    # arithmetic cannot finish on, deep nesting, a byte that is not UTF-8, a FIFO
+    Bad("config 5000 digits", _config_text(_budget_written_as("1" * 5000)), "invalid_number",
+        "config.json", None, "privacy_budget_h_t3_level_1_usa", "(5,000 characters)"),
+    Bad("config exponent", _config_text(_budget_written_as("1e999999999")), "invalid_number",
+        "config.json", None, "privacy_budget_h_t3_level_1_usa", "1e999999999"),
+    Bad("config depth", _config_text(lambda _: "[" * 100_000 + "]" * 100_000), "invalid_json",
+        "config.json", None, None, None),
+    Bad("config latin-1", _config_text(lambda t: t.replace('"zcdp"', '"zcdp\xe9"').encode(
+        "latin-1")), "invalid_utf8", "config.json", None, None, None),
+    Bad("config fifo", _fifo, "not_a_file", "config.json", None, None, None),
 ]  # fmt: skip
 
 

@@ -13,6 +13,9 @@ tract, place, aiannh) and the four PR ones (pr_state, pr_county, pr_tract, pr_pl
 ``privacy_defn``. Rules (each violation a :class:`~privtab.data.errors.Problem` naming the
 key and value):
 
+- the file read as every product's config is (:mod:`privtab.data.json_config`: a regular
+  UTF-8 file of at most 1 MiB, nested at most 32 deep, numbers exact with at most 40
+  significant digits and an exponent within ±1000 — else ``invalid_number``);
 - every key present, no unknown key, no key twice;
 - ``privacy_defn`` ``zcdp`` (budgets are ρ, discrete Gaussian noise) or ``puredp`` (ε,
   geometric noise);
@@ -32,11 +35,8 @@ key and value):
 from __future__ import annotations
 
 import itertools
-import json
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass
-from decimal import Decimal
 from fractions import Fraction
 from pathlib import Path
 from typing import Any, Literal
@@ -49,7 +49,15 @@ from privtab.data.config import (
     check_run_flags,
     check_state_filter,
 )
-from privtab.data.errors import Problem, ProblemLog, checked
+from privtab.data.errors import ProblemLog, checked
+from privtab.data.json_config import (
+    ABSENT,
+    frac,
+    is_number,
+    parse_json_object,
+    read_json_text,
+    value_problem,
+)
 from privtab.data.levels import (
     ITERATION_LEVELS,
     PR_LEVELS,
@@ -180,37 +188,19 @@ def read_config(path: str | Path) -> HConfig:
 
 
 def load_config(path: str | Path, log: ProblemLog) -> HConfig | None:
-    """Read and validate ``config.json``, adding problems to ``log`` (``None`` if any)."""
-    path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        log.add(Problem(str(path), "missing_file", f"cannot read the file: {exc.strerror}"))
+    """Read and validate ``config.json``, adding problems to ``log`` (``None`` if any).
+    The file is read as every product's config is
+    (:mod:`privtab.data.json_config`: a regular UTF-8 file of at most 1 MiB, nested at most
+    32 deep, no key twice, numbers exact and of bounded size)."""
+    text = read_json_text(path, log)
+    if text is None:
         return None
-    dup: list[str] = []
-
-    def pairs(items: list[tuple[str, Any]]) -> dict[str, Any]:
-        out: dict[str, Any] = {}
-        for k, v in items:
-            if k in out:
-                dup.append(k)
-            out[k] = v
-        return out
-
-    source = str(path)
-    try:
-        raw = json.loads(text, parse_float=Decimal, object_pairs_hook=pairs)
-    except json.JSONDecodeError as exc:
-        message = f"not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})"
-        log.add(Problem(source, "invalid_json", message))
+    parsed = parse_json_object(text, str(path), log)
+    if parsed is None:
         return None
-    for k in dup:
-        log.add(Problem(source, "duplicate_key", "key appears more than once", column=k))
-    if not isinstance(raw, dict):
-        log.add(Problem(source, "invalid_json", "the config must be a JSON object"))
-        return None
-    cfg = parse_config(raw, source, log)
-    return None if dup else cfg
+    raw, clean = parsed
+    cfg = parse_config(raw, str(path), log)
+    return cfg if clean else None
 
 
 def parse_config(
@@ -234,7 +224,7 @@ def parse_config(
     t4 = raw[THRESHOLD_KEYS["t4"]]
     return HConfig(
         privacy_defn=raw["privacy_defn"],
-        budgets={q: _frac(raw[k]) for k, q in BUDGET_KEYS.items()},
+        budgets={q: frac(raw[k]) for k, q in BUDGET_KEYS.items()},
         thresholds_t3={
             known[k]: (int(v[0]), int(v[1]), int(v[2])) for k, v in t3.items() if k in known
         },
@@ -249,34 +239,6 @@ def parse_config(
     )
 
 
-def _is_number(x: Any) -> bool:
-    if isinstance(x, bool):
-        return False
-    if isinstance(x, int):
-        return True
-    if isinstance(x, Decimal):
-        return x.is_finite()
-    return isinstance(x, float) and math.isfinite(x)
-
-
-def _frac(x: Any) -> Fraction:
-    return Fraction(repr(x)) if isinstance(x, float) else Fraction(x)
-
-
-def _show(x: Any) -> str:
-    if isinstance(x, Decimal | str):
-        return str(x)
-    if isinstance(x, list):
-        return "[" + ", ".join(_show(v) for v in x) + "]"
-    try:
-        return json.dumps(x, default=str)
-    except (TypeError, ValueError):  # pragma: no cover - json.loads values always dump
-        return repr(x)
-
-
-_ABSENT: Any = object()
-
-
 class _Checker:
     def __init__(self, raw: Mapping[str, Any], source: str, log: ProblemLog) -> None:
         self.raw = raw
@@ -284,15 +246,14 @@ class _Checker:
         self.log = log
 
     def bad(self, kind: str, key: str, value: Any, message: str) -> None:
-        shown = None if value is _ABSENT else _show(value)
-        self.log.add(Problem(self.source, kind, message, column=key, value=shown))
+        self.log.add(value_problem(self.source, kind, key, value, message))
 
     def run(self) -> None:
         for k in sorted(set(self.raw) - set(REQUIRED_KEYS)):
             self.bad("unknown_key", k, self.raw[k], "unknown config key (not part of SafeTab-H)")
         for k in REQUIRED_KEYS:
             if k not in self.raw:
-                self.bad("missing_key", k, _ABSENT, "required config key is missing")
+                self.bad("missing_key", k, ABSENT, "required config key is missing")
         self._choices()
         self._budgets()
         self._flags()
@@ -301,14 +262,14 @@ class _Checker:
             self._thresholds(table)
 
     def _choices(self) -> None:
-        v = self.raw.get("privacy_defn", _ABSENT)
-        if v is not _ABSENT and v not in ("zcdp", "puredp"):
+        v = self.raw.get("privacy_defn", ABSENT)
+        if v is not ABSENT and v not in ("zcdp", "puredp"):
             self.bad("invalid_value", "privacy_defn", v, "must be 'zcdp' or 'puredp'")
-        v = self.raw.get("reader", _ABSENT)
-        if v is not _ABSENT and v not in ("cef", "csv"):
+        v = self.raw.get("reader", ABSENT)
+        if v is not ABSENT and v not in ("cef", "csv"):
             self.bad("invalid_value", "reader", v, "must be 'cef' or 'csv'")
-        v = self.raw.get("max_race_codes", _ABSENT)
-        if v is _ABSENT:
+        v = self.raw.get("max_race_codes", ABSENT)
+        if v is ABSENT:
             return
         if isinstance(v, bool) or not isinstance(v, int):
             self.bad("invalid_type", "max_race_codes", v, "must be an integer")
@@ -318,14 +279,14 @@ class _Checker:
     def _budgets(self) -> None:
         positive = {Scope.US: 0, Scope.PR: 0}
         for k, (_, geo, _) in BUDGET_KEYS.items():
-            v = self.raw.get(k, _ABSENT)
-            if v is _ABSENT:
+            v = self.raw.get(k, ABSENT)
+            if v is ABSENT:
                 continue
-            if not _is_number(v):
+            if not is_number(v):
                 self.bad("invalid_type", k, v, "a budget must be a finite number (0 = no query)")
             elif v < 0:
                 self.bad("negative_budget", k, v, "a budget must be non-negative (0 = no query)")
-            elif v > 0 and not MIN_BUDGET <= _frac(v) <= MAX_BUDGET:
+            elif v > 0 and not MIN_BUDGET <= frac(v) <= MAX_BUDGET:
                 self.bad(
                     "out_of_range",
                     k,
@@ -337,7 +298,7 @@ class _Checker:
                 positive[geo.scope] += 1
         for scope, flag in ((Scope.US, "run_us"), (Scope.PR, "run_pr")):
             keys = [k for k, (_, g, _) in BUDGET_KEYS.items() if g.scope is scope]
-            complete = all(k in self.raw and _is_number(self.raw[k]) for k in keys)
+            complete = all(k in self.raw and is_number(self.raw[k]) for k in keys)
             if self.raw.get(flag) is True and complete and positive[scope] == 0:
                 self.bad(
                     "no_budget",
@@ -355,8 +316,8 @@ class _Checker:
 
     def _thresholds(self, table: Table) -> None:
         key = THRESHOLD_KEYS[table]
-        v = self.raw.get(key, _ABSENT)
-        if v is _ABSENT:
+        v = self.raw.get(key, ABSENT)
+        if v is ABSENT:
             return
         if not isinstance(v, dict):
             self.bad("invalid_type", key, v, "must be an object of '(GEO, level)' keys")
@@ -367,16 +328,16 @@ class _Checker:
         runs = [s for s, f in ((Scope.US, "run_us"), (Scope.PR, "run_pr")) if self.raw.get(f)]
         needed = {threshold_key(g, i) for s in runs for g in levels_of(s) for i in (1, 2)}
         for k in sorted(needed - set(v)):
-            self.bad("missing_key", f"{key}.{k}", _ABSENT, "thresholds of a level are missing")
+            self.bad("missing_key", f"{key}.{k}", ABSENT, "thresholds of a level are missing")
         for k in sorted(set(v) & known):
             self._threshold_list(table, f"{key}.{k}", v[k])
 
     def _threshold_list(self, table: Table, col: str, ts: Any) -> None:
-        if not isinstance(ts, list) or not all(_is_number(t) for t in ts):
+        if not isinstance(ts, list) or not all(is_number(t) for t in ts):
             self.bad("invalid_type", col, ts, "must be a list of integers")
-        elif not all(_frac(t).denominator == 1 for t in ts):
+        elif not all(frac(t).denominator == 1 for t in ts):
             self.bad("invalid_type", col, ts, "thresholds must be integers (counts are integers)")
-        elif not all(abs(_frac(t)) <= MAX_THRESHOLD for t in ts):
+        elif not all(abs(frac(t)) <= MAX_THRESHOLD for t in ts):
             self.bad("out_of_range", col, ts, "thresholds must lie in [-1e12, 1e12]")
         elif table == "t4" and len(ts) != 1:
             self.bad("thresholds_count", col, ts, f"exactly one threshold, got {len(ts)}")
