@@ -132,6 +132,10 @@ CASES = [
         "HOUSEHOLD_TYPE", "6"),
     Bad("tenure", _hh(_field(TEN="0")), "invalid_tenure", HH, NEW, "TEN", "0"),
     Bad("fields", _hh(GOOD + "|1"), "wrong_field_count", HH, NEW, None, None),
+    # a malformed row is not "of another state" (left out unread): it is reported
+    Bad("one field", _hh("x"), "wrong_field_count", HH, NEW, None, None),
+    Bad("no state", _hh(_field(TABBLKST="0x")), "malformed_id", HH, NEW, "TABBLKST", "0x"),
+    Bad("state 99", _hh(_field(TABBLKST="99")), "block_not_in_grfc", HH, NEW, "TABBLK", None),
     Bad("header", lambda _, d: (d / HH).write_text(H_COLUMNS.replace("TEN", "TENURE") + "\n"),
         "wrong_header", HH, None, "TEN", None),
     Bad("empty", lambda _, d: (d / HH).write_text(H_COLUMNS + "\n"), "no_households", HH, None,
@@ -221,7 +225,12 @@ def test_rows_of_other_states_are_left_out_as_production_s_readers_do(tmp_path: 
     _hh("08|500|000300|0060|01|1000|Null|Null|Null|Null|Null|Null|Null|1000|1|4")(params, data)
     out = tmp_path / "out"
     args = ["safetab-h", "run", "--config", str(params), "--data", str(data), "--out", str(out)]
-    res = runner.invoke(app, [*args, "--insecure-no-noise"])
+    record = tmp_path / "record.json"
+    res = runner.invoke(app, [*args, "--insecure-no-noise", "--run-record", str(record)])
     assert res.exit_code == 0, res.output
     assert "lie outside the run's states" in res.output
     assert "PLACE 22833" in res.output
+    # the household left out is said to the operator and counted in the run record only
+    assert "1 household row(s) of household-records.txt lie in states outside" in res.output
+    assert json.loads(record.read_text())["left_out"] == {HH: 1}
+    assert "left_out" not in (out / "release.json").read_text()

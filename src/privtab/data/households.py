@@ -52,6 +52,7 @@ from privtab.data._tables import ROW
 from privtab.data.errors import Problem, ProblemLog
 from privtab.data.geography import BLOCK, UNIT, Geography
 from privtab.data.iterations import CODES_FILE, ReferenceData
+from privtab.data.levels import PR_STATE_FIPS, US_STATE_FIPS
 from privtab.data.membership import RACE_KEYS, pack_race_codes
 from privtab.data.persons import (
     _BAD,
@@ -273,6 +274,14 @@ class _HouseholdPath(_CodedPath):
         inside = col.values.is_in(list(self.run_states)).fill_null(False).to_numpy()
         return np.asarray(inside[col.codes], dtype=np.bool_)
 
+    @staticmethod
+    def _of_a_state(batch: CodedBatch) -> NDArray[np.bool_]:
+        """Whether each row's TABBLKST is the code of a state, DC or Puerto Rico."""
+        col = batch.columns["TABBLKST"]
+        codes = [*US_STATE_FIPS, PR_STATE_FIPS]
+        known = col.values.is_in(codes).fill_null(False).to_numpy()
+        return np.asarray(known[col.codes], dtype=np.bool_)
+
     def check(  # type: ignore[override]  # the same protocol, household rows
         self, batch: CodedBatch
     ) -> tuple[NDArray[np.bool_], NDArray[np.bool_], TypedHouseholds]:
@@ -299,8 +308,11 @@ class _HouseholdPath(_CodedPath):
         kept = (flags & _FILLED).astype(bool)
         inside = self._in_run(batch)
         if inside is not None:
-            self.skipped += int(np.count_nonzero(kept & ~inside))
-            kept &= inside
+            # only a well-formed row of another state is left out; a malformed one (wrong
+            # field count, a TABBLKST that is no state's code) is validated and reported
+            outside = ~inside & self._of_a_state(batch) & (batch.fields == len(self.spec.columns))
+            self.skipped += int(np.count_nonzero(kept & outside))
+            kept &= ~outside
         # bad rows may hold 0 here: their slot is meaningless, never used
         slot = slot_of(typed["HOUSEHOLD_TYPE"].astype(np.int16), typed["TEN"].astype(np.int16))
         slot = np.clip(slot, 0, SLOTS - 1).astype(np.uint8)
@@ -323,7 +335,10 @@ class HouseholdReader(PersonReader):
     ``run_states``: the states of the run (``state_filter_us`` and/or 72). As production's
     readers (``CSVHReader.get_unit_df``, the CEF reader) do, rows of any other TABBLKST are
     left out *before* validation — not read, not checked, not counted in ``rows_read``;
-    :attr:`skipped` counts them (confidential: the run record only). ``None``: every row.
+    :attr:`skipped` counts them (confidential: the run record and the operator's warning,
+    never the release). A row that is not well formed — a wrong number of fields, or a
+    TABBLKST that is the code of no state, DC or Puerto Rico — is not "of another state":
+    it is validated and reported like any other. ``None``: every row.
     """
 
     run_states: Sequence[str] | None = None

@@ -43,6 +43,9 @@ class RunRecord:
     levels: list[dict[str, Any]] = field(default_factory=list)
     """Per level: exact memberships and (on request) the non-private evaluation."""
     ledger: dict[str, Any] = field(default_factory=dict)
+    left_out: dict[str, int] = field(default_factory=dict)
+    """Rows of an input file left out unread, by file name (a reader's filter, e.g. rows of
+    states outside the runs, as production's readers drop them)."""
     status: str = "published"
     host: str = field(default_factory=socket.gethostname)
 

@@ -115,6 +115,9 @@ class HEngine(Protocol):
     """After :meth:`prepare`: the order-independent digest of the household records it
     read (:data:`HOUSEHOLDS_SCHEMA`) — the data set's identity in the release ledger;
     confidential, never published. ``None`` before."""
+    skipped: int
+    """After :meth:`prepare`: household rows left out unread because their state is not
+    one of the runs' (confidential: the operator's warning and the run record only)."""
 
     def prepare(self, inputs: HInputs, say: Say) -> dict[str, int]:
         """Validate and aggregate the household file (and digest its records into

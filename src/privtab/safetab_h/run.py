@@ -276,6 +276,7 @@ def _build(ctx: _Context, tmp: Path) -> _Built:
         inputs.households_path, "household", lambda: ctx.engine.prepare(inputs, ctx.progress)
     )
     ctx.seconds["aggregate"] = time.monotonic() - t0
+    _warn_left_out(inputs, ctx.engine.skipped)
     _check_households(inputs, households)
     records = ctx.engine.records
     identify_release(ctx, None if records is None else records.key)
@@ -315,6 +316,7 @@ def _build(ctx: _Context, tmp: Path) -> _Built:
             {"run": s.value, "households": households.get(s.value, 0), **r.record}
             for s, r in runs.items()
         ],
+        left_out={inputs.households_path.name: ctx.engine.skipped},
     )
     return _Built(document, record)
 
@@ -337,6 +339,20 @@ def _warn_dropped(ctx: _Context, inputs: HInputs) -> None:
                 f"and are not tabulated, as production's readers drop them (e.g. {where})"
             )
             LOG.warning(msg)
+
+
+def _warn_left_out(inputs: HInputs, skipped: int) -> None:
+    """Say how many household rows were left out because their state is not one of the
+    runs' (production's readers drop them silently). For the operator (stderr) and the
+    confidential run record only: the count is computed from the confidential input and
+    never reaches the release."""
+    if skipped:
+        states = ", ".join(inputs.config.states())
+        LOG.warning(
+            f"{skipped:,} household row(s) of {inputs.households_path.name} lie in states "
+            f"outside the runs ({states}) and were left out unread, as production's readers "
+            "do (check state_filter_us if they were meant to be released)"
+        )
 
 
 def _drawn(inputs: HInputs, scope: Scope, plan: HPlan) -> HPlan:

@@ -116,6 +116,8 @@ class _Part:
     cells: Cells | None
     unreadable: bool = False
     records: RecordDigest | None = None
+    skipped: int = 0
+    """Rows left out because their state is not a run's (:class:`HouseholdReader`)."""
 
     @property
     def report(self) -> _Part:
@@ -174,6 +176,7 @@ class SparkHEngine:
         self._layout: StateLayout | None = None
         self._shared: dict[object, Broadcast[Any]] = {}
         self.records: RecordDigest | None = None
+        self.skipped = 0
 
     def start(self) -> None:
         self.session.start()
@@ -221,9 +224,10 @@ class SparkHEngine:
             found = sorted(read.map(_summary).collect(), key=lambda r: r[0])
             _raise_if_invalid(inputs, [f[:5] for f in found])
             digest = RecordDigest(HOUSEHOLDS_SCHEMA)
-            for *_, part_digest in found:
-                if part_digest is not None:
-                    digest.merge(part_digest)
+            for f in found:
+                if f[5] is not None:
+                    digest.merge(f[5])
+            self.skipped = sum(f[6] for f in found)
             combos, ids = numbered_combos([f[4] for f in found])
             self._shared["ids"] = ids_b = sc.broadcast(ids)
             cells = (
@@ -392,16 +396,18 @@ def _read_part(shared: Broadcast[_Reading], item: tuple[int, FilePart]) -> _Part
         return _Part(index, 0, 0, None, None, unreadable=True)
     if reader.log:
         return _Part(index, reader.part_rows, 0, reader.log, None)
-    return _Part(index, reader.part_rows, cells.persons, None, cells, records=digest)
+    return _Part(
+        index, reader.part_rows, cells.persons, None, cells, records=digest, skipped=reader.skipped
+    )
 
 
 def _summary(
     p: _Part,
-) -> tuple[int, int, bool, ProblemLog | None, pl.DataFrame | None, RecordDigest | None]:
-    """What the driver learns of a part: its rows, problems, distinct combinations and
-    records digest (no count)."""
+) -> tuple[int, int, bool, ProblemLog | None, pl.DataFrame | None, RecordDigest | None, int]:
+    """What the driver learns of a part: its rows, problems, distinct combinations, records
+    digest and rows left out (no count of households)."""
     combos = None if p.cells is None else p.cells.combos
-    return p.index, p.rows, p.unreadable, p.log, combos, p.records
+    return p.index, p.rows, p.unreadable, p.log, combos, p.records, p.skipped
 
 
 def _households(runs: dict[str, tuple[str, ...]], item: tuple[int, StateRows]) -> dict[str, int]:
