@@ -14,11 +14,23 @@ measurements taken for that parent) on a :class:`~privtab.topdown.problems.Probl
    solved, so memory is bounded by one chunk's subtree (held sparse: the nonzero cells of
    the solved histograms) whatever the size of the nation.
 
-For each parent the children's noise is drawn just before the children are solved
-(:meth:`ProblemBuilder.children_problem`), limited to the cells an output can depend on
-(those positive in the solved parent, :func:`privtab.topdown.measure.needed_cells`) unless
-every cell is to be published (``draw_all``: a noisy measurement file). The solve is one
-call, :func:`solve_parent` (or the ``solve`` given): where per-parent batching slots in.
+**Slices.** Each level's parents are cut into slices of
+:data:`~privtab.topdown.workers.SLICE` consecutive parents
+(:meth:`ProblemBuilder.slice_task`: the public constraints, the parents' solved
+histograms, the children's true sparse histograms and the slice's source key — no noise,
+no problem built). With the default solve (:func:`solve_parent`) each slice is one call
+of :func:`privtab.topdown.workers.run_slice` in the :class:`~privtab.topdown.workers.
+SolvePool`'s worker processes: the slice's children's noise is drawn there in one
+vectorised batch — only the cells an output can depend on (those positive in the solved
+parent, :func:`privtab.topdown.measure.needed_cells`) unless every cell is to be published
+(``draw_all``: a noisy measurement file) — its problems are built and solved together.
+This process only cuts tasks (at most two per worker in flight), collects the results in
+the hierarchy's order, checks that every parent's children sum to it, feeds a
+noisy-measurement file's sink and hands the blocks on: with ``--workers 2`` both cores
+measure and solve. A seeded run derives each slice's source from the slice
+(:mod:`privtab.topdown.measure`), so it is identical for any number of workers. Any other
+``solve`` (a benchmark's, ``gls-round``'s) gets the same slices' problems built in this
+process, one call per parent — the same draws as the default path.
 
 **One BLAS thread.** The per-parent matrices are small (at most a few thousand rows): a
 multi-threaded BLAS only adds synchronisation, and on a loaded two-core machine it made the
@@ -40,7 +52,7 @@ from __future__ import annotations
 import contextlib
 import time
 from collections import Counter, deque
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any
@@ -50,8 +62,7 @@ from numpy.typing import NDArray
 
 from privtab.errors import InputError
 from privtab.topdown.inputs import SparseHistograms
-from privtab.topdown.measure import needed_cells
-from privtab.topdown.problems import ProblemBuilder
+from privtab.topdown.problems import ProblemBuilder, SliceTask, build_slice, units_part
 from privtab.topdown.solve import (
     ChildrenProblem,
     ChildrenSolution,
@@ -60,7 +71,7 @@ from privtab.topdown.solve import (
     TopDownSolverError,
     solve_children,
 )
-from privtab.topdown.workers import SLICE, Solved, SolvePool, solve_slice
+from privtab.topdown.workers import SLICE, SliceResult, Solved, SolvePool, run_slice
 
 __all__ = [
     "ChunkResult",
@@ -93,11 +104,6 @@ def _infeasible(exc: TopDownInfeasibleError) -> InfeasibleDataError:
         value=exc.geounit,
         hint="the invariants and constraints of the input contradict each other",
     )
-
-
-def built_problems(built: Sequence[tuple[Any, ...]]) -> list[ChildrenProblem]:
-    """The problems of a built slice (``(parent, problem, draws, seconds)`` tuples)."""
-    return [b[1] for b in built]
 
 
 def one_blas_thread() -> contextlib.AbstractContextManager[object]:
@@ -174,21 +180,15 @@ class SolvedLevel:
 
     def part(self, units: range) -> SolvedLevel:
         """The units ``units`` (a sub-range) alone."""
-        lo, hi = (
-            self.hists.offsets[units.start - self.start],
-            self.hists.offsets[units.stop - self.start],
-        )
-        h = self.hists
-        sub = SparseHistograms(
-            h.cells, len(units), h.unit[lo:hi] - (units.start - self.start), h.cell[lo:hi],
-            h.count[lo:hi],
-        )  # fmt: skip
-        return SolvedLevel(self.level, units.start, sub)
+        return SolvedLevel(self.level, units.start, units_part(self.hists, self.start, units))
+
+    def rows(self, units: range) -> IntArray:
+        """The dense histograms of ``units`` (a sub-range of global indices of the level)."""
+        return self.hists.dense(range(units.start - self.start, units.stop - self.start))
 
     def row(self, unit: int) -> IntArray:
         """The dense histogram of ``unit`` (a global index of the level)."""
-        i = unit - self.start
-        out: IntArray = self.hists.dense(range(i, i + 1))[0]
+        out: IntArray = self.rows(range(unit, unit + 1))[0]
         return out
 
     @classmethod
@@ -258,7 +258,6 @@ class TopDownEngine:
         self.total_parents = sum(h.size(k) for k in range(len(h.levels) - 1)) + 1
         self.done = 0
         self._said = 0.0
-        self._draws = builder.draws
         self._upper: list[SolvedLevel] | None = None
 
     # ---------------------------------------------------------------- one parent
@@ -269,109 +268,87 @@ class TopDownEngine:
             self._said = now
             self.say(self.done, self.total_parents, text)
 
-    def _solve(self, problem: ChildrenProblem, level: int, build: float) -> ChildrenSolution:
-        t0 = time.perf_counter()
-        before = self._draws
-        try:
-            sol = self.solve(problem)
-        except TopDownInfeasibleError as exc:
-            raise _infeasible(exc) from None
-        self._draws = self.builder.draws
-        self.records[level].add(sol, self._draws - before, build, time.perf_counter() - t0)
-        return sol
-
     def solve_root(self) -> SolvedLevel:
-        """The root alone (its own measurements and constraints)."""
-        t0 = time.perf_counter()
-        problem = self.builder.root_problem()
+        """The root alone (its own measurements and constraints: a slice of its own)."""
         with one_blas_thread():
-            sol = self._solve(problem, 0, time.perf_counter() - t0)
+            ((_, counts),) = self._run(0, [self.builder.root_task()], in_pool=False)
         self._count(f"{self.hierarchy.levels[0]}: the root", force=True)
-        return SolvedLevel.from_blocks(
-            self.hierarchy.levels[0], 0, 1, self.cells, [(0, sol.counts)]
-        )
+        return SolvedLevel.from_blocks(self.hierarchy.levels[0], 0, 1, self.cells, [(0, counts)])
 
     def solve_children(self, level: int, parents: range, solved: SolvedLevel) -> SolvedLevel:
         """The children of ``parents`` (a range of level ``level``, whose solved histograms
-        ``solved`` holds): every parent's children with their noise drawn just before —
-        with the default solve, in slices of :data:`~privtab.topdown.workers.SLICE`
-        parents solved together (:mod:`privtab.topdown.workers`), the next slices built
-        while the pool's workers solve."""
+        ``solved`` holds), in slices of :data:`~privtab.topdown.workers.SLICE` parents
+        (:mod:`privtab.topdown.workers`): each slice's noise drawn and its problems built
+        and solved in the pool's workers (with the default solve), this process only
+        cutting the tasks and collecting the results in order."""
         h = self.hierarchy
-        child_name = h.levels[level + 1]
         off = h.offsets(level)
         first, stop = int(off[parents.start]), int(off[parents.stop])
-        blocks: list[tuple[int, IntArray]] = []
+        cuts = [range(lo, min(lo + SLICE, parents.stop)) for lo in parents[::SLICE]]
+        tasks = (
+            self.builder.slice_task(level, cut, solved.rows(cut), self.draw_all) for cut in cuts
+        )
         with one_blas_thread():
-            if self.solve is solve_parent:
-                self._solve_slices(level, parents, solved, blocks)
-            else:
-                for parent in parents:
-                    blocks.append(self._solve_parent(level, parent, solved))
-        return SolvedLevel.from_blocks(child_name, first, stop - first, self.cells, blocks)
+            blocks = self._run(level + 1, tasks, in_pool=True)
+        return SolvedLevel.from_blocks(h.levels[level + 1], first, stop - first, self.cells, blocks)
 
-    def _build(
-        self, level: int, parent: int, solved: SolvedLevel
-    ) -> tuple[ChildrenProblem, int, float]:
-        """One parent's children problem (its noise drawn now), the draws and seconds."""
-        name, child_name = self.hierarchy.levels[level], self.hierarchy.levels[level + 1]
-        hist = solved.row(parent)
-        t0 = time.perf_counter()
-        before = self.builder.draws
-        needed = None if self.draw_all else needed_cells(self.builder.strategy, child_name, hist)
-        problem = self.builder.children_problem(name, parent, hist, needed)
-        return problem, self.builder.draws - before, time.perf_counter() - t0
-
-    def _solve_parent(self, level: int, parent: int, solved: SolvedLevel) -> tuple[int, IntArray]:
-        """One parent's children by :attr:`solve`: ``(first child, (k, cells) counts)``."""
-        problem, _, build = self._build(level, parent, solved)
-        sol = self._solve(problem, level + 1, build)
-        return self._accept(level, parent, problem, sol.counts)
-
-    def _accept(
-        self, level: int, parent: int, problem: ChildrenProblem, counts: IntArray
-    ) -> tuple[int, IntArray]:
-        h = self.hierarchy
-        if problem.parent is not None and not np.array_equal(counts.sum(axis=0), problem.parent):
-            raise TopDownSolverError(f"{problem.geounit}: the children do not sum to it")
-        self._count(f"{h.levels[level]} → {h.levels[level + 1]}: {problem.geounit}")
-        return int(h.offsets(level)[parent]), counts
-
-    def _solve_slices(
-        self, level: int, parents: range, solved: SolvedLevel, out: list[tuple[int, IntArray]]
-    ) -> None:
-        """The default solve, slice by slice (:mod:`privtab.topdown.workers`): problems
-        built here in order, solved here or in the pool; at most two slices per worker in
-        flight (bounded memory)."""
-        pool = self.pool if self.pool is not None and self.pool.parallel else None
-        pending: deque[tuple[list[Any], float, Future[list[Solved]] | None]] = deque()
-        record = self.records[level + 1]
+    def _run(
+        self, k: int, tasks: Iterable[SliceTask], *, in_pool: bool
+    ) -> list[tuple[int, IntArray]]:
+        """Every parent of ``tasks`` (slices of the parents of level ``k``'s children), in
+        order: ``(its first child, the children's (n, cells) counts)``, checked. The
+        default solve runs each task by :func:`~privtab.topdown.workers.run_slice` — in
+        the pool (at most two slices per worker in flight: bounded memory) or here; any
+        other :attr:`solve` gets the problems built here, one call per parent."""
+        pool = self.pool if in_pool and self.pool is not None and self.pool.parallel else None
+        if self.solve is not solve_parent:
+            pool = None
+        pending: deque[tuple[SliceTask, Future[SliceResult] | None]] = deque()
+        out: list[tuple[int, IntArray]] = []
 
         def collect() -> None:
-            built, t0, fut = pending.popleft()
+            task, fut = pending.popleft()
             try:
-                sols = fut.result() if fut is not None else solve_slice([b[1] for b in built])
+                res = fut.result() if fut is not None else self._run_here(task)
             except TopDownInfeasibleError as exc:
                 raise _infeasible(exc) from None
-            share = (time.perf_counter() - t0) / len(built)
-            for (parent, problem, draws, build), (counts, diag) in zip(built, sols, strict=True):
-                record.add_diagnostics(diag, draws, build, share)
-                out.append(self._accept(level, parent, problem, counts))
+            self.builder.record(res.batch, sum(res.draws))
+            n = len(task.geounits)
+            build, solve = res.build_seconds / n, res.solve_seconds / n
+            for i, ((counts, diag), draws) in enumerate(zip(res.solved, res.draws, strict=True)):
+                self.records[k].add_diagnostics(diag, draws, build, solve)
+                out.append(self._accept(k, task, i, counts))
 
-        for lo in range(parents.start, parents.stop, SLICE):
-            built = []
-            for parent in range(lo, min(lo + SLICE, parents.stop)):
-                problem, draws, build = self._build(level, parent, solved)
-                built.append((parent, problem, draws, build))
-            t0 = time.perf_counter()
-            pending.append(
-                (built, t0, None if pool is None else pool.submit(built_problems(built)))
-            )
+        for task in tasks:
+            pending.append((task, None if pool is None else pool.submit(task)))
             while pending and (pool is None or len(pending) > 2 * pool.workers):
                 collect()
         while pending:
             collect()
-        self._draws = self.builder.draws
+        return out
+
+    def _run_here(self, task: SliceTask) -> SliceResult:
+        """``task`` in this process: by :func:`run_slice`, or built and solved by the
+        given :attr:`solve` one parent at a time."""
+        if self.solve is solve_parent:
+            return run_slice(task)
+        built = build_slice(task)
+        t0 = time.perf_counter()
+        solved: list[Solved] = []
+        for problem in built.problems:
+            sol = self.solve(problem)
+            solved.append((sol.counts, sol.diagnostics))
+        batch = built.batch if task.keep else None
+        return SliceResult(solved, built.draws, batch, built.seconds, time.perf_counter() - t0)
+
+    def _accept(self, k: int, task: SliceTask, i: int, counts: IntArray) -> tuple[int, IntArray]:
+        """Parent ``i`` of ``task``: its children sum to it; counted for progress."""
+        if task.parents is not None and not np.array_equal(counts.sum(axis=0), task.parents[i]):
+            raise TopDownSolverError(f"{task.geounits[i]}: the children do not sum to it")
+        if k:  # (the root is counted by solve_root)
+            h = self.hierarchy
+            self._count(f"{h.levels[k - 1]} → {h.levels[k]}: {task.geounits[i]}")
+        return task.first + int(task.bounds[i]), counts
 
     # ---------------------------------------------------------------- the run
     def upper_levels(self) -> list[SolvedLevel]:
