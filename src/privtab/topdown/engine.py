@@ -52,8 +52,8 @@ from __future__ import annotations
 import contextlib
 import time
 from collections import Counter, deque
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from concurrent.futures import Future
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, wait
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -270,10 +270,10 @@ class TopDownEngine:
 
     def solve_root(self) -> SolvedLevel:
         """The root alone (its own measurements and constraints: a slice of its own)."""
-        with one_blas_thread():
-            ((_, counts),) = self._run(0, [self.builder.root_task()], in_pool=False)
+        step = _Step(self, 0, iter([self.builder.root_task()]), 1, 0, 1)
+        self._drive([step], cap=1, pool=None)
         self._count(f"{self.hierarchy.levels[0]}: the root", force=True)
-        return SolvedLevel.from_blocks(self.hierarchy.levels[0], 0, 1, self.cells, [(0, counts)])
+        return step.solved()
 
     def solve_children(self, level: int, parents: range, solved: SolvedLevel) -> SolvedLevel:
         """The children of ``parents`` (a range of level ``level``, whose solved histograms
@@ -281,74 +281,88 @@ class TopDownEngine:
         (:mod:`privtab.topdown.workers`): each slice's noise drawn and its problems built
         and solved in the pool's workers (with the default solve), this process only
         cutting the tasks and collecting the results in order."""
-        h = self.hierarchy
-        off = h.offsets(level)
-        first, stop = int(off[parents.start]), int(off[parents.stop])
+        step = self._step(level, parents, solved)
+        self._drive([step], cap=self._cap(), pool=self._pool())
+        return step.solved()
+
+    def _pool(self) -> SolvePool | None:
+        """The pool slices run in (``None``: this process — one worker, or another solve)."""
+        if self.pool is None or not self.pool.parallel or self.solve is not solve_parent:
+            return None
+        return self.pool
+
+    def _cap(self) -> int:
+        """Slices in flight at most: two per worker (bounded memory)."""
+        pool = self._pool()
+        return 1 if pool is None else 2 * pool.workers
+
+    def _step(self, level: int, parents: range, solved: SolvedLevel) -> _Step:
+        """The slices of the children of ``parents`` (level ``level``), cut lazily."""
+        off = self.hierarchy.offsets(level)
         cuts = [range(lo, min(lo + SLICE, parents.stop)) for lo in parents[::SLICE]]
         tasks = (
             self.builder.slice_task(level, cut, solved.rows(cut), self.draw_all) for cut in cuts
         )
-        with one_blas_thread():
-            blocks = self._run(level + 1, tasks, in_pool=True)
-        return SolvedLevel.from_blocks(h.levels[level + 1], first, stop - first, self.cells, blocks)
+        first = int(off[parents.start])
+        return _Step(self, level + 1, tasks, len(cuts), first, int(off[parents.stop]) - first)
 
-    def _run(
-        self, k: int, tasks: Iterable[SliceTask], *, in_pool: bool
-    ) -> list[tuple[int, IntArray]]:
-        """Every parent of ``tasks`` (slices of the parents of level ``k``'s children), in
-        order: ``(its first child, the children's (n, cells) counts)``, checked. The
-        default solve runs each task by :func:`~privtab.topdown.workers.run_slice` — in
-        the pool (at most two slices per worker in flight: bounded memory) or here; any
-        other :attr:`solve` gets the problems built here, one call per parent."""
-        pool = self.pool if in_pool and self.pool is not None and self.pool.parallel else None
-        if self.solve is not solve_parent:
-            pool = None
-        pending: deque[tuple[SliceTask, Future[SliceResult] | None]] = deque()
-        out: list[tuple[int, IntArray]] = []
+    def _drive(self, steps: Sequence[_Step], *, cap: int, pool: SolvePool | None) -> None:
+        """Run ``steps`` to the end: slices submitted oldest step first, at most ``cap`` in
+        flight, each step's results taken in order as they arrive."""
+        while not all(st.finished for st in steps):
+            self._submit(steps, cap, pool)
+            self._wait(steps)
 
-        def collect() -> None:
-            task, fut = pending.popleft()
-            try:
-                res = fut.result() if fut is not None else self._run_here(task)
-            except TopDownInfeasibleError as exc:
-                raise _infeasible(exc) from None
-            self.builder.record(res.batch, sum(res.draws))
-            n = len(task.geounits)
-            build, solve = res.build_seconds / n, res.solve_seconds / n
-            for i, ((counts, diag), draws) in enumerate(zip(res.solved, res.draws, strict=True)):
-                self.records[k].add_diagnostics(diag, draws, build, solve)
-                out.append(self._accept(k, task, i, counts))
+    def _submit(self, steps: Sequence[_Step], cap: int, pool: SolvePool | None) -> None:
+        """Start slices, oldest step first, while fewer than ``cap`` run and fewer than
+        ``3 cap`` (finished ones waiting for an earlier slice) are held."""
+        running = sum(len(st.pending()) for st in steps)
+        held = sum(st.inflight for st in steps)
+        for st in steps:
+            while running < cap and held < 3 * cap and st.submit(pool):
+                running += 1  # (a slice run here counts until the next wait takes it)
+                held += 1
 
-        for task in tasks:
-            pending.append((task, None if pool is None else pool.submit(task)))
-            while pending and (pool is None or len(pending) > 2 * pool.workers):
-                collect()
-        while pending:
-            collect()
-        return out
+    @staticmethod
+    def _wait(steps: Sequence[_Step]) -> None:
+        """Until some slice in flight has finished; then every step takes what it can."""
+        futures = [f for st in steps for f in st.pending()]
+        if futures:
+            wait(futures, return_when=FIRST_COMPLETED)
+        for st in steps:
+            st.take()
 
     def _run_here(self, task: SliceTask) -> SliceResult:
-        """``task`` in this process: by :func:`run_slice`, or built and solved by the
-        given :attr:`solve` one parent at a time."""
-        if self.solve is solve_parent:
-            return run_slice(task)
-        built = build_slice(task)
-        t0 = time.perf_counter()
-        solved: list[Solved] = []
-        for problem in built.problems:
-            sol = self.solve(problem)
-            solved.append((sol.counts, sol.diagnostics))
+        """``task`` in this process (one BLAS thread): by :func:`run_slice`, or built
+        and solved by the given :attr:`solve` one parent at a time."""
+        with one_blas_thread():
+            if self.solve is solve_parent:
+                return run_slice(task)
+            built = build_slice(task)
+            t0 = time.perf_counter()
+            solved: list[Solved] = []
+            for problem in built.problems:
+                sol = self.solve(problem)
+                solved.append((sol.counts, sol.diagnostics))
         batch = built.batch if task.keep else None
         return SliceResult(solved, built.draws, batch, built.seconds, time.perf_counter() - t0)
 
-    def _accept(self, k: int, task: SliceTask, i: int, counts: IntArray) -> tuple[int, IntArray]:
-        """Parent ``i`` of ``task``: its children sum to it; counted for progress."""
-        if task.parents is not None and not np.array_equal(counts.sum(axis=0), task.parents[i]):
-            raise TopDownSolverError(f"{task.geounits[i]}: the children do not sum to it")
-        if k:  # (the root is counted by solve_root)
-            h = self.hierarchy
-            self._count(f"{h.levels[k - 1]} → {h.levels[k]}: {task.geounits[i]}")
-        return task.first + int(task.bounds[i]), counts
+    def _accept(self, k: int, task: SliceTask, res: SliceResult) -> list[tuple[int, IntArray]]:
+        """A slice's results, in order: recorded (draws, sink, diagnostics, progress) and
+        checked (every parent's children sum to it); ``(first child, counts)`` per parent."""
+        self.builder.record(res.batch, sum(res.draws))
+        h = self.hierarchy
+        n = len(task.geounits)
+        build, solve = res.build_seconds / n, res.solve_seconds / n
+        out = []
+        for i, ((counts, diag), draws) in enumerate(zip(res.solved, res.draws, strict=True)):
+            self.records[k].add_diagnostics(diag, draws, build, solve)
+            if task.parents is not None and not np.array_equal(counts.sum(axis=0), task.parents[i]):
+                raise TopDownSolverError(f"{task.geounits[i]}: the children do not sum to it")
+            if k:  # (the root is counted by solve_root)
+                self._count(f"{h.levels[k - 1]} → {h.levels[k]}: {task.geounits[i]}")
+            out.append((task.first + int(task.bounds[i]), counts))
+        return out
 
     # ---------------------------------------------------------------- the run
     def upper_levels(self) -> list[SolvedLevel]:
@@ -361,22 +375,128 @@ class TopDownEngine:
         return self._upper
 
     def chunks(self, order: Sequence[int] | None = None) -> Iterator[ChunkResult]:
-        """Each chunk's blocks, solved, in ``order`` (default: the hierarchy's)."""
+        """Each chunk's blocks, solved, in ``order`` (default: the hierarchy's).
+
+        With a pool of several workers (and the default solve, no measurement sink) the
+        next chunk starts while this one finishes — its slices fill the workers whenever
+        this chunk's level has fewer slices than workers (a small state's county level, a
+        level waiting for its last slice) — and the chunks are still handed over in
+        ``order``, each exactly as it would be alone (a slice's result depends on its task
+        only). With a sink (``--nmf``) one chunk at a time: the file's rows stay in the
+        hierarchy's order."""
         h = self.hierarchy
         kc = self.chunk_level
         top = self.upper_levels()[kc]
         leaf = len(h.levels) - 1
-        for unit in order if order is not None else range(h.size(kc)):
-            solved = top
-            parents = range(unit, unit + 1)
-            for k in range(kc, leaf):
-                solved = self.solve_children(k, parents, solved)
-                parents = range(solved.start, solved.stop)
-            if kc == leaf:
-                solved = top.part(parents)
-            label = h.ids(kc)[unit] if kc else h.levels[0]
-            yield ChunkResult(unit, label, parents, solved.hists)
+        units = iter(order if order is not None else range(h.size(kc)))
+        pool = self._pool()
+        depth = 2 if pool is not None and self.builder.sink is None else 1
+        active: deque[_Chunk] = deque()
+        while True:
+            while len(active) < depth and (unit := next(units, None)) is not None:
+                active.append(_Chunk(self, unit, top, leaf))
+            if not active:
+                return
+            steps = [c.step for c in active if c.step is not None]
+            self._submit(steps, self._cap(), pool)
+            self._wait(steps)
+            for c in active:
+                c.advance()
+            while active and active[0].step is None:
+                c = active.popleft()
+                label = h.ids(kc)[c.unit] if kc else h.levels[0]
+                yield ChunkResult(c.unit, label, c.parents, c.solved.hists)
 
     def level_records(self) -> list[dict[str, Any]]:
         """Per children's level, what it took (:class:`LevelRecord`)."""
         return [r.to_dict() for r in self.records]
+
+
+class _Step:
+    """One level of slices in progress: ``n`` tasks (cut lazily) whose children are
+    units ``first .. first + count`` of level ``k``; results taken in order."""
+
+    def __init__(
+        self,
+        engine: TopDownEngine,
+        k: int,
+        tasks: Iterator[SliceTask],
+        n: int,
+        first: int,
+        count: int,
+    ) -> None:
+        self.engine, self.k, self.tasks, self.n = engine, k, tasks, n
+        self.first, self.count = first, count
+        self.submitted = 0
+        self.queue: deque[tuple[SliceTask, Future[SliceResult]]] = deque()
+        self.taken = 0
+        self.blocks: list[tuple[int, IntArray]] = []
+
+    @property
+    def finished(self) -> bool:
+        return self.taken == self.n
+
+    @property
+    def inflight(self) -> int:
+        return len(self.queue)
+
+    def submit(self, pool: SolvePool | None) -> bool:
+        """Start the next slice (in ``pool``, or run it here now); ``False`` if none is left."""
+        if self.submitted == self.n:
+            return False
+        task = next(self.tasks)
+        self.submitted += 1
+        if pool is not None:
+            fut = pool.submit(task)
+        else:
+            fut = Future()
+            try:
+                fut.set_result(self.engine._run_here(task))
+            except TopDownInfeasibleError as exc:
+                fut.set_exception(exc)
+        self.queue.append((task, fut))
+        return True
+
+    def pending(self) -> list[Future[SliceResult]]:
+        return [f for _, f in self.queue if not f.done()]
+
+    def take(self) -> None:
+        """Accept the finished slices at the head of the queue (in order)."""
+        while self.queue and self.queue[0][1].done():
+            task, fut = self.queue.popleft()
+            try:
+                res = fut.result()
+            except TopDownInfeasibleError as exc:
+                raise _infeasible(exc) from None
+            self.blocks.extend(self.engine._accept(self.k, task, res))
+            self.taken += 1
+
+    def solved(self) -> SolvedLevel:
+        e = self.engine
+        level = e.hierarchy.levels[self.k]
+        return SolvedLevel.from_blocks(level, self.first, self.count, e.cells, self.blocks)
+
+
+class _Chunk:
+    """One chunk's subtree in progress, level by level (:meth:`TopDownEngine.chunks`)."""
+
+    def __init__(self, engine: TopDownEngine, unit: int, top: SolvedLevel, leaf: int) -> None:
+        self.engine, self.unit, self.leaf = engine, unit, leaf
+        self.k = engine.chunk_level
+        self.parents = range(unit, unit + 1)
+        self.solved = top.part(self.parents) if self.k == leaf else top
+        self.step: _Step | None = None
+        self._next()
+
+    def _next(self) -> None:
+        self.step = (
+            None if self.k == self.leaf else self.engine._step(self.k, self.parents, self.solved)
+        )
+
+    def advance(self) -> None:
+        """After a wait: on to the next level when this one is finished."""
+        while self.step is not None and self.step.finished:
+            self.solved = self.step.solved()
+            self.parents = range(self.solved.start, self.solved.stop)
+            self.k += 1
+            self._next()
