@@ -24,10 +24,14 @@ SolvePool`'s worker processes: the slice's children's noise is drawn there in on
 vectorised batch — only the cells an output can depend on (those positive in the solved
 parent, :func:`privtab.topdown.measure.needed_cells`) unless every cell is to be published
 (``draw_all``: a noisy measurement file) — its problems are built and solved together.
-This process only cuts tasks (at most two per worker in flight), collects the results in
-the hierarchy's order, checks that every parent's children sum to it, feeds a
-noisy-measurement file's sink and hands the blocks on: with ``--workers 2`` both cores
-measure and solve. A seeded run derives each slice's source from the slice
+This process only schedules: it cuts tasks lazily (at most two slices per worker running,
+six held), takes each level's results in the hierarchy's order, checks that every
+parent's children sum to it, feeds a noisy-measurement file's sink and hands the blocks
+on. A level with fewer slices than workers (a small state's counties, the last slice of a
+level) would leave a worker idle, so :meth:`TopDownEngine.chunks` runs **two chunks at
+once**: the next chunk's slices fill the workers while the current chunk finishes, and
+the chunks are still handed over in order (with a sink: one at a time, so the file's rows
+keep the hierarchy's order). A seeded run derives each slice's source from the slice
 (:mod:`privtab.topdown.measure`), so it is identical for any number of workers. Any other
 ``solve`` (a benchmark's, ``gls-round``'s) gets the same slices' problems built in this
 process, one call per parent — the same draws as the default path.
