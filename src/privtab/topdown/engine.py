@@ -25,7 +25,7 @@ vectorised batch — only the cells an output can depend on (those positive in t
 parent, :func:`privtab.topdown.measure.needed_cells`) unless every cell is to be published
 (``draw_all``: a noisy measurement file) — its problems are built and solved together.
 This process only schedules: it cuts tasks lazily (at most two slices per worker running,
-six held), takes each level's results in the hierarchy's order, checks that every
+six per worker held), takes each level's results in the hierarchy's order, checks that every
 parent's children sum to it, feeds a noisy-measurement file's sink and hands the blocks
 on. A level with fewer slices than workers (a small state's counties, the last slice of a
 level) would leave a worker idle, so :meth:`TopDownEngine.chunks` runs **two chunks at
