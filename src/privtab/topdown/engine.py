@@ -305,7 +305,8 @@ class TopDownEngine:
         off = self.hierarchy.offsets(level)
         cuts = [range(lo, min(lo + SLICE, parents.stop)) for lo in parents[::SLICE]]
         tasks = (
-            self.builder.slice_task(level, cut, solved.rows(cut), self.draw_all) for cut in cuts
+            self.builder.slice_task(level, cut, solved.part(cut).hists, self.draw_all)
+            for cut in cuts
         )
         first = int(off[parents.start])
         return _Step(self, level + 1, tasks, len(cuts), first, int(off[parents.stop]) - first)
@@ -359,9 +360,10 @@ class TopDownEngine:
         n = len(task.geounits)
         build, solve = res.build_seconds / n, res.solve_seconds / n
         out = []
+        parents = task.parent_hists()
         for i, ((counts, diag), draws) in enumerate(zip(res.solved, res.draws, strict=True)):
             self.records[k].add_diagnostics(diag, draws, build, solve)
-            if task.parents is not None and not np.array_equal(counts.sum(axis=0), task.parents[i]):
+            if parents is not None and not np.array_equal(counts.sum(axis=0), parents[i]):
                 raise TopDownSolverError(f"{task.geounits[i]}: the children do not sum to it")
             if k:  # (the root is counted by solve_root)
                 self._count(f"{h.levels[k - 1]} → {h.levels[k]}: {task.geounits[i]}")

@@ -79,7 +79,8 @@ class SliceTask:
     first child, the children being ``first .. first + bounds[-1]``; ``geounits`` — each
     parent's label (``"(root)"``); ``bounds`` — ``(parents + 1,)``: parent ``i``'s
     children are ``bounds[i] : bounds[i + 1]`` of the slice; ``child_ids``; ``parents`` —
-    ``(parents, cells)`` solved parent histograms (``None``: the root); ``constraints`` —
+    the parents' solved histograms, sparse, numbered from 0 (``None``: the root; dense:
+    :meth:`parent_hists`); ``constraints`` —
     each parent's children's :class:`ChildConstraints`; ``truth`` — the children's true
     histograms numbered from 0 (CONFIDENTIAL: used only to draw the noise) and ``noise``
     how to draw it, or ``measured`` (a file's measurements, ``truth`` and ``noise``
@@ -91,7 +92,7 @@ class SliceTask:
     geounits: tuple[str, ...]
     bounds: IntArray
     child_ids: tuple[str, ...]
-    parents: IntArray | None
+    parents: SparseHistograms | None
     constraints: tuple[ChildConstraints, ...]
     truth: SparseHistograms | None
     noise: SliceNoise | None
@@ -107,6 +108,11 @@ class SliceTask:
     def children(self) -> range:
         """The children's indices in their level."""
         return range(self.first, self.first + int(self.bounds[-1]))
+
+    def parent_hists(self) -> IntArray | None:
+        """The parents' solved histograms, dense ``(parents, cells)`` (``None``: the root)."""
+        p = self.parents
+        return None if p is None else p.dense(range(p.n_units))
 
 
 @dataclass(frozen=True, eq=False)
@@ -136,6 +142,7 @@ def build_slice(task: SliceTask) -> BuiltSlice:
     (only the cells positive in each parent unless ``draw_all``), cut per parent."""
     t0 = time.perf_counter()
     units = task.children
+    parents = task.parent_hists()
     if task.measured is not None:
         batch, draws = task.measured, [0] * len(task.geounits)
     else:
@@ -143,11 +150,11 @@ def build_slice(task: SliceTask) -> BuiltSlice:
             raise ValueError("a slice task needs its measurements or the truth and the noise")
         strategy = task.noise.strategy
         needed = None
-        if not task.draw_all and task.parents is not None:
+        if not task.draw_all and parents is not None:
             counts = np.diff(task.bounds)
             needed = {
                 q: np.repeat(mask, counts, axis=0)
-                for q, mask in needed_cells(strategy, task.level, task.parents).items()
+                for q, mask in needed_cells(strategy, task.level, parents).items()
             }
         hists = task.truth.dense(range(len(units)))
         batch = task.noise.measurer().measure(task.level, units, hists, needed)
@@ -167,7 +174,7 @@ def build_slice(task: SliceTask) -> BuiltSlice:
             ChildrenProblem(
                 label,
                 list(task.child_ids[lo:hi]),
-                None if task.parents is None else task.parents[i],
+                None if parents is None else parents[i],
                 meas,
                 task.constraints[i],
                 task.l2_passes,
@@ -178,6 +185,18 @@ def build_slice(task: SliceTask) -> BuiltSlice:
             )
         )
     return BuiltSlice(problems, draws, batch, time.perf_counter() - t0)
+
+
+def _sparse(hists: SparseHistograms | IntArray | None) -> SparseHistograms | None:
+    """Dense ``(n, cells)`` histograms as sparse ones (what a task carries)."""
+    if hists is None or isinstance(hists, SparseHistograms):
+        return hists
+    dense = np.asarray(hists, dtype=np.int64)
+    rows, cols = np.nonzero(dense)
+    return SparseHistograms(
+        dense.shape[1], dense.shape[0], rows.astype(np.int64), cols.astype(np.int64),
+        dense[rows, cols],
+    )  # fmt: skip
 
 
 def units_part(hists: SparseHistograms, start: int, units: range) -> SparseHistograms:
@@ -280,11 +299,12 @@ class ProblemBuilder:
         self,
         level: int,
         parents: range,
-        parent_hists: IntArray | None,
+        parent_hists: SparseHistograms | IntArray | None,
         draw_all: bool = False,
     ) -> SliceTask:
         """The children of ``parents`` (consecutive units of level index ``level``) as one
-        slice; ``parent_hists`` their solved histograms (``(len(parents), cells)``)."""
+        slice; ``parent_hists`` their solved histograms (sparse numbered from 0, or dense
+        ``(len(parents), cells)``)."""
         h = self.spine.hierarchy
         if level == len(h.levels) - 1:
             raise ValueError(f"{h.levels[level]} units have no children")
@@ -300,7 +320,7 @@ class ProblemBuilder:
         k: int,
         kids: tuple[range, ...],
         labels: tuple[str, ...],
-        parent_hists: IntArray | None,
+        parent_hists: SparseHistograms | IntArray | None,
         *,
         draw_all: bool,
     ) -> SliceTask:
@@ -323,7 +343,7 @@ class ProblemBuilder:
             labels,
             bounds,
             ids,
-            None if parent_hists is None else np.asarray(parent_hists, dtype=np.int64),
+            _sparse(parent_hists),
             tuple(self.child_constraints(k, r) for r in kids),
             truth,
             noise,
