@@ -189,3 +189,58 @@ def test_needed_cells_are_those_with_parent_mass() -> None:
     assert not any(
         m.any() for m in needed_cells(s, "Block", np.zeros(CELLS, dtype=np.int64)).values()
     )
+
+
+def test_slice_tasks_derive_their_own_sources() -> None:
+    """A slice task's test source is derived from (seed, run key, level, first unit): two
+    slices, two levels or two runs never share a stream (a reused key would repeat the
+    noise: the correlation check below catches it), the task's shares are the run's, and
+    a secure source is never shipped (each process uses its own)."""
+    import pickle
+
+    from privtab.random import SecureSource
+
+    pop = population(7)
+    units = block_units(pop.units)
+    sp = us_spine(pop.grfc, units)
+    s = production_strategy("us")
+    h = sp.hierarchy
+    bs = budget_shares(h, s.geolevel_shares)
+    m = Measurer(s, bs, SeededSource(7), key="us-persons")
+    k = h.level("Tract")
+    a, b = m.slice_noise("Tract", range(0, 3)), m.slice_noise("Tract", range(3, 6))
+    c = m.slice_noise("County", range(0, 3))
+    d = Measurer(s, bs, SeededSource(7), key="us-units").slice_noise("Tract", range(0, 3))
+    assert a.seed == "7-us-persons-Tract-0"
+    assert len({a.seed, b.seed, c.seed, d.seed}) == 4
+    np.testing.assert_array_equal(a.shares.numerators, bs.numerators[k][0:3])
+    x = a.measurer().draw("Tract", range(0, 3), "detailed").values
+    np.testing.assert_array_equal(x, pickle.loads(pickle.dumps(a)).measurer().draw(
+        "Tract", range(0, 3), "detailed").values)  # fmt: skip
+    y = b.measurer().draw("Tract", range(3, 6), "detailed").values
+    z = d.measurer().draw("Tract", range(0, 3), "detailed").values
+    for other in (y, z):  # 6,048 pairs: |r| < 0.07 fails independent streams w.p. < 1e-7
+        assert abs(np.corrcoef(x.ravel(), other.ravel())[0, 1]) < 0.07
+    with pytest.raises(ValueError, match="shares are of Tract units from 0"):
+        a.measurer().draw("Tract", range(2, 5), "detailed")
+    secure = Measurer(s, bs, SecureSource()).slice_noise("Tract", range(0, 3))
+    assert secure.seed is None
+    assert secure.measurer().private
+    assert b"AES" not in pickle.dumps(secure)  # no source travels with a task
+
+
+def test_a_source_that_cannot_be_split_is_refused() -> None:
+    from privtab.random.sources import RandomSource
+
+    class Plain(RandomSource):
+        @property
+        def description(self) -> str:
+            return "plain"
+
+        def _fill_bytes(self, out: memoryview) -> None:
+            out[:] = np.random.default_rng(0).bytes(len(out))
+
+    s = production_strategy("us")
+    with pytest.raises(ValueError, match="cannot be split among slice tasks"):
+        Measurer(s, source=Plain()).slice_noise("Tract", range(0, 3))
+    assert Measurer(s, source=Plain(), noise=False).slice_noise("Tract", range(2)).seed is None

@@ -14,11 +14,27 @@ measurements taken for that parent) on a :class:`~privtab.topdown.problems.Probl
    solved, so memory is bounded by one chunk's subtree (held sparse: the nonzero cells of
    the solved histograms) whatever the size of the nation.
 
-For each parent the children's noise is drawn just before the children are solved
-(:meth:`ProblemBuilder.children_problem`), limited to the cells an output can depend on
-(those positive in the solved parent, :func:`privtab.topdown.measure.needed_cells`) unless
-every cell is to be published (``draw_all``: a noisy measurement file). The solve is one
-call, :func:`solve_parent` (or the ``solve`` given): where per-parent batching slots in.
+**Slices.** Each level's parents are cut into slices of
+:data:`~privtab.topdown.workers.SLICE` consecutive parents
+(:meth:`ProblemBuilder.slice_task`: the public constraints, the parents' solved
+histograms, the children's true sparse histograms and the slice's source key — no noise,
+no problem built). With the default solve (:func:`solve_parent`) each slice is one call
+of :func:`privtab.topdown.workers.run_slice` in the :class:`~privtab.topdown.workers.
+SolvePool`'s worker processes: the slice's children's noise is drawn there in one
+vectorised batch — only the cells an output can depend on (those positive in the solved
+parent, :func:`privtab.topdown.measure.needed_cells`) unless every cell is to be published
+(``draw_all``: a noisy measurement file) — its problems are built and solved together.
+This process only schedules: it cuts tasks lazily (at most two slices per worker running,
+six per worker held), takes each level's results in the hierarchy's order, checks that every
+parent's children sum to it, feeds a noisy-measurement file's sink and hands the blocks
+on. A level with fewer slices than workers (a small state's counties, the last slice of a
+level) would leave a worker idle, so :meth:`TopDownEngine.chunks` runs **two chunks at
+once**: the next chunk's slices fill the workers while the current chunk finishes, and
+the chunks are still handed over in order (with a sink: one at a time, so the file's rows
+keep the hierarchy's order). A seeded run derives each slice's source from the slice
+(:mod:`privtab.topdown.measure`), so it is identical for any number of workers. Any other
+``solve`` (a benchmark's, ``gls-round``'s) gets the same slices' problems built in this
+process, one call per parent — the same draws as the default path.
 
 **One BLAS thread.** The per-parent matrices are small (at most a few thousand rows): a
 multi-threaded BLAS only adds synchronisation, and on a loaded two-core machine it made the
@@ -41,7 +57,7 @@ import contextlib
 import time
 from collections import Counter, deque
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import Future
+from concurrent.futures import FIRST_COMPLETED, Future, wait
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -50,8 +66,7 @@ from numpy.typing import NDArray
 
 from privtab.errors import InputError
 from privtab.topdown.inputs import SparseHistograms
-from privtab.topdown.measure import needed_cells
-from privtab.topdown.problems import ProblemBuilder
+from privtab.topdown.problems import ProblemBuilder, SliceTask, build_slice, units_part
 from privtab.topdown.solve import (
     ChildrenProblem,
     ChildrenSolution,
@@ -60,7 +75,7 @@ from privtab.topdown.solve import (
     TopDownSolverError,
     solve_children,
 )
-from privtab.topdown.workers import SLICE, Solved, SolvePool, solve_slice
+from privtab.topdown.workers import SLICE, SliceResult, Solved, SolvePool, run_slice
 
 __all__ = [
     "ChunkResult",
@@ -93,11 +108,6 @@ def _infeasible(exc: TopDownInfeasibleError) -> InfeasibleDataError:
         value=exc.geounit,
         hint="the invariants and constraints of the input contradict each other",
     )
-
-
-def built_problems(built: Sequence[tuple[Any, ...]]) -> list[ChildrenProblem]:
-    """The problems of a built slice (``(parent, problem, draws, seconds)`` tuples)."""
-    return [b[1] for b in built]
 
 
 def one_blas_thread() -> contextlib.AbstractContextManager[object]:
@@ -174,21 +184,15 @@ class SolvedLevel:
 
     def part(self, units: range) -> SolvedLevel:
         """The units ``units`` (a sub-range) alone."""
-        lo, hi = (
-            self.hists.offsets[units.start - self.start],
-            self.hists.offsets[units.stop - self.start],
-        )
-        h = self.hists
-        sub = SparseHistograms(
-            h.cells, len(units), h.unit[lo:hi] - (units.start - self.start), h.cell[lo:hi],
-            h.count[lo:hi],
-        )  # fmt: skip
-        return SolvedLevel(self.level, units.start, sub)
+        return SolvedLevel(self.level, units.start, units_part(self.hists, self.start, units))
+
+    def rows(self, units: range) -> IntArray:
+        """The dense histograms of ``units`` (a sub-range of global indices of the level)."""
+        return self.hists.dense(range(units.start - self.start, units.stop - self.start))
 
     def row(self, unit: int) -> IntArray:
         """The dense histogram of ``unit`` (a global index of the level)."""
-        i = unit - self.start
-        out: IntArray = self.hists.dense(range(i, i + 1))[0]
+        out: IntArray = self.rows(range(unit, unit + 1))[0]
         return out
 
     @classmethod
@@ -258,7 +262,6 @@ class TopDownEngine:
         self.total_parents = sum(h.size(k) for k in range(len(h.levels) - 1)) + 1
         self.done = 0
         self._said = 0.0
-        self._draws = builder.draws
         self._upper: list[SolvedLevel] | None = None
 
     # ---------------------------------------------------------------- one parent
@@ -269,109 +272,103 @@ class TopDownEngine:
             self._said = now
             self.say(self.done, self.total_parents, text)
 
-    def _solve(self, problem: ChildrenProblem, level: int, build: float) -> ChildrenSolution:
-        t0 = time.perf_counter()
-        before = self._draws
-        try:
-            sol = self.solve(problem)
-        except TopDownInfeasibleError as exc:
-            raise _infeasible(exc) from None
-        self._draws = self.builder.draws
-        self.records[level].add(sol, self._draws - before, build, time.perf_counter() - t0)
-        return sol
-
     def solve_root(self) -> SolvedLevel:
-        """The root alone (its own measurements and constraints)."""
-        t0 = time.perf_counter()
-        problem = self.builder.root_problem()
-        with one_blas_thread():
-            sol = self._solve(problem, 0, time.perf_counter() - t0)
+        """The root alone (its own measurements and constraints: a slice of its own)."""
+        step = _Step(self, 0, iter([self.builder.root_task()]), 1, 0, 1)
+        self._drive([step], cap=1, pool=None)
         self._count(f"{self.hierarchy.levels[0]}: the root", force=True)
-        return SolvedLevel.from_blocks(
-            self.hierarchy.levels[0], 0, 1, self.cells, [(0, sol.counts)]
-        )
+        return step.solved()
 
     def solve_children(self, level: int, parents: range, solved: SolvedLevel) -> SolvedLevel:
         """The children of ``parents`` (a range of level ``level``, whose solved histograms
-        ``solved`` holds): every parent's children with their noise drawn just before —
-        with the default solve, in slices of :data:`~privtab.topdown.workers.SLICE`
-        parents solved together (:mod:`privtab.topdown.workers`), the next slices built
-        while the pool's workers solve."""
-        h = self.hierarchy
-        child_name = h.levels[level + 1]
-        off = h.offsets(level)
-        first, stop = int(off[parents.start]), int(off[parents.stop])
-        blocks: list[tuple[int, IntArray]] = []
+        ``solved`` holds), in slices of :data:`~privtab.topdown.workers.SLICE` parents
+        (:mod:`privtab.topdown.workers`): each slice's noise drawn and its problems built
+        and solved in the pool's workers (with the default solve), this process only
+        cutting the tasks and collecting the results in order."""
+        step = self._step(level, parents, solved)
+        self._drive([step], cap=self._cap(), pool=self._pool())
+        return step.solved()
+
+    def _pool(self) -> SolvePool | None:
+        """The pool slices run in (``None``: this process — one worker, or another solve)."""
+        if self.pool is None or not self.pool.parallel or self.solve is not solve_parent:
+            return None
+        return self.pool
+
+    def _cap(self) -> int:
+        """Slices in flight at most: two per worker (bounded memory)."""
+        pool = self._pool()
+        return 1 if pool is None else 2 * pool.workers
+
+    def _step(self, level: int, parents: range, solved: SolvedLevel) -> _Step:
+        """The slices of the children of ``parents`` (level ``level``), cut lazily."""
+        off = self.hierarchy.offsets(level)
+        cuts = [range(lo, min(lo + SLICE, parents.stop)) for lo in parents[::SLICE]]
+        tasks = (
+            self.builder.slice_task(level, cut, solved.part(cut).hists, self.draw_all)
+            for cut in cuts
+        )
+        first = int(off[parents.start])
+        return _Step(self, level + 1, tasks, len(cuts), first, int(off[parents.stop]) - first)
+
+    def _drive(self, steps: Sequence[_Step], *, cap: int, pool: SolvePool | None) -> None:
+        """Run ``steps`` to the end: slices submitted oldest step first, at most ``cap`` in
+        flight, each step's results taken in order as they arrive."""
+        while not all(st.finished for st in steps):
+            self._submit(steps, cap, pool)
+            self._wait(steps)
+
+    def _submit(self, steps: Sequence[_Step], cap: int, pool: SolvePool | None) -> None:
+        """Start slices, oldest step first, while fewer than ``cap`` run and fewer than
+        ``3 cap`` (finished ones waiting for an earlier slice) are held."""
+        running = sum(len(st.pending()) for st in steps)
+        held = sum(st.inflight for st in steps)
+        for st in steps:
+            while running < cap and held < 3 * cap and st.submit(pool):
+                running += 1  # (a slice run here counts until the next wait takes it)
+                held += 1
+
+    @staticmethod
+    def _wait(steps: Sequence[_Step]) -> None:
+        """Until some slice in flight has finished; then every step takes what it can."""
+        futures = [f for st in steps for f in st.pending()]
+        if futures:
+            wait(futures, return_when=FIRST_COMPLETED)
+        for st in steps:
+            st.take()
+
+    def _run_here(self, task: SliceTask) -> SliceResult:
+        """``task`` in this process (one BLAS thread): by :func:`run_slice`, or built
+        and solved by the given :attr:`solve` one parent at a time."""
         with one_blas_thread():
             if self.solve is solve_parent:
-                self._solve_slices(level, parents, solved, blocks)
-            else:
-                for parent in parents:
-                    blocks.append(self._solve_parent(level, parent, solved))
-        return SolvedLevel.from_blocks(child_name, first, stop - first, self.cells, blocks)
-
-    def _build(
-        self, level: int, parent: int, solved: SolvedLevel
-    ) -> tuple[ChildrenProblem, int, float]:
-        """One parent's children problem (its noise drawn now), the draws and seconds."""
-        name, child_name = self.hierarchy.levels[level], self.hierarchy.levels[level + 1]
-        hist = solved.row(parent)
-        t0 = time.perf_counter()
-        before = self.builder.draws
-        needed = None if self.draw_all else needed_cells(self.builder.strategy, child_name, hist)
-        problem = self.builder.children_problem(name, parent, hist, needed)
-        return problem, self.builder.draws - before, time.perf_counter() - t0
-
-    def _solve_parent(self, level: int, parent: int, solved: SolvedLevel) -> tuple[int, IntArray]:
-        """One parent's children by :attr:`solve`: ``(first child, (k, cells) counts)``."""
-        problem, _, build = self._build(level, parent, solved)
-        sol = self._solve(problem, level + 1, build)
-        return self._accept(level, parent, problem, sol.counts)
-
-    def _accept(
-        self, level: int, parent: int, problem: ChildrenProblem, counts: IntArray
-    ) -> tuple[int, IntArray]:
-        h = self.hierarchy
-        if problem.parent is not None and not np.array_equal(counts.sum(axis=0), problem.parent):
-            raise TopDownSolverError(f"{problem.geounit}: the children do not sum to it")
-        self._count(f"{h.levels[level]} → {h.levels[level + 1]}: {problem.geounit}")
-        return int(h.offsets(level)[parent]), counts
-
-    def _solve_slices(
-        self, level: int, parents: range, solved: SolvedLevel, out: list[tuple[int, IntArray]]
-    ) -> None:
-        """The default solve, slice by slice (:mod:`privtab.topdown.workers`): problems
-        built here in order, solved here or in the pool; at most two slices per worker in
-        flight (bounded memory)."""
-        pool = self.pool if self.pool is not None and self.pool.parallel else None
-        pending: deque[tuple[list[Any], float, Future[list[Solved]] | None]] = deque()
-        record = self.records[level + 1]
-
-        def collect() -> None:
-            built, t0, fut = pending.popleft()
-            try:
-                sols = fut.result() if fut is not None else solve_slice([b[1] for b in built])
-            except TopDownInfeasibleError as exc:
-                raise _infeasible(exc) from None
-            share = (time.perf_counter() - t0) / len(built)
-            for (parent, problem, draws, build), (counts, diag) in zip(built, sols, strict=True):
-                record.add_diagnostics(diag, draws, build, share)
-                out.append(self._accept(level, parent, problem, counts))
-
-        for lo in range(parents.start, parents.stop, SLICE):
-            built = []
-            for parent in range(lo, min(lo + SLICE, parents.stop)):
-                problem, draws, build = self._build(level, parent, solved)
-                built.append((parent, problem, draws, build))
+                return run_slice(task)
+            built = build_slice(task)
             t0 = time.perf_counter()
-            pending.append(
-                (built, t0, None if pool is None else pool.submit(built_problems(built)))
-            )
-            while pending and (pool is None or len(pending) > 2 * pool.workers):
-                collect()
-        while pending:
-            collect()
-        self._draws = self.builder.draws
+            solved: list[Solved] = []
+            for problem in built.problems:
+                sol = self.solve(problem)
+                solved.append((sol.counts, sol.diagnostics))
+        batch = built.batch if task.keep else None
+        return SliceResult(solved, built.draws, batch, built.seconds, time.perf_counter() - t0)
+
+    def _accept(self, k: int, task: SliceTask, res: SliceResult) -> list[tuple[int, IntArray]]:
+        """A slice's results, in order: recorded (draws, sink, diagnostics, progress) and
+        checked (every parent's children sum to it); ``(first child, counts)`` per parent."""
+        self.builder.record(res.batch, sum(res.draws))
+        h = self.hierarchy
+        n = len(task.geounits)
+        build, solve = res.build_seconds / n, res.solve_seconds / n
+        out = []
+        parents = task.parent_hists()
+        for i, ((counts, diag), draws) in enumerate(zip(res.solved, res.draws, strict=True)):
+            self.records[k].add_diagnostics(diag, draws, build, solve)
+            if parents is not None and not np.array_equal(counts.sum(axis=0), parents[i]):
+                raise TopDownSolverError(f"{task.geounits[i]}: the children do not sum to it")
+            if k:  # (the root is counted by solve_root)
+                self._count(f"{h.levels[k - 1]} → {h.levels[k]}: {task.geounits[i]}")
+            out.append((task.first + int(task.bounds[i]), counts))
+        return out
 
     # ---------------------------------------------------------------- the run
     def upper_levels(self) -> list[SolvedLevel]:
@@ -384,22 +381,128 @@ class TopDownEngine:
         return self._upper
 
     def chunks(self, order: Sequence[int] | None = None) -> Iterator[ChunkResult]:
-        """Each chunk's blocks, solved, in ``order`` (default: the hierarchy's)."""
+        """Each chunk's blocks, solved, in ``order`` (default: the hierarchy's).
+
+        With a pool of several workers (and the default solve, no measurement sink) the
+        next chunk starts while this one finishes — its slices fill the workers whenever
+        this chunk's level has fewer slices than workers (a small state's county level, a
+        level waiting for its last slice) — and the chunks are still handed over in
+        ``order``, each exactly as it would be alone (a slice's result depends on its task
+        only). With a sink (``--nmf``) one chunk at a time: the file's rows stay in the
+        hierarchy's order."""
         h = self.hierarchy
         kc = self.chunk_level
         top = self.upper_levels()[kc]
         leaf = len(h.levels) - 1
-        for unit in order if order is not None else range(h.size(kc)):
-            solved = top
-            parents = range(unit, unit + 1)
-            for k in range(kc, leaf):
-                solved = self.solve_children(k, parents, solved)
-                parents = range(solved.start, solved.stop)
-            if kc == leaf:
-                solved = top.part(parents)
-            label = h.ids(kc)[unit] if kc else h.levels[0]
-            yield ChunkResult(unit, label, parents, solved.hists)
+        units = iter(order if order is not None else range(h.size(kc)))
+        pool = self._pool()
+        depth = 2 if pool is not None and self.builder.sink is None else 1
+        active: deque[_Chunk] = deque()
+        while True:
+            while len(active) < depth and (unit := next(units, None)) is not None:
+                active.append(_Chunk(self, unit, top, leaf))
+            if not active:
+                return
+            steps = [c.step for c in active if c.step is not None]
+            self._submit(steps, self._cap(), pool)
+            self._wait(steps)
+            for c in active:
+                c.advance()
+            while active and active[0].step is None:
+                c = active.popleft()
+                label = h.ids(kc)[c.unit] if kc else h.levels[0]
+                yield ChunkResult(c.unit, label, c.parents, c.solved.hists)
 
     def level_records(self) -> list[dict[str, Any]]:
         """Per children's level, what it took (:class:`LevelRecord`)."""
         return [r.to_dict() for r in self.records]
+
+
+class _Step:
+    """One level of slices in progress: ``n`` tasks (cut lazily) whose children are
+    units ``first .. first + count`` of level ``k``; results taken in order."""
+
+    def __init__(
+        self,
+        engine: TopDownEngine,
+        k: int,
+        tasks: Iterator[SliceTask],
+        n: int,
+        first: int,
+        count: int,
+    ) -> None:
+        self.engine, self.k, self.tasks, self.n = engine, k, tasks, n
+        self.first, self.count = first, count
+        self.submitted = 0
+        self.queue: deque[tuple[SliceTask, Future[SliceResult]]] = deque()
+        self.taken = 0
+        self.blocks: list[tuple[int, IntArray]] = []
+
+    @property
+    def finished(self) -> bool:
+        return self.taken == self.n
+
+    @property
+    def inflight(self) -> int:
+        return len(self.queue)
+
+    def submit(self, pool: SolvePool | None) -> bool:
+        """Start the next slice (in ``pool``, or run it here now); ``False`` if none is left."""
+        if self.submitted == self.n:
+            return False
+        task = next(self.tasks)
+        self.submitted += 1
+        if pool is not None:
+            fut = pool.submit(task)
+        else:
+            fut = Future()
+            try:
+                fut.set_result(self.engine._run_here(task))
+            except TopDownInfeasibleError as exc:
+                fut.set_exception(exc)
+        self.queue.append((task, fut))
+        return True
+
+    def pending(self) -> list[Future[SliceResult]]:
+        return [f for _, f in self.queue if not f.done()]
+
+    def take(self) -> None:
+        """Accept the finished slices at the head of the queue (in order)."""
+        while self.queue and self.queue[0][1].done():
+            task, fut = self.queue.popleft()
+            try:
+                res = fut.result()
+            except TopDownInfeasibleError as exc:
+                raise _infeasible(exc) from None
+            self.blocks.extend(self.engine._accept(self.k, task, res))
+            self.taken += 1
+
+    def solved(self) -> SolvedLevel:
+        e = self.engine
+        level = e.hierarchy.levels[self.k]
+        return SolvedLevel.from_blocks(level, self.first, self.count, e.cells, self.blocks)
+
+
+class _Chunk:
+    """One chunk's subtree in progress, level by level (:meth:`TopDownEngine.chunks`)."""
+
+    def __init__(self, engine: TopDownEngine, unit: int, top: SolvedLevel, leaf: int) -> None:
+        self.engine, self.unit, self.leaf = engine, unit, leaf
+        self.k = engine.chunk_level
+        self.parents = range(unit, unit + 1)
+        self.solved = top.part(self.parents) if self.k == leaf else top
+        self.step: _Step | None = None
+        self._next()
+
+    def _next(self) -> None:
+        self.step = (
+            None if self.k == self.leaf else self.engine._step(self.k, self.parents, self.solved)
+        )
+
+    def advance(self) -> None:
+        """After a wait: on to the next level when this one is finished."""
+        while self.step is not None and self.step.finished:
+            self.solved = self.step.solved()
+            self.parents = range(self.solved.start, self.solved.stop)
+            self.k += 1
+            self._next()

@@ -16,12 +16,39 @@ each query's answers at each of the record's geounits by −1 and +1 in at most 
 and composition) whatever the bypass, since every chain's shares sum to 1.
 
 **Batches.** :meth:`Measurer.measure` draws the noise of a batch of geounits of one level
-at once — the children of one parent, just before they are solved, or the children of
-many parents — one vectorised call per (query, σ²). ``needed`` restricts the draws to the
-cells an output depends on (e.g. only cells positive in the solved parent: the others are
-0 in every child and never read). The skipped cells' noise is independent of the drawn
-cells and never used, so the joint law of everything the outputs read is unchanged; only
-a noisy-measurement file (``--nmf``), which publishes every cell, needs them all.
+at once, one vectorised call per (query, σ²). TopDown's driver measures a whole **slice**
+of parents' children in one batch (:mod:`privtab.topdown.workers`: up to
+:data:`~privtab.topdown.workers.SLICE` consecutive parents of one level — their children
+are consecutive units), inside the slice's task, in whatever process runs it.
+
+**Where the noise comes from.** A task measures with :meth:`SliceNoise.measurer`: with a
+secure source, that process's own :class:`~privtab.random.SecureSource` (AES-256-CTR keyed
+from that process's ``os.urandom``; nothing shared between processes or shipped to them,
+re-keyed after ``fork``); with a seeded source (tests only), a source derived from the
+seed, the run's :attr:`Measurer.key` (scope and histogram), the children's level and the
+slice's first child — ``SeededSource(f"{seed}-{key}-{level}-{first}")`` (:meth:`Measurer.
+slice_noise`) — so a seeded release is the same whatever the number of processes, and two
+slices, two levels or two runs never share a stream.
+
+**The privacy argument for drawing in tasks.** The guarantee above needs, for every
+measured cell of every geounit, one draw of exact ``N_ℤ(σ²)`` with that geounit's σ²,
+independent of every other draw and of the data. Slices partition each level's parents,
+and parents partition their level's children, so every geounit belongs to exactly one
+slice and is measured exactly once (never once per process, never skipped: the driver
+solves every parent once, and the root is its own slice); its σ² is computed exactly from
+its own budget share (:class:`UnitShares`, the same :class:`BudgetShares` numerators) by
+:meth:`privtab.topdown.strategy.Strategy.sigma2`; the draws are the exact sampler
+:func:`privtab.random.discrete_gaussian` over a secure source — independent across tasks
+because each process's AES-CTR key is fresh OS entropy — so the joint law of all the
+noise is the same as one stream's in hierarchy order. Which process draws a cell, and in
+which order, changes no value's law.
+
+**Drawing only what an output reads.** ``needed`` restricts the draws to the cells an
+output depends on (:func:`needed_cells`: only cells positive in the solved parent; the
+others are 0 in every child and never read). The skipped cells' noise would be independent
+of the drawn cells and is never used, so the joint law of everything the outputs read is
+unchanged; only a noisy-measurement file (``--nmf``, ``draw_all``), which publishes every
+cell, needs them all — then every cell of every measured geounit is drawn, exactly once.
 """
 
 from __future__ import annotations
@@ -33,12 +60,19 @@ from fractions import Fraction
 import numpy as np
 from numpy.typing import NDArray
 
-from privtab.random import RandomSource, discrete_gaussian
+from privtab.random import RandomSource, SeededSource, discrete_gaussian
 from privtab.random.sources import resolve_source
 from privtab.topdown.spine import BudgetShares
 from privtab.topdown.strategy import Strategy
 
-__all__ = ["Measurement", "MeasurementBatch", "Measurer", "needed_cells"]
+__all__ = [
+    "Measurement",
+    "MeasurementBatch",
+    "Measurer",
+    "SliceNoise",
+    "UnitShares",
+    "needed_cells",
+]
 
 IntArray = NDArray[np.int64]
 
@@ -65,25 +99,81 @@ class MeasurementBatch:
     draws: int = 0
 
 
+@dataclass(frozen=True, eq=False)
+class UnitShares:
+    """The budget shares of the consecutive units ``start, start + 1, …`` of one level
+    (a slice task's children): unit ``start + i`` has ``numerators[i] / denominator``
+    (0: measured with its parent) — the same numbers as :class:`BudgetShares`, for a
+    task to carry instead of the whole hierarchy's."""
+
+    level: str
+    start: int
+    numerators: IntArray
+    denominator: int
+
+
+@dataclass(frozen=True, eq=False)
+class SliceNoise:
+    """How a slice task draws its children's noise (picklable, holds no source):
+    ``seed`` — ``None`` for the secure source of the process running the task, else the
+    derived seed of a test source (:meth:`Measurer.slice_noise`)."""
+
+    strategy: Strategy
+    shares: UnitShares
+    seed: str | None
+    noise: bool = True
+
+    def measurer(self) -> Measurer:
+        """The measurer of the task: this process's secure source, or the seeded one."""
+        source = None if self.seed is None else SeededSource(self.seed)
+        return Measurer(self.strategy, self.shares, source, noise=self.noise)
+
+
 @dataclass(eq=False)
 class Measurer:
     """Draws the noisy measurements of a strategy (module docstring).
 
     ``shares`` — the per-geounit shares after the bypass (``None``: every geounit has its
-    level's share); ``source`` — ``None`` for the secure default; ``noise=False`` returns
-    the true answers (tests of the pipeline only: not private).
+    level's share; a :class:`UnitShares`: only those units); ``source`` — ``None`` for the
+    secure default; ``noise=False`` returns the true answers (tests of the pipeline only:
+    not private); ``key`` — names the run (scope and histogram, e.g. ``us-persons``) in the
+    seeds of slice tasks' test sources (:meth:`slice_noise`), so two runs drawing from one
+    seeded source never share a stream.
     """
 
     strategy: Strategy
-    shares: BudgetShares | None = None
+    shares: BudgetShares | UnitShares | None = None
     source: RandomSource | None = None
     noise: bool = True
+    key: str = ""
     draws: int = field(default=0, init=False)
 
     def __post_init__(self) -> None:
         self._source = resolve_source(self.source)
-        if self.shares is not None and self.shares.levels != self.strategy.levels:
+        if isinstance(self.shares, BudgetShares) and self.shares.levels != self.strategy.levels:
             raise ValueError("the budget shares are for other levels than the strategy's")
+
+    def slice_noise(self, level: str, units: range) -> SliceNoise:
+        """What a slice task measuring ``units`` (consecutive) of ``level`` draws with: their
+        shares, and — for a seeded source — ``SeededSource(f"{seed}-{key}-{level}-{first}")``
+        (``first`` = ``units.start``, which no other slice of the run's level starts at);
+        for a secure source, the task's own process's secure source (module docstring).
+        Any other source is refused: its stream cannot be split among processes."""
+        idx = np.arange(units.start, units.stop, dtype=np.int64)
+        nums, den = self.unit_shares(level, idx)
+        shares = UnitShares(level, units.start, nums, den)
+        if isinstance(self._source, SeededSource):
+            base = self._source.seed
+            text = base.hex() if isinstance(base, bytes) else str(base)
+            seed: str | None = f"{text}-{self.key}-{level}-{units.start}"
+        elif self._source.is_private or not self.noise:
+            seed = None
+        else:
+            raise ValueError(
+                f"{self._source!r} cannot be split among slice tasks: give a secure "
+                "source (the default) or, for tests, a privtab.random.SeededSource"
+            )
+        return SliceNoise(self.strategy, shares, seed, self.noise)
 
     @property
     def private(self) -> bool:
@@ -96,6 +186,13 @@ class Measurer:
         if self.shares is None:
             g = self.strategy.geolevel_shares[level]
             return np.full(len(units), g.numerator, dtype=np.int64), g.denominator
+        if isinstance(self.shares, UnitShares):
+            u = self.shares
+            local = np.asarray(units, dtype=np.int64) - u.start
+            outside = local.size and (local.min() < 0 or local.max() >= len(u.numerators))
+            if level != u.level or outside:
+                raise ValueError(f"the shares are of {u.level} units from {u.start} only")
+            return u.numerators[local], u.denominator
         k = self.shares.levels.index(level)
         return self.shares.numerators[k][units], self.shares.denominator
 
@@ -179,7 +276,8 @@ def needed_cells(
     strategy: Strategy, level: str, parent: NDArray[np.integer]
 ) -> dict[str, NDArray[np.bool_]]:
     """The answer cells of every query of ``level`` an output can depend on, given the
-    children's solved integer ``parent`` histogram: those with some detailed cell positive
+    children's solved integer ``parent`` histogram (``(cells,)``, or ``(n, cells)`` for
+    ``n`` parents at once: then ``(n, size)`` masks): those with some detailed cell positive
     in the parent. Every other answer is 0 in every child (the children sum to the parent
     and are non-negative), so its noise is never read."""
     positive = (np.asarray(parent) > 0).astype(np.int64)

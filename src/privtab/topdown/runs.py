@@ -179,7 +179,8 @@ def prepare_run(
     }
 
     def measurer(s: Strategy, shares: BudgetShares) -> Measurer:
-        return Measurer(s, shares, source, noise=noise)
+        # key: each run's slice tasks derive their own test sources (never a shared stream)
+        return Measurer(s, shares, source, noise=noise, key=f"{run}-{s.histogram}")
 
     files = {"persons": str(data.files["persons"]), "units": str(data.files["units"])}
     runs = {

@@ -1,49 +1,94 @@
-"""Per-parent problems solved in slices, in this process or in worker processes.
+"""TopDown's unit of work: one slice of parents, measured and solved where it runs.
 
-TopDown's driver (:mod:`privtab.topdown.engine`) draws a level's noise and builds its
-per-parent problems in the main process, parent after parent in the hierarchy's order —
-the order in which a seeded source's stream is consumed never depends on the parallelism.
-It hands the problems over in **slices** of :data:`SLICE` consecutive parents; each slice
-is solved by :func:`solve_slice` — the batched structured solver
-(:func:`privtab.topdown.solve.solve_children_batch`: the same certified answers and runtime
-checks as one problem at a time) — either here (``workers=1``) or in one of ``workers``
-worker processes (:class:`SolvePool`), while the main process builds the next slices. A
-slice's composition is fixed by :data:`SLICE` alone and :func:`solve_slice` is a pure
-function of its problems, so a seeded release is byte-identical whatever the number of
-workers (``tests/topdown/test_release_identity.py``).
+**The slice function** (what any engine runs — this module's :class:`SolvePool`, the
+driver's own process, or a Spark ``mapPartitions``)::
+
+    run_slice(task: SliceTask) -> SliceResult
+
+a pure function of its picklable :class:`~privtab.topdown.problems.SliceTask` — the
+public constraints of the children (:class:`~privtab.topdown.solve.ChildConstraints`, one
+per parent), the parents' solved histograms and ids, the children's **true sparse
+histograms** (``task.truth``, confidential; or ``task.measured``, measurements read from a
+noisy-measurement file) and the per-slice source key (``task.noise``: the budget shares of
+the children and ``seed`` — ``None`` for the secure source of the process running the
+task, or the derived test seed ``f"{seed}-{run}-{level}-{first child}"``) — returning the
+solved children: :class:`SliceResult` (per parent, the children's integer histograms and
+:class:`~privtab.topdown.solve.SolveDiagnostics`; the noise draws per parent; the
+measurement batch when ``task.keep``, for a noisy-measurement file; seconds building and
+solving). It draws the slice's noise in one vectorised batch and builds its problems
+(:func:`~privtab.topdown.problems.build_slice`), then solves them together with the
+batched structured solver (:func:`privtab.topdown.solve.solve_children_batch`: the same
+certified answers and runtime checks as one problem at a time).
+
+TopDown's driver (:mod:`privtab.topdown.engine`) only cuts the tasks — :data:`SLICE`
+consecutive parents of one level, in the hierarchy's order — and collects the results in
+that order. A slice's composition is fixed by :data:`SLICE` alone and its seeded source by
+the slice, so a seeded release is byte-identical whatever the number of workers
+(``tests/topdown/test_release_identity.py``); with the secure source, every task's noise
+comes from its own process's CSPRNG (:mod:`privtab.topdown.measure`: the privacy argument).
 
 Workers are started with ``forkserver`` (never ``fork``: the release runs in a worker
 thread beside polars's thread pool), each with one BLAS thread
-(:func:`privtab.topdown.engine.one_blas_thread`'s reason). A worker receives only the
-problem objects — noisy measurements and public constraints — and returns the children's
-integer histograms and diagnostics: post-processing, no privacy cost.
+(:func:`privtab.topdown.engine.one_blas_thread`'s reason). A worker receives a slice's
+true histograms and public constraints and returns only noisy measurements and
+post-processed histograms (the true histograms never leave it in any result).
 """
 
 from __future__ import annotations
 
 import multiprocessing
+import time
 from collections.abc import Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
+from dataclasses import dataclass
 from typing import TypeAlias
 
 import numpy as np
 from numpy.typing import NDArray
 
+from privtab.topdown.measure import MeasurementBatch
+from privtab.topdown.problems import SliceTask, build_slice
 from privtab.topdown.solve import ChildrenProblem, SolveDiagnostics, solve_children_batch
 
-__all__ = ["SLICE", "SolvePool", "Solved", "solve_slice"]
+__all__ = ["SLICE", "SliceResult", "SolvePool", "Solved", "run_slice", "solve_slice"]
 
-#: Parents per slice: the unit of work handed to a worker (and of the batched solver).
-#: Fixed, so the answers never depend on the worker count.
+#: Parents per slice: the unit of work handed to a worker (and of the batched solver and
+#: of a seeded run's derived sources). Fixed, so the answers never depend on the workers.
 SLICE = 32
 
 #: What a slice returns per problem: the children's integer histograms and diagnostics.
 Solved: TypeAlias = tuple[NDArray[np.int64], SolveDiagnostics]
 
 
+@dataclass(frozen=True, eq=False)
+class SliceResult:
+    """A slice solved (module docstring): ``solved`` and ``draws`` per parent, in order;
+    ``batch`` the slice's measurements if the task asked to keep them."""
+
+    solved: list[Solved]
+    draws: list[int]
+    batch: MeasurementBatch | None
+    build_seconds: float
+    solve_seconds: float
+
+
 def solve_slice(problems: Sequence[ChildrenProblem]) -> list[Solved]:
-    """Solve a slice of problems (module docstring), in order."""
+    """Solve built problems together, in order (the batched structured solver)."""
     return [(s.counts, s.diagnostics) for s in solve_children_batch(problems)]
+
+
+def run_slice(task: SliceTask) -> SliceResult:
+    """Measure and solve one slice (module docstring): the unit of work of every engine."""
+    built = build_slice(task)
+    t0 = time.perf_counter()
+    solved = solve_slice(built.problems)
+    return SliceResult(
+        solved,
+        built.draws,
+        built.batch if task.keep else None,
+        built.seconds,
+        time.perf_counter() - t0,
+    )
 
 
 def _start_worker() -> None:
@@ -53,8 +98,8 @@ def _start_worker() -> None:
 
 
 class SolvePool:
-    """``workers`` processes solving slices (``workers=1``: none — slices are solved in
-    the caller's process). A context manager: the processes end with it."""
+    """``workers`` processes running slices (``workers=1``: none — slices run in the
+    caller's process). A context manager: the processes end with it."""
 
     def __init__(self, workers: int = 1) -> None:
         if workers < 1:
@@ -78,11 +123,11 @@ class SolvePool:
     def parallel(self) -> bool:
         return self.workers > 1
 
-    def submit(self, problems: Sequence[ChildrenProblem]) -> Future[list[Solved]]:
-        """Solve ``problems`` in a worker (started on first use)."""
+    def submit(self, task: SliceTask) -> Future[SliceResult]:
+        """Run ``task`` (:func:`run_slice`) in a worker (the pool started on first use)."""
         if self._pool is None:
             ctx = multiprocessing.get_context("forkserver")
             self._pool = ProcessPoolExecutor(
                 self.workers, mp_context=ctx, initializer=_start_worker
             )
-        return self._pool.submit(solve_slice, list(problems))
+        return self._pool.submit(run_slice, task)
