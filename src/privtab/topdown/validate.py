@@ -39,14 +39,25 @@ Every failure is a :class:`~privtab.data.errors.Problem` naming the file, the li
 (header = line 1; Parquet: the 1-based row), the column and value where they exist, and
 the rule; all are raised together as one :class:`OutputValidationError`.
 
-Memory: the MDF files are read, checked and turned into per-block histograms (sparse), then
-let go; the tables are then validated **one at a time** — read, checked, compared with the
-MDF's tabulation (made per table from the per-geolevel sparse histograms) and let go,
-keeping only the rows the cross-table identities read; a Parquet copy is compared with its
-text file one column at a time; a table whose rows are strictly increasing in (GEOLEVEL,
-GEOID, CELL) is checked row against row, without a hash of every row or a sorted copy.
-The peak is one table (the largest, P2 or P4: ≈ 80 cells per geography) beside the MDF's
-histograms — proportional to the blocks of the release, not streamed state by state.
+Streaming (memory bounded by one state, not by the nation): every text file is read in
+row batches of :data:`BLOCK_BYTES` (pyarrow's streaming CSV reader, every column a string)
+and its Parquet copy alongside it, batch against batch. The MDF files are read together
+in geographic order: each batch is checked (codes, sort order against the previous row,
+``EPNUM``) and aggregated by block; when a state is complete its blocks become sparse
+per-block histograms, are checked against the constraints, and their tabulation — every
+in-state geography's persons histogram (its non-zero cells) and housing units — is written
+to a scratch folder (the nation and the AIANNH areas, which cross states, are summed and
+written last). Each table is then read in row batches regrouped into whole geographies:
+the rows must be strictly increasing in (GEOLEVEL, GEOID, CELL) (checked against the row
+before, so a repeated key is a ``duplicate`` and an earlier one ``sort_order`` — a table
+out of order is reported and not compared further, its rows cannot be matched in a
+stream), each geography must have all its cells, and the geographies are compared with
+the scratch tabulation read in the same GEOID order (``tabulation``: the first problem of
+each geolevel), summed into their parents (kept: the nation, states, counties and tracts
+of one table — the tract level bounds it, ≈ 85,000 × 73 cells at the 2020 size) and
+checked against the in-table identities; the totals the P1 = P2 and P3 = P4 identities
+read are kept (one number per geography) until the second table is read. Everything
+vectorised (numpy, polars, scipy.sparse) per batch or per state.
 """
 
 from __future__ import annotations
