@@ -578,7 +578,7 @@ def _state_blocks(
 
 
 _GEOS = pa.schema([("GEOID", pa.string()), ("V", pa.int64()), ("O", pa.int64())])
-_PAIRS = pa.schema([("GEOID", pa.string()), ("CELL", pa.int64()), ("N", pa.int64())])
+_PAIRS = pa.schema([("I", pa.int64()), ("CELL", pa.int64()), ("N", pa.int64())])
 
 
 @dataclass
@@ -594,6 +594,7 @@ class _Expected:
     levels: tuple[str, ...]
     complete: bool
     _writers: dict[str, tuple[pq.ParquetWriter, pq.ParquetWriter]] = field(default_factory=dict)
+    _count: dict[str, int] = field(default_factory=dict)
     _across: dict[str, list[tuple[np.ndarray, sp.csr_matrix, np.ndarray]]] = field(
         default_factory=dict
     )
@@ -605,12 +606,14 @@ class _Expected:
                 pq.ParquetWriter(self.scratch / f"{level}-cells.parquet", _PAIRS),
             )
         geos, cells = self._writers[level]
-        geos.write_table(pa.table({"GEOID": gids.tolist(), "V": hu[:, 0], "O": hu[:, 1]},
+        geos.write_table(pa.table({"GEOID": pa.array(gids), "V": hu[:, 0], "O": hu[:, 1]},
                                   schema=_GEOS))  # fmt: skip
         coo = sp.coo_matrix(hist)
         keep = coo.data != 0
+        first = self._count.get(level, 0)
+        self._count[level] = first + gids.size
         cells.write_table(pa.table(
-            {"GEOID": gids[coo.row[keep]].tolist(), "CELL": coo.col[keep].astype(np.int64),
+            {"I": coo.row[keep].astype(np.int64) + first, "CELL": coo.col[keep].astype(np.int64),
              "N": coo.data[keep].astype(np.int64)}, schema=_PAIRS,
         ))  # fmt: skip
 
@@ -651,43 +654,49 @@ class _Expected:
 
 
 class _ExpectedReader:
-    """One geolevel's expected geographies read in GEOID order, as far as asked."""
+    """One geolevel's expected geographies read in GEOID order, as far as asked (the
+    cells file refers to a geography by its position ``I`` in the geographies file)."""
 
     def __init__(self, scratch: Path, level: str, exists: bool) -> None:
-        self._streams = [
-            _Sorted(scratch / f"{level}-{part}.parquet" if exists else None, schema)
-            for part, schema in (("geos", _GEOS), ("cells", _PAIRS))
-        ]
+        path = (lambda part: scratch / f"{level}-{part}.parquet") if exists else (lambda _: None)
+        self._geos = _Sorted(path("geos"), _GEOS, "GEOID")
+        self._cells = _Sorted(path("cells"), _PAIRS, "I")
+        self._seen = 0
 
     def upto(self, geoid: str | None) -> tuple[np.ndarray, np.ndarray, pl.DataFrame]:
         """The geographies not yet read with GEOID ≤ ``geoid`` (``None``: all): their
-        GEOIDs, [vacant, occupied] housing units and non-zero persons cells."""
-        geos, cells = (s.upto(geoid) for s in self._streams)
+        GEOIDs, [vacant, occupied] housing units and non-zero persons cells (``I``: the
+        row among these geographies)."""
+        geos = self._geos.upto(geoid)
+        first, self._seen = self._seen, self._seen + geos.height
+        cells = self._cells.upto(None if geoid is None else self._seen - 1)
         return (
             geos.get_column("GEOID").to_numpy().astype(str),
             geos.select("V", "O").to_numpy().astype(np.int64),
-            cells,
+            cells.with_columns(pl.col("I") - first),
         )
 
 
 class _Sorted:
-    """A Parquet file sorted by ``GEOID``, read in batches as far as asked."""
+    """A Parquet file sorted by ``key``, read in batches as far as asked."""
 
-    def __init__(self, path: Path | None, schema: pa.Schema) -> None:
+    def __init__(self, path: Path | None, schema: pa.Schema, key: str) -> None:
         self._batches: Iterator[pa.RecordBatch] = (
             iter(pq.ParquetFile(path).iter_batches(batch_size=1 << 16)) if path else iter(())
         )
         self._buf: pl.DataFrame | None = None
         self._done = path is None
         self._schema = schema
+        self._key = key
 
-    def upto(self, geoid: str | None) -> pl.DataFrame:
+    def upto(self, value: str | int | None) -> pl.DataFrame:
+        """The rows not yet read with ``key`` ≤ ``value`` (``None``: all)."""
         parts = [] if self._buf is None else [self._buf]
         while not self._done and (
-            geoid is None
+            value is None
             or not parts
             or parts[-1].height == 0
-            or parts[-1].get_column("GEOID")[-1] <= geoid
+            or parts[-1].get_column(self._key)[-1] <= value
         ):
             batch = next(self._batches, None)
             if batch is None:
@@ -699,8 +708,8 @@ class _Sorted:
         whole = pl.concat(parts) if len(parts) > 1 else parts[0]
         at = (
             whole.height
-            if geoid is None
-            else int(whole.get_column("GEOID").search_sorted(geoid, side="right"))
+            if value is None
+            else int(whole.get_column(self._key).search_sorted(value, side="right"))
         )
         self._buf = whole.slice(at)
         return whole.slice(0, at)
@@ -989,7 +998,7 @@ class _Table:
         if self.t == "H1":
             out: np.ndarray = hu @ m.T
             return out
-        rows = np.searchsorted(gids, cells.get_column("GEOID").to_numpy().astype(str))
+        rows = cells.get_column("I").to_numpy()
         hist = sp.csr_matrix(
             (cells.get_column("N").to_numpy(), (rows, cells.get_column("CELL").to_numpy())),
             shape=(gids.size, CELLS), dtype=np.int64,
