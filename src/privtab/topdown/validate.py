@@ -43,7 +43,8 @@ Streaming (memory bounded by one state, not by the nation): every text file is r
 row batches of :data:`BLOCK_BYTES` (pyarrow's streaming CSV reader, every column a string)
 and its Parquet copy alongside it, batch against batch. The MDF files are read together
 in geographic order: each batch is checked (codes, sort order against the previous row,
-``EPNUM``) and aggregated by block; when a state is complete its blocks become sparse
+``EPNUM``) and aggregated by block (an MDF with a bad code or out of order is reported
+and its tabulation not compared); when a state is complete its blocks become sparse
 per-block histograms, are checked against the constraints, and their tabulation — every
 in-state geography's persons histogram (its non-zero cells) and housing units — is written
 to a scratch folder (the nation and the AIANNH areas, which cross states, are summed and
