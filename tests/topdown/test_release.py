@@ -353,6 +353,60 @@ def test_a_tampered_release_is_rejected_naming_file_and_rule(
         assert hits[0].row == 1  # the first data row, the one edited
 
 
+def _block_cell_plus_one(folder: Path) -> None:
+    """+1 on a non-zero BLOCK row of P1 in the middle of the file (past many batches)."""
+    p = folder / "pl94" / "P1.txt"
+    lines = p.read_text().splitlines(keepends=True)
+    at = [i for i, ln in enumerate(lines) if "|BLOCK|P0010001|" in ln and not ln.endswith("|0\n")]
+    i = at[len(at) // 2]
+    head, count = lines[i].rstrip("\n").rsplit("|", 1)
+    lines[i] = f"{head}|{int(count) + 1}\n"
+    p.write_text("".join(lines))
+
+
+def _duplicate_late_row(folder: Path) -> None:
+    p = folder / "pl94" / "P2.txt"
+    lines = p.read_text().splitlines(keepends=True)
+    i = len(lines) * 2 // 3
+    p.write_text("".join([*lines[: i + 1], lines[i], *lines[i + 1 :]]))
+
+
+@pytest.mark.parametrize(
+    ("edit", "file", "kinds"),
+    [
+        (_block_cell_plus_one, "pl94/P1.txt", ("tabulation", "children_sum", "identity")),
+        (_count_plus_one, "pl94/P1.txt", ("tabulation", "children_sum", "identity")),
+        (_duplicate_late_row, "pl94/P2.txt", ("duplicate",)),
+        (_drop_person, "mdf/persons.txt", ("sort_order",)),
+    ],
+)
+def test_validation_in_small_batches_finds_what_one_batch_finds(
+    seeded: tuple[Path, TopDownResult],
+    data: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    edit: Callable[[Path], None],
+    file: str,
+    kinds: tuple[str, ...],
+) -> None:
+    """The validation streams the files in row batches: with batches of a few rows (every
+    geography, state and parent straddling batch boundaries) the intact release still
+    validates and a tampered one is rejected with the same located rules as in one batch."""
+    import privtab.topdown.validate as validate
+
+    out, _ = seeded
+    bad = _tamper(out, tmp_path / "bad", edit)
+    found: dict[int, set[str]] = {}
+    for block in (validate.BLOCK_BYTES, 1 << 11):
+        monkeypatch.setattr(validate, "BLOCK_BYTES", block)
+        assert "tabulation" in validate_release(out, grfc=data).checks
+        with pytest.raises(OutputValidationError) as err:
+            validate_release(bad, grfc=data)
+        found[block] = {p.kind for p in err.value.problems if p.file.endswith(file)}
+        assert set(kinds) <= found[block], str(err.value)
+    assert found[validate.BLOCK_BYTES] == found[1 << 11]
+
+
 # ----------------------------------------------------------------- the Python API
 
 

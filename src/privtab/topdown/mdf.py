@@ -27,7 +27,9 @@ persons then by their histogram cell (``GQTYPE_PL``, ``VOTING_AGE``, ``CENHISP``
 persons of the file 0, 1, 2, … in that order (production adds it with Spark's
 ``zipWithIndex`` after sorting). Each file has a Parquet copy (``persons.parquet``,
 ``units.parquet``: the same rows, text columns, ``EPNUM`` Int64, privtab's privacy
-metadata). The files are written state by state (:class:`MdfWriter`).
+metadata). The files are written state by state (:class:`MdfWriter`), each state's rows
+in runs of whole blocks of about :data:`ROWS` rows, so a large state's rows are never
+all held.
 
 Privacy: the person rows are the released noisy post-processed histograms, one row per
 count; the unit rows the released units histograms and the group-quarters facility counts,
@@ -36,6 +38,7 @@ which are invariants of the 2020 design (published exactly, as in 2020).
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -68,6 +71,9 @@ MUD_COLUMNS: tuple[str, ...] = (
     "SCHEMA_TYPE_CODE", "SCHEMA_BUILD_ID", *GEO_COLUMNS, "RTYPE", "HH_STATUS",
 )  # fmt: skip
 FILES = {"persons": MPD_COLUMNS, "units": MUD_COLUMNS}
+#: MDF rows made and written at once (bounds the memory of a large state's rows; a
+#: Parquet row group per run).
+ROWS = 1 << 20
 SEPARATOR = "|"
 
 IntArray = NDArray[np.int64]
@@ -147,6 +153,18 @@ def unit_rows(blocks: pl.DataFrame, units: IntArray, facilities: IntArray) -> pl
     )
 
 
+def _slices(rows: IntArray) -> list[tuple[int, int]]:
+    """Runs ``[lo, hi)`` of consecutive blocks (``rows``: each block's MDF rows) holding
+    about :data:`ROWS` rows each (a block is never split; at least one run)."""
+    n = rows.size
+    if n == 0:
+        return [(0, 0)]
+    cum = np.cumsum(rows)
+    cuts = np.searchsorted(cum, np.arange(ROWS, int(cum[-1]), ROWS), side="right")
+    bounds = np.unique(np.concatenate([[0], cuts, [n]]))
+    return [(int(a), int(b)) for a, b in itertools.pairwise(bounds.tolist())]
+
+
 @dataclass
 class MdfWriter:
     """Appends MDF rows to ``folder/mdf/{persons,units}.{txt,parquet}`` state by state
@@ -182,13 +200,19 @@ class MdfWriter:
         units: IntArray,
         facilities: IntArray,
     ) -> None:
-        """Append the rows of ``blocks`` (one state's, in geographic order)."""
-        p = person_rows(blocks, persons, self.persons)
-        self._append("persons", p)
-        self.persons += p.height
-        u = unit_rows(blocks, units, facilities)
-        self._append("units", u)
-        self.units += u.height
+        """Append the rows of ``blocks`` (one state's, in geographic order), made and
+        written in runs of whole blocks of about :data:`ROWS` rows (a state's rows are
+        never all held)."""
+        h = sp.csr_matrix(persons, dtype=np.int64)
+        for lo, hi in _slices(np.asarray(h.sum(axis=1), dtype=np.int64).ravel()):
+            p = person_rows(blocks.slice(lo, hi - lo), h[lo:hi], self.persons)
+            self._append("persons", p)
+            self.persons += p.height
+        per_block = np.asarray(units, dtype=np.int64).sum(axis=1) + facilities
+        for lo, hi in _slices(per_block):
+            u = unit_rows(blocks.slice(lo, hi - lo), units[lo:hi], facilities[lo:hi])
+            self._append("units", u)
+            self.units += u.height
 
     def close(self) -> list[Path]:
         """Finish the Parquet copies (empty files get their schema); returns the files."""

@@ -39,25 +39,43 @@ Every failure is a :class:`~privtab.data.errors.Problem` naming the file, the li
 (header = line 1; Parquet: the 1-based row), the column and value where they exist, and
 the rule; all are raised together as one :class:`OutputValidationError`.
 
-Memory: the MDF files are read, checked and turned into per-block histograms (sparse), then
-let go; the tables are then validated **one at a time** — read, checked, compared with the
-MDF's tabulation (made per table from the per-geolevel sparse histograms) and let go,
-keeping only the rows the cross-table identities read; a Parquet copy is compared with its
-text file one column at a time; a table whose rows are strictly increasing in (GEOLEVEL,
-GEOID, CELL) is checked row against row, without a hash of every row or a sorted copy.
-The peak is one table (the largest, P2 or P4: ≈ 80 cells per geography) beside the MDF's
-histograms — proportional to the blocks of the release, not streamed state by state.
+Streaming (memory bounded by one state, not by the nation): every text file is read in
+row batches of :data:`BLOCK_BYTES` (pyarrow's streaming CSV reader, every column a string)
+and its Parquet copy alongside it, batch against batch. The MDF files are read together
+in geographic order: each batch is checked (codes, sort order against the previous row,
+``EPNUM``) and aggregated by block (an MDF with a bad code or out of order is reported
+and its tabulation not compared); when a state is complete its blocks become sparse
+per-block histograms, are checked against the constraints, and their tabulation — every
+in-state geography's persons histogram (its non-zero cells) and housing units — is written
+to a scratch folder (the nation and the AIANNH areas, which cross states, are summed and
+written last). Each table is then read in row batches regrouped into whole geographies:
+the rows must be strictly increasing in (GEOLEVEL, GEOID, CELL) (checked against the row
+before, so a repeated key is a ``duplicate`` and an earlier one ``sort_order`` — a table
+out of order is reported and not compared further, its rows cannot be matched in a
+stream), each geography must have all its cells, and the geographies are compared with
+the scratch tabulation read in the same GEOID order (``tabulation``: the first problem of
+each geolevel), summed into their parents (kept: the nation, states, counties and tracts
+of one table — the tract level bounds it, ≈ 85,000 × 73 cells at the 2020 size) and
+checked against the in-table identities; the totals the P1 = P2 and P3 = P4 identities
+read are kept (one number per geography) until the second table is read. Everything
+vectorised (numpy, polars, scipy.sparse) per batch or per state.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import heapq
+import itertools
+import tempfile
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import polars as pl
+import pyarrow as pa
+import pyarrow.csv as pacsv
+import pyarrow.parquet as pq
 import scipy.sparse as sp
 
 from privtab.data.errors import Problem, ProblemLog
@@ -68,6 +86,7 @@ from privtab.topdown.mdf import MPD_COLUMNS, MUD_COLUMNS, SCHEMA_BUILD_ID
 from privtab.topdown.pl94 import (
     COLUMNS,
     GEOLEVELS,
+    IN_STATE,
     TABLES,
     cell_names,
     geo_matrix,
@@ -79,6 +98,8 @@ __all__ = ["OutputValidationError", "ValidationSummary", "validate_release"]
 
 LINE = "_LINE"
 SEP = "|"
+#: Text read per batch (bytes): the memory of a file being validated.
+BLOCK_BYTES = 16 << 20
 _DIGITS = {"TABBLKST": 2, "TABBLKCOU": 3, "TABTRACTCE": 6, "TABBLKGRPCE": 1, "TABBLK": 4}
 _CODES: dict[str, dict[str, tuple[str, ...]]] = {
     "persons": {
@@ -183,83 +204,179 @@ class _Check:
         return True
 
 
-def _read_text(check: _Check, path: Path, columns: Sequence[str]) -> pl.DataFrame | None:
-    """A pipe-delimited file as strings with its line numbers (header = line 1)."""
-    try:
-        with path.open("rb") as fh:
-            header = fh.readline().decode("utf-8", "replace").rstrip("\r\n")
-    except OSError as exc:
-        check.add(path, "layout", f"cannot read: {exc.strerror}")
-        return None
-    if header != SEP.join(columns):
-        check.add(path, "header", f"the header must be {SEP.join(columns)}", 1, None, header)
-        return None
-    try:
-        df = pl.read_csv(
-            path,
-            separator=SEP,
-            infer_schema=False,
-            has_header=True,
-            quote_char=None,
-        )
-    except pl.exceptions.PolarsError as exc:
-        check.add(path, "field_count", f"not a {len(columns)}-column pipe-delimited file: {exc}")
-        return None
-    if df.columns != list(columns):
-        check.add(path, "header", f"the columns must be {SEP.join(columns)}", 1)
-        return None
-    return df.with_row_index(LINE, offset=2).with_columns(pl.col(LINE).cast(pl.Int64))
+class _TextStream:
+    """A pipe-delimited file read in row batches (every column a string, with its line
+    numbers in :data:`LINE`; header = line 1): at most one batch (≈ :data:`BLOCK_BYTES` of
+    text) is held. ``ok`` is false once the header or a line's field count is wrong (a
+    problem is logged); ``rows`` counts the data rows read."""
 
+    def __init__(self, check: _Check, path: Path, columns: Sequence[str]) -> None:
+        self.check, self.path, self.columns = check, path, tuple(columns)
+        self.ok = True
+        self.rows = 0
 
-def _check_parquet(
-    check: _Check, path: Path, text: pl.DataFrame, private: bool, ints: Sequence[str]
-) -> None:
-    """The Parquet copy against the text rows, one column at a time (the copy is never held
-    whole beside the text rows: bounded by one column)."""
-    import pyarrow.parquet as pq
-
-    try:
-        schema = pq.read_schema(path)
-        height = pq.ParquetFile(path).metadata.num_rows
-    except (OSError, pl.exceptions.PolarsError, ValueError) as exc:
-        check.add(path, "parquet_copy", f"cannot read: {exc}")
-        return
-    flag = (schema.metadata or {}).get(PRIVATE_KEY.encode(), b"").decode()
-    if flag != ("true" if private else "false"):
-        check.add(
-            path,
-            "private_marker",
-            f"privacy metadata {PRIVATE_KEY} must agree with release.json",
-            None,
-            PRIVATE_KEY,
-            flag,
-        )
-    cols = [c for c in text.columns if c != LINE]
-    if schema.names != cols:
-        check.add(
-            path, "parquet_copy", f"the columns must be {cols}", None, None, str(schema.names)
-        )
-        return
-    if height != text.height:
-        check.add(path, "parquet_copy", f"{height} rows, the text file has {text.height}")
-        return
-    first: int | None = None
-    for c in cols:
+    def _header(self) -> bool:
         try:
-            column = pl.read_parquet(path, columns=[c]).get_column(c)
-        except (OSError, pl.exceptions.PolarsError, ValueError) as exc:
+            with self.path.open("rb") as fh:
+                header = fh.readline().decode("utf-8", "replace").rstrip("\r\n")
+        except OSError as exc:
+            self.check.add(self.path, "layout", f"cannot read: {exc.strerror}")
+            return False
+        if header != SEP.join(self.columns):
+            self.check.add(
+                self.path, "header", f"the header must be {SEP.join(self.columns)}", 1, None,
+                header,
+            )  # fmt: skip
+            return False
+        return True
+
+    def _failed(self, exc: Exception) -> None:
+        self.ok = False
+        self.check.add(
+            self.path,
+            "field_count",
+            f"not a {len(self.columns)}-column pipe-delimited file: {exc}",
+            self.rows + 2,
+        )
+
+    def __iter__(self) -> Iterator[pl.DataFrame]:
+        if not self._header():
+            self.ok = False
+            return
+        strings = {c: pa.string() for c in self.columns}
+        try:
+            reader = pacsv.open_csv(
+                self.path,
+                read_options=pacsv.ReadOptions(
+                    skip_rows=1, column_names=list(self.columns), block_size=BLOCK_BYTES
+                ),
+                parse_options=pacsv.ParseOptions(delimiter=SEP, quote_char=False),
+                convert_options=pacsv.ConvertOptions(
+                    column_types=strings, strings_can_be_null=False
+                ),
+            )
+        except (pa.ArrowInvalid, OSError) as exc:
+            self._failed(exc)
+            return
+        while True:
+            try:
+                batch = reader.read_next_batch()
+            except StopIteration:
+                return
+            except (pa.ArrowInvalid, OSError) as exc:
+                self._failed(exc)
+                return
+            df = pl.DataFrame(pl.from_arrow(batch))
+            first = self.rows + 2
+            self.rows += df.height
+            yield df.with_columns(
+                pl.int_range(first, first + df.height, dtype=pl.Int64).alias(LINE)
+            )
+
+
+class _ParquetCopy:
+    """A Parquet copy compared with its text file batch by batch (:meth:`compare` with each
+    text batch in order, then :meth:`finish`): at most one batch of each is held."""
+
+    def __init__(
+        self, check: _Check, path: Path, columns: Sequence[str], private: bool,
+        ints: Sequence[str],
+    ) -> None:  # fmt: skip
+        self.check, self.path, self.columns = check, path, list(columns)
+        self.ok = False
+        self.first: int | None = None
+        self.at = 0
+        self._buf: pl.DataFrame | None = None
+        try:
+            pf = pq.ParquetFile(path)
+            schema = pf.schema_arrow
+            self.height = pf.metadata.num_rows
+        except (OSError, pa.ArrowException, ValueError) as exc:
             check.add(path, "parquet_copy", f"cannot read: {exc}")
             return
-        if c in ints and column.dtype != pl.Int64:
-            check.add(path, "parquet_copy", f"column {c} must be Int64", None, c, str(column.dtype))
-        differs = np.flatnonzero(
-            column.cast(pl.String).ne_missing(text.get_column(c)).fill_null(True).to_numpy()
-        )
-        if differs.size and (first is None or int(differs[0]) < first):
-            first = int(differs[0])
-        del column
-    if first is not None:
-        check.add(path, "parquet_copy", "differs from the text file", first + 1)
+        flag = (schema.metadata or {}).get(PRIVATE_KEY.encode(), b"").decode()
+        if flag != ("true" if private else "false"):
+            check.add(
+                path, "private_marker",
+                f"privacy metadata {PRIVATE_KEY} must agree with release.json", None,
+                PRIVATE_KEY, flag,
+            )  # fmt: skip
+        if schema.names != self.columns:
+            check.add(
+                path, "parquet_copy", f"the columns must be {self.columns}", None, None,
+                str(schema.names),
+            )  # fmt: skip
+            return
+        for c in ints:
+            if schema.field(c).type != pa.int64():
+                check.add(
+                    path, "parquet_copy", f"column {c} must be Int64", None, c,
+                    str(schema.field(c).type),
+                )  # fmt: skip
+        self._batches = pf.iter_batches(batch_size=1 << 16)
+        self.ok = True
+
+    def _take(self, n: int) -> pl.DataFrame | None:
+        parts = [] if self._buf is None else [self._buf]
+        have = sum(p.height for p in parts)
+        while have < n:
+            try:
+                batch = next(self._batches)
+            except StopIteration:
+                break
+            except (OSError, pa.ArrowException) as exc:
+                self.check.add(self.path, "parquet_copy", f"cannot read: {exc}")
+                self.ok = False
+                return None
+            parts.append(pl.DataFrame(pl.from_arrow(batch)))
+            have += parts[-1].height
+        if have < n:
+            return None  # fewer rows than the text file: reported by finish
+        whole = pl.concat(parts) if len(parts) > 1 else parts[0]
+        self._buf = whole.slice(n)
+        return whole.slice(0, n)
+
+    def compare(self, text: pl.DataFrame) -> None:
+        """The next ``text.height`` rows of the copy against the text batch ``text``."""
+        if not self.ok or (self.first is not None) or not text.height:
+            self.at += text.height
+            return
+        got = self._take(text.height)
+        if got is None:
+            self.at += text.height
+            return
+        for c in self.columns:
+            differs = np.flatnonzero(
+                got.get_column(c).cast(pl.String)
+                .ne_missing(text.get_column(c)).fill_null(True).to_numpy()
+            )  # fmt: skip
+            if differs.size and (self.first is None or self.at + int(differs[0]) < self.first):
+                self.first = self.at + int(differs[0])
+        self.at += text.height
+
+    def finish(self, text_rows: int) -> None:
+        if not self.ok:
+            return
+        if self.height != text_rows:
+            self.check.add(
+                self.path, "parquet_copy", f"{self.height} rows, the text file has {text_rows}"
+            )
+            return
+        if self.first is not None:
+            self.check.add(self.path, "parquet_copy", "differs from the text file", self.first + 1)
+
+
+def _not_after(key: pl.DataFrame, strict: bool) -> np.ndarray:
+    """Indices ``i ≥ 1`` of the rows of ``key`` (its columns in order) that do not come
+    after row ``i − 1`` (lexicographically: ``strict`` — not greater; else — less)."""
+    later: pl.Expr = pl.lit(not strict)
+    for c in reversed(key.columns):
+        prev = pl.col(c).shift(1)
+        later = (pl.col(c) > prev) | ((pl.col(c) == prev) & later)
+    if key.height < 2:
+        return np.zeros(0, dtype=np.int64)
+    ok = key.select(later.fill_null(True)).to_series().to_numpy()
+    return np.flatnonzero(~ok[1:]) + 1
 
 
 def _patterns(check: _Check, path: Path, df: pl.DataFrame, kind: str) -> bool:
@@ -302,12 +419,12 @@ def _patterns(check: _Check, path: Path, df: pl.DataFrame, kind: str) -> bool:
     return bad
 
 
-def _block(df: pl.DataFrame | None = None) -> pl.Expr:
+def _block() -> pl.Expr:
     return pl.concat_str("TABBLKST", "TABBLKCOU", "TABTRACTCE", "TABBLK").alias("_BLOCK")
 
 
 def _int(column: str) -> pl.Expr:
-    return pl.col(column).cast(pl.Int64)
+    return pl.col(column).cast(pl.Int64, strict=False)
 
 
 def _person_cell() -> pl.Expr:
@@ -320,79 +437,347 @@ def _person_cell() -> pl.Expr:
     ).alias("_CELL")
 
 
-def _sort_order(check: _Check, path: Path, df: pl.DataFrame, kind: str) -> None:
-    if kind == "persons":
-        key = df.select(_block(df), _person_cell(), LINE, "EPNUM")
-        seq = key.filter(pl.col("EPNUM").cast(pl.Int64) != pl.col(LINE) - 2)
-        check.rows(
-            path, "sort_order", "EPNUM must number the rows 0, 1, 2, … in file order", seq, "EPNUM"
-        )
-        order = ["_BLOCK", "_CELL"]
-    else:
-        key = df.select(_block(df), "RTYPE", pl.col("HH_STATUS").replace({"0": "3"}), LINE)
-        order = ["_BLOCK", "RTYPE", "HH_STATUS"]
-    sorted_ok = key.select(order).equals(key.select(order).sort(order, maintain_order=True))
-    if not sorted_ok:
-        srt = key.with_row_index("_i").sort(order, maintain_order=True).with_row_index("_j")
-        first = srt.filter(pl.col("_i") != pl.col("_j")).sort("_i").head(1)
-        check.rows(
-            path,
-            "sort_order",
-            "rows must be sorted by geography, then codes",
-            first.select(LINE),
-            None,
-        )
+#: units: the kind of a unit row (0 vacant, 1 occupied housing unit, 2 GQ facility)
+_UNIT_KIND = (
+    pl.when(pl.col("RTYPE") == "4").then(2).when(pl.col("HH_STATUS") == "1").then(1).otherwise(0)
+).alias("_CELL")
 
 
-def _mdf_blocks(
-    persons: pl.DataFrame, units: pl.DataFrame
-) -> tuple[list[str], sp.csr_matrix, np.ndarray, np.ndarray, pl.DataFrame]:
-    """Blocks in the MDF (sorted), their persons histograms, [vacant, occupied] housing
-    units, GQ facilities, and the geography of each block."""
-    p = persons.select(
-        _block(persons),
-        _person_cell(),
-        *("TABBLKST", "TABBLKCOU", "TABTRACTCE", "TABBLKGRPCE", "TABBLK"),
+@dataclass
+class _MdfFile:
+    """One MDF file streamed (:meth:`states`): checked batch by batch (pattern, sort order,
+    EPNUM, the Parquet copy) and aggregated per state into ``(_BLOCK, TABBLKGRPCE, _CELL,
+    n)`` (persons: the histogram cell; units: :data:`_UNIT_KIND`); ``usable`` is false
+    once a row breaks a pattern or the order (its aggregates are then not compared)."""
+
+    check: _Check
+    root: Path
+    kind: str
+    private: bool
+    usable: bool = True
+    rows: int = 0
+
+    def states(self) -> Iterator[tuple[str, pl.DataFrame]]:
+        path = self.root / "mdf" / f"{self.kind}.txt"
+        cols = _MDF[self.kind]
+        text = _TextStream(self.check, path, cols)
+        ints = ("EPNUM",) if self.kind == "persons" else ()
+        copy = _ParquetCopy(self.check, path.with_suffix(".parquet"), cols, self.private, ints)
+        pending: dict[str, list[pl.DataFrame]] = {}
+        last: pl.DataFrame | None = None
+        for df in text:
+            copy.compare(df)
+            if _patterns(self.check, path, df, self.kind):
+                self.usable = False
+            if not self.usable:
+                continue
+            key = self._key(df)
+            if self.kind == "persons":
+                seq = key.filter(pl.col("EPNUM").cast(pl.Int64, strict=False) != pl.col(LINE) - 2)
+                self.check.rows(
+                    path, "sort_order", "EPNUM must number the rows 0, 1, 2, … in file order",
+                    seq, "EPNUM",
+                )  # fmt: skip
+            order = [c for c in key.columns if c not in (LINE, "EPNUM")]
+            both = key.select(order) if last is None else pl.concat([last, key.select(order)])
+            bad = _not_after(both, strict=False)
+            if bad.size:
+                at = int(bad[0]) - (0 if last is None else 1)
+                self.check.rows(
+                    path, "sort_order", "rows must be sorted by geography, then codes",
+                    key.slice(at, 1).select(LINE), None,
+                )  # fmt: skip
+                self.usable = False
+                continue
+            last = key.select(order).tail(1)
+            agg = (
+                df.select(_block(), "TABBLKGRPCE", key.get_column("_CELL"))
+                .group_by("_BLOCK", "TABBLKGRPCE", "_CELL")
+                .agg(pl.len().cast(pl.Int64).alias("n"))
+            )
+            for (st,), part in self._by_state(agg):
+                pending.setdefault(str(st), []).append(part)
+            current = df.get_column("TABBLKST")[-1]
+            for st in sorted(s for s in pending if s != current):
+                yield st, pl.concat(pending.pop(st))
+        copy.finish(text.rows)
+        self.rows = text.rows
+        if not text.ok:
+            self.usable = False
+        for st in sorted(pending):
+            yield st, pl.concat(pending.pop(st))
+
+    @staticmethod
+    def _by_state(agg: pl.DataFrame) -> Iterator[tuple[tuple[str], pl.DataFrame]]:
+        with_st = agg.with_columns(pl.col("_BLOCK").str.slice(0, 2).alias("_ST"))
+        for (st,), part in with_st.partition_by("_ST", as_dict=True, include_key=False).items():
+            yield (str(st),), part
+
+    def _key(self, df: pl.DataFrame) -> pl.DataFrame:
+        if self.kind == "persons":
+            return df.select(_block(), _person_cell(), LINE, "EPNUM")
+        return df.select(
+            _block(), "RTYPE", pl.col("HH_STATUS").replace({"0": "3"}), LINE,
+            _UNIT_KIND,
+        )  # fmt: skip
+
+
+@dataclass
+class _Blocks:
+    """One state's blocks (sorted ``ids``, their ``geo`` rows) with the MDF's persons
+    histograms ``hist`` (sparse ``(blocks, 2016)``), [vacant, occupied] housing units
+    ``hu`` and GQ facilities ``gq``."""
+
+    ids: np.ndarray
+    geo: pl.DataFrame
+    hist: sp.csr_matrix
+    hu: np.ndarray
+    gq: np.ndarray
+
+
+def _state_blocks(
+    persons: list[pl.DataFrame], units: list[pl.DataFrame], grfc: pl.DataFrame | None
+) -> tuple[_Blocks, list[str]]:
+    """A state's per-block histograms from its MDF aggregates (and, with the GRF-C, every
+    GRF-C block of the state, also empty ones); also the MDF blocks not in the GRF-C."""
+    empty = pl.DataFrame(
+        schema={"_BLOCK": pl.String, "TABBLKGRPCE": pl.String, "_CELL": pl.Int64, "n": pl.Int64}
     )
-    u = units.select(
-        _block(units),
-        "RTYPE",
-        "HH_STATUS",
-        "TABBLKST",
-        "TABBLKCOU",
-        "TABTRACTCE",
-        "TABBLKGRPCE",
-        "TABBLK",
-    )
-    geo = (
-        pl.concat([p.drop("_CELL"), u.drop("RTYPE", "HH_STATUS")])
+    p = pl.concat([empty, *persons], how="vertical_relaxed")
+    u = pl.concat([empty, *units], how="vertical_relaxed")
+    seen = (
+        pl.concat([p.select("_BLOCK", "TABBLKGRPCE"), u.select("_BLOCK", "TABBLKGRPCE")])
         .unique("_BLOCK", keep="first")
         .sort("_BLOCK")
     )
-    ids = geo.get_column("_BLOCK").to_list()
-    index = {b: i for i, b in enumerate(ids)}
-    pc = p.group_by("_BLOCK", "_CELL").len()
-    rows = np.array([index[b] for b in pc.get_column("_BLOCK").to_list()], dtype=np.int64)
+    stray: list[str] = []
+    if grfc is not None:
+        geo = grfc.rename({"BLOCK": "_BLOCK"})
+        known = geo.get_column("_BLOCK")
+        stray = seen.filter(~pl.col("_BLOCK").is_in(known.implode())).get_column("_BLOCK").to_list()
+    else:
+        b = pl.col("_BLOCK").str
+        geo = seen.select(
+            "_BLOCK", b.slice(0, 2).alias("TABBLKST"), b.slice(2, 3).alias("TABBLKCOU"),
+            b.slice(5, 6).alias("TABTRACTCE"), "TABBLKGRPCE", b.slice(11, 4).alias("TABBLK"),
+        )  # fmt: skip
+    ids = geo.get_column("_BLOCK").to_numpy().astype(str)
+    n = ids.size
+    if stray:
+        return _Blocks(ids, geo, sp.csr_matrix(np.zeros((n, CELLS), np.int64)),
+                       np.zeros((n, 2), np.int64), np.zeros(n, np.int64)), stray  # fmt: skip
+    p = p.group_by("_BLOCK", "_CELL").agg(pl.col("n").sum())
+    rows = np.searchsorted(ids, p.get_column("_BLOCK").to_numpy().astype(str))
     hist = sp.csr_matrix(
-        (
-            pc.get_column("len").to_numpy().astype(np.int64),
-            (rows, pc.get_column("_CELL").to_numpy()),
-        ),
-        shape=(len(ids), CELLS),
+        (p.get_column("n").to_numpy(), (rows, p.get_column("_CELL").to_numpy())),
+        shape=(n, CELLS), dtype=np.int64,
+    )  # fmt: skip
+    kinds = np.zeros((n, 3), dtype=np.int64)
+    u_rows = np.searchsorted(ids, u.get_column("_BLOCK").to_numpy().astype(str))
+    np.add.at(kinds, (u_rows, u.get_column("_CELL").to_numpy()), u.get_column("n").to_numpy())
+    return _Blocks(ids, geo, hist, kinds[:, :2].copy(), kinds[:, 2].copy()), stray
+
+
+_GEOS = pa.schema([("GEOID", pa.string()), ("V", pa.int64()), ("O", pa.int64())])
+_PAIRS = pa.schema([("I", pa.int64()), ("CELL", pa.int64()), ("N", pa.int64())])
+
+
+@dataclass
+class _Expected:
+    """The MDF's tabulation, written per geolevel to ``scratch`` as it is made (state by
+    state; the nation and the AIANNH areas, which cross states, summed and written last):
+    ``<geolevel>-geos.parquet`` every geography (GEOID ascending) with its [vacant,
+    occupied] housing units, ``<geolevel>-cells.parquet`` the non-zero cells of its persons
+    histogram. Each table is then compared with it as both are read in order
+    (:class:`_ExpectedReader`)."""
+
+    scratch: Path
+    levels: tuple[str, ...]
+    complete: bool
+    _writers: dict[str, tuple[pq.ParquetWriter, pq.ParquetWriter]] = field(default_factory=dict)
+    _count: dict[str, int] = field(default_factory=dict)
+    _across: dict[str, list[tuple[np.ndarray, sp.csr_matrix, np.ndarray]]] = field(
+        default_factory=dict
     )
-    uc = u.group_by("_BLOCK", "RTYPE", "HH_STATUS").len()
-    hu = np.zeros((len(ids), 2), dtype=np.int64)
-    gq = np.zeros(len(ids), dtype=np.int64)
-    for b, rtype, status, n in uc.iter_rows():
-        if rtype == "4":
-            gq[index[b]] += n
-        elif status in ("1", "2"):
-            hu[index[b], 1 if status == "1" else 0] += n
-    return ids, hist, hu, gq, geo
+
+    def _write(self, level: str, gids: np.ndarray, hist: sp.csr_matrix, hu: np.ndarray) -> None:
+        if level not in self._writers:
+            self._writers[level] = (
+                pq.ParquetWriter(self.scratch / f"{level}-geos.parquet", _GEOS),
+                pq.ParquetWriter(self.scratch / f"{level}-cells.parquet", _PAIRS),
+            )
+        geos, cells = self._writers[level]
+        geos.write_table(pa.table({"GEOID": pa.array(gids), "V": hu[:, 0], "O": hu[:, 1]},
+                                  schema=_GEOS))  # fmt: skip
+        coo = sp.coo_matrix(hist)
+        keep = coo.data != 0
+        first = self._count.get(level, 0)
+        self._count[level] = first + gids.size
+        cells.write_table(pa.table(
+            {"I": coo.row[keep].astype(np.int64) + first, "CELL": coo.col[keep].astype(np.int64),
+             "N": coo.data[keep].astype(np.int64)}, schema=_PAIRS,
+        ))  # fmt: skip
+
+    def add(self, b: _Blocks) -> None:
+        """One state's blocks: its in-state geographies written, added to the others."""
+        exprs = geoid_exprs()
+        keys = b.geo.select(**{g: exprs[g] for g in self.levels})
+        for level in self.levels:
+            gids, g = geo_matrix(keys.get_column(level).to_list())
+            if not gids.size:
+                continue
+            hist = sp.csr_matrix(g @ b.hist, dtype=np.int64)
+            hist.sort_indices()
+            hu = np.asarray(g @ b.hu, dtype=np.int64)
+            if level in IN_STATE:
+                self._write(level, gids, hist, hu)
+            else:
+                self._across.setdefault(level, []).append((gids, hist, hu))
+
+    def close(self) -> None:
+        """The nation and the AIANNH areas summed and written; every file closed."""
+        for level, parts in self._across.items():
+            ids, inv = np.unique(np.concatenate([p[0] for p in parts]), return_inverse=True)
+            s = sp.csr_matrix(
+                (np.ones(inv.size, dtype=np.int64), (inv, np.arange(inv.size))),
+                shape=(ids.size, inv.size),
+            )
+            hist = sp.csr_matrix(s @ sp.vstack([p[1] for p in parts]), dtype=np.int64)
+            hist.sort_indices()
+            self._write(level, ids, hist, s @ np.concatenate([p[2] for p in parts]))
+        self._across.clear()
+        for geos, cells in self._writers.values():
+            geos.close()
+            cells.close()
+
+    def reader(self, level: str) -> _ExpectedReader:
+        return _ExpectedReader(self.scratch, level, level in self._writers)
+
+
+class _ExpectedReader:
+    """One geolevel's expected geographies read in GEOID order, as far as asked (the
+    cells file refers to a geography by its position ``I`` in the geographies file)."""
+
+    def __init__(self, scratch: Path, level: str, exists: bool) -> None:
+        path = (lambda part: scratch / f"{level}-{part}.parquet") if exists else (lambda _: None)
+        self._geos = _Sorted(path("geos"), _GEOS, "GEOID")
+        self._cells = _Sorted(path("cells"), _PAIRS, "I")
+        self._seen = 0
+
+    def upto(self, geoid: str | None) -> tuple[np.ndarray, np.ndarray, pl.DataFrame]:
+        """The geographies not yet read with GEOID ≤ ``geoid`` (``None``: all): their
+        GEOIDs, [vacant, occupied] housing units and non-zero persons cells (``I``: the
+        row among these geographies)."""
+        geos = self._geos.upto(geoid)
+        first, self._seen = self._seen, self._seen + geos.height
+        cells = self._cells.upto(None if geoid is None else self._seen - 1)
+        return (
+            geos.get_column("GEOID").to_numpy().astype(str),
+            geos.select("V", "O").to_numpy().astype(np.int64),
+            cells.with_columns(pl.col("I") - first),
+        )
+
+
+class _Sorted:
+    """A Parquet file sorted by ``key``, read in batches as far as asked."""
+
+    def __init__(self, path: Path | None, schema: pa.Schema, key: str) -> None:
+        self._batches: Iterator[pa.RecordBatch] = (
+            iter(pq.ParquetFile(path).iter_batches(batch_size=1 << 16)) if path else iter(())
+        )
+        self._buf: pl.DataFrame | None = None
+        self._done = path is None
+        self._schema = schema
+        self._key = key
+
+    def upto(self, value: str | int | None) -> pl.DataFrame:
+        """The rows not yet read with ``key`` ≤ ``value`` (``None``: all)."""
+        parts = [] if self._buf is None else [self._buf]
+        while not self._done and (
+            value is None
+            or not parts
+            or parts[-1].height == 0
+            or parts[-1].get_column(self._key)[-1] <= value
+        ):
+            batch = next(self._batches, None)
+            if batch is None:
+                self._done = True
+                break
+            parts.append(pl.DataFrame(pl.from_arrow(batch)))
+        if not parts:
+            return pl.DataFrame(pl.from_arrow(self._schema.empty_table()))
+        whole = pl.concat(parts) if len(parts) > 1 else parts[0]
+        at = (
+            whole.height
+            if value is None
+            else int(whole.get_column(self._key).search_sorted(value, side="right"))
+        )
+        self._buf = whole.slice(at)
+        return whole.slice(0, at)
+
+
+def _tagged(
+    kind: str, states: Iterator[tuple[str, pl.DataFrame]]
+) -> Iterator[tuple[str, str, int, pl.DataFrame | None]]:
+    for i, (st, df) in enumerate(states):
+        yield st, kind, i, df
+
+
+def _scan_mdf(
+    check: _Check, root: Path, private: bool, grfc: pl.DataFrame | None, expected: _Expected
+) -> tuple[dict[str, int], bool]:
+    """The MDF streamed state by state (:class:`_MdfFile`): each state's blocks checked
+    against the constraints and added to the expected tabulation. Returns the files' rows
+    and whether the tabulation may be compared (both files usable, every MDF block a
+    GRF-C block)."""
+    files = {k: _MdfFile(check, root, k, private) for k in _MDF}
+    states = [] if grfc is None else sorted(grfc.get_column("TABBLKST").unique().to_list())
+    streams = [_tagged(k, f.states()) for k, f in files.items()]
+    grfc_states = ((st, "grfc", i, None) for i, st in enumerate(states))
+    comparable = True
+    previous = ""
+    path = root / "mdf" / "persons.txt"
+    for state, group in itertools.groupby(
+        heapq.merge(*streams, grfc_states, key=lambda x: (x[0], x[1], x[2])), key=lambda x: x[0]
+    ):
+        parts = list(group)
+        if state <= previous and previous:
+            comparable = False  # an MDF out of order (reported): not compared
+        previous = max(previous, state)
+        if not comparable:
+            continue
+        g = None if grfc is None else grfc.filter(pl.col("TABBLKST") == state).sort("BLOCK")
+        blocks, stray = _state_blocks(
+            [df for _, k, _, df in parts if k == "persons" and df is not None],
+            [df for _, k, _, df in parts if k == "units" and df is not None],
+            g if g is not None and g.height else None,
+        )
+        if g is not None and not g.height:
+            stray = blocks.ids.tolist()
+        if stray:
+            check.add(
+                path, "tabulation", "an MDF block is not a GRF-C block", None, "TABBLK",
+                sorted(stray)[0],
+            )  # fmt: skip
+            comparable = False
+            continue
+        _constraints(check, path, blocks.ids, blocks.hist, blocks.hu, blocks.gq)
+        expected.add(blocks)
+    expected.close()
+    rows = {}
+    for k, f in files.items():
+        rows[f"mdf/{k}.txt"] = rows[f"mdf/{k}.parquet"] = f.rows
+        comparable &= f.usable
+    return rows, comparable
 
 
 def _constraints(
-    check: _Check, path: Path, ids: list[str], hist: sp.csr_matrix, hu: np.ndarray, gq: np.ndarray
+    check: _Check,
+    path: Path,
+    ids: np.ndarray,
+    hist: sp.csr_matrix,
+    hu: np.ndarray,
+    gq: np.ndarray,
 ) -> None:
     per_type = SHAPE[1] * SHAPE[2] * SHAPE[3]
     coo = hist.tocoo()
@@ -439,271 +824,343 @@ def _constraints(
         )
 
 
-def _read_table(check: _Check, folder: Path, t: str) -> pl.DataFrame | None:
-    """One table's rows checked (pattern, duplicate, sort_order), with ``COUNT`` Int64 and
-    the GEOLEVEL and cell as their indices ``_G``, ``_C``; ``None`` if it cannot be read or
-    breaks a pattern."""
-    path = folder / "pl94" / f"{t}.txt"
-    df = _read_text(check, path, COLUMNS)
-    if df is None:
-        return None
-    names = cell_names(t)
-    rules = (
-        (f"GEOLEVEL must be one of {', '.join(GEOLEVELS)}", "GEOLEVEL",
-         ~pl.col("GEOLEVEL").is_in(list(GEOLEVELS))),
-        (f"CELL must be a cell of {t}", "CELL", ~pl.col("CELL").is_in(list(names))),
-        ("COUNT must be a non-negative integer", "COUNT",
-         ~pl.col("COUNT").str.contains(r"^[0-9]+$")),
-        ("GEOID must be digits (US for the nation)", "GEOID",
-         ~pl.col("GEOID").str.contains(r"^([0-9]+|US)$")),
-    )  # fmt: skip
-    bad = False
-    for message, column, broken in rules:
-        bad |= check.rows(path, "pattern", message, df.filter(broken), column)
-    if bad:
-        return None
-    df = df.with_columns(
-        pl.col("COUNT").cast(pl.Int64),
-        pl.col("GEOLEVEL")
-        .replace_strict({g: i for i, g in enumerate(GEOLEVELS)}, return_dtype=pl.Int8)
-        .alias("_G"),
-        pl.col("CELL")
-        .replace_strict({c: i for i, c in enumerate(names)}, return_dtype=pl.Int16)
-        .alias("_C"),
-    )
-    if _increasing(df, ("_G", "GEOID", "_C")):
-        # sorted with no (GEOID, GEOLEVEL, CELL) twice: neither a hash of every row nor a
-        # sorted copy is needed
-        ordered = True
-    else:
-        dup = df.filter(pl.struct("GEOID", "_G", "_C").is_duplicated())
-        if check.rows(path, "duplicate", "a (GEOID, GEOLEVEL, CELL) appears twice", dup, "GEOID"):
+@dataclass
+class _Level:
+    """The complete geographies of one geolevel in a chunk of a table: GEOIDs, the line of
+    each one's first cell, its cells ``(n, cells)``."""
+
+    name: str
+    geoids: np.ndarray
+    lines: np.ndarray
+    counts: np.ndarray
+
+
+@dataclass
+class _Table:
+    """One table streamed (:meth:`run`): every batch checked (pattern, order, duplicates,
+    the Parquet copy), regrouped into whole geographies, each compared with the MDF's
+    tabulation (``want``), summed into its parent's children sums, and checked against
+    the in-table identities; the parent geolevels (nation, states, counties, tracts) are
+    kept for the children sums, and the totals the cross-table identities read."""
+
+    check: _Check
+    root: Path
+    t: str
+    private: bool
+    want: _Expected | None
+    usable: bool = True
+    ordered: bool = True
+    rows: int = 0
+    totals: list[pl.DataFrame] = field(default_factory=list)
+    _parents: dict[str, list[_Level]] = field(default_factory=dict)
+    _sums: dict[tuple[str, str], np.ndarray] = field(default_factory=dict)
+    _readers: dict[str, _ExpectedReader] = field(default_factory=dict)
+    _reported: set[str] = field(default_factory=set)
+    _level: int = -1
+
+    @property
+    def path(self) -> Path:
+        return self.root / "pl94" / f"{self.t}.txt"
+
+    def run(self) -> bool:
+        """The whole table; ``True`` if it could be read and checked (no pattern,
+        duplicate or order problem)."""
+        names = cell_names(self.t)
+        text = _TextStream(self.check, self.path, COLUMNS)
+        copy = _ParquetCopy(
+            self.check, self.path.with_suffix(".parquet"), COLUMNS, self.private, ("COUNT",)
+        )
+        last: pl.DataFrame | None = None
+        carry: pl.DataFrame | None = None
+        codes = {g: i for i, g in enumerate(GEOLEVELS)}
+        cells = {c: i for i, c in enumerate(names)}
+        for df in text:
+            copy.compare(df)
+            if self._patterns(df, names):
+                self.usable = False
+            if not self.usable:
+                continue
+            df = df.select(
+                "GEOID",
+                pl.col("GEOLEVEL").replace_strict(codes, return_dtype=pl.Int8).alias("_G"),
+                pl.col("CELL").replace_strict(cells, return_dtype=pl.Int16).alias("_C"),
+                pl.col("COUNT").cast(pl.Int64),
+                LINE,
+            )
+            key = df.select("_G", "GEOID", "_C")
+            both = key if last is None else pl.concat([last, key])
+            at = _not_after(both, strict=True)
+            if at.size:
+                self._disorder(both, df, at, at - (both.height - df.height))
+            last = key.tail(1)
+            if not self.ordered:
+                continue
+            chunk = df if carry is None else pl.concat([carry, df])
+            g, gid = chunk.get_column("_G"), chunk.get_column("GEOID")
+            tail = chunk.height - int(((g == g[-1]) & (gid == gid[-1])).sum())
+            carry = chunk.slice(tail)
+            self._chunk(chunk.slice(0, tail), len(names))
+        copy.finish(text.rows)
+        self.rows = text.rows
+        self.usable &= text.ok
+        if not (self.usable and self.ordered):
+            return False
+        if carry is not None:
+            self._chunk(carry, len(names))
+        self._finish()
+        return True
+
+    def _patterns(self, df: pl.DataFrame, names: Sequence[str]) -> bool:
+        rules = (
+            (f"GEOLEVEL must be one of {', '.join(GEOLEVELS)}", "GEOLEVEL",
+             ~pl.col("GEOLEVEL").is_in(list(GEOLEVELS))),
+            (f"CELL must be a cell of {self.t}", "CELL", ~pl.col("CELL").is_in(list(names))),
+            ("COUNT must be a non-negative integer", "COUNT",
+             ~pl.col("COUNT").str.contains(r"^[0-9]+$")),
+            ("GEOID must be digits (US for the nation)", "GEOID",
+             ~pl.col("GEOID").str.contains(r"^([0-9]+|US)$")),
+        )  # fmt: skip
+        bad = False
+        for message, column, broken in rules:
+            bad |= self.check.rows(self.path, "pattern", message, df.filter(broken), column)
+        return bad
+
+    def _disorder(self, both: pl.DataFrame, df: pl.DataFrame, at: np.ndarray,
+                  rows: np.ndarray) -> None:  # fmt: skip
+        """Rows (``rows`` of ``df``, ``at`` of ``both``: the batch after the previous
+        batch's last key) that do not come after the one before: the same key
+        (duplicate) or an earlier one (the first reported: sort_order); the table is
+        not compared further."""
+        prev, cur = both[(at - 1).tolist()], both[at.tolist()]
+        same = np.asarray([prev.row(i) == cur.row(i) for i in range(at.size)], dtype=bool)
+        self.check.rows(
+            self.path, "duplicate", "a (GEOID, GEOLEVEL, CELL) appears twice",
+            df[rows[same].tolist()].select(LINE, "GEOID"), "GEOID",
+        )  # fmt: skip
+        if (~same).any() and self.ordered:
+            self.check.rows(
+                self.path, "sort_order", "rows must be sorted by GEOLEVEL, GEOID, cell",
+                df[rows[~same][:1].tolist()].select(LINE), None,
+            )  # fmt: skip
+        self.usable = self.usable and not same.any()
+        self.ordered = False
+
+    def _chunk(self, chunk: pl.DataFrame, width: int) -> None:
+        """Whole geographies (sorted): completeness, then per geolevel the comparisons."""
+        if not chunk.height:
+            return
+        geos = chunk.group_by("_G", "GEOID", maintain_order=True).agg(
+            pl.len().alias("_n"), pl.col(LINE).first()
+        )
+        self.check.rows(
+            self.path, "duplicate", f"a geography must have all {width} cells of {self.t}",
+            geos.filter(pl.col("_n") != width), "GEOID",
+        )  # fmt: skip
+        complete = geos.filter(pl.col("_n") == width)
+        rows = chunk.join(complete.select("_G", "GEOID"), on=["_G", "GEOID"], how="semi",
+                          maintain_order="left")  # fmt: skip
+        for (g,), part in rows.partition_by("_G", as_dict=True, maintain_order=True).items():
+            heads = complete.filter(pl.col("_G") == g)
+            level = _Level(
+                GEOLEVELS[int(g)],
+                heads.get_column("GEOID").to_numpy().astype(str),
+                heads.get_column(LINE).to_numpy(),
+                part.get_column("COUNT").to_numpy().reshape(heads.height, width),
+            )
+            self._advance(int(g))
+            self._tabulation(level)
+            self._children(level)
+            self._identities(level)
+
+    # ------------------------------------------------------------------ tabulation
+    def _reader(self, level: str) -> _ExpectedReader | None:
+        if self.want is None or level not in self.want.levels:
             return None
-        ordered = False
-    whole = df.group_by("GEOID", "_G").agg(pl.len().alias("_n"), pl.col(LINE).min())
-    check.rows(
-        path,
-        "duplicate",
-        f"a geography must have all {len(names)} cells of {t}",
-        whole.filter(pl.col("_n") != len(names)),
-        "GEOID",
-    )
-    del whole
-    order = ["_G", "GEOID", "_C"]
-    if not ordered:
-        srt = df.select(*order, LINE).with_row_index("_i").sort(order).with_row_index("_j")
-        first = srt.filter(pl.col("_i") != pl.col("_j")).sort("_i").head(1)
-        check.rows(path, "sort_order", "rows must be sorted by GEOLEVEL, GEOID, cell", first, None)
-    return df
+        if level not in self._readers:
+            self._readers[level] = self.want.reader(level)
+        return self._readers[level]
 
+    def _advance(self, g: int) -> None:
+        """The table reached geolevel ``g``: the expected geographies of the geolevels
+        before it that the table did not hold are missing."""
+        while self._level < g:
+            if self._level >= 0:
+                self._flush(GEOLEVELS[self._level])
+            self._level += 1
 
-def _increasing(df: pl.DataFrame, key: Sequence[str]) -> bool:
-    """Whether the rows are in strictly increasing (lexicographic) order of ``key``: each
-    row compared with the one before it, without sorting a copy."""
-    later: pl.Expr = pl.lit(False)
-    for c in reversed(key):
-        prev = pl.col(c).shift(1)
-        later = (pl.col(c) > prev) | ((pl.col(c) == prev) & later)
-    return bool(df.select(later.slice(1).all()).item()) if df.height > 1 else True
+    def _flush(self, level: str) -> None:
+        reader = self._reader(level)
+        if reader is None:
+            return
+        self._compare(level, np.zeros(0, dtype=str), np.zeros((0, 0), np.int64), reader.upto(None))
 
-
-def _wide(df: pl.DataFrame, geolevel: str) -> tuple[list[str], np.ndarray]:
-    sub = df.filter(pl.col("_G") == GEOLEVELS.index(geolevel)).select("GEOID", "_C", "COUNT")
-    sub = sub.sort("GEOID", "_C")
-    ids = sub.get_column("GEOID").unique(maintain_order=True).to_list()
-    vals = sub.get_column("COUNT").to_numpy().astype(np.int64)
-    n = len(ids)
-    return ids, vals.reshape(n, -1) if n else np.zeros((0, 0), dtype=np.int64)
-
-
-@dataclass(frozen=True, eq=False)
-class _Expected:
-    """The MDF's tabulation, per geolevel: the geographies (sorted GEOIDs), their persons
-    histograms (sparse ``(n, 2016)``: never wider than the blocks' own) and [vacant,
-    occupied] housing units; each table's cells are made from them one table at a time."""
-
-    levels: tuple[str, ...]
-    geoids: dict[str, list[str]]
-    persons: dict[str, sp.csr_matrix]
-    units: dict[str, np.ndarray]
-    complete: bool
-
-    def table(self, t: str, geolevel: str) -> np.ndarray:
-        """The cells of table ``t`` for the geographies of ``geolevel`` (dense ``(n, cells)``)."""
-        m = table_matrix(t)
-        if t == "H1":
-            out: np.ndarray = self.units[geolevel] @ m.T
+    def _expected(self, gids: np.ndarray, hu: np.ndarray, cells: pl.DataFrame) -> np.ndarray:
+        m = table_matrix(self.t)
+        if self.t == "H1":
+            out: np.ndarray = hu @ m.T
             return out
-        return np.asarray((self.persons[geolevel] @ sp.csr_matrix(m.T)).toarray(), np.int64)
-
-
-def _expected(
-    check: _Check,
-    folder: Path,
-    blocks: tuple[list[str], sp.csr_matrix, np.ndarray, np.ndarray, pl.DataFrame],
-    grfc: pl.DataFrame | None,
-) -> _Expected | None:
-    """The tabulation of the MDF for every geolevel the MDF (with ``grfc``, the GRF-C)
-    determines; ``None`` if an MDF block is not a GRF-C block."""
-    ids, hist, hu, _gq, geo = blocks
-    if grfc is not None:
-        geo = grfc.select(
-            "BLOCK", "TABBLKST", "TABBLKCOU", "TABTRACTCE", "TABBLKGRPCE", "TABBLK", "PLACEFP",
-            "AIANNHCE",
+        rows = cells.get_column("I").to_numpy()
+        hist = sp.csr_matrix(
+            (cells.get_column("N").to_numpy(), (rows, cells.get_column("CELL").to_numpy())),
+            shape=(gids.size, CELLS), dtype=np.int64,
         )  # fmt: skip
-        index = {b: i for i, b in enumerate(ids)}
-        rows = np.array([index.get(b, -1) for b in geo.get_column("BLOCK").to_list()])
-        missing = set(ids) - set(geo.get_column("BLOCK").to_list())
-        if missing:
-            check.add(
-                folder / "mdf" / "persons.txt",
-                "tabulation",
-                "an MDF block is not a GRF-C block",
-                None,
-                "TABBLK",
-                sorted(missing)[0],
-            )
-            return None
-        sel = sp.csr_matrix(
-            (
-                np.ones(int((rows >= 0).sum()), dtype=np.int64),
-                (np.flatnonzero(rows >= 0), rows[rows >= 0]),
-            ),
-            shape=(geo.height, len(ids)),
-        )
-        hist, hu = sel @ hist, sel @ hu
-        levels = GEOLEVELS
-    else:
-        levels = tuple(g for g in GEOLEVELS if g not in ("PLACE", "AIANNH"))
-    exprs = geoid_exprs()
-    keys = geo.select(**{g: exprs[g] for g in levels})
-    out = _Expected(levels, {}, {}, {}, grfc is not None)
-    for geolevel in levels:
-        gids, g = geo_matrix(keys.get_column(geolevel).to_list())
-        out.geoids[geolevel] = gids.tolist()
-        out.persons[geolevel] = sp.csr_matrix(g @ hist, dtype=np.int64)
-        out.units[geolevel] = np.asarray(g @ hu, dtype=np.int64)
-    return out
+        return np.asarray(hist @ m.T, dtype=np.int64)
 
-
-def _tabulation(check: _Check, folder: Path, t: str, df: pl.DataFrame, want: _Expected) -> None:
-    """Table ``t`` against the MDF's tabulation, geolevel by geolevel."""
-    path = folder / "pl94" / f"{t}.txt"
-    for geolevel in want.levels:
-        got_ids, got = _wide(df, geolevel)
-        _compare(
-            check, path, geolevel, got_ids, got, want.geoids[geolevel],
-            want.table(t, geolevel), want.complete,
-        )  # fmt: skip
-
-
-def _compare(
-    check: _Check,
-    path: Path,
-    geolevel: str,
-    got_ids: list[str],
-    got: np.ndarray,
-    want_ids: list[str],
-    want: np.ndarray,
-    complete: bool,
-) -> None:
-    """The table's rows of ``geolevel`` against the MDF's tabulation: ``complete`` (with the
-    GRF-C) — exactly the same geographies; without — extra geographies must be all zero."""
-    gi = {g: i for i, g in enumerate(got_ids)}
-    for j, g in enumerate(want_ids):
-        i = gi.get(g)
-        if i is None:
-            if complete or want[j].any():
-                check.add(
-                    path,
-                    "tabulation",
-                    f"{geolevel} {g} is missing from the table",
-                    None,
-                    "GEOID",
-                    g,
-                )
-                return
-            continue
-        if not np.array_equal(got[i], want[j]):
-            c = int(np.flatnonzero(got[i] != want[j])[0])
-            check.add(
-                path,
-                "tabulation",
-                f"{geolevel} {g}: cell {c + 1} is {int(got[i][c])}, "
-                f"the MDF's tabulation gives {int(want[j][c])}",
-                None,
-                "GEOID",
-                g,
-            )
+    def _tabulation(self, lv: _Level) -> None:
+        reader = self._reader(lv.name)
+        if reader is None:
             return
-    extra = set(got_ids) - set(want_ids)
-    for g in sorted(extra):
-        if complete or got[gi[g]].any():
-            check.add(
-                path,
-                "tabulation",
-                f"{geolevel} {g} is not a geography of the MDF"
-                + ("/GRF-C" if complete else " (or is not all zero)"),
-                None,
-                "GEOID",
-                g,
-            )
+        self._compare(lv.name, lv.geoids, lv.counts, reader.upto(str(lv.geoids[-1])))
+
+    def _compare(
+        self, level: str, got_ids: np.ndarray, got: np.ndarray,
+        want: tuple[np.ndarray, np.ndarray, pl.DataFrame],
+    ) -> None:  # fmt: skip
+        """The table's geographies of a chunk against the expected ones up to its last
+        GEOID (module docstring); the first problem of a geolevel is reported."""
+        assert self.want is not None
+        if level in self._reported:
             return
-
-
-def _children_sum(check: _Check, folder: Path, t: str, df: pl.DataFrame) -> None:
-    path = folder / "pl94" / f"{t}.txt"
-    for child, width, parent in (*_NESTING, ("STATE", 0, "NATION")):
-        kids = df.filter(pl.col("_G") == GEOLEVELS.index(child))
-        if child == "STATE":
-            kids = kids.filter(pl.col("GEOID") != "72")
-            key = pl.lit("US")
+        want_ids = want[0]
+        exp = self._expected(*want)
+        complete = self.want.complete
+        missing = ~np.isin(want_ids, got_ids)
+        if complete:
+            lost = np.flatnonzero(missing)
         else:
-            key = pl.col("GEOID").str.slice(0, width)
-        summed = kids.group_by(key.alias("GEOID"), "_C").agg(pl.col("COUNT").sum().alias("_S"))
-        par = df.filter(pl.col("_G") == GEOLEVELS.index(parent))
-        if not par.height or not kids.height:
-            continue
-        j = par.join(summed, on=["GEOID", "_C"], how="left").with_columns(pl.col("_S").fill_null(0))
-        bad = j.filter(pl.col("COUNT") != pl.col("_S"))
-        check.rows(
-            path,
-            "children_sum",
-            f"a {parent} must equal the sum of its {child} rows",
-            bad,
-            "COUNT",
-        )
+            lost = np.flatnonzero(missing & exp.any(axis=1)) if exp.size else np.zeros(0, int)
+        problem: tuple[str, str] | None = None
+        if lost.size:
+            g = str(want_ids[lost[0]])
+            problem = (f"{level} {g} is missing from the table", g)
+        common = np.flatnonzero(~missing)
+        if problem is None and common.size:
+            at = np.searchsorted(got_ids, want_ids[common])
+            diff = got[at] != exp[common]
+            if diff.any():
+                r = int(np.flatnonzero(diff.any(axis=1))[0])
+                c = int(np.flatnonzero(diff[r])[0])
+                g = str(want_ids[common[r]])
+                problem = (
+                    f"{level} {g}: cell {c + 1} is {int(got[at[r], c])}, "
+                    f"the MDF's tabulation gives {int(exp[common[r], c])}", g,
+                )  # fmt: skip
+        if problem is None and got_ids.size:
+            extra = np.flatnonzero(~np.isin(got_ids, want_ids))
+            if not complete:
+                extra = extra[got[extra].any(axis=1)] if extra.size else extra
+            if extra.size:
+                g = str(got_ids[extra[0]])
+                problem = (
+                    f"{level} {g} is not a geography of the MDF"
+                    + ("/GRF-C" if complete else " (or is not all zero)"), g,
+                )  # fmt: skip
+        if problem is not None:
+            self.check.add(self.path, "tabulation", problem[0], None, "GEOID", problem[1])
+            self._reported.add(level)
+
+    # --------------------------------------------------------------- children sums
+    def _children(self, lv: _Level) -> None:
+        if lv.name in _PARENTS:
+            self._parents.setdefault(lv.name, []).append(lv)
+        for child, width, parent in _SUMS:
+            if lv.name != child:
+                continue
+            ids, counts = lv.geoids, lv.counts
+            if child == "STATE":
+                keep = ids != "72"
+                ids, counts = ids[keep], counts[keep]
+                prefix = np.full(ids.size, "US")
+            else:
+                prefix = np.asarray([g[:width] for g in ids.tolist()], dtype=str)
+            if not ids.size:
+                continue
+            par = self._parent(parent)
+            if (child, parent) not in self._sums:
+                self._sums[(child, parent)] = np.zeros_like(par.counts)
+            if not par.geoids.size:
+                continue
+            at = np.minimum(np.searchsorted(par.geoids, prefix), par.geoids.size - 1)
+            hit = par.geoids[at] == prefix
+            np.add.at(self._sums[(child, parent)], at[hit], counts[hit])
+
+    def _parent(self, level: str) -> _Level:
+        parts = self._parents.get(level, [])
+        if len(parts) != 1:
+            width = parts[0].counts.shape[1] if parts else 0
+            parts = [
+                _Level(
+                    level,
+                    np.concatenate([p.geoids for p in parts]) if parts else np.zeros(0, str),
+                    np.concatenate([p.lines for p in parts]) if parts else np.zeros(0, int),
+                    np.concatenate([p.counts for p in parts]) if parts
+                    else np.zeros((0, width), np.int64),
+                )
+            ]  # fmt: skip
+            self._parents[level] = parts
+        return parts[0]
+
+    def _finish(self) -> None:
+        self._advance(len(GEOLEVELS))
+        for (child, parent), sums in self._sums.items():
+            par = self._parent(parent)
+            if not par.geoids.size:
+                continue
+            r, c = np.nonzero(par.counts != sums)
+            if r.size:
+                bad = pl.DataFrame({LINE: par.lines[r] + c, "COUNT": par.counts[r, c]})
+                self.check.rows(
+                    self.path, "children_sum",
+                    f"a {parent} must equal the sum of its {child} rows", bad, "COUNT",
+                )  # fmt: skip
+        self._parents.clear()
+        self._sums.clear()
+
+    # ------------------------------------------------------------------ identities
+    def _identities(self, lv: _Level) -> None:
+        names = cell_names(self.t)
+        for ta, ca, tb, cbs in _IDENTITIES:
+            if ta == tb == self.t:
+                a = names.index(ca)
+                b = lv.counts[:, [names.index(c) for c in cbs]].sum(axis=1)
+                bad = np.flatnonzero(lv.counts[:, a] != b)
+                if bad.size:
+                    frame = pl.DataFrame({LINE: lv.lines[bad] + a, "COUNT": lv.counts[bad, a]})
+                    self.check.rows(
+                        self.path, "identity", f"{ca} must equal {' + '.join(cbs)} ({tb})",
+                        frame, "COUNT",
+                    )  # fmt: skip
+            elif self.t in (ta, tb) and ta != tb:
+                cell = ca if self.t == ta else cbs[0]
+                a = names.index(cell)
+                self.totals.append(pl.DataFrame({
+                    "GEOID": lv.geoids, "_G": np.full(lv.geoids.size, GEOLEVELS.index(lv.name),
+                                                     dtype=np.int8),
+                    "COUNT": lv.counts[:, a], LINE: lv.lines + a,
+                }))  # fmt: skip
 
 
-def _identity_rows(t: str, df: pl.DataFrame) -> pl.DataFrame:
-    """The rows of ``t`` that an identity reads (``CELL`` by name), kept after the table."""
-    cells = {c for ta, ca, tb, cbs in _IDENTITIES for c in (ca, *cbs) if t in (ta, tb)}
-    return df.filter(pl.col("CELL").is_in(sorted(cells))).select(
-        "GEOID", "_G", "CELL", "COUNT", LINE
-    )
+#: The geolevels whose rows the children sums compare with their children's.
+_PARENTS = ("NATION", "STATE", "COUNTY", "TRACT")
+_SUMS = (*_NESTING, ("STATE", 0, "NATION"))
 
 
-def _identities(check: _Check, folder: Path, tables: dict[str, pl.DataFrame]) -> None:
+def _cross_identities(check: _Check, root: Path, totals: dict[str, pl.DataFrame]) -> None:
+    """P1's total = P2's (P3's = P4's), geography by geography."""
     for ta, ca, tb, cbs in _IDENTITIES:
-        if ta not in tables or tb not in tables:
+        if ta == tb or ta not in totals or tb not in totals:
             continue
-        a = tables[ta].filter(pl.col("CELL") == ca).select("GEOID", "_G", "COUNT", LINE)
-        b = (
-            tables[tb]
-            .filter(pl.col("CELL").is_in(list(cbs)))
-            .group_by("GEOID", "_G")
-            .agg(pl.col("COUNT").sum().alias("_B"))
-        )
-        bad = a.join(b, on=["GEOID", "_G"], how="left").filter(
-            pl.col("COUNT") != pl.col("_B").fill_null(-1)
+        b = totals[tb].select("GEOID", "_G", pl.col("COUNT").alias("_B"))
+        bad = (
+            totals[ta]
+            .join(b, on=["GEOID", "_G"], how="left")
+            .filter(pl.col("COUNT") != pl.col("_B").fill_null(-1))
+            .sort(LINE)
         )
         check.rows(
-            folder / "pl94" / f"{ta}.txt",
-            "identity",
-            f"{ca} must equal {' + '.join(cbs)} ({tb})",
-            bad,
-            "COUNT",
-        )
+            root / "pl94" / f"{ta}.txt", "identity", f"{ca} must equal {' + '.join(cbs)} ({tb})",
+            bad, "COUNT",
+        )  # fmt: skip
 
 
 def _manifest(check: _Check, folder: Path, doc: dict[str, Any], rows: dict[str, int]) -> None:
@@ -772,55 +1229,34 @@ def validate_release(folder: str | Path, *, grfc: str | Path | None = None) -> V
             "private_marker",
             "must exist exactly when release.json says private: false",
         )
-    rows: dict[str, int] = {}
-    frames: dict[str, pl.DataFrame] = {}
-    for kind, cols in _MDF.items():
-        path = root / "mdf" / f"{kind}.txt"
-        df = _read_text(check, path, cols)
-        if df is None:
-            continue
-        rows[f"mdf/{kind}.txt"] = rows[f"mdf/{kind}.parquet"] = df.height
-        ints = ("EPNUM",) if kind == "persons" else ()
-        _check_parquet(check, root / "mdf" / f"{kind}.parquet", df, private, ints)
-        if _patterns(check, path, df, kind):
-            continue
-        _sort_order(check, path, df, kind)
-        frames[kind] = df
     grfc_frame = _grfc(check, doc, grfc)
-    want: _Expected | None = None
-    levels: list[str] = []
-    if len(frames) == 2:
-        # the MDF rows become per-block histograms and are let go before any table is read
-        blocks = _mdf_blocks(frames.pop("persons"), frames.pop("units"))
-        ids, hist, hu, gq, _geo = blocks
-        _constraints(check, root / "mdf" / "persons.txt", ids, hist, hu, gq)
-        want = _expected(check, root, blocks, grfc_frame)
-        levels = list(want.levels) if want is not None else []
-        del blocks, hist, hu, gq, _geo
-    # one table at a time: read, checked, compared with the MDF, let go (its identity
-    # cells kept for the cross-table identities)
-    kept: dict[str, pl.DataFrame] = {}
-    for t in TABLES:
-        table = _read_table(check, root, t)
-        if table is None:
-            continue
-        rows[f"pl94/{t}.txt"] = rows[f"pl94/{t}.parquet"] = table.height
-        _check_parquet(
-            check,
-            root / "pl94" / f"{t}.parquet",
-            table.select(*COLUMNS, LINE).with_columns(pl.col("COUNT").cast(pl.String)),
-            private,
-            ("COUNT",),
-        )
-        table = table.drop("GEOLEVEL")
-        if want is not None:
-            _tabulation(check, root, t, table, want)
-        _children_sum(check, root, t, table)
-        kept[t] = _identity_rows(t, table)
-        del table
-    _identities(check, root, kept)
+    if grfc_frame is not None:
+        levels = GEOLEVELS
+    else:
+        levels = tuple(g for g in GEOLEVELS if g not in ("PLACE", "AIANNH"))
+    with tempfile.TemporaryDirectory(prefix="privtab-validate-") as scratch:
+        # the MDF, state by state: checked, and its tabulation written to the scratch folder
+        expected = _Expected(Path(scratch), levels, grfc_frame is not None)
+        rows, comparable = _scan_mdf(check, root, private, grfc_frame, expected)
+        del grfc_frame
+        want = expected if comparable else None
+        # then each table, row batch by row batch, against it
+        totals: dict[str, pl.DataFrame] = {}
+        checked = 0
+        for t in TABLES:
+            table = _Table(check, root, t, private, want)
+            checked += table.run()
+            rows[f"pl94/{t}.txt"] = rows[f"pl94/{t}.parquet"] = table.rows
+            if table.usable and table.ordered and table.totals:
+                totals[t] = pl.concat(table.totals)
+            del table
+            for ta, _ca, tb, _cbs in _IDENTITIES:
+                if ta != tb and t == tb:
+                    _cross_identities(check, root, {k: totals[k] for k in (ta, tb) if k in totals})
+                    totals.pop(ta, None)
+                    totals.pop(tb, None)
     _manifest(check, root, doc, rows)
-    if want is not None and len(kept) == len(TABLES):
+    if want is not None and checked == len(TABLES):
         summary.checks = [
             "layout",
             "document",
