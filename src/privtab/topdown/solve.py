@@ -456,11 +456,13 @@ class L2Result:
     generic: str
 
 
-def generic_reason(model: Model, terms: Sequence[Term]) -> str:
-    """Why a pass cannot go to the structured solver (one Hessian shared by every child
-    of a persons problem), or ``""``."""
+def generic_reason(model: Model, terms: Sequence[Term], bands: Sequence[Band] = ()) -> str:
+    """Why a pass cannot go to the structured solver (a persons problem) or to the units
+    closed form (:mod:`privtab.topdown.solve_units`), or ``""``."""
     if model.histogram != "persons":
-        return f"{model.histogram} histogram"
+        from privtab.topdown.solve_units import units_case
+
+        return "" if units_case(model, terms, bands) is not None else f"{model.histogram} histogram"
     if any(t.scale is not None for t in terms):
         return "variances differ"
     return ""
@@ -494,6 +496,16 @@ def solve_one_pass(
     model: Model, terms: Sequence[Term], bands: Sequence[Band], solver: str, need_x: bool
 ) -> tuple[F64, list[F64], float, str, bool]:
     """``(x, answers, objective, solver used, structured fallback)`` of one pass."""
+    if solver == "structured" and model.histogram == "units":
+        from privtab.topdown.solve_units import UNITS_SOLVER, solve_units
+
+        ux = solve_units([model], [terms], [bands])[0]
+        if ux is not None:
+            answers = [t.apply(ux) for t in terms]
+            return ux, answers, _objective(terms, answers), UNITS_SOLVER, False
+        covered = not generic_reason(model, terms, bands)
+        x, answers, used = _generic_pass(model, terms, bands, "clarabel", need_x)
+        return x, answers, _objective(terms, answers), used, covered
     if solver == "structured" and not generic_reason(model, terms):
         from privtab.topdown.solve_structured import solve_pass
 
@@ -517,7 +529,7 @@ def _l2(
     last = len(problem.l2_passes) - 1
     for p, names in enumerate(problem.l2_passes):
         terms = _terms(problem, model, names)
-        generic = generic or generic_reason(model, terms)
+        generic = generic or generic_reason(model, terms, bands)
         x, answers, objective, used, fell_back = solve_one_pass(
             model, terms, bands, solver, p == last
         )

@@ -104,11 +104,13 @@ class AdmmSetup:
 
 
 def _objective(terms: Sequence[Term], answers: Sequence[F64]) -> float:
+    """``Σ_q Σ_i w_{q,i} ‖Q_q xᵢ − y_{q,i}‖²`` (constants included; each child's own
+    weight where siblings' variances differ)."""
     import math
 
     return float(
         math.fsum(
-            t.weight * float(np.sum((a - t.answers) ** 2))
+            float(t.child_weights(a.shape[0]) @ np.sum((a - t.answers) ** 2, axis=1))
             for t, a in zip(terms, answers, strict=True)
         )
     )
