@@ -463,8 +463,8 @@ def generic_reason(model: Model, terms: Sequence[Term], bands: Sequence[Band] = 
         from privtab.topdown.solve_units import units_case
 
         return "" if units_case(model, terms, bands) is not None else f"{model.histogram} histogram"
-    if any(t.scale is not None for t in terms):
-        return "variances differ"
+    if any(t.scale is not None and bool(np.any(t.scale <= 0)) for t in terms):
+        return "variances differ"  # a child without a measurement (never optimised)
     return ""
 
 

@@ -57,11 +57,17 @@ class _Stack:
         B = len(passes)
         K = max(sp.m.k for sp in passes)
         N = max(sp.m.n for sp in passes)
+        #: classes of children (several when siblings' variances differ; batches() never
+        #: mixes one-class problems with others, so their iterations are unchanged)
+        C = max(sp.classes for sp in passes)
+        self.C = C
         self.k = np.array([sp.m.k for sp in passes], dtype=np.float64)
         self.n = [sp.m.n for sp in passes]
-        self.Minv = np.zeros((B, N, N))
+        self.Minv = np.zeros((B, C, N, N))
         self.MinvG = np.zeros((B, K, N))
-        self.Minv1 = np.zeros((B, N))
+        self.Minv1 = np.zeros((B, N)) if C == 1 else np.zeros((B, K, N))
+        self.P = np.zeros((B, C, N, N)) if C > 1 else np.zeros((B, 0, 0, 0))
+        self.cmask = np.zeros((B, C, K, 1))
         self.p = np.zeros((B, N))
         self.has_p = np.zeros(B)
         self.rho = np.zeros(B)
@@ -76,9 +82,16 @@ class _Stack:
         self.starts = np.zeros((B, GROUPS + 1), dtype=np.intp)
         for b, (sp, su) in enumerate(zip(passes, setups, strict=True)):
             m, k, n = sp.m, sp.m.k, sp.m.n
-            self.Minv[b, :n, :n] = su.Minv
+            cl = sp.classes
+            self.Minv[b, :cl, :n, :n] = su.Minv
             self.MinvG[b, :k, :n] = su.MinvG
-            self.Minv1[b, :n] = su.Minv1
+            if C == 1:
+                self.Minv1[b, :n] = su.Minv1[0]
+            else:
+                self.Minv1[b, :k, :n] = su.Minv1[sp.cls]
+                P = su.P if su.P is not None else np.eye(n)[None, :, :] / k
+                self.P[b, :cl, :n, :n] = P
+            self.cmask[b, sp.cls, np.arange(k), 0] = 1.0
             if m.parent is not None:
                 self.p[b, :n] = m.parent
                 self.has_p[b] = 1.0
@@ -142,15 +155,32 @@ def solve_batch(
     tact = np.zeros((B, K), dtype=np.intp)
     last: list[tuple[bytes, bytes, bytes] | None] = [None] * B
     failed = [0] * B
+    one = st.C == 1
     for it in range(1, limit + 1):
         rho3 = st.rho[:, None, None]
-        x: F64 = np.matmul(z - u, st.Minv)
+        x: F64
+        if one:
+            x = np.matmul(z - u, st.Minv[:, 0])
+        else:
+            d = z - u
+            x = sum(
+                (st.cmask[:, c] * np.matmul(d, st.Minv[:, c]) for c in range(st.C)),
+                np.zeros_like(d),
+            )
         x *= rho3
         x += st.MinvG
-        x += (st.sigma[:, None] * (s - v))[:, :, None] * st.Minv1[:, None, :]
+        if one:
+            x += (st.sigma[:, None] * (s - v))[:, :, None] * st.Minv1[:, None, :]
+        else:
+            x += (st.sigma[:, None] * (s - v))[:, :, None] * st.Minv1
         x *= st.cm[:, :, None]
-        gap = (st.p - x.sum(axis=1)) * (st.has_p / st.k)[:, None]
-        x += st.cm[:, :, None] * gap[:, None, :]
+        if one:
+            gap = (st.p - x.sum(axis=1)) * (st.has_p / st.k)[:, None]
+            x += st.cm[:, :, None] * gap[:, None, :]
+        else:  # x_i += (p − Σ x) S⁻¹ M_{c(i)}⁻¹
+            raw = ((st.p - x.sum(axis=1)) * st.has_p[:, None])[:, None, :]
+            for c in range(st.C):
+                x += st.cmask[:, c] * np.matmul(raw, st.P[:, c])
         xh = _ALPHA * x + (1 - _ALPHA) * z
         z, gact = _project(st, xh + u)
         u += xh - z
@@ -192,12 +222,21 @@ def solve_batch(
 def batches(passes: Sequence[StructuredPass], size: int) -> list[list[int]]:
     """Indices of ``passes`` grouped into batches of at most ``size`` problems of similar
     ``n`` (sorted), each within :data:`MAX_BATCH_ELEMENTS` of stacked inverse."""
-    order = sorted(range(len(passes)), key=lambda i: (passes[i].m.n, passes[i].m.k))
+    order = sorted(
+        range(len(passes)),
+        key=lambda i: (passes[i].classes > 1, passes[i].m.n, passes[i].m.k),
+    )
     out: list[list[int]] = []
     cur: list[int] = []
     for i in order:
         n = passes[i].m.n
-        if cur and (len(cur) >= size or (len(cur) + 1) * n * n > MAX_BATCH_ELEMENTS):
+        several = passes[i].classes > 1
+        per = n * n * (1 if not several else 2 * passes[i].classes)
+        if cur and (
+            len(cur) >= size
+            or (len(cur) + 1) * per > MAX_BATCH_ELEMENTS
+            or several != (passes[cur[0]].classes > 1)
+        ):
             out.append(cur)
             cur = []
         cur.append(i)
