@@ -169,10 +169,9 @@ def _total_band(model: Model, bands: Sequence[Band]) -> tuple[F64, F64] | None:
         lo, hi = np.maximum(lo, b.lo[:, 0]), np.minimum(hi, b.hi[:, 0])
     g = model.total_group
     if model.group_total.size:
+        # exact totals shared by several children: StructuredPass.shared (a row per group)
         members = np.bincount(g[g >= 0], minlength=model.group_total.size)
-        if np.any(members > 1):
-            return None
-        has = g >= 0
+        has = (g >= 0) & (members[np.maximum(g, 0)] == 1)
         lo[has] = np.maximum(lo[has], model.group_total[g[has]])
         hi[has] = np.minimum(hi[has], model.group_total[g[has]])
     return lo, hi
@@ -222,6 +221,14 @@ class StructuredPass:
         self.H = self.Hs[0]
         self.classes = int(self.Hs.shape[0])
         lam_min = float(lams.min())
+        self.shared, self.shared_total = shared_groups(model)
+        if np.any(self.shared >= 0):  # implied: 0 ≤ a child's total ≤ its group's
+            on = self.shared >= 0
+            cap = self.shared_total[np.maximum(self.shared, 0)]
+            tlo, thi = (
+                np.where(on, np.maximum(tlo, 0.0), tlo),
+                np.where(on, np.minimum(thi, cap), thi),
+            )
         self.tlo, self.thi = tlo, thi
         self.starts = model.group_starts
         lam_max = float(np.abs(self.Hs).sum(axis=2).max(initial=lam_min))
@@ -236,6 +243,7 @@ class StructuredPass:
         """The x-update's data: ``M⁻¹`` for ``M = H + ρI + σ11ᵀ``, ``G M⁻¹``, ``M⁻¹1``
         (``None`` if ``M`` is not numerically positive definite)."""
         banded = bool(np.any(np.isfinite(self.tlo)) or np.any(np.isfinite(self.thi)))
+        banded = banded or bool(np.any(self.shared >= 0))
         sigma = _SIGMA * self.rho if banded else 0.0
         n = self.m.n
         inverses = [spd_inverse(H + self.rho * np.eye(n) + sigma) for H in self.Hs]
@@ -325,6 +333,10 @@ class StructuredPass:
         parts: dict[int, tuple[F64, F64, F64, F64]] = {}
         S = np.zeros((n, n))
         r = np.zeros(n) if p is None else p.astype(np.float64).copy()
+        ns = self.shared_total.size
+        Bm = np.zeros((n, ns))  # Σ_{i ∈ group} K_i 1: the shared rows against λ
+        Dv = np.zeros(ns)  # Σ_{i ∈ group} 1ᵀ K_i 1
+        ev = np.zeros(ns)  # Σ_{i ∈ group} 1ᵀ base_i
         rowful = (tact != 0) | (gact != 0).any(axis=1)
         for c, (H, sl) in enumerate(chunks):
             Hinv = child_inverses(H, Fp[sl], mask[sl])
@@ -345,6 +357,18 @@ class StructuredPass:
                 K[j, :nf, :nf] = Hi - HC @ Sc_pinv @ HC.T
                 base[j, :nf] = K[j, :nf, :nf] @ Gf[i, :nf] + HC @ (Sc_pinv @ bvec)
                 parts[i] = (HC, Sc_pinv, C, bvec)
+            gs = self.shared[sl]
+            if ns and np.any(gs >= 0):
+                on = gs >= 0
+                mo = mask[sl][on]
+                K1 = np.einsum("kab,kb->ka", K[on], mo.astype(np.float64)) * mo
+                gid = np.broadcast_to(gs[on][:, None], mo.shape)
+                Fo = Fp[sl][on]
+                Bm += np.bincount((Fo * ns + gid)[mo], weights=K1[mo], minlength=n * ns).reshape(
+                    n, ns
+                )
+                Dv += np.bincount(gs[on], weights=K1.sum(axis=1), minlength=ns)
+                ev += np.bincount(gs[on], weights=(base[on] * mo).sum(axis=1), minlength=ns)
             if p is not None:
                 ms, Fs = mask[sl], Fp[sl]
                 pair = ms[:, :, None] & ms[:, None, :]
@@ -354,22 +378,13 @@ class StructuredPass:
             if k * f * f <= _CHILD_BATCH_ELEMENTS:  # every chunk's inverses kept
                 kept[c] = Hinv
         lam: F64 = np.zeros(n)
-        if p is not None:
-            # S is singular exactly when rows depend on the coupling (every child with cells
-            # of an hhgq has that hhgq's row active): λ is then not unique, x is; a tiny
-            # ridge picks one λ (the multiplier shift of _verify restores the signs)
-            ridge = 0.0
-            for _ in range(3):
-                try:
-                    cf = sla.cho_factor(S + ridge * np.eye(n), check_finite=False)
-                    lam = sla.cho_solve(cf, r, check_finite=False)
-                    break
-                except np.linalg.LinAlgError:
-                    ridge = 1e-12 * max(1.0, float(np.trace(S)) / n) * (1e3 if ridge else 1.0)
-            else:
-                sol = sla.lstsq(S, r, lapack_driver="gelsy", check_finite=False)[0]
-                lam = np.asarray(sol, dtype=np.float64)
-        gl = np.where(mask, Gf + lam[Fp], 0.0)
+        eta: F64 = np.zeros(self.shared_total.size)
+        if self.shared_total.size:
+            target = self.shared_total - ev
+            lam, eta = _bordered(S if p is not None else None, r, Bm, Dv, target)
+        elif p is not None:
+            lam = _ridge_solve(S, r)
+        gl = np.where(mask, Gf + lam[Fp] + _at(eta, self.shared)[:, None], 0.0)
         xf = np.zeros((k, f))
         mu_t = np.zeros(k)
         mu_g = np.zeros((k, GROUPS))
@@ -402,6 +417,7 @@ class StructuredPass:
                 who = self.cls == c
                 xH[who] = x[who] @ self.Hs[c]
         nu = xH - G - lam[None, :] - mu_t[:, None] - mu_g[:, m.hhgq]
+        nu -= _at(eta, self.shared)[:, None]
         return x, nu, mu_t, mu_g
 
     def _consistent(
@@ -450,6 +466,40 @@ class StructuredPass:
                 mu_g[who, g] += _sign_shift(gact[who, g], mu_g[who, g], eq_g[who, g])
         return mu_t, mu_g
 
+    def _shared(self, tact: IDX, mu_t: F64, tot: F64, eq_t: np.ndarray) -> tuple[F64, IDX | None]:
+        """The exact totals shared by several children: a group whose every child's total
+        row is active has its multipliers determined up to a common shift ``(μ + c,
+        η − c)`` — the shift nearest 0 that gives the rows their signs is taken; a group
+        whose total is not met (its active rows' right-hand sides contradict it) loses
+        the row with the smallest multiplier (the next active set, else ``None``)."""
+        tp = self.tol_p
+        mu_t = mu_t.copy()
+        on = self.shared >= 0
+        ns = self.shared_total.size
+        members = np.bincount(self.shared[on], minlength=ns)
+        got = np.bincount(self.shared[on], weights=tot[on], minlength=ns)
+        has = self.m.allowed.any(axis=1)
+        out = tact.copy()
+        changed = False
+        for g in range(ns):
+            who = np.flatnonzero((self.shared == g) & has)
+            if not who.size:
+                continue
+            total = float(self.shared_total[g])
+            if abs(got[g] - total) > tp * max(1, int(members[g])):
+                # the active rows fix the group's children's totals (total rows, or hhgq
+                # rows covering a child's free cells) to a sum ≠ the group's: the total
+                # row on the side that has to give with the smallest multiplier goes
+                side = 1 if got[g] > total else -1
+                cand = who[tact[who] == side]
+                cand = cand if cand.size else who[tact[who] != 0]
+                if cand.size:
+                    out[cand[np.argmin(np.abs(mu_t[cand]))]] = 0
+                    changed = True
+            elif np.all(tact[who] != 0):
+                mu_t[who] += _sign_shift(tact[who], mu_t[who], eq_t[who])
+        return mu_t, (out if changed else None)
+
     def _verify(
         self, x: F64, nu: F64, mu_t: F64, mu_g: F64, free: np.ndarray, tact: IDX, gact: IDX
     ) -> tuple[bool, np.ndarray, IDX, IDX]:
@@ -464,6 +514,14 @@ class StructuredPass:
         eq_t = self.tlo == self.thi
         if m.parent is not None:
             mu_t, mu_g = self._shift(tact, gact, mu_t, mu_g, eq_t)
+        if self.shared_total.size:
+            mu_t, tact2 = self._shared(tact, mu_t, tot, eq_t)
+            if tact2 is not None:
+                return False, free, tact2, gact
+            on = self.shared >= 0
+            got = np.bincount(self.shared[on], weights=tot[on], minlength=self.shared_total.size)
+            if np.any(np.abs(got - self.shared_total) > tp * max(1, m.k)):
+                return False, free, tact, gact  # not met: the polish gives up (fallback)
         t_bad_sign = ((tact < 0) & (mu_t < -td) | (tact > 0) & (mu_t > td)) & ~eq_t
         # a row is activated at its lower end only if that end is positive (a lower end ≤ 0
         # is implied by x ≥ 0: its violation is the negativity, handled cell by cell)
@@ -499,6 +557,67 @@ class StructuredPass:
         gact = np.where(g_bad_sign, 0, gact)
         gact = np.where(g_viol, np.where(g_low, -1, 1), gact).astype(np.intp)
         return False, free, tact, gact
+
+
+def shared_groups(model: Model) -> tuple[IDX, F64]:
+    """``(shared, totals)``: each child's index among the exact totals shared by several
+    children (the AIAN and non-AIAN parts of a state; −1: none) and those totals."""
+    g = model.total_group
+    k = model.k
+    if not model.group_total.size:
+        return np.full(k, -1, dtype=np.intp), np.zeros(0)
+    members = np.bincount(g[g >= 0], minlength=model.group_total.size)
+    multi = np.flatnonzero(members > 1)
+    rank = np.full(model.group_total.size, -1, dtype=np.intp)
+    rank[multi] = np.arange(multi.size)
+    shared = np.where(g >= 0, rank[np.maximum(g, 0)], -1).astype(np.intp)
+    return shared, model.group_total[multi].astype(np.float64)
+
+
+def _at(values: F64, index: IDX) -> F64:
+    """``values[index]`` with 0 where ``index`` is −1."""
+    if not values.size:
+        return np.zeros(index.size)
+    return np.where(index >= 0, values[np.maximum(index, 0)], 0.0)
+
+
+def _ridge_solve(S: F64, r: F64) -> F64:
+    """``S λ = r`` for a symmetric positive semidefinite ``S``: Cholesky, with a tiny ridge
+    where ``S`` is singular (rows dependent on the coupling: ``λ`` is not unique, ``x``
+    is; the multiplier shift of ``_verify`` restores the signs), else least squares."""
+    n = S.shape[0]
+    ridge = 0.0
+    for _ in range(3):
+        try:
+            cf = sla.cho_factor(S + ridge * np.eye(n), check_finite=False)
+            return np.asarray(sla.cho_solve(cf, r, check_finite=False), dtype=np.float64)
+        except np.linalg.LinAlgError:
+            ridge = 1e-12 * max(1.0, float(np.trace(S)) / max(1, n)) * (1e3 if ridge else 1.0)
+    sol = sla.lstsq(S, r, lapack_driver="gelsy", check_finite=False)[0]
+    return np.asarray(sol, dtype=np.float64)
+
+
+def _bordered(S: F64 | None, r: F64, Bm: F64, Dv: F64, target: F64) -> tuple[F64, F64]:
+    """``(λ, η)`` of the coupling (``S``; ``None`` at the root: no coupling) bordered by
+    the shared exact totals: ``[[S, B], [Bᵀ, D]] [λ; η] = [r; target]``."""
+    ns = Dv.size
+    if S is None:
+        eta = np.where(Dv > 0, target / np.where(Dv > 0, Dv, 1.0), 0.0)
+        return np.zeros(r.size), eta
+    n = S.shape[0]
+    A = np.zeros((n + ns, n + ns))
+    A[:n, :n] = S
+    A[:n, n:] = Bm
+    A[n:, :n] = Bm.T
+    A[n:, n:] = np.diag(Dv)
+    # singular whenever every child's total is fixed (the shared rows, the singles' rows
+    # and the coupling are then dependent): a rank-revealing least-squares solve, as a
+    # Cholesky of a numerically singular matrix gave multipliers whose cancellation lost
+    # 0.05 persons of the totals
+    sol = sla.lstsq(A, np.concatenate([r, target]), cond=1e-13, lapack_driver="gelsy",
+                    check_finite=False)[0]  # fmt: skip
+    sol = np.asarray(sol, dtype=np.float64)
+    return sol[:n], sol[n:]
 
 
 def _sign_shift(act: IDX, mu: F64, eq: np.ndarray) -> float:

@@ -80,6 +80,9 @@ class _Stack:
         self.lo = np.zeros((B, K, GROUPS))
         self.hi = np.full((B, K, GROUPS), np.inf)
         self.starts = np.zeros((B, GROUPS + 1), dtype=np.intp)
+        ns = max(sp.shared_total.size for sp in passes)
+        self.shared = np.full((B, K), -1, dtype=np.intp)  # exact totals of several children
+        self.shared_total = np.zeros((B, ns))
         for b, (sp, su) in enumerate(zip(passes, setups, strict=True)):
             m, k, n = sp.m, sp.m.k, sp.m.n
             cl = sp.classes
@@ -102,6 +105,8 @@ class _Stack:
             self.onehot[b, np.arange(n), m.hhgq] = 1.0
             self.lo[b, :k], self.hi[b, :k] = m.lo, m.hi
             self.starts[b] = sp.starts
+            self.shared[b, :k] = sp.shared
+            self.shared_total[b, : sp.shared_total.size] = sp.shared_total
 
     def take(self, keep: IDX) -> None:
         """Keep only the problems ``keep`` (in this order)."""
@@ -126,6 +131,27 @@ def _project(st: _Stack, w: F64) -> tuple[F64, IDX]:
         z[b, i, sl] = np.where(ok, np.maximum(w[b, i, sl] - tau, 0.0), 0.0)
         gact[b, i, g] = -1 if low else 1
     return z, gact
+
+
+def _project_shared(st: _Stack, w: F64, s: F64) -> F64:
+    """The s-update of children whose exact total is shared with siblings: the Euclidean
+    projection of their group's ``w`` onto its bands and ``Σ s = total``
+    (:func:`privtab.topdown.solve_units.project_sum`); other children keep ``s``."""
+    from privtab.topdown.solve_model import compact
+    from privtab.topdown.solve_units import project_sum
+
+    on = st.shared >= 0
+    if not on.any():
+        return s
+    b = np.nonzero(on)[0]
+    present, seg = compact(b * st.shared_total.shape[1] + st.shared[on])
+    vals = w[on]
+    z, _, _ = project_sum(
+        np.ones(vals.size), vals, st.tlo[on], st.thi[on], seg, st.shared_total.ravel()[present]
+    )
+    out = s.copy()
+    out[on] = z
+    return out
 
 
 def solve_batch(
@@ -186,6 +212,8 @@ def solve_batch(
         u += xh - z
         sh = _ALPHA * x.sum(axis=2) + (1 - _ALPHA) * s
         s = np.clip(sh + v, st.tlo, st.thi)
+        if st.shared_total.size:
+            s = _project_shared(st, sh + v, s)
         v += sh - s
         tact = np.where(s <= st.tlo, -1, np.where(s >= st.thi, 1, 0)).astype(np.intp)
         if it % CHECK_EVERY:
