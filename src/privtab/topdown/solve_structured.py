@@ -42,10 +42,27 @@ returned only once verified (to 1e-9 of the parent's scale in the primal, 1e-8 r
 the dual), so it is the optimum, not an approximation; a pass that cannot be certified is
 solved by Clarabel and counted (``PassResult.fell_back``).
 
+**Classes of children** (siblings whose variances differ: after the spine's bypass a
+child that absorbed its single child's share has its own ``1/σ²`` per query). Children
+with the same weight factors form a class ``c`` with its own ``H_c`` (usually 2 classes):
+the x-update's ``M_c = H_c + ρI + σ11ᵀ`` is inverted once per class, and the coupling's
+correction becomes ``xᵢ += (p − Σ_j x_j) S⁻¹ M_{c(i)}⁻¹`` with ``S = Σ_c k_c M_c⁻¹`` (one
+class: ``I/k``, the same arithmetic as before). The polish inverts each child's ``H_FF``
+from its class's ``H``; the KKT conditions are checked with each child's own weights.
+
+**Exact totals shared by several children** (production's AIAN and non-AIAN parts of a
+state: one invariant total for both). In the ADMM the children's totals ``s`` are
+projected onto their bands and the group's sum (a weighted projection,
+:func:`privtab.topdown.solve_units.project_sum`); in the polish each group adds one row
+``Σ_{i ∈ g} 1ᵀxᵢ = T_g`` with multiplier ``η_g``, bordering the coupling's ``n × n``
+system (solved by a rank-revealing least squares: it is singular whenever every child's
+total is fixed), and an active set whose total rows contradict a group's total loses the
+row with the smallest multiplier on the side that has to give.
+
 Passes this solver does not cover — no one-to-one term (``H`` singular: a ``total``-only
 first pass is solved in the children's persons by hhgq instead,
 :func:`privtab.topdown.solve_qp.solve_reduced_total`), tolerance bands on other queries
-than ``total``, exact totals shared by several children — go to Clarabel and say so.
+than ``total`` — go to Clarabel and say so.
 """
 
 from __future__ import annotations

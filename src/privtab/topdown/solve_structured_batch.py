@@ -9,6 +9,12 @@ batch's largest ``k`` and ``n`` (padded children and cells have no variables and
 inverse block, so they stay exactly 0 and change no real entry): one batched product and
 one set of elementwise operations per iteration for the whole batch.
 
+Problems whose children fall in several classes of weights (siblings' variances differ)
+are batched only with each other: their stacks hold one ``M_c⁻¹`` per class and the
+coupling's correction ``S⁻¹M_c⁻¹`` (:mod:`privtab.topdown.solve_structured`); one-class
+problems keep the one-matrix iteration unchanged. Exact totals shared by several children
+are a projection of their totals onto the bands and the group's sum.
+
 Each problem keeps its own ``ρ``, ``σ``, bands, bounds and coupling; its convergence test
 and its polish are its own (:meth:`StructuredPass.polish`, which certifies the KKT
 conditions), done when its active set repeats, exactly as in the one-problem loop; a
