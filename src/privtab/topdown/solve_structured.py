@@ -464,16 +464,34 @@ class StructuredPass:
         return tact, gact
 
     def _shift(
-        self, tact: IDX, gact: IDX, mu_t: F64, mu_g: F64, eq_t: np.ndarray
-    ) -> tuple[F64, F64]:
+        self,
+        tact: IDX,
+        gact: IDX,
+        mu_t: F64,
+        mu_g: F64,
+        eq_t: np.ndarray,
+        free: np.ndarray,
+        nu: F64,
+    ) -> tuple[F64, F64, F64]:
         """With every child's total row active (or every child's row of one hhgq) the rows
         and the coupling are dependent: ``(μ + c, λ − c)`` are multipliers too. Pick the
-        ``c`` nearest 0 that gives the active rows' multipliers their signs, if any."""
+        ``c`` nearest 0 that gives the active rows' multipliers their signs, if any. A
+        child with no free cell and no active total row does not block the shift (its
+        cells' multipliers ``ν`` move by ``+c`` and must stay ``≥ 0``: a floor on ``c``)."""
         m = self.m
-        has = m.allowed.any(axis=1)
         mu_t = mu_t.copy()
-        if has.any() and np.all(tact[has] != 0):
-            mu_t[has] += _sign_shift(tact[has], mu_t[has], eq_t[has])
+        with_free = free.any(axis=1)
+        if with_free.any() and np.all(tact[with_free] != 0):
+            rows = m.allowed.any(axis=1) & (tact != 0)
+            idle = m.allowed.any(axis=1) & (tact == 0)
+            floor = -np.inf
+            if idle.any():
+                floor = -float(np.where(m.allowed[idle], nu[idle], np.inf).min())
+            c = _sign_shift(tact[rows], mu_t[rows], eq_t[rows], floor)
+            mu_t[rows] += c
+            if idle.any() and c:
+                nu = nu.copy()
+                nu[idle] += c
         mu_g = mu_g.copy()
         cap = m.group_sums(m.allowed.astype(np.float64)) > 0
         eq_g = m.lo == m.hi
@@ -481,7 +499,7 @@ class StructuredPass:
             who = cap[:, g]
             if who.any() and np.all(gact[who, g] != 0):
                 mu_g[who, g] += _sign_shift(gact[who, g], mu_g[who, g], eq_g[who, g])
-        return mu_t, mu_g
+        return mu_t, mu_g, nu
 
     def _shared(self, tact: IDX, mu_t: F64, tot: F64, eq_t: np.ndarray) -> tuple[F64, IDX | None]:
         """The exact totals shared by several children: a group whose every child's total
@@ -525,12 +543,12 @@ class StructuredPass:
         tp, td = self.tol_p, self.tol_d
         act = m.allowed & ~free
         neg = free & (x < -tp)
-        dual_bad = act & (nu < -td)
         tot = np.where(free, x, 0.0).sum(axis=1)
         s = m.group_sums(np.where(free, x, 0.0))
         eq_t = self.tlo == self.thi
         if m.parent is not None:
-            mu_t, mu_g = self._shift(tact, gact, mu_t, mu_g, eq_t)
+            mu_t, mu_g, nu = self._shift(tact, gact, mu_t, mu_g, eq_t, free, nu)
+        dual_bad = act & (nu < -td)
         if self.shared_total.size:
             mu_t, tact2 = self._shared(tact, mu_t, tot, eq_t)
             if tact2 is not None:
@@ -637,12 +655,12 @@ def _bordered(S: F64 | None, r: F64, Bm: F64, Dv: F64, target: F64) -> tuple[F64
     return sol[:n], sol[n:]
 
 
-def _sign_shift(act: IDX, mu: F64, eq: np.ndarray) -> float:
-    """The ``c`` nearest 0 with ``μ + c ≥ 0`` on lower-active rows and ``≤ 0`` on
+def _sign_shift(act: IDX, mu: F64, eq: np.ndarray, floor: float = -np.inf) -> float:
+    """The ``c ≥ floor`` nearest 0 with ``μ + c ≥ 0`` on lower-active rows and ``≤ 0`` on
     upper-active ones (equality rows: any sign); 0 if there is none."""
     lo = -mu[(act < 0) & ~eq]
     hi = -mu[(act > 0) & ~eq]
-    c_lo = float(lo.max()) if lo.size else -np.inf
+    c_lo = max(float(lo.max()) if lo.size else -np.inf, floor)
     c_hi = float(hi.min()) if hi.size else np.inf
     return float(np.clip(0.0, c_lo, c_hi)) if c_lo <= c_hi else 0.0
 
