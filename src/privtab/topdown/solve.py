@@ -86,11 +86,11 @@ OSQP 530–630 ms and Clarabel 340–390 ms with the same rounder — about 20×
 tracts (105,000 persons): 0.4 s against Clarabel's 13–16 s. On the problems of a seeded
 10⁵-person synthetic nation (``privtab synth --persons 100000 --seed 7``; CPU seconds per
 level, the same captured problems solved in slices of 32 by the code before and after, in
-turn, load 25–30): the units blocks' and block groups' problems by the closed form
-instead of Clarabel about 8× and 6× less; the nation's states (66 state parts in 15 shared
-totals, three classes of weights) 1.1 s structured against 5.1 s Clarabel, with a 2·10⁻⁸
-lower objective; the states' counties (61 of 64 with unequal variances) 3.0 s against
-8.1 s, two of them uncertified and handed to Clarabel (docs/topdown.md §8).
+turn, load 25–36): the units run's blocks 19.8 → 2.2 s and block groups 5.0 → 0.85 s (the
+closed form instead of Clarabel); the nation's 66 state parts (15 shared state totals,
+three classes of weights) 5.2 → 0.85 s, with a 2·10⁻⁸ lower objective than Clarabel's; the
+states' counties (61 of 64 with unequal variances) 8.5 → 5.2 s, one pass left uncertified
+and handed to Clarabel (docs/topdown.md §8).
 
 **Differences from production** (deliberate, documented): open solvers instead of Gurobi;
 the tolerance is the configured 0.1 without the barrier residual production adds; the L2
