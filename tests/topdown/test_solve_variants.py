@@ -2,8 +2,10 @@
 differ (a child that absorbed its single child's budget share) and the units histogram
 (vacant / occupied, every child's housing units exact).
 
-Both go to the generic path (the structured solver shares one Hessian by every child of a
-persons problem) and say so (``diagnostics.generic``). Checked against a second solver
+Neither takes the generic path any more: the structured solver keeps one Hessian per class
+of children with equal weights (and exact totals shared by several children), the units
+histogram has a closed form (:mod:`privtab.topdown.solve_units`). Checked against a second
+solver
 (OSQP cross-check of every pass) and against the KKT conditions of the weighted objective
 computed here: wherever every child is positive in a cell, the gradients of the children's
 weighted objectives agree (the coupling's multiplier), each child's weight its own 1/σ².
