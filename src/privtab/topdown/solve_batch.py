@@ -44,6 +44,7 @@ from privtab.topdown.solve_structured import (
     solve_pass,
 )
 from privtab.topdown.solve_structured_batch import batches, solve_batch
+from privtab.topdown.solve_units import UNITS_SOLVER, solve_units
 
 __all__ = ["DEFAULT_BATCH", "solve_many"]
 
@@ -113,14 +114,15 @@ def _start(problem: ChildrenProblem) -> _State | ChildrenSolution:
 def _l2_pass(states: Sequence[_State], p: int, batch: int) -> None:
     """Pass ``p`` of every state: the structured ones batched, the rest one by one."""
     t0 = time.perf_counter()
+    states = _units_pass(states, p)
     stacked: list[_State] = []
     passes: list[StructuredPass] = []
     for s in states:
         terms = _terms(s.problem, s.model, s.problem.l2_passes[p])
         need_x = p == len(s.problem.l2_passes) - 1
-        reason = generic_reason(s.model, terms)
+        reason = generic_reason(s.model, terms, s.bands)
         s.generic = s.generic or reason
-        if reason:  # not the structured solver's problem: as solve_children solves it
+        if reason or s.model.histogram != "persons":  # as solve_children solves it
             alone = solve_one_pass(s.model, terms, s.bands, "structured", need_x)
             _record(s, PassResult(*alone))
             continue
@@ -145,6 +147,25 @@ def _l2_pass(states: Sequence[_State], p: int, batch: int) -> None:
     share = (time.perf_counter() - t0) / max(1, len(states))
     for s in states:
         s.l2_seconds += share
+
+
+def _units_pass(states: Sequence[_State], p: int) -> list[_State]:
+    """Pass ``p`` of the units problems among ``states``, all at once by the closed form
+    (:func:`privtab.topdown.solve_units.solve_units`); returns the states left (persons
+    problems, and units problems the closed form does not cover: solved as
+    ``solve_children`` solves them)."""
+    units = [s for s in states if s.model.histogram == "units"]
+    if not units:
+        return list(states)
+    terms = [_terms(s.problem, s.model, s.problem.l2_passes[p]) for s in units]
+    solved = solve_units([s.model for s in units], terms, [s.bands for s in units])
+    done: set[int] = set()
+    for s, t, x in zip(units, terms, solved, strict=True):
+        if x is not None:
+            answers = [q.apply(x) for q in t]
+            _record(s, PassResult(x, answers, _objective(t, answers), UNITS_SOLVER))
+            done.add(id(s))
+    return [s for s in states if id(s) not in done]
 
 
 def _record(s: _State, res: PassResult) -> None:

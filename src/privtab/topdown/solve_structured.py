@@ -42,10 +42,27 @@ returned only once verified (to 1e-9 of the parent's scale in the primal, 1e-8 r
 the dual), so it is the optimum, not an approximation; a pass that cannot be certified is
 solved by Clarabel and counted (``PassResult.fell_back``).
 
+**Classes of children** (siblings whose variances differ: after the spine's bypass a
+child that absorbed its single child's share has its own ``1/σ²`` per query). Children
+with the same weight factors form a class ``c`` with its own ``H_c`` (usually 2 classes):
+the x-update's ``M_c = H_c + ρI + σ11ᵀ`` is inverted once per class, and the coupling's
+correction becomes ``xᵢ += (p − Σ_j x_j) S⁻¹ M_{c(i)}⁻¹`` with ``S = Σ_c k_c M_c⁻¹`` (one
+class: ``I/k``, the same arithmetic as before). The polish inverts each child's ``H_FF``
+from its class's ``H``; the KKT conditions are checked with each child's own weights.
+
+**Exact totals shared by several children** (production's AIAN and non-AIAN parts of a
+state: one invariant total for both). In the ADMM the children's totals ``s`` are
+projected onto their bands and the group's sum (a weighted projection,
+:func:`privtab.topdown.solve_units.project_sum`); in the polish each group adds one row
+``Σ_{i ∈ g} 1ᵀxᵢ = T_g`` with multiplier ``η_g``, bordering the coupling's ``n × n``
+system (solved by a rank-revealing least squares: it is singular whenever every child's
+total is fixed), and an active set whose total rows contradict a group's total loses the
+row with the smallest multiplier on the side that has to give.
+
 Passes this solver does not cover — no one-to-one term (``H`` singular: a ``total``-only
 first pass is solved in the children's persons by hhgq instead,
 :func:`privtab.topdown.solve_qp.solve_reduced_total`), tolerance bands on other queries
-than ``total``, exact totals shared by several children — go to Clarabel and say so.
+than ``total`` — go to Clarabel and say so.
 """
 
 from __future__ import annotations
@@ -93,7 +110,11 @@ class PassResult:
 
 @dataclass(frozen=True)
 class AdmmSetup:
-    """What every ADMM iteration of a pass reuses (:meth:`StructuredPass.admm_setup`)."""
+    """What every ADMM iteration of a pass reuses (:meth:`StructuredPass.admm_setup`):
+    per class of children ``c`` (children whose weights are the same, one class unless
+    siblings' variances differ) ``Minv[c] = M_c⁻¹``, ``Minv1[c] = M_c⁻¹1``; per child
+    ``MinvG[i] = gᵢ M_{c(i)}⁻¹``; with several classes ``P[c] = S⁻¹ M_c⁻¹`` for the
+    coupling's correction (``S = Σ_c k_c M_c⁻¹``; one class: ``P = I/k``, not stored)."""
 
     Minv: F64
     MinvG: F64
@@ -101,14 +122,17 @@ class AdmmSetup:
     rho: float
     sigma: float
     banded: bool
+    P: F64 | None = None
 
 
 def _objective(terms: Sequence[Term], answers: Sequence[F64]) -> float:
+    """``Σ_q Σ_i w_{q,i} ‖Q_q xᵢ − y_{q,i}‖²`` (constants included; each child's own
+    weight where siblings' variances differ)."""
     import math
 
     return float(
         math.fsum(
-            t.weight * float(np.sum((a - t.answers) ** 2))
+            float(t.child_weights(a.shape[0]) @ np.sum((a - t.answers) ** 2, axis=1))
             for t, a in zip(terms, answers, strict=True)
         )
     )
@@ -162,29 +186,47 @@ def _total_band(model: Model, bands: Sequence[Band]) -> tuple[F64, F64] | None:
         lo, hi = np.maximum(lo, b.lo[:, 0]), np.minimum(hi, b.hi[:, 0])
     g = model.total_group
     if model.group_total.size:
+        # exact totals shared by several children: StructuredPass.shared (a row per group)
         members = np.bincount(g[g >= 0], minlength=model.group_total.size)
-        if np.any(members > 1):
-            return None
-        has = g >= 0
+        has = (g >= 0) & (members[np.maximum(g, 0)] == 1)
         lo[has] = np.maximum(lo[has], model.group_total[g[has]])
         hi[has] = np.minimum(hi[has], model.group_total[g[has]])
     return lo, hi
 
 
-def hessian(model: Model, terms: Sequence[Term]) -> tuple[F64, F64, float]:
-    """``(H, G, λ_min bound)`` of a pass: ``H`` ``(n, n)``, ``G`` ``(k, n)``."""
-    n = model.n
-    H = np.zeros((n, n))
-    G = np.zeros((model.k, n))
-    lam_min = 0.0
-    for t in terms:
+def child_classes(terms: Sequence[Term], k: int) -> tuple[IDX, F64]:
+    """``(cls, factors)``: children with the same weight factors across the pass's terms
+    form one class (``cls[i]``; ``factors[c, t]`` the factor of term ``t`` in class
+    ``c``). One class unless siblings' variances differ (the spine's bypass: usually two)."""
+    if all(t.scale is None for t in terms):
+        return np.zeros(k, dtype=np.intp), np.ones((1, len(terms)))
+    f = np.stack([np.ones(k) if t.scale is None else t.scale for t in terms], axis=1)
+    uniq, cls = np.unique(f, axis=0, return_inverse=True)
+    return np.asarray(cls, dtype=np.intp).reshape(k), np.asarray(uniq, dtype=np.float64)
+
+
+def hessians(model: Model, terms: Sequence[Term]) -> tuple[IDX, F64, F64, F64]:
+    """``(cls, Hs, G, λ_min bounds)`` of a pass: the children's classes
+    (:func:`child_classes`), one Hessian ``Hs[c]`` ``(n, n)`` per class, ``G`` ``(k, n)``
+    (each child's own weights) and a lower bound on each class's smallest eigenvalue."""
+    n, k = model.n, model.k
+    cls, factors = child_classes(terms, k)
+    C = factors.shape[0]
+    Hs = np.zeros((C, n, n))
+    G = np.zeros((k, n))
+    lam_min = np.zeros(C)
+    for j, t in enumerate(terms):
+        w = t.weight * factors[:, j]  # (C,)
         if t.injective:
-            H[np.diag_indices(n)] += t.weight
-            lam_min += t.weight
+            Hs[:, np.arange(n), np.arange(n)] += w[:, None]
+            lam_min += w
+        elif C == 1:
+            Hs[0] += w[0] * (t.index[:, None] == t.index[None, :])
         else:
-            H += t.weight * (t.index[:, None] == t.index[None, :])
-        G += t.weight * t.answers[:, t.index]
-    return H, G, lam_min
+            E = (t.index[:, None] == t.index[None, :]).astype(np.float64)
+            Hs += w[:, None, None] * E[None, :, :]
+        G += t.child_weights(k)[:, None] * t.answers[:, t.index]
+    return cls, Hs, G, lam_min
 
 
 class StructuredPass:
@@ -192,10 +234,21 @@ class StructuredPass:
 
     def __init__(self, model: Model, terms: Sequence[Term], tlo: F64, thi: F64) -> None:
         self.m = model
-        self.H, self.G, lam_min = hessian(model, terms)
+        self.cls, self.Hs, self.G, lams = hessians(model, terms)
+        self.H = self.Hs[0]
+        self.classes = int(self.Hs.shape[0])
+        lam_min = float(lams.min())
+        self.shared, self.shared_total = shared_groups(model)
+        if np.any(self.shared >= 0):  # implied: 0 ≤ a child's total ≤ its group's
+            on = self.shared >= 0
+            cap = self.shared_total[np.maximum(self.shared, 0)]
+            tlo, thi = (
+                np.where(on, np.maximum(tlo, 0.0), tlo),
+                np.where(on, np.minimum(thi, cap), thi),
+            )
         self.tlo, self.thi = tlo, thi
         self.starts = model.group_starts
-        lam_max = float(np.abs(self.H).sum(axis=1).max(initial=lam_min))
+        lam_max = float(np.abs(self.Hs).sum(axis=2).max(initial=lam_min))
         # 2√(λ_min λ_max): measured on synthetic block groups, 25% fewer iterations than 1×
         self.rho = 2.0 * float(np.sqrt(lam_min * lam_max))
         self.scale_p = model.scale
@@ -207,11 +260,26 @@ class StructuredPass:
         """The x-update's data: ``M⁻¹`` for ``M = H + ρI + σ11ᵀ``, ``G M⁻¹``, ``M⁻¹1``
         (``None`` if ``M`` is not numerically positive definite)."""
         banded = bool(np.any(np.isfinite(self.tlo)) or np.any(np.isfinite(self.thi)))
+        banded = banded or bool(np.any(self.shared >= 0))
         sigma = _SIGMA * self.rho if banded else 0.0
-        Minv = spd_inverse(self.H + self.rho * np.eye(self.m.n) + sigma)
-        if Minv is None:
+        n = self.m.n
+        inverses = [spd_inverse(H + self.rho * np.eye(n) + sigma) for H in self.Hs]
+        if any(inv is None for inv in inverses):
             return None
-        return AdmmSetup(Minv, self.G @ Minv, Minv.sum(axis=0), self.rho, sigma, banded)
+        Minv = np.stack([inv for inv in inverses if inv is not None])
+        if self.classes == 1:
+            M0 = Minv[0]
+            return AdmmSetup(Minv, self.G @ M0, M0.sum(axis=0)[None, :], self.rho, sigma, banded)
+        MinvG = np.zeros_like(self.G)
+        for c in range(self.classes):
+            who = self.cls == c
+            MinvG[who] = self.G[who] @ Minv[c]
+        counts = np.bincount(self.cls, minlength=self.classes).astype(np.float64)
+        Sinv = spd_inverse(np.einsum("c,cab->ab", counts, Minv))
+        if Sinv is None:
+            return None
+        P = np.matmul(Sinv[None, :, :], Minv)
+        return AdmmSetup(Minv, MinvG, Minv.sum(axis=1), self.rho, sigma, banded, P)
 
     def solve(self) -> F64 | None:
         """The certified optimum, or ``None`` if it could not be certified (the ADMM of
@@ -264,7 +332,7 @@ class StructuredPass:
         """Solve the KKT system of the active set (module docstring): every child's
         ``(H_FF)⁻¹`` by batched Cholesky, children in chunks of bounded memory, its active
         rows by a small Schur complement, the coupling's ``λ`` by one ``n × n`` system."""
-        m, H, G = self.m, self.H, self.G
+        m, G = self.m, self.G
         k, n = m.k, m.n
         p = m.parent
         if p is not None and np.any(~free.any(axis=0)):
@@ -273,19 +341,27 @@ class StructuredPass:
         f = Fp.shape[1]
         Gf = np.where(mask, G[np.arange(k)[:, None], Fp], 0.0)  # (k, f)
         step = max(1, _CHILD_BATCH_ELEMENTS // max(1, f * f))
-        chunks = [slice(a, a + step) for a in range(0, k, step)]
+        # children in chunks of one class (one Hessian) and bounded memory
+        chunks: list[tuple[F64, IDX]] = []
+        for c in range(self.classes):
+            who = np.flatnonzero(self.cls == c).astype(np.intp)
+            chunks += [(self.Hs[c], who[a : a + step]) for a in range(0, who.size, step)]
         kept: dict[int, F64] = {}
         parts: dict[int, tuple[F64, F64, F64, F64]] = {}
         S = np.zeros((n, n))
         r = np.zeros(n) if p is None else p.astype(np.float64).copy()
+        ns = self.shared_total.size
+        Bm = np.zeros((n, ns))  # Σ_{i ∈ group} K_i 1: the shared rows against λ
+        Dv = np.zeros(ns)  # Σ_{i ∈ group} 1ᵀ K_i 1
+        ev = np.zeros(ns)  # Σ_{i ∈ group} 1ᵀ base_i
         rowful = (tact != 0) | (gact != 0).any(axis=1)
-        for c, sl in enumerate(chunks):
+        for c, (H, sl) in enumerate(chunks):
             Hinv = child_inverses(H, Fp[sl], mask[sl])
             if Hinv is None:
                 return None
             K, base = Hinv, np.einsum("kab,kb->ka", Hinv, Gf[sl])
             for j in np.flatnonzero(rowful[sl]):
-                i = int(sl.start + j)
+                i = int(sl[j])
                 nf = int(mask[i].sum())
                 C, bvec = self._rows(i, free[i], int(tact[i]), gact[i])
                 if not nf:  # its rows cannot be met: _verify frees their cells
@@ -298,40 +374,43 @@ class StructuredPass:
                 K[j, :nf, :nf] = Hi - HC @ Sc_pinv @ HC.T
                 base[j, :nf] = K[j, :nf, :nf] @ Gf[i, :nf] + HC @ (Sc_pinv @ bvec)
                 parts[i] = (HC, Sc_pinv, C, bvec)
+            gs = self.shared[sl]
+            if ns and np.any(gs >= 0):
+                on = gs >= 0
+                mo = mask[sl][on]
+                K1 = np.einsum("kab,kb->ka", K[on], mo.astype(np.float64)) * mo
+                gid = np.broadcast_to(gs[on][:, None], mo.shape)
+                Fo = Fp[sl][on]
+                Bm += np.bincount((Fo * ns + gid)[mo], weights=K1[mo], minlength=n * ns).reshape(
+                    n, ns
+                )
+                Dv += np.bincount(gs[on], weights=K1.sum(axis=1), minlength=ns)
+                ev += np.bincount(gs[on], weights=(base[on] * mo).sum(axis=1), minlength=ns)
             if p is not None:
                 ms, Fs = mask[sl], Fp[sl]
                 pair = ms[:, :, None] & ms[:, None, :]
                 flat = (Fs[:, :, None] * n + Fs[:, None, :])[pair]
                 S += np.bincount(flat, weights=K[pair], minlength=n * n).reshape(n, n)
                 r -= np.bincount(Fs[ms], weights=base[ms], minlength=n)
-            if len(chunks) == 1:
+            if k * f * f <= _CHILD_BATCH_ELEMENTS:  # every chunk's inverses kept
                 kept[c] = Hinv
         lam: F64 = np.zeros(n)
-        if p is not None:
-            # S is singular exactly when rows depend on the coupling (every child with cells
-            # of an hhgq has that hhgq's row active): λ is then not unique, x is; a tiny
-            # ridge picks one λ (the multiplier shift of _verify restores the signs)
-            ridge = 0.0
-            for _ in range(3):
-                try:
-                    cf = sla.cho_factor(S + ridge * np.eye(n), check_finite=False)
-                    lam = sla.cho_solve(cf, r, check_finite=False)
-                    break
-                except np.linalg.LinAlgError:
-                    ridge = 1e-12 * max(1.0, float(np.trace(S)) / n) * (1e3 if ridge else 1.0)
-            else:
-                sol = sla.lstsq(S, r, lapack_driver="gelsy", check_finite=False)[0]
-                lam = np.asarray(sol, dtype=np.float64)
-        gl = np.where(mask, Gf + lam[Fp], 0.0)
+        eta: F64 = np.zeros(self.shared_total.size)
+        if self.shared_total.size:
+            target = self.shared_total - ev
+            lam, eta = _bordered(S if p is not None else None, r, Bm, Dv, target)
+        elif p is not None:
+            lam = _ridge_solve(S, r)
+        gl = np.where(mask, Gf + lam[Fp] + _at(eta, self.shared)[:, None], 0.0)
         xf = np.zeros((k, f))
         mu_t = np.zeros(k)
         mu_g = np.zeros((k, GROUPS))
-        for c, sl in enumerate(chunks):
+        for c, (H, sl) in enumerate(chunks):
             Hinv = kept[c] if c in kept else child_inverses(H, Fp[sl], mask[sl])
             assert Hinv is not None  # it was invertible a moment ago
             xf[sl] = np.einsum("kab,kb->ka", Hinv, gl[sl])
             for j in np.flatnonzero(rowful[sl]):
-                i = int(sl.start + j)
+                i = int(sl[j])
                 if i not in parts:
                     continue
                 HC, Sc_pinv, C, bvec = parts[i]
@@ -347,7 +426,15 @@ class StructuredPass:
                     q += 1
         x = np.zeros((k, n))
         x[np.nonzero(mask)[0], Fp[mask]] = xf[mask]
-        nu = x @ H - G - lam[None, :] - mu_t[:, None] - mu_g[:, m.hhgq]
+        if self.classes == 1:
+            xH = x @ self.H
+        else:
+            xH = np.zeros_like(x)
+            for c in range(self.classes):
+                who = self.cls == c
+                xH[who] = x[who] @ self.Hs[c]
+        nu = xH - G - lam[None, :] - mu_t[:, None] - mu_g[:, m.hhgq]
+        nu -= _at(eta, self.shared)[:, None]
         return x, nu, mu_t, mu_g
 
     def _consistent(
@@ -377,16 +464,34 @@ class StructuredPass:
         return tact, gact
 
     def _shift(
-        self, tact: IDX, gact: IDX, mu_t: F64, mu_g: F64, eq_t: np.ndarray
-    ) -> tuple[F64, F64]:
+        self,
+        tact: IDX,
+        gact: IDX,
+        mu_t: F64,
+        mu_g: F64,
+        eq_t: np.ndarray,
+        free: np.ndarray,
+        nu: F64,
+    ) -> tuple[F64, F64, F64]:
         """With every child's total row active (or every child's row of one hhgq) the rows
         and the coupling are dependent: ``(μ + c, λ − c)`` are multipliers too. Pick the
-        ``c`` nearest 0 that gives the active rows' multipliers their signs, if any."""
+        ``c`` nearest 0 that gives the active rows' multipliers their signs, if any. A
+        child with no free cell and no active total row does not block the shift (its
+        cells' multipliers ``ν`` move by ``+c`` and must stay ``≥ 0``: a floor on ``c``)."""
         m = self.m
-        has = m.allowed.any(axis=1)
         mu_t = mu_t.copy()
-        if has.any() and np.all(tact[has] != 0):
-            mu_t[has] += _sign_shift(tact[has], mu_t[has], eq_t[has])
+        with_free = free.any(axis=1)
+        if with_free.any() and np.all(tact[with_free] != 0):
+            rows = m.allowed.any(axis=1) & (tact != 0)
+            idle = m.allowed.any(axis=1) & (tact == 0)
+            floor = -np.inf
+            if idle.any():
+                floor = -float(np.where(m.allowed[idle], nu[idle], np.inf).min())
+            c = _sign_shift(tact[rows], mu_t[rows], eq_t[rows], floor)
+            mu_t[rows] += c
+            if idle.any() and c:
+                nu = nu.copy()
+                nu[idle] += c
         mu_g = mu_g.copy()
         cap = m.group_sums(m.allowed.astype(np.float64)) > 0
         eq_g = m.lo == m.hi
@@ -394,7 +499,41 @@ class StructuredPass:
             who = cap[:, g]
             if who.any() and np.all(gact[who, g] != 0):
                 mu_g[who, g] += _sign_shift(gact[who, g], mu_g[who, g], eq_g[who, g])
-        return mu_t, mu_g
+        return mu_t, mu_g, nu
+
+    def _shared(self, tact: IDX, mu_t: F64, tot: F64, eq_t: np.ndarray) -> tuple[F64, IDX | None]:
+        """The exact totals shared by several children: a group whose every child's total
+        row is active has its multipliers determined up to a common shift ``(μ + c,
+        η − c)`` — the shift nearest 0 that gives the rows their signs is taken; a group
+        whose total is not met (its active rows' right-hand sides contradict it) loses
+        the row with the smallest multiplier (the next active set, else ``None``)."""
+        tp = self.tol_p
+        mu_t = mu_t.copy()
+        on = self.shared >= 0
+        ns = self.shared_total.size
+        members = np.bincount(self.shared[on], minlength=ns)
+        got = np.bincount(self.shared[on], weights=tot[on], minlength=ns)
+        has = self.m.allowed.any(axis=1)
+        out = tact.copy()
+        changed = False
+        for g in range(ns):
+            who = np.flatnonzero((self.shared == g) & has)
+            if not who.size:
+                continue
+            total = float(self.shared_total[g])
+            if abs(got[g] - total) > tp * max(1, int(members[g])):
+                # the active rows fix the group's children's totals (total rows, or hhgq
+                # rows covering a child's free cells) to a sum ≠ the group's: the total
+                # row on the side that has to give with the smallest multiplier goes
+                side = 1 if got[g] > total else -1
+                cand = who[tact[who] == side]
+                cand = cand if cand.size else who[tact[who] != 0]
+                if cand.size:
+                    out[cand[np.argmin(np.abs(mu_t[cand]))]] = 0
+                    changed = True
+            elif np.all(tact[who] != 0):
+                mu_t[who] += _sign_shift(tact[who], mu_t[who], eq_t[who])
+        return mu_t, (out if changed else None)
 
     def _verify(
         self, x: F64, nu: F64, mu_t: F64, mu_g: F64, free: np.ndarray, tact: IDX, gact: IDX
@@ -404,12 +543,20 @@ class StructuredPass:
         tp, td = self.tol_p, self.tol_d
         act = m.allowed & ~free
         neg = free & (x < -tp)
-        dual_bad = act & (nu < -td)
         tot = np.where(free, x, 0.0).sum(axis=1)
         s = m.group_sums(np.where(free, x, 0.0))
         eq_t = self.tlo == self.thi
         if m.parent is not None:
-            mu_t, mu_g = self._shift(tact, gact, mu_t, mu_g, eq_t)
+            mu_t, mu_g, nu = self._shift(tact, gact, mu_t, mu_g, eq_t, free, nu)
+        dual_bad = act & (nu < -td)
+        if self.shared_total.size:
+            mu_t, tact2 = self._shared(tact, mu_t, tot, eq_t)
+            if tact2 is not None:
+                return False, free, tact2, gact
+            on = self.shared >= 0
+            got = np.bincount(self.shared[on], weights=tot[on], minlength=self.shared_total.size)
+            if np.any(np.abs(got - self.shared_total) > tp * max(1, m.k)):
+                return False, free, tact, gact  # not met: the polish gives up (fallback)
         t_bad_sign = ((tact < 0) & (mu_t < -td) | (tact > 0) & (mu_t > td)) & ~eq_t
         # a row is activated at its lower end only if that end is positive (a lower end ≤ 0
         # is implied by x ≥ 0: its violation is the negativity, handled cell by cell)
@@ -447,12 +594,73 @@ class StructuredPass:
         return False, free, tact, gact
 
 
-def _sign_shift(act: IDX, mu: F64, eq: np.ndarray) -> float:
-    """The ``c`` nearest 0 with ``μ + c ≥ 0`` on lower-active rows and ``≤ 0`` on
+def shared_groups(model: Model) -> tuple[IDX, F64]:
+    """``(shared, totals)``: each child's index among the exact totals shared by several
+    children (the AIAN and non-AIAN parts of a state; −1: none) and those totals."""
+    g = model.total_group
+    k = model.k
+    if not model.group_total.size:
+        return np.full(k, -1, dtype=np.intp), np.zeros(0)
+    members = np.bincount(g[g >= 0], minlength=model.group_total.size)
+    multi = np.flatnonzero(members > 1)
+    rank = np.full(model.group_total.size, -1, dtype=np.intp)
+    rank[multi] = np.arange(multi.size)
+    shared = np.where(g >= 0, rank[np.maximum(g, 0)], -1).astype(np.intp)
+    return shared, model.group_total[multi].astype(np.float64)
+
+
+def _at(values: F64, index: IDX) -> F64:
+    """``values[index]`` with 0 where ``index`` is −1."""
+    if not values.size:
+        return np.zeros(index.size)
+    return np.where(index >= 0, values[np.maximum(index, 0)], 0.0)
+
+
+def _ridge_solve(S: F64, r: F64) -> F64:
+    """``S λ = r`` for a symmetric positive semidefinite ``S``: Cholesky, with a tiny ridge
+    where ``S`` is singular (rows dependent on the coupling: ``λ`` is not unique, ``x``
+    is; the multiplier shift of ``_verify`` restores the signs), else least squares."""
+    n = S.shape[0]
+    ridge = 0.0
+    for _ in range(3):
+        try:
+            cf = sla.cho_factor(S + ridge * np.eye(n), check_finite=False)
+            return np.asarray(sla.cho_solve(cf, r, check_finite=False), dtype=np.float64)
+        except np.linalg.LinAlgError:
+            ridge = 1e-12 * max(1.0, float(np.trace(S)) / max(1, n)) * (1e3 if ridge else 1.0)
+    sol = sla.lstsq(S, r, lapack_driver="gelsy", check_finite=False)[0]
+    return np.asarray(sol, dtype=np.float64)
+
+
+def _bordered(S: F64 | None, r: F64, Bm: F64, Dv: F64, target: F64) -> tuple[F64, F64]:
+    """``(λ, η)`` of the coupling (``S``; ``None`` at the root: no coupling) bordered by
+    the shared exact totals: ``[[S, B], [Bᵀ, D]] [λ; η] = [r; target]``."""
+    ns = Dv.size
+    if S is None:
+        eta = np.where(Dv > 0, target / np.where(Dv > 0, Dv, 1.0), 0.0)
+        return np.zeros(r.size), eta
+    n = S.shape[0]
+    A = np.zeros((n + ns, n + ns))
+    A[:n, :n] = S
+    A[:n, n:] = Bm
+    A[n:, :n] = Bm.T
+    A[n:, n:] = np.diag(Dv)
+    # singular whenever every child's total is fixed (the shared rows, the singles' rows
+    # and the coupling are then dependent): a rank-revealing least-squares solve, as a
+    # Cholesky of a numerically singular matrix gave multipliers whose cancellation lost
+    # 0.05 persons of the totals
+    sol = sla.lstsq(A, np.concatenate([r, target]), cond=1e-13, lapack_driver="gelsy",
+                    check_finite=False)[0]  # fmt: skip
+    sol = np.asarray(sol, dtype=np.float64)
+    return sol[:n], sol[n:]
+
+
+def _sign_shift(act: IDX, mu: F64, eq: np.ndarray, floor: float = -np.inf) -> float:
+    """The ``c ≥ floor`` nearest 0 with ``μ + c ≥ 0`` on lower-active rows and ``≤ 0`` on
     upper-active ones (equality rows: any sign); 0 if there is none."""
     lo = -mu[(act < 0) & ~eq]
     hi = -mu[(act > 0) & ~eq]
-    c_lo = float(lo.max()) if lo.size else -np.inf
+    c_lo = max(float(lo.max()) if lo.size else -np.inf, floor)
     c_hi = float(hi.min()) if hi.size else np.inf
     return float(np.clip(0.0, c_lo, c_hi)) if c_lo <= c_hi else 0.0
 

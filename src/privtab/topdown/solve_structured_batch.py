@@ -9,6 +9,12 @@ batch's largest ``k`` and ``n`` (padded children and cells have no variables and
 inverse block, so they stay exactly 0 and change no real entry): one batched product and
 one set of elementwise operations per iteration for the whole batch.
 
+Problems whose children fall in several classes of weights (siblings' variances differ)
+are batched only with each other: their stacks hold one ``M_c⁻¹`` per class and the
+coupling's correction ``S⁻¹M_c⁻¹`` (:mod:`privtab.topdown.solve_structured`); one-class
+problems keep the one-matrix iteration unchanged. Exact totals shared by several children
+are a projection of their totals onto the bands and the group's sum.
+
 Each problem keeps its own ``ρ``, ``σ``, bands, bounds and coupling; its convergence test
 and its polish are its own (:meth:`StructuredPass.polish`, which certifies the KKT
 conditions), done when its active set repeats, exactly as in the one-problem loop; a
@@ -57,11 +63,17 @@ class _Stack:
         B = len(passes)
         K = max(sp.m.k for sp in passes)
         N = max(sp.m.n for sp in passes)
+        #: classes of children (several when siblings' variances differ; batches() never
+        #: mixes one-class problems with others, so their iterations are unchanged)
+        C = max(sp.classes for sp in passes)
+        self.C = C
         self.k = np.array([sp.m.k for sp in passes], dtype=np.float64)
         self.n = [sp.m.n for sp in passes]
-        self.Minv = np.zeros((B, N, N))
+        self.Minv = np.zeros((B, C, N, N))
         self.MinvG = np.zeros((B, K, N))
-        self.Minv1 = np.zeros((B, N))
+        self.Minv1 = np.zeros((B, N)) if C == 1 else np.zeros((B, K, N))
+        self.P = np.zeros((B, C, N, N)) if C > 1 else np.zeros((B, 0, 0, 0))
+        self.cmask = np.zeros((B, C, K, 1))
         self.p = np.zeros((B, N))
         self.has_p = np.zeros(B)
         self.rho = np.zeros(B)
@@ -74,11 +86,21 @@ class _Stack:
         self.lo = np.zeros((B, K, GROUPS))
         self.hi = np.full((B, K, GROUPS), np.inf)
         self.starts = np.zeros((B, GROUPS + 1), dtype=np.intp)
+        ns = max(sp.shared_total.size for sp in passes)
+        self.shared = np.full((B, K), -1, dtype=np.intp)  # exact totals of several children
+        self.shared_total = np.zeros((B, ns))
         for b, (sp, su) in enumerate(zip(passes, setups, strict=True)):
             m, k, n = sp.m, sp.m.k, sp.m.n
-            self.Minv[b, :n, :n] = su.Minv
+            cl = sp.classes
+            self.Minv[b, :cl, :n, :n] = su.Minv
             self.MinvG[b, :k, :n] = su.MinvG
-            self.Minv1[b, :n] = su.Minv1
+            if C == 1:
+                self.Minv1[b, :n] = su.Minv1[0]
+            else:
+                self.Minv1[b, :k, :n] = su.Minv1[sp.cls]
+                P = su.P if su.P is not None else np.eye(n)[None, :, :] / k
+                self.P[b, :cl, :n, :n] = P
+            self.cmask[b, sp.cls, np.arange(k), 0] = 1.0
             if m.parent is not None:
                 self.p[b, :n] = m.parent
                 self.has_p[b] = 1.0
@@ -89,6 +111,8 @@ class _Stack:
             self.onehot[b, np.arange(n), m.hhgq] = 1.0
             self.lo[b, :k], self.hi[b, :k] = m.lo, m.hi
             self.starts[b] = sp.starts
+            self.shared[b, :k] = sp.shared
+            self.shared_total[b, : sp.shared_total.size] = sp.shared_total
 
     def take(self, keep: IDX) -> None:
         """Keep only the problems ``keep`` (in this order)."""
@@ -113,6 +137,27 @@ def _project(st: _Stack, w: F64) -> tuple[F64, IDX]:
         z[b, i, sl] = np.where(ok, np.maximum(w[b, i, sl] - tau, 0.0), 0.0)
         gact[b, i, g] = -1 if low else 1
     return z, gact
+
+
+def _project_shared(st: _Stack, w: F64, s: F64) -> F64:
+    """The s-update of children whose exact total is shared with siblings: the Euclidean
+    projection of their group's ``w`` onto its bands and ``Σ s = total``
+    (:func:`privtab.topdown.solve_units.project_sum`); other children keep ``s``."""
+    from privtab.topdown.solve_model import compact
+    from privtab.topdown.solve_units import project_sum
+
+    on = st.shared >= 0
+    if not on.any():
+        return s
+    b = np.nonzero(on)[0]
+    present, seg = compact(b * st.shared_total.shape[1] + st.shared[on])
+    vals = w[on]
+    z, _, _ = project_sum(
+        np.ones(vals.size), vals, st.tlo[on], st.thi[on], seg, st.shared_total.ravel()[present]
+    )
+    out = s.copy()
+    out[on] = z
+    return out
 
 
 def solve_batch(
@@ -142,20 +187,39 @@ def solve_batch(
     tact = np.zeros((B, K), dtype=np.intp)
     last: list[tuple[bytes, bytes, bytes] | None] = [None] * B
     failed = [0] * B
+    one = st.C == 1
     for it in range(1, limit + 1):
         rho3 = st.rho[:, None, None]
-        x: F64 = np.matmul(z - u, st.Minv)
+        x: F64
+        if one:
+            x = np.matmul(z - u, st.Minv[:, 0])
+        else:
+            d = z - u
+            x = sum(
+                (st.cmask[:, c] * np.matmul(d, st.Minv[:, c]) for c in range(st.C)),
+                np.zeros_like(d),
+            )
         x *= rho3
         x += st.MinvG
-        x += (st.sigma[:, None] * (s - v))[:, :, None] * st.Minv1[:, None, :]
+        if one:
+            x += (st.sigma[:, None] * (s - v))[:, :, None] * st.Minv1[:, None, :]
+        else:
+            x += (st.sigma[:, None] * (s - v))[:, :, None] * st.Minv1
         x *= st.cm[:, :, None]
-        gap = (st.p - x.sum(axis=1)) * (st.has_p / st.k)[:, None]
-        x += st.cm[:, :, None] * gap[:, None, :]
+        if one:
+            gap = (st.p - x.sum(axis=1)) * (st.has_p / st.k)[:, None]
+            x += st.cm[:, :, None] * gap[:, None, :]
+        else:  # x_i += (p − Σ x) S⁻¹ M_{c(i)}⁻¹
+            raw = ((st.p - x.sum(axis=1)) * st.has_p[:, None])[:, None, :]
+            for c in range(st.C):
+                x += st.cmask[:, c] * np.matmul(raw, st.P[:, c])
         xh = _ALPHA * x + (1 - _ALPHA) * z
         z, gact = _project(st, xh + u)
         u += xh - z
         sh = _ALPHA * x.sum(axis=2) + (1 - _ALPHA) * s
         s = np.clip(sh + v, st.tlo, st.thi)
+        if st.shared_total.size:
+            s = _project_shared(st, sh + v, s)
         v += sh - s
         tact = np.where(s <= st.tlo, -1, np.where(s >= st.thi, 1, 0)).astype(np.intp)
         if it % CHECK_EVERY:
@@ -192,12 +256,21 @@ def solve_batch(
 def batches(passes: Sequence[StructuredPass], size: int) -> list[list[int]]:
     """Indices of ``passes`` grouped into batches of at most ``size`` problems of similar
     ``n`` (sorted), each within :data:`MAX_BATCH_ELEMENTS` of stacked inverse."""
-    order = sorted(range(len(passes)), key=lambda i: (passes[i].m.n, passes[i].m.k))
+    order = sorted(
+        range(len(passes)),
+        key=lambda i: (passes[i].classes > 1, passes[i].m.n, passes[i].m.k),
+    )
     out: list[list[int]] = []
     cur: list[int] = []
     for i in order:
         n = passes[i].m.n
-        if cur and (len(cur) >= size or (len(cur) + 1) * n * n > MAX_BATCH_ELEMENTS):
+        several = passes[i].classes > 1
+        per = n * n * (1 if not several else 2 * passes[i].classes)
+        if cur and (
+            len(cur) >= size
+            or (len(cur) + 1) * per > MAX_BATCH_ELEMENTS
+            or several != (passes[cur[0]].classes > 1)
+        ):
             out.append(cur)
             cur = []
         cur.append(i)

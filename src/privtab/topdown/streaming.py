@@ -78,9 +78,10 @@ POSTPROCESSING: dict[str, Any] = {
     "l2": "weighted non-negative least squares (weight 1/σ², the exact discrete-Gaussian "
     "variance parameter of each child's query), production pass orders, inter-pass "
     "tolerance 0.1 on every earlier answer",
-    "solvers": "structured (one Hessian shared by the children: ADMM, then an exact "
-    "active-set solve with verified KKT conditions); Clarabel where siblings' variances "
-    "differ (the spine's bypass) and for the units histogram",
+    "solvers": "structured (one Hessian per class of children with equal weights: ADMM, "
+    "then an exact active-set solve with verified KKT conditions); the units histogram by "
+    "an exact closed form (a weighted projection, KKT verified); Clarabel for a pass the "
+    "structured solver cannot certify",
     "rounder": "multipass controlled rounding (production passes: total, then hhgq ⊃ "
     "hhgq×hispanic ⊃ hhgq×hispanic×cenrace ⊃ detailed), HiGHS LP with a totally "
     "unimodular constraint matrix, integrality checked on every problem",
