@@ -258,7 +258,7 @@ def tables(res: dict[str, Any]) -> list[Table]:
         table(
             f"Time of the two post-processings, summed over {n} draw{'s' if n > 1 else ''} "
             "(privtab topdown postprocess, same measurements)",
-            ["postprocess", "wall s", "CPU s", "peak RSS MiB", "of which tree GLS s"],
+            ["postprocess", "wall s", "CPU s", "peak RSS MiB", "of which tree GLS, wall s"],
             times,
             notes=[
                 f"gls-round / production: wall {ratio['wall_seconds']:.2f}×, CPU "
