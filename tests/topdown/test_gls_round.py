@@ -220,3 +220,73 @@ def test_post_processing_private_measurements_is_private(data: Path, tmp_path: P
         assert res.private, name
         assert not (out / "NOT_PRIVATE").exists()
         assert json.loads((out / "release.json").read_text())["private"] is True
+
+
+def _release_tables(root: Path, frames: dict[str, pl.DataFrame]) -> Path:
+    (root / "pl94").mkdir(parents=True)
+    for t, f in frames.items():
+        f.write_parquet(root / "pl94" / f"{t}.parquet")
+    return root
+
+
+def test_the_benchmark_pairs_geographies_and_averages_over_draws(tmp_path: Path) -> None:
+    """``privtab bench topdown-gls-round``'s statistics against a direct computation: each
+    release's rows are matched to the truth by geography and cell, not by position (its
+    tables are shuffled), the per-draw MAEs, the paired difference and its mean ± s.e.
+    over draws (``statistics``), the pooled per-geography difference and the time ratios."""
+    import statistics
+
+    from privtab.bench import topdown_gls_round as bench
+
+    rng = np.random.default_rng(5)
+    cells = {"P1": ["P0010001", "P0010002"], "P2": ["P0020001", "P0020002"]}
+    geos = {"STATE": ["10"], "COUNTY": ["10001", "10003", "10005", "10007"]}
+
+    def frame(t: str, count: np.ndarray) -> pl.DataFrame:
+        rows = [(g, lv, c) for lv, gs in geos.items() for g in gs for c in cells[t]]
+        return pl.DataFrame(
+            {"GEOID": [r[0] for r in rows], "GEOLEVEL": [r[1] for r in rows],
+             "CELL": [r[2] for r in rows], "COUNT": count.astype(np.int64)}
+        )  # fmt: skip
+
+    n = len(geos["STATE"] + geos["COUNTY"]) * 2
+    truth = {t: frame(t, rng.integers(50, 100, n)) for t in cells}
+    runs, pooled = [], []
+    for draw in range(3):
+        errs = {name: {t: rng.integers(-3, 4, n) for t in cells} for name in bench.POSTPROCESSORS}
+        got = {}
+        for name, e in errs.items():
+            tabs = {t: frame(t, truth[t]["COUNT"].to_numpy() + e[t]).sample(fraction=1.0,
+                    shuffle=True, seed=draw) for t in cells}  # fmt: skip
+            got[name] = bench._errors(_release_tables(tmp_path / f"{draw}-{name}", tabs), truth)
+        acc = bench._draw_accuracy(got["production"], got["gls-round"])
+        county = slice(2, n)  # rows of the counties (the state's two cells first)
+        for name in bench.POSTPROCESSORS:
+            p1 = errs[name]["P1"][county]
+            assert acc["COUNTY"]["P1"][name] == pytest.approx(np.abs(p1).mean())
+            assert acc["COUNTY"]["total"][name] == pytest.approx(np.abs(p1[::2]).mean())
+        d = np.abs(errs["gls-round"]["P1"][county][::2]) - np.abs(
+            errs["production"]["P1"][county][::2]
+        )
+        pooled += d.tolist()
+        runs.append({"seed": draw, "accuracy": acc, **{
+            name: {"wall_seconds": 2.0 + k, "cpu_seconds": 1.0 + k, "peak_rss_mb": 10.0,
+                   "seconds": {}, "load_average_before": [1.0, 1.0, 1.0]}
+            for k, name in enumerate(bench.POSTPROCESSORS)}})  # fmt: skip
+    summ = bench.summarise(runs)
+    county_p2 = summ["levels"]["COUNTY"]["P2"]
+    per_draw = [r["accuracy"]["COUNTY"]["P2"] for r in runs]
+    diffs = [a["gls-round"] - a["production"] for a in per_draw]
+    assert county_p2["difference"]["mean"] == pytest.approx(statistics.mean(diffs))
+    assert county_p2["difference"]["se"] == pytest.approx(statistics.stdev(diffs) / 3**0.5)
+    prod = [a["production"] for a in per_draw]
+    assert county_p2["production"]["se"] == pytest.approx(statistics.stdev(prod) / 3**0.5)
+    p = summ["levels"]["COUNTY"]["total_pooled_difference"]
+    assert p["n"] == 12
+    assert p["mean"] == pytest.approx(statistics.mean(pooled))
+    assert p["se"] == pytest.approx(statistics.stdev(pooled) / 12**0.5)
+    assert summ["ratio"] == {"wall_seconds": pytest.approx(9 / 6), "cpu_seconds": 2.0}
+    titles = [t.title for t in bench.tables({"input": {"persons": 1, "blocks": 1, "seed": 0,
+                                                        "draws": 3}, "summary": summ,
+                                             "draws": runs})]  # fmt: skip
+    assert len(titles) == 3

@@ -141,8 +141,8 @@ BENCHMARKS: dict[str, Benchmark] = {
             "TopDown: --postprocess gls-round vs production, same noisy measurements",
             heavy=True,
             help="One state's noisy measurements post-processed by production TopDown and by "
-            "gls-round: error by geolevel and time.",
-            options=opts.TOPDOWN_STATE,
+            "gls-round: error by geolevel (mean ± s.e. over noise draws) and time.",
+            options=opts.TOPDOWN_GLS_ROUND,
         ),
     )
 }

@@ -210,6 +210,11 @@ TOPDOWN_STATE = (
            str | None),
     Option("seed", 1, "Seed of the (NOT private) production-law noise.", minimum=0),
 )  # fmt: skip
+TOPDOWN_GLS_ROUND = (
+    *TOPDOWN_STATE,
+    Option("draws", 1, "Noise draws (seeds SEED, SEED+1, …), each post-processed both ways.",
+           minimum=1),
+)  # fmt: skip
 TOPDOWN = (
     Option("persons", "1e6", "Sizes, e.g. 1e6,1e7 (synthetic nation: 50 states, DC, PR).", str,
            parse=_sizes),
