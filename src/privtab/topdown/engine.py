@@ -60,7 +60,7 @@ from privtab.topdown.solve import (
     TopDownSolverError,
     solve_children,
 )
-from privtab.topdown.workers import SLICE, Solved, SolvePool, solve_slice
+from privtab.topdown.workers import SLICE, SlicePool, Solved, solve_slice
 
 __all__ = [
     "ChunkResult",
@@ -243,7 +243,7 @@ class TopDownEngine:
         solve: SolveFn = solve_parent,
         draw_all: bool = False,
         progress: Progress | None = None,
-        pool: SolvePool | None = None,
+        pool: SlicePool | None = None,
     ) -> None:
         self.builder = builder
         self.solve = solve

@@ -24,14 +24,14 @@ from __future__ import annotations
 import multiprocessing
 from collections.abc import Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
-from typing import TypeAlias
+from typing import Protocol, TypeAlias
 
 import numpy as np
 from numpy.typing import NDArray
 
 from privtab.topdown.solve import ChildrenProblem, SolveDiagnostics, solve_children_batch
 
-__all__ = ["SLICE", "SolvePool", "Solved", "solve_slice"]
+__all__ = ["SLICE", "SlicePool", "SolvePool", "Solved", "solve_slice"]
 
 #: Parents per slice: the unit of work handed to a worker (and of the batched solver).
 #: Fixed, so the answers never depend on the worker count.
@@ -44,6 +44,17 @@ Solved: TypeAlias = tuple[NDArray[np.int64], SolveDiagnostics]
 def solve_slice(problems: Sequence[ChildrenProblem]) -> list[Solved]:
     """Solve a slice of problems (module docstring), in order."""
     return [(s.counts, s.diagnostics) for s in solve_children_batch(problems)]
+
+
+class SlicePool(Protocol):
+    """Where the engine's slices are solved: :class:`SolvePool` (processes of this machine)
+    or :class:`privtab.topdown.spark.SparkSolvePool` (Spark tasks)."""
+
+    @property
+    def workers(self) -> int: ...
+    @property
+    def parallel(self) -> bool: ...
+    def submit(self, problems: Sequence[ChildrenProblem]) -> Future[list[Solved]]: ...
 
 
 def _start_worker() -> None:

@@ -1,0 +1,233 @@
+"""TopDown on Spark: the per-parent slices of every level solved in Spark tasks.
+
+``privtab topdown run --engine spark`` (or ``TopDownOptions(engine="spark")``) runs the
+release with :class:`SparkSolvePool` in place of the embedded engine's worker processes
+(:class:`privtab.topdown.workers.SolvePool`). One algorithm, two places to run it: the
+driver (:class:`privtab.topdown.engine.TopDownEngine`) walks the spine exactly as the
+embedded engine — root, the levels above the chunk level, then each chunk level by level —
+builds each level's per-parent problems in the hierarchy's order and hands them over in
+slices of :data:`~privtab.topdown.workers.SLICE` parents (:meth:`SparkSolvePool.submit`,
+the interface of :class:`~privtab.topdown.workers.SolvePool`). The pool gathers a level's
+slices into Spark jobs: a job's slices are the partitions of an RDD (one slice per
+partition: parents of the level partitioned), each solved in a task by ``mapPartitions``
+calling :func:`privtab.topdown.workers.solve_slice` — the same pure function the embedded
+engine calls, so a slice's answer never depends on where it ran. A job holds as many
+slices as the cluster has cores; two jobs are in flight while the driver builds the next
+slices (the engine keeps at most ``2 × workers`` slices pending).
+
+**Sizing** (docs/topdown.md "Spark"): what crosses to a task is one slice's problems
+(pickled: noisy measurements and public constraints), at most :data:`SLICE` parents; the
+pool records the largest (:attr:`SparkSolvePool.largest_slice_bytes`, said at the end of
+the run) — the figure the executors' memory is sized from.
+
+**Privacy.** Nothing of the confidential input crosses to the tasks except the noisy
+measurements and the public constraints (invariants), and nothing but the children's
+solved integer histograms and solver diagnostics comes back: post-processing, no privacy
+cost. Today the noise is drawn in the driver (:meth:`privtab.topdown.problems.
+ProblemBuilder.children_problem`, in the hierarchy's order) from the run's source, so a
+seeded release is byte-identical to the embedded engine's; when the slice function draws
+its own noise (per-slice sources), the tasks do, with the sources the slice carries.
+
+Session: the same helper as SafeTab-P's and SafeTab-H's Spark engines
+(:class:`privtab.tabulate.engines.spark.SparkEngine`: an active session under
+``spark-submit``, else ``master`` — default ``$PRIVTAB_SPARK_MASTER`` or ``local[2]`` —
+with ``config``; its JVM started in the background while the inputs are read, the class
+archive, one thread per task), stopped at the end of the run if the pool created it.
+"""
+
+from __future__ import annotations
+
+import pickle
+import threading
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import TYPE_CHECKING, Any
+
+from privtab.topdown.solve import ChildrenProblem
+from privtab.topdown.workers import Solved, solve_slice
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+__all__ = ["SparkSolvePool", "solve_partition", "spark_pool"]
+
+#: Jobs run at once (each of up to ``workers`` slices): one solving, one queued, so the
+#: cluster never waits for the driver's next job.
+JOBS_IN_FLIGHT = 2
+
+_ONE_THREAD: list[bool] = []
+
+
+def solve_partition(items: Iterable[tuple[int, bytes]]) -> Iterator[tuple[int, bytes]]:
+    """A task: each ``(slice number, pickled problems)`` solved by
+    :func:`~privtab.topdown.workers.solve_slice` with one BLAS thread; yields the slice
+    number and the pickled ``("ok", solved)`` — or ``("error", exception)``, so that an
+    infeasible problem reaches the driver as the embedded engine raises it (naming the
+    geounit), not as a Spark job failure."""
+    if not _ONE_THREAD:
+        from threadpoolctl import threadpool_limits
+
+        threadpool_limits(limits=1, user_api="blas")
+        _ONE_THREAD.append(True)
+    for number, payload in items:
+        problems: list[ChildrenProblem] = pickle.loads(payload)
+        try:
+            out: tuple[str, Any] = ("ok", solve_slice(problems))
+        except Exception as exc:  # returned to the driver, raised there
+            out = ("error", exc)
+        try:
+            data = pickle.dumps(out, protocol=pickle.HIGHEST_PROTOCOL)
+        except Exception:  # an exception that does not pickle: its text
+            data = pickle.dumps(("error", RuntimeError(repr(out[1]))))
+        yield number, data
+
+
+class _Slice(Future[list[Solved]]):
+    """A slice's answer; asking for it before its job started starts the job."""
+
+    def __init__(self, pool: SparkSolvePool) -> None:
+        super().__init__()
+        self._pool = pool
+        self.started = False
+
+    def result(self, timeout: float | None = None) -> list[Solved]:
+        if not self.started:
+            self._pool.flush()
+        return super().result(timeout)
+
+
+class SparkSolvePool:
+    """Slices of per-parent problems solved in Spark tasks: the interface of
+    :class:`privtab.topdown.workers.SolvePool` (module docstring). A context manager: the
+    session stops with it if the pool created it.
+
+    ``spark``: a session to use (kept running); else ``master`` and ``config`` (any
+    ``spark.*`` settings) as SafeTab-P's engine; ``slices_per_job``: default the cluster's
+    cores."""
+
+    name = "spark"
+    parallel = True
+
+    def __init__(
+        self,
+        spark: SparkSession | None = None,
+        master: str | None = None,
+        config: Mapping[str, str] | None = None,
+        *,
+        slices_per_job: int | None = None,
+    ) -> None:
+        from privtab.tabulate.engines.spark import SparkEngine
+
+        if slices_per_job is not None and slices_per_job < 1:
+            raise ValueError("slices_per_job must be at least 1")
+        self._session = SparkEngine(
+            spark=spark, master=master, config=config, app_name="privtab-topdown"
+        )
+        self._per_job = slices_per_job
+        self._waiting: list[tuple[_Slice, bytes]] = []
+        self._lock = threading.Lock()
+        self._jobs: ThreadPoolExecutor | None = None
+        self._cores: int | None = None
+        self.slices = 0
+        self.jobs = 0
+        self.largest_slice_bytes = 0
+
+    def __enter__(self) -> SparkSolvePool:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def start(self) -> None:
+        """Start the session in the background (the JVM takes seconds to start)."""
+        self._session.start()
+
+    @property
+    def spark(self) -> SparkSession:
+        return self._session.spark
+
+    @property
+    def workers(self) -> int:
+        """The cluster's cores (Spark's default parallelism): slices per job."""
+        if self._cores is None:
+            self._cores = self._per_job or max(1, int(self.spark.sparkContext.defaultParallelism))
+        return self._cores
+
+    def submit(self, problems: Sequence[ChildrenProblem]) -> Future[list[Solved]]:
+        """Queue a slice; a job starts when ``workers`` slices wait (or one is asked for)."""
+        payload = pickle.dumps(list(problems), protocol=pickle.HIGHEST_PROTOCOL)
+        fut = _Slice(self)
+        with self._lock:
+            self._waiting.append((fut, payload))
+            self.slices += 1
+            self.largest_slice_bytes = max(self.largest_slice_bytes, len(payload))
+            full = len(self._waiting) >= self.workers
+        if full:
+            self.flush()
+        return fut
+
+    def flush(self) -> None:
+        """Start a job for the waiting slices (if any)."""
+        with self._lock:
+            batch, self._waiting = self._waiting, []
+            if not batch:
+                return
+            if self._jobs is None:
+                self._jobs = ThreadPoolExecutor(JOBS_IN_FLIGHT, thread_name_prefix="privtab-spark")
+            self.jobs += 1
+            jobs = self._jobs
+        for fut, _ in batch:
+            fut.started = True
+            fut.set_running_or_notify_cancel()
+        jobs.submit(self._run, batch)
+
+    def _run(self, batch: list[tuple[_Slice, bytes]]) -> None:
+        """One Spark job: the batch's slices as partitions, solved by :func:`solve_partition`."""
+        try:
+            sc = self.spark.sparkContext
+            rdd = sc.parallelize([(i, p) for i, (_, p) in enumerate(batch)], len(batch))
+            answers = dict(rdd.mapPartitions(solve_partition).collect())
+        except BaseException as exc:  # the job failed: every slice of it
+            for fut, _ in batch:
+                fut.set_exception(exc)
+            return
+        for i, (fut, _) in enumerate(batch):
+            kind, value = pickle.loads(answers[i])
+            if kind == "ok":
+                fut.set_result(value)
+            else:
+                fut.set_exception(value)
+
+    def summary(self) -> str:
+        """What the pool did (for the progress log and sizing)."""
+        return (
+            f"spark: {self.slices} slices in {self.jobs} jobs, the largest slice "
+            f"{self.largest_slice_bytes / 2**20:.1f} MiB"
+        )
+
+    def close(self) -> None:
+        """Wait for running jobs (none are left by a finished run), then release the session."""
+        with self._lock:
+            self._waiting.clear()
+            jobs, self._jobs = self._jobs, None
+        if jobs is not None:
+            jobs.shutdown(wait=True, cancel_futures=True)
+        self._session.close()
+
+
+def spark_pool(master: str | None, config: Mapping[str, str] | None) -> SparkSolvePool:
+    """The pool of ``--engine spark``, its session starting in the background; a located
+    :class:`~privtab.errors.UsageError` when ``privtab[spark]`` is not installed."""
+    import importlib.util
+
+    from privtab.errors import UsageError
+
+    missing = [m for m in ("pyspark", "pandas", "pyarrow") if importlib.util.find_spec(m) is None]
+    if missing:
+        raise UsageError(
+            f"--engine spark needs {', '.join(missing)}, which is not installed",
+            hint="install with `pip install 'privtab[spark]'` (and Java 17)",
+        )
+    pool = SparkSolvePool(master=master, config=config)
+    pool.start()  # the JVM starts while the run reads its inputs
+    return pool
