@@ -37,6 +37,7 @@ archive, one thread per task), stopped at the end of the run if the pool created
 
 from __future__ import annotations
 
+import contextlib
 import pickle
 import threading
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -131,6 +132,7 @@ class SparkSolvePool:
         self.slices = 0
         self.jobs = 0
         self.largest_slice_bytes = 0
+        self._quiet = False
 
     def __enter__(self) -> SparkSolvePool:
         return self
@@ -184,7 +186,7 @@ class SparkSolvePool:
     def _run(self, batch: list[tuple[_Slice, bytes]]) -> None:
         """One Spark job: the batch's slices as partitions, solved by :func:`solve_partition`."""
         try:
-            sc = self.spark.sparkContext
+            sc = self._context()
             rdd = sc.parallelize([(i, p) for i, (_, p) in enumerate(batch)], len(batch))
             answers = dict(rdd.mapPartitions(solve_partition).collect())
         except BaseException as exc:  # the job failed: every slice of it
@@ -197,6 +199,21 @@ class SparkSolvePool:
                 fut.set_result(value)
             else:
                 fut.set_exception(value)
+
+    def _context(self) -> Any:
+        """The session's SparkContext; on first use, Spark's warning about tasks over 1 MB
+        silenced (a slice of block-level problems is several MB by design: it is the
+        task's data, not a closure shipped by mistake)."""
+        sc = self.spark.sparkContext
+        if not self._quiet:
+            self._quiet = True
+            with contextlib.suppress(Exception):  # another logging backend: keep the warning
+                jvm: Any = sc._jvm
+                jvm.org.apache.logging.log4j.core.config.Configurator.setLevel(
+                    "org.apache.spark.scheduler.TaskSetManager",
+                    jvm.org.apache.logging.log4j.Level.ERROR,
+                )
+        return sc
 
     def summary(self) -> str:
         """What the pool did (for the progress log and sizing)."""
