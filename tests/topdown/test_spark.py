@@ -218,13 +218,18 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
 # test_a_seeded_release_on_local_spark_is_the_pinned_one covers the same code by default
 @pytest.mark.slow
 def test_on_a_local_cluster_seeded_and_noise_off_releases_equal_the_embedded_engines(
-    data: Path, tmp_path: Path, cluster: object
+    data: Path, tmp_path: Path, cluster: object, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """Slices of 4 parents (so a job's slices go to both executors); the embedded
+    engine's slices of 32 — answers do not depend on the slicing."""
+    monkeypatch.setattr("privtab.topdown.engine.SLICE", 4)
     pool = SparkSolvePool(spark=cluster)  # type: ignore[arg-type]
     assert pool.workers == 2
     _run(data, tmp_path / "seeded", _options(pool))
     assert release_digest(tmp_path / "seeded") == PINNED
-    _run(data, tmp_path / "embedded", _options("polars"))
+    with monkeypatch.context() as m:
+        m.setattr("privtab.topdown.engine.SLICE", 32)
+        _run(data, tmp_path / "embedded", _options("polars"))
     _same_folders(tmp_path / "seeded", tmp_path / "embedded")
     _run(data, tmp_path / "exact-spark", _options(pool, seed=None))
     _run(data, tmp_path / "exact", _options("polars", seed=None))
