@@ -33,7 +33,7 @@ from privtab.topdown.run import TopDownOptions, run_release
 from privtab.topdown.solve import TopDownInfeasibleError
 from privtab.topdown.spark import SparkSolvePool
 from tests.topdown.test_release_identity import PINNED, release_digest
-from tests.topdown.test_release_identity import data as data  # noqa: F401  (the fixture)
+from tests.topdown.test_release_identity import data as data  # the fixture
 
 pyspark = pytest.importorskip("pyspark")
 
@@ -58,6 +58,9 @@ class _RDD:
 class _Context:
     defaultParallelism = 2  # noqa: N815
     jobs = 0
+
+    def setJobGroup(self, group: str, description: str) -> None:  # noqa: N802
+        self.group = group
 
     def parallelize(self, items: list[Any], n: int) -> _RDD:
         assert n == len(items)
@@ -91,7 +94,7 @@ def _same_folders(a: Path, b: Path) -> None:
     """Every file byte-identical, except the run's start and the marker's random id."""
     names = sorted(p.relative_to(a).as_posix() for p in a.rglob("*") if p.is_file())
     assert names == sorted(p.relative_to(b).as_posix() for p in b.rglob("*") if p.is_file())
-    assert "mdf/persons.txt" in names and "pl94/P1.txt" in names
+    assert {"mdf/persons.txt", "pl94/P1.txt"} <= set(names)
     for name in names:
         x, y = (a / name).read_bytes(), (b / name).read_bytes()
         if name in ("release.json", ".privtab-folder.json"):
@@ -137,16 +140,51 @@ def test_an_infeasible_problem_in_a_task_is_raised_as_the_embedded_engine_raises
 def test_an_exception_that_does_not_pickle_arrives_as_its_text(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    class Local(Exception):  # a local class: pickle cannot find it
+    class LocalError(Exception):  # a local class: pickle cannot find it
         pass
 
     def broken(problems: list[Any]) -> list[Any]:
-        raise Local("solver exploded")
+        raise LocalError("solver exploded")
 
     monkeypatch.setattr("privtab.topdown.spark.solve_slice", broken)
-    with SparkSolvePool(spark=_Session()) as pool:  # type: ignore[arg-type]
-        with pytest.raises(RuntimeError, match="solver exploded"):
-            pool.submit([]).result()
+    pool = SparkSolvePool(spark=_Session())  # type: ignore[arg-type]
+    with pool, pytest.raises(RuntimeError, match="solver exploded"):
+        pool.submit([]).result()
+
+
+def test_closing_the_pool_cancels_its_running_jobs() -> None:
+    """A failed or interrupted run closes the pool with a job still running: its Spark job
+    group is cancelled (the job ends now) rather than waited for."""
+    import threading
+
+    cancelled = threading.Event()
+
+    class Stuck(_RDD):
+        def mapPartitions(self, f: Any) -> _RDD:  # noqa: N802
+            return self
+
+        def collect(self) -> list[Any]:
+            if not cancelled.wait(60):
+                raise AssertionError("never cancelled")
+            raise RuntimeError("job cancelled")
+
+    class Context(_Context):
+        def parallelize(self, items: list[Any], n: int) -> _RDD:
+            return Stuck([])
+
+        def cancelJobGroup(self, group: str) -> None:  # noqa: N802
+            assert group.startswith("privtab-topdown-")
+            cancelled.set()
+
+    class Session:
+        sparkContext = Context()  # noqa: N815
+
+    pool = SparkSolvePool(spark=Session(), slices_per_job=1)  # type: ignore[arg-type]
+    fut = pool.submit([])  # a whole job: it starts (or is about to)
+    pool.close()
+    assert cancelled.is_set()
+    with pytest.raises(RuntimeError, match=r"cancelled|closed before this job started"):
+        fut.result(timeout=0)
 
 
 @pytest.mark.parametrize(

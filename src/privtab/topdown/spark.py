@@ -40,6 +40,7 @@ from __future__ import annotations
 import contextlib
 import pickle
 import threading
+import uuid
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
@@ -133,6 +134,9 @@ class SparkSolvePool:
         self.jobs = 0
         self.largest_slice_bytes = 0
         self._quiet = False
+        self._running = 0
+        self._closing = False
+        self._group = f"privtab-topdown-{uuid.uuid4().hex}"
 
     def __enter__(self) -> SparkSolvePool:
         return self
@@ -177,6 +181,7 @@ class SparkSolvePool:
             if self._jobs is None:
                 self._jobs = ThreadPoolExecutor(JOBS_IN_FLIGHT, thread_name_prefix="privtab-spark")
             self.jobs += 1
+            self._running += 1
             jobs = self._jobs
         for fut, _ in batch:
             fut.started = True
@@ -184,17 +189,24 @@ class SparkSolvePool:
         jobs.submit(self._run, batch)
 
     def _run(self, batch: list[tuple[_Slice, bytes]]) -> None:
-        """One Spark job: the batch's slices as partitions, solved by :func:`solve_partition`."""
+        """One Spark job: the batch's slices as partitions, solved by :func:`solve_partition`;
+        every slice's future resolved whatever happens."""
         try:
+            if self._closing:
+                raise RuntimeError("the Spark engine was closed before this job started")
             sc = self._context()
+            sc.setJobGroup(self._group, "privtab topdown: per-parent slices")
             rdd = sc.parallelize([(i, p) for i, (_, p) in enumerate(batch)], len(batch))
             answers = dict(rdd.mapPartitions(solve_partition).collect())
-        except BaseException as exc:  # the job failed: every slice of it
+            results = [pickle.loads(answers[i]) for i in range(len(batch))]
+        except BaseException as exc:  # the job failed (or was cancelled): every slice of it
             for fut, _ in batch:
                 fut.set_exception(exc)
             return
-        for i, (fut, _) in enumerate(batch):
-            kind, value = pickle.loads(answers[i])
+        finally:
+            with self._lock:
+                self._running -= 1
+        for (fut, _), (kind, value) in zip(batch, results, strict=True):
             if kind == "ok":
                 fut.set_result(value)
             else:
@@ -223,12 +235,19 @@ class SparkSolvePool:
         )
 
     def close(self) -> None:
-        """Wait for running jobs (none are left by a finished run), then release the session."""
+        """Cancel the pool's running jobs (a run that failed or was interrupted; a finished
+        run leaves none), then release the session."""
         with self._lock:
             self._waiting.clear()
             jobs, self._jobs = self._jobs, None
+            running = self._running
+            self._closing = running > 0
+        if running:
+            with contextlib.suppress(Exception):  # the session is already gone
+                self.spark.sparkContext.cancelJobGroup(self._group)
         if jobs is not None:
             jobs.shutdown(wait=True, cancel_futures=True)
+        self._closing = False
         self._session.close()
 
 
