@@ -28,8 +28,8 @@ ProblemBuilder.children_problem`, in the hierarchy's order) from the run's sourc
 seeded release is byte-identical to the embedded engine's; when the slice function draws
 its own noise (per-slice sources), the tasks do, with the sources the slice carries.
 
-Session: the same helper as SafeTab-P's and SafeTab-H's Spark engines
-(:class:`privtab.tabulate.engines.spark.SparkEngine`: an active session under
+Session: the helper every product's Spark engine uses
+(:class:`privtab.publish.spark.SparkSessionHolder`: an active session under
 ``spark-submit``, else ``master`` — default ``$PRIVTAB_SPARK_MASTER`` or ``local[2]`` —
 with ``config``; its JVM started in the background while the inputs are read, the class
 archive, one thread per task), stopped at the end of the run if the pool created it.
@@ -104,8 +104,8 @@ class SparkSolvePool:
     session stops with it if the pool created it.
 
     ``spark``: a session to use (kept running); else ``master`` and ``config`` (any
-    ``spark.*`` settings) as SafeTab-P's engine; ``slices_per_job``: default the cluster's
-    cores."""
+    ``spark.*`` settings) as every product's Spark engine; ``slices_per_job``: default
+    the cluster's cores."""
 
     name = "spark"
     parallel = True
@@ -118,13 +118,11 @@ class SparkSolvePool:
         *,
         slices_per_job: int | None = None,
     ) -> None:
-        from privtab.tabulate.engines.spark import SparkEngine
+        from privtab.publish.spark import SparkSessionHolder
 
         if slices_per_job is not None and slices_per_job < 1:
             raise ValueError("slices_per_job must be at least 1")
-        self._session = SparkEngine(
-            spark=spark, master=master, config=config, app_name="privtab-topdown"
-        )
+        self._session = SparkSessionHolder(spark, master, config, app_name="privtab-topdown")
         self._per_job = slices_per_job
         self._waiting: list[tuple[_Slice, bytes]] = []
         self._lock = threading.Lock()
@@ -248,7 +246,8 @@ class SparkSolvePool:
         if jobs is not None:
             jobs.shutdown(wait=True, cancel_futures=True)
         self._closing = False
-        self._session.close()
+        self._session.join()
+        self._session.stop()
 
 
 def spark_pool(master: str | None, config: Mapping[str, str] | None) -> SparkSolvePool:
