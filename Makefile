@@ -64,8 +64,9 @@ test: browsers lint typecheck
 
 ## make test-extras: each optional extra alone is enough — a fresh venv per extra with only
 ## that extra and pytest (pip's cache is reused), then the tests that need it, run against
-## the installed (non-editable) package: spark → the core Spark-vs-polars equivalence test
-## (and no pandas >= 3 warning from pyspark); bench → the dp_accounting cross-check
+## the installed (non-editable) package: spark → the core Spark-vs-polars equivalence tests
+## of SafeTab-P and TopDown (and no pandas >= 3 warning from pyspark); bench → the
+## dp_accounting cross-check
 EXTRAS_VENV ?= .venv-extra
 test-extras:
 	rm -rf $(EXTRAS_VENV)-spark $(EXTRAS_VENV)-bench
@@ -75,6 +76,8 @@ test-extras:
 	  "import pyspark.sql.pandas.utils as u; u.require_minimum_pandas_version(); u.require_minimum_pyarrow_version()"
 	$(EXTRAS_VENV)-spark/bin/python -m pytest -q -p no:cacheprovider \
 	  tests/tabulate/test_spark_engine.py -k "test_exact_equivalence and txt"
+	$(EXTRAS_VENV)-spark/bin/python -m pytest -q -p no:cacheprovider \
+	  tests/topdown/test_spark.py -k "local_spark"
 	$(PYTHON) -m venv $(EXTRAS_VENV)-bench
 	$(EXTRAS_VENV)-bench/bin/python -m pip install --quiet '.[bench]' pytest
 	$(EXTRAS_VENV)-bench/bin/python -c "import opendp, dp_accounting"

@@ -74,7 +74,8 @@ def test_a_seeded_run_is_marked_and_not_in_the_ledger(data: Path, tmp_path: Path
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["--engine", "spark"], "polars engine"),
+        (["--engine", "flink"], "unknown engine 'flink'"),
+        (["--workers", "2", "--engine", "spark"], "--workers is the polars engine's"),
         (["--run", "mars"], "--run must be us, pr or both"),
         (["--seed", "1", "--insecure-no-noise"], "not both"),
         (["--lifetime-rho", "abc"], "--lifetime-rho"),

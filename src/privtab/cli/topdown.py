@@ -26,6 +26,7 @@ from typing import Annotated, Any
 
 import typer
 
+from privtab.cli._release import SparkConfOption, SparkMasterOption, spark_settings
 from privtab.cli._render import (
     JsonOption,
     OverwriteOption,
@@ -213,7 +214,9 @@ def run(
     ),
     out: str = typer.Option(..., "--out", "-o", help="Release folder to create."),
     which: str = typer.Option("both", "--run", help="us (50 states and DC), pr, or both."),
-    engine: str = typer.Option("polars", "--engine", help="polars (Spark: not yet for TopDown)."),
+    engine: str = typer.Option("polars", "--engine", help="polars (default) or spark."),
+    spark_master: SparkMasterOption = None,
+    spark_conf: SparkConfOption = None,
     seed: int | None = typer.Option(
         None, "--seed", help="TESTS ONLY: seeded noise; the release is marked not private."
     ),
@@ -292,6 +295,8 @@ def run(
         run_record=run_record,
         workers=workers,
         postprocess=postprocessor,
+        spark_master=spark_master,
+        spark_conf=spark_settings(spark_conf) or None,
     )
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", InsecureReleaseWarning)  # said below

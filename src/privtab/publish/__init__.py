@@ -18,6 +18,10 @@ share.
 - :mod:`privtab.publish.validation` — the output-validation framework: reading written
   tables back with file and line, schema patterns, negativity, state filter, duplicates,
   companion tables, Parquet copies; located problems;
+- :mod:`privtab.publish.spark` — the Spark session of a run (given, active, or created in
+  the background with privtab's settings) and :mod:`privtab.publish.class_archive`, the
+  driver JVM's class-data-sharing archive: every product's Spark engine starts its session
+  here;
 
 Nothing here names a product: each product declares its tables (names, folders, columns)
 and its own rules on top. Internal plumbing: no public names (``docs/api.md``).

@@ -75,7 +75,7 @@ from privtab.topdown.solve import (
     TopDownSolverError,
     solve_children,
 )
-from privtab.topdown.workers import SLICE, SliceResult, Solved, SolvePool, run_slice
+from privtab.topdown.workers import SLICE, SlicePool, SliceResult, Solved, run_slice
 
 __all__ = [
     "ChunkResult",
@@ -247,7 +247,7 @@ class TopDownEngine:
         solve: SolveFn = solve_parent,
         draw_all: bool = False,
         progress: Progress | None = None,
-        pool: SolvePool | None = None,
+        pool: SlicePool | None = None,
     ) -> None:
         self.builder = builder
         self.solve = solve
@@ -289,7 +289,7 @@ class TopDownEngine:
         self._drive([step], cap=self._cap(), pool=self._pool())
         return step.solved()
 
-    def _pool(self) -> SolvePool | None:
+    def _pool(self) -> SlicePool | None:
         """The pool slices run in (``None``: this process — one worker, or another solve)."""
         if self.pool is None or not self.pool.parallel or self.solve is not solve_parent:
             return None
@@ -311,14 +311,14 @@ class TopDownEngine:
         first = int(off[parents.start])
         return _Step(self, level + 1, tasks, len(cuts), first, int(off[parents.stop]) - first)
 
-    def _drive(self, steps: Sequence[_Step], *, cap: int, pool: SolvePool | None) -> None:
+    def _drive(self, steps: Sequence[_Step], *, cap: int, pool: SlicePool | None) -> None:
         """Run ``steps`` to the end: slices submitted oldest step first, at most ``cap`` in
         flight, each step's results taken in order as they arrive."""
         while not all(st.finished for st in steps):
             self._submit(steps, cap, pool)
-            self._wait(steps)
+            self._wait(steps, pool)
 
-    def _submit(self, steps: Sequence[_Step], cap: int, pool: SolvePool | None) -> None:
+    def _submit(self, steps: Sequence[_Step], cap: int, pool: SlicePool | None) -> None:
         """Start slices, oldest step first, while fewer than ``cap`` run and fewer than
         ``3 cap`` (finished ones waiting for an earlier slice) are held."""
         running = sum(len(st.pending()) for st in steps)
@@ -329,10 +329,14 @@ class TopDownEngine:
                 held += 1
 
     @staticmethod
-    def _wait(steps: Sequence[_Step]) -> None:
-        """Until some slice in flight has finished; then every step takes what it can."""
+    def _wait(steps: Sequence[_Step], pool: SlicePool | None) -> None:
+        """Until some slice in flight has finished (the pool told to start everything
+        submitted first: a Spark pool gathers slices into jobs); then every step takes
+        what it can."""
         futures = [f for st in steps for f in st.pending()]
         if futures:
+            if pool is not None:
+                pool.flush()
             wait(futures, return_when=FIRST_COMPLETED)
         for st in steps:
             st.take()
@@ -405,7 +409,7 @@ class TopDownEngine:
                 return
             steps = [c.step for c in active if c.step is not None]
             self._submit(steps, self._cap(), pool)
-            self._wait(steps)
+            self._wait(steps, pool)
             for c in active:
                 c.advance()
             while active and active[0].step is None:
@@ -446,7 +450,7 @@ class _Step:
     def inflight(self) -> int:
         return len(self.queue)
 
-    def submit(self, pool: SolvePool | None) -> bool:
+    def submit(self, pool: SlicePool | None) -> bool:
         """Start the next slice (in ``pool``, or run it here now); ``False`` if none is left."""
         if self.submitted == self.n:
             return False

@@ -4,8 +4,9 @@
 ``privtab demo`` call. It
 
 1. **refuses early**: an output location that would overwrite or lose something
-   (:mod:`privtab.atomic`), an engine other than ``polars`` (Spark is issue 29's), noise
-   off or a seeded source without ``allow_insecure``;
+   (:mod:`privtab.atomic`), an unknown engine, noise off or a seeded source without
+   ``allow_insecure``; ``engine="spark"`` starts its Spark session in the background
+   (:mod:`privtab.topdown.spark`: the per-parent slices solved in Spark tasks);
 2. finds the input files, and — private runs — reserves the release in the operator's
    release ledger before reading them (:mod:`privtab.topdown.ledger`);
 3. validates every input file and cross-file rule, and aggregates the records by block
@@ -50,7 +51,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from privtab.accounting.exact import ExactGuarantee
 from privtab.accounting.odometer import Reservation
@@ -60,6 +61,9 @@ from privtab.release.record import RunRecord, check_record_path, default_record_
 from privtab.topdown.engine import SolveFn, solve_parent
 from privtab.topdown.runs import RUNS
 from privtab.topdown.strategy import Strategy
+
+if TYPE_CHECKING:
+    from privtab.topdown.spark import SparkSolvePool
 
 __all__ = [
     "FOLDER_KIND",
@@ -71,7 +75,7 @@ __all__ = [
 
 #: The kind of folder a TopDown release is (:mod:`privtab.atomic`).
 FOLDER_KIND = "topdown-release"
-ENGINES = ("polars",)
+ENGINES = ("polars", "spark")
 
 
 @dataclass
@@ -88,6 +92,10 @@ class TopDownOptions:
     ``solve``: the per-parent solve (default :func:`~privtab.topdown.engine.solve_parent`);
     ``workers``: processes solving the per-parent problems (:mod:`privtab.topdown.workers`;
     the output is the same for any number).
+    ``engine``: ``polars`` (embedded, default) or ``spark`` (the slices solved in Spark
+    tasks, :mod:`privtab.topdown.spark`; the same output), with ``spark_master`` and
+    ``spark_conf`` (``spark.*`` settings) as SafeTab-P's Spark engine — or a
+    :class:`~privtab.topdown.spark.SparkSolvePool` (e.g. on a session of the caller's).
     ``postprocess``: ``"production"`` (default) or ``"gls-round"``
     (:mod:`privtab.topdown.gls_round`: every measurement is drawn first, in production's
     order, then post-processed).
@@ -98,7 +106,7 @@ class TopDownOptions:
     allow_insecure: bool = False
     noise: bool = True
     nmf: bool = False
-    engine: str = "polars"
+    engine: str | SparkSolvePool = "polars"
     overwrite: bool = False
     report: bool = True
     strategies: Mapping[str, Mapping[str, Strategy]] | None = None
@@ -113,6 +121,8 @@ class TopDownOptions:
     validate_inputs: bool = True
     workers: int = 1
     postprocess: str = "production"
+    spark_master: str | None = None
+    spark_conf: Mapping[str, str] | None = None
 
 
 @dataclass
@@ -145,6 +155,7 @@ class _Context:
     warnings: list[str] = field(default_factory=list)
     seconds: dict[str, float] = field(default_factory=dict)
     private_override: bool | None = None  # a re-run: as private as its measurements
+    pool: SparkSolvePool | None = None  # the Spark engine's (engine="spark"), else None
 
     @property
     def private(self) -> bool:
@@ -169,7 +180,13 @@ def _context(
 
     check_output(out, overwrite=opts.overwrite, kind=FOLDER_KIND, protect=[data_dir])
     check_record_path(_record_path(out, opts))
+    pool = None if isinstance(opts.engine, str) else opts.engine
+    if opts.engine == "spark":
+        from privtab.topdown.spark import spark_pool
+
+        pool = spark_pool(opts.spark_master, opts.spark_conf)
     return _Context(
+        pool=pool,
         data_dir=data_dir,
         out=Path(out),
         opts=opts,
@@ -189,13 +206,23 @@ def _publish(
 ) -> TopDownResult:
     """``build`` in a worker thread inside the staging folder, renamed onto the target when
     it succeeds; the ledger entry (if any) withdrawn on failure, committed after; the
-    confidential run record written beside the folder."""
+    confidential run record written beside the folder; the Spark session (if any) stopped
+    after."""
+    started = time.monotonic()
+    with contextlib.ExitStack() as stack:
+        if ctx.pool is not None:
+            stack.callback(ctx.pool.close)  # the Spark session, whatever happens
+        return _published(ctx, build, started)
+
+
+def _published(
+    ctx: _Context, build: Callable[[Path], tuple[dict[str, Any], RunRecord]], started: float
+) -> TopDownResult:
     from privtab.atomic import InterruptGuard, atomic_directory
     from privtab.publish.worker import in_worker
     from privtab.topdown import ledger
 
     opts = ctx.opts
-    started = time.monotonic()
     with InterruptGuard() as guard:
         with atomic_directory(
             ctx.out, kind=FOLDER_KIND, overwrite=opts.overwrite, protect=[ctx.data_dir],
@@ -291,14 +318,20 @@ def _check_options(opts: TopDownOptions) -> None:
         raise UsageError(
             f"--postprocess {opts.postprocess!r}: must be one of {', '.join(POSTPROCESSORS)}"
         )
-    if opts.engine not in ENGINES:
-        raise UsageError(
-            f"engine {opts.engine!r}: TopDown runs on the polars engine (one machine) only; "
-            "the Spark engine for TopDown is not available yet",
-            hint="use --engine polars",
-        )
+    engine = opts.engine if isinstance(opts.engine, str) else opts.engine.name
+    if engine not in ENGINES:
+        raise UsageError(f"unknown engine {engine!r}: choose {' or '.join(ENGINES)}")
     if opts.workers < 1:
         raise UsageError(f"workers must be at least 1, got {opts.workers}")
+    if opts.engine != "spark" and (opts.spark_master or opts.spark_conf):
+        raise UsageError("--spark-master / --spark-conf need --engine spark")
+    if engine == "spark" and opts.workers != 1:
+        raise UsageError(
+            "--workers is the polars engine's: with --engine spark the cluster's cores solve",
+            hint="size the cluster instead (docs/topdown.md, Spark)",
+        )
+    if engine == "spark" and opts.postprocess != "production":
+        raise UsageError(f"--postprocess {opts.postprocess} runs on the polars engine only")
     runs = list(opts.runs)
     if not runs or any(r not in RUNS for r in runs) or len(set(runs)) != len(runs):
         raise UsageError(f"runs must be distinct names among {sorted(RUNS)}, got {runs}")

@@ -44,6 +44,7 @@ if TYPE_CHECKING:
     from privtab.topdown.gls_round import GLSRoundSolve
     from privtab.topdown.nmf import NMFWriter
     from privtab.topdown.run import _Context
+    from privtab.topdown.spark import SparkSolvePool
 
 __all__ = [
     "INVARIANTS",
@@ -299,7 +300,7 @@ def stream_release(
 
     t0 = time.monotonic()
     tally = _Tally(ctx.say, ctx.check)
-    pool = SolvePool(ctx.opts.workers)
+    pool: SolvePool | SparkSolvePool = SolvePool(ctx.opts.workers) if ctx.pool is None else ctx.pool
     for pair in src.pairs.values():
         for hist, r in (("persons", pair.persons), ("units", pair.units)):
             r.engine.say = tally.engine(f"{pair.scope} {hist}", r.engine.total_parents)
@@ -319,6 +320,8 @@ def stream_release(
                 w.abort()
         raise
     ctx.seconds["runs_and_outputs"] = time.monotonic() - t0
+    if ctx.pool is not None:
+        ctx.say(ctx.pool.summary())
     if src.gls_solves:
         ctx.seconds["gls"] = sum(g.seconds for g in src.gls_solves)
     doc = _document(ctx, src, tmp, asm, files)

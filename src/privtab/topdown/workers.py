@@ -41,7 +41,7 @@ import time
 from collections.abc import Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass
-from typing import TypeAlias
+from typing import Protocol, TypeAlias
 
 import numpy as np
 from numpy.typing import NDArray
@@ -50,7 +50,7 @@ from privtab.topdown.measure import MeasurementBatch
 from privtab.topdown.problems import SliceTask, build_slice
 from privtab.topdown.solve import ChildrenProblem, SolveDiagnostics, solve_children_batch
 
-__all__ = ["SLICE", "SliceResult", "SolvePool", "Solved", "run_slice", "solve_slice"]
+__all__ = ["SLICE", "SlicePool", "SliceResult", "SolvePool", "Solved", "run_slice", "solve_slice"]
 
 #: Parents per slice: the unit of work handed to a worker (and of the batched solver and
 #: of a seeded run's derived sources). Fixed, so the answers never depend on the workers.
@@ -91,6 +91,22 @@ def run_slice(task: SliceTask) -> SliceResult:
     )
 
 
+class SlicePool(Protocol):
+    """Where the engine's slice tasks run: :class:`SolvePool` (processes of this machine)
+    or :class:`privtab.topdown.spark.SparkSolvePool` (Spark tasks); both call
+    :func:`run_slice` on each task."""
+
+    @property
+    def workers(self) -> int: ...
+    @property
+    def parallel(self) -> bool: ...
+    def submit(self, task: SliceTask) -> Future[SliceResult]: ...
+    def flush(self) -> None:
+        """Start whatever was submitted: called before the engine waits for a result (a
+        pool may gather tasks into jobs; it must not hold one the engine waits for)."""
+        ...
+
+
 def _start_worker() -> None:
     from threadpoolctl import threadpool_limits
 
@@ -122,6 +138,9 @@ class SolvePool:
     @property
     def parallel(self) -> bool:
         return self.workers > 1
+
+    def flush(self) -> None:
+        """Nothing to do: a submitted task starts as soon as a worker is free."""
 
     def submit(self, task: SliceTask) -> Future[SliceResult]:
         """Run ``task`` (:func:`run_slice`) in a worker (the pool started on first use)."""

@@ -66,10 +66,6 @@ read the person file by its path: on a cluster it must be at the same path on ev
 from __future__ import annotations
 
 import gc
-import logging
-import os
-import sys
-import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, replace
 from functools import partial
@@ -94,6 +90,7 @@ from privtab.data.persons import (
     scan_persons,
     validate_persons,
 )
+from privtab.publish.spark import SparkSessionHolder
 from privtab.random import RandomSource, SecureSource, SeededSource
 from privtab.tabulate.aggregate import (
     COMBO,
@@ -117,7 +114,6 @@ from privtab.tabulate.counts import (
     unit_regions,
 )
 from privtab.tabulate.domain import NESTED_IN_STATE, Domain, level_domain, state_chunks
-from privtab.tabulate.engines.class_archive import ARCHIVE_CONF, ensure_archive, java_options
 from privtab.tabulate.plan import LevelPlan
 from privtab.tabulate.results import ChunkResult
 
@@ -166,18 +162,6 @@ on a big level, and costs the driver ≈ 30 bytes per group)."""
 PARTITION_PERSONS = 1 << 23
 """Persons per partition aimed at (estimated from the file's size before it is read)."""
 _TEXT_BYTES_PER_PERSON = 60
-DRIVER_OPTIONS = "spark.driver.extraJavaOptions"
-_LOG = logging.getLogger("privtab.tabulate")
-_DEFAULT_CONF = {
-    "spark.ui.showConsoleProgress": "false",
-    "spark.ui.enabled": "false",
-    # the JVM only moves bytes between Python processes here: its optimising compiler
-    # costs more CPU than it saves (10^7 persons, local[2]: −4 CPU s at start-up)
-    DRIVER_OPTIONS: "-XX:TieredStopAtLevel=1",
-}
-_TASK_ENV = {"POLARS_MAX_THREADS": "1", "OMP_NUM_THREADS": "1"}
-"""Every task runs on one core (Spark runs one task per core): polars and Arrow in a task
-use one thread, not a pool per task spinning for the same cores."""
 
 
 @dataclass(frozen=True)
@@ -389,16 +373,12 @@ class SparkEngine:
     ) -> None:
         if max_chunk_groups < 1 or max_wave_groups < 1 or (partitions or 1) < 1:
             raise ValueError("max_chunk_groups, max_wave_groups and partitions must be positive")
-        self._spark = spark
-        self._own = False
-        self.master = master or os.environ.get("PRIVTAB_SPARK_MASTER", "local[2]")
-        self.config = dict(config or {})
+        self.session = SparkSessionHolder(spark, master, config, app_name)
         self.max_chunk_groups = int(max_chunk_groups)
         self.max_chunk_cells = DEFAULT_CHUNK_CELLS
         self.max_wave_groups = int(max_wave_groups)
         self.partitions = partitions
         self.records: RecordDigest | None = None
-        self.app_name = app_name
         self.inputs: SafeTabInputs | None = None
         self.combos: pl.DataFrame | None = None
         self._cells: RDD[tuple[int, StateRows]] | None = None
@@ -409,71 +389,28 @@ class SparkEngine:
         self._shared: dict[object, Broadcast[Any]] = {}
         self._nesting: Nesting | None = None
         self._nest: tuple[tuple[GeoLevel, ...], RDD[tuple[int, _Products]]] | None = None
-        self._starting: threading.Thread | None = None
-        self._start_error: BaseException | None = None
 
     # ------------------------------------------------------------------ session
     def start(self) -> None:
         """Start creating the session in the background (the JVM takes seconds to start:
         it then overlaps the reading of the config, reference files and GRF-C); a failure
         is raised where the session is first used."""
-        if self._spark is None and self._starting is None:
-            self._starting = threading.Thread(
-                target=self._start_quietly, name="privtab-spark-start", daemon=True
-            )
-            self._starting.start()
-
-    def _start_quietly(self) -> None:
-        try:
-            self._session()
-        except BaseException as exc:  # re-raised by the spark property
-            self._start_error = exc
+        self.session.start()
 
     @property
     def spark(self) -> SparkSession:
-        """The session (created on first use, or by :meth:`start`)."""
-        if self._starting is not None:
-            self._starting.join()
-            self._starting = None
-            if self._start_error is not None:
-                error, self._start_error = self._start_error, None
-                raise error
-        return self._session()
-
-    def _session(self) -> SparkSession:
-        if self._spark is None:
-            from pyspark.sql import SparkSession
-
-            active = SparkSession.getActiveSession()
-            if active is not None:
-                self._spark = active
-            else:
-                builder = SparkSession.builder.appName(self.app_name)
-                if "PYSPARK_GATEWAY_PORT" not in os.environ:  # not under spark-submit
-                    builder = builder.master(self.master)
-                    if self.master.startswith("local"):
-                        # local workers must run this interpreter (privtab importable)
-                        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-                task_env = {f"spark.executorEnv.{k}": v for k, v in _TASK_ENV.items()}
-                conf = {**_DEFAULT_CONF, **task_env, **self.config}
-                for k, v in conf.items():
-                    builder = builder.config(k, v)
-                self._spark = _get_or_create(builder, conf)
-                self._own = True
-        return self._spark
+        """The session (created on first use, or by :meth:`start`;
+        :class:`privtab.publish.spark.SparkSessionHolder`)."""
+        return self.session.spark
 
     def close(self) -> None:
         """Release cached data and broadcasts; stop the session if this engine created it."""
-        if self._starting is not None:
-            self._starting.join()
-            self._starting = None
-        if self._own and self._spark is not None:
+        self.session.join()
+        if self.session.owned:
             # stopping the session frees its cache and broadcasts at once
             self._shared.clear()
             self._cells, self._nest = None, None
-            self._spark.stop()
-            self._spark = None
-            self._own = False
+            self.session.stop()
         else:
             self._release()
 
@@ -891,35 +828,6 @@ def _whole_level(
 
 
 # ---------------------------------------------------------------------- helpers
-def _get_or_create(builder: SparkSession.Builder, conf: Mapping[str, str]) -> SparkSession:
-    """The session, its driver JVM mapping the class archive
-    (:mod:`privtab.tabulate.engines.class_archive`) when this process launches the JVM and
-    nothing else sets the driver's Java options; without the archive if the JVM does not
-    start with it."""
-    archive = _class_archive(conf)
-    if archive is None:
-        return builder.getOrCreate()
-    options = f"{conf.get(DRIVER_OPTIONS, '')} {java_options(archive)}".strip()
-    try:
-        return builder.config(DRIVER_OPTIONS, options).getOrCreate()
-    except Exception as exc:
-        _LOG.warning("the Spark driver did not start with its class archive (%s): retrying", exc)
-        return builder.config(DRIVER_OPTIONS, conf.get(DRIVER_OPTIONS, "")).getOrCreate()
-
-
-def _class_archive(conf: Mapping[str, str]) -> Path | None:
-    """The class archive to map, or ``None``: turned off (:data:`ARCHIVE_CONF`), under
-    ``spark-submit``, or the caller's ``PYSPARK_SUBMIT_ARGS`` set the driver's Java
-    options (they would replace the engine's)."""
-    if str(conf.get(ARCHIVE_CONF, "true")).lower() == "false":
-        return None
-    if "PYSPARK_GATEWAY_PORT" in os.environ:
-        return None
-    if DRIVER_OPTIONS in os.environ.get("PYSPARK_SUBMIT_ARGS", ""):
-        return None
-    return ensure_archive(_LOG.info)
-
-
 def parquet_rows(path: Path) -> int:
     import pyarrow.parquet as pq
 

@@ -17,12 +17,11 @@ import pytest
 
 pytest.importorskip("pyspark")
 
-from privtab.tabulate.engines import class_archive
-from privtab.tabulate.engines.class_archive import archive_path, ensure_archive
-
-# private on purpose: when the engine maps the archive and how it falls back are the
-# engine's own decisions, with no public entry point short of starting a JVM
-from privtab.tabulate.engines.spark import DRIVER_OPTIONS, _class_archive, _get_or_create
+from privtab.publish import class_archive
+from privtab.publish.class_archive import archive_path, ensure_archive
+from privtab.publish.spark import DRIVER_OPTIONS
+from privtab.publish.spark import class_archive as _class_archive
+from privtab.publish.spark import get_or_create as _get_or_create
 
 
 @pytest.fixture
@@ -94,7 +93,7 @@ def test_the_engine_uses_an_archive_only_where_it_sets_the_options(
     def never(_say: object) -> Path:
         raise AssertionError("no archive should be built")
 
-    monkeypatch.setattr("privtab.tabulate.engines.spark.ensure_archive", never)
+    monkeypatch.setattr("privtab.publish.spark.ensure_archive", never)
     monkeypatch.delenv("PYSPARK_GATEWAY_PORT", raising=False)
     assert _class_archive({"spark.privtab.classArchive": "false"}) is None
     monkeypatch.setenv("PYSPARK_SUBMIT_ARGS", f'--conf "{DRIVER_OPTIONS}=-Xmx1g" pyspark-shell')
@@ -125,10 +124,10 @@ def test_a_jvm_that_will_not_start_with_the_archive_starts_without(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     archive = tmp_path / "a.jsa"
-    monkeypatch.setattr("privtab.tabulate.engines.spark._class_archive", lambda _c: archive)
+    monkeypatch.setattr("privtab.publish.spark.class_archive", lambda _c: archive)
     builder = _Builder()
     conf: Mapping[str, str] = {DRIVER_OPTIONS: "-XX:TieredStopAtLevel=1"}
-    with caplog.at_level(logging.WARNING, logger="privtab.tabulate"):
+    with caplog.at_level(logging.WARNING, logger="privtab.publish"):
         assert _get_or_create(builder, conf) == "session"  # type: ignore[arg-type]
     assert builder.options == [
         f"-XX:TieredStopAtLevel=1 -XX:SharedArchiveFile={archive}",
