@@ -262,6 +262,7 @@ def synthetic_input(
         if got.get("persons") == persons and (not same_seed or got.get("seed") == seed):
             return got, None
         raise RuntimeError(f"{data} holds a different synthetic input ({got.get('persons')})")
+    data.parent.mkdir(parents=True, exist_ok=True)  # the benchmark's own input cache
     cmd = [privtab_exe(), "synth", "--persons", str(persons), "--out", str(data)]
     cmd += ["--seed", str(seed), "--quiet", "--json", *options]
     res, wall, _ = run_measured(cmd, lock)
