@@ -220,6 +220,32 @@ MUTANTS: tuple[Mutant, ...] = (
         ("tests/safetab_h/test_cli.py",),
     ),
     Mutant(
+        "td-slice-seed-reuse",
+        "TopDown: every slice task of a level derives the same test source (the slices' "
+        "noise repeats: a reused key)",
+        "src/privtab/topdown/measure.py",
+        (
+            (
+                'seed: str | None = f"{text}-{self.key}-{level}-{units.start}"',
+                'seed: str | None = f"{text}-{self.key}-{level}-0"',
+            ),
+        ),
+        ("tests/topdown/test_measure.py",),
+    ),
+    Mutant(
+        "td-secure-task-seeded",
+        "TopDown: a secure run's slice tasks draw from a fixed seed instead of their "
+        "process's secure source",
+        "src/privtab/topdown/measure.py",
+        (
+            (
+                "        elif self._source.is_private or not self.noise:\n            seed = None",
+                '        elif self._source.is_private or not self.noise:\n            seed = "0"',
+            ),
+        ),
+        ("tests/topdown/test_measure.py",),
+    ),
+    Mutant(
         "stability-minus-one",
         "a level's stability one too small (every group overspends)",
         "src/privtab/data/stability.py",
