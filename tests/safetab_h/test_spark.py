@@ -5,9 +5,7 @@ runs them on ``local[2]``; see ``tests/tabulate/test_spark_engine.py`` for SafeT
 
 from __future__ import annotations
 
-import os
 import shutil
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -22,6 +20,7 @@ from privtab.safetab_h.inputs import load_inputs
 from privtab.safetab_h.run import run_release
 from privtab.safetab_h.spark import SparkHEngine
 from privtab.tabulate.context import RunOptions
+from tests._spark import start_session
 
 from .reference import read_tables
 
@@ -35,20 +34,7 @@ pytestmark = pytest.mark.filterwarnings(
 
 @pytest.fixture(scope="module")
 def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
-    from pyspark.sql import SparkSession
-
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    session = (
-        SparkSession.builder.master("local[2]")
-        .appName("privtab-tests-h")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.driver.memory", "1g")
-        .getOrCreate()
-    )
-    session.sparkContext.setLogLevel("ERROR")
-    yield session
-    session.stop()
+    yield from start_session("local[2]", "privtab-tests-h", tmp_path_factory)
 
 
 def _release(

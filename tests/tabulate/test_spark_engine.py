@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -40,6 +39,7 @@ from privtab.tabulate.chunk import Drawing
 from privtab.tabulate.counts import CellMatrix
 from privtab.tabulate.engines.polars import PolarsEngine
 from privtab.tabulate.engines.spark import SparkEngine
+from tests._spark import start_session
 from tests.data.conftest import person_line, write_persons
 from tests.tabulate.conftest import CoveragePool, demo_params, release_tables
 
@@ -77,24 +77,9 @@ boundaries and shuffles go over the network, as on YARN or Kubernetes (docs/spar
 def spark(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[object]:
-    from pyspark.sql import SparkSession
-
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    # local-cluster workers keep their executors' logs here (default: inside SPARK_HOME)
-    os.environ["SPARK_WORKER_DIR"] = str(tmp_path_factory.mktemp("spark-worker"))
-    session = (
-        SparkSession.builder.master(request.param)
-        .appName("privtab-tests")
-        .config("spark.ui.enabled", "false")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.driver.memory", "1g")
-        .config("spark.executor.memory", "1g")
-        .getOrCreate()
+    yield from start_session(
+        request.param, "privtab-tests", tmp_path_factory, **{"spark.sql.shuffle.partitions": "2"}
     )
-    session.sparkContext.setLogLevel("ERROR")
-    yield session
-    session.stop()
 
 
 def test_executors_are_separate_processes_on_the_cluster(spark) -> None:

@@ -32,6 +32,7 @@ from privtab.random import SeededSource
 from privtab.topdown.run import TopDownOptions, run_release
 from privtab.topdown.solve import TopDownInfeasibleError
 from privtab.topdown.spark import SparkSolvePool
+from tests._spark import start_session
 from tests.topdown.test_release_identity import PINNED, release_digest
 from tests.topdown.test_release_identity import data as data  # the fixture
 
@@ -238,22 +239,7 @@ def test_a_seeded_release_on_local_spark_is_the_pinned_one(data: Path, tmp_path:
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
-    from pyspark.sql import SparkSession
-
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    os.environ["SPARK_WORKER_DIR"] = str(tmp_path_factory.mktemp("spark-worker"))
-    session = (
-        SparkSession.builder.master(CLUSTER)
-        .appName("privtab-tests-topdown")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.driver.memory", "1g")
-        .config("spark.executor.memory", "1g")
-        .getOrCreate()
-    )
-    session.sparkContext.setLogLevel("ERROR")
-    yield session
-    session.stop()
+    yield from start_session(CLUSTER, "privtab-tests-topdown", tmp_path_factory)
 
 
 # slow: two executor JVMs start (≈ 30 s idle, minutes loaded) and three releases run;
