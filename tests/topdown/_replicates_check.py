@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from tests.topdown._support import GQ_CODES, Population, write_c1
+from tests.topdown._support import Population, add_facility, write_c1
 
 STATE = "10"
 #: true tract totals (persons): 16 tracts, log-spaced over 40 … 2,500
@@ -50,13 +50,7 @@ def tract_population(seed: int, sizes: tuple[int, ...] = TRACT_SIZES) -> Populat
             n = int(rng.integers(3, 10))
             geo = geos[int(rng.integers(0, nb))]
             mafid += 1
-            units.append(dict(MAFID=str(mafid), **geo, RTYPE="4", QGQTYP=GQ_CODES[t],
-                              HH_STATUS="0", FINAL_POP=str(n)))  # fmt: skip
-            for e in range(n):
-                age = int(rng.integers(65 if t == 3 else 0, 100))
-                persons.append(dict(MAFID=str(mafid), EPNUM=str(e + 1), **geo,
-                                    RELSHIP="37" if t <= 4 else "38", QGQTYP=GQ_CODES[t],
-                                    QAGE=f"{age:03d}"))  # fmt: skip
+            add_facility(units, persons, rng, mafid, geo, t, n)
             left -= n
         while left > 0:
             geo = geos[int(rng.integers(0, nb))]

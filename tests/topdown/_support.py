@@ -7,6 +7,7 @@ import re
 from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import polars as pl
@@ -15,6 +16,27 @@ CERTS = Path(__file__).parent / "data" / "certificates"
 
 #: GQ type codes by major type (production code list; CONTRACTS.md C1).
 GQ_CODES = {1: "101", 2: "201", 3: "301", 4: "401", 5: "501", 6: "601", 7: "701"}
+
+
+def add_facility(
+    units: list[dict[str, Any]],
+    persons: list[dict[str, Any]],
+    rng: np.random.Generator,
+    mafid: int,
+    geo: dict[str, Any],
+    t: int,
+    n: int,
+) -> None:
+    """Append a group-quarters facility of major type ``t`` (unit ``mafid`` at ``geo``) and
+    its ``n`` residents (ages drawn from ``rng``: 65+ in nursing facilities) to the CEF-like
+    ``units`` and ``persons`` rows."""
+    units.append(dict(MAFID=str(mafid), **geo, RTYPE="4", QGQTYP=GQ_CODES[t],
+                      HH_STATUS="0", FINAL_POP=str(n)))  # fmt: skip
+    for e in range(n):
+        age = int(rng.integers(65 if t == 3 else 0, 100))
+        persons.append(dict(MAFID=str(mafid), EPNUM=str(e + 1), **geo,
+                            RELSHIP="37" if t <= 4 else "38", QGQTYP=GQ_CODES[t],
+                            QAGE=f"{age:03d}"))  # fmt: skip
 
 
 @dataclass
@@ -136,13 +158,7 @@ def population(seed: int = 1, states: tuple[str, ...] = ("01", "09")) -> Populat
             t = int(rng.integers(1, 8))
             mafid += 1
             size = int(rng.integers(1, 6))
-            units.append(dict(MAFID=str(mafid), **geo, RTYPE="4", QGQTYP=GQ_CODES[t],
-                              HH_STATUS="0", FINAL_POP=str(size)))  # fmt: skip
-            for e in range(size):
-                age = int(rng.integers(65 if t == 3 else 0, 100))
-                persons.append(dict(MAFID=str(mafid), EPNUM=str(e + 1), **geo,
-                                    RELSHIP="37" if t <= 4 else "38", QGQTYP=GQ_CODES[t],
-                                    QAGE=f"{age:03d}"))  # fmt: skip
+            add_facility(units, persons, rng, mafid, geo, t, size)
     for p in persons:
         p["QSEX"] = str(int(rng.integers(1, 3)))
         p["CENHISP"] = str(int(rng.integers(1, 3)))
