@@ -49,6 +49,7 @@ from privtab.data.errors import ProblemLog
 from privtab.data.households import SLOTS, HouseholdReader
 from privtab.data.membership import iteration_matrix
 from privtab.data.persons import FilePart, format_of, person_parts
+from privtab.publish.spark import SparkSessionHolder
 from privtab.random import RandomSource
 from privtab.safetab_h.algorithm import CellNoise, ChunkOutput, tabulate_chunk
 from privtab.safetab_h.domain import LevelGroups
@@ -70,7 +71,6 @@ from privtab.tabulate.engines.spark import (
     PART_BYTES,
     PART_ROWS,
     PARTITION_PERSONS,
-    SparkEngine,
     StateLayout,
     add_matrices,
     identity_partition,
@@ -149,9 +149,8 @@ class _Level:
 
 
 class SparkHEngine:
-    """SafeTab-H on Spark (module docstring). The session: SafeTab-P's engine's
-    (``spark``, ``master``, ``config`` as :class:`privtab.tabulate.engines.spark.
-    SparkEngine`)."""
+    """SafeTab-H on Spark (module docstring). The session (``spark``, ``master``,
+    ``config``): a :class:`privtab.publish.spark.SparkSessionHolder`, as every product's."""
 
     name = "spark"
 
@@ -165,8 +164,9 @@ class SparkHEngine:
         max_chunk_groups: int = 1 << 23,
         max_chunk_cells: int = 1 << 25,
     ) -> None:
-        self.session = SparkEngine(spark, master, config, partitions=partitions,
-                                   app_name="privtab-safetab-h")  # fmt: skip
+        if (partitions or 1) < 1:
+            raise ValueError("partitions must be positive")
+        self.session = SparkSessionHolder(spark, master, config, "privtab-safetab-h")
         self.partitions = partitions
         self.max_chunk_groups = max_chunk_groups
         self.max_chunk_cells = max_chunk_cells
@@ -194,7 +194,8 @@ class SparkHEngine:
             with contextlib.suppress(Exception):
                 self._cells.unpersist()
             self._cells = None
-        self.session.close()
+        self.session.join()
+        self.session.stop()  # only a session created here
 
     # ------------------------------------------------------------------ prepare
     def prepare(self, inputs: HInputs, say: Say) -> dict[str, int]:
