@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from functools import cache
+from functools import cache, cached_property
 from typing import TypeVar
 
 import numpy as np
@@ -143,7 +143,7 @@ class Term:
         """``Q xᵢ`` for every child: ``(k, n) → (k, size)``."""
         return apply(self.index, self.size, x)
 
-    @property
+    @cached_property
     def injective(self) -> bool:
         """Whether every masked cell is its own answer (``detailed``): the term is then
         ``w ‖x − y‖²`` and makes the pass strictly convex."""
@@ -221,7 +221,7 @@ class Model:
             return max(1.0, float(self.parent.max(initial=0)))
         return max(1.0, float(self.group_total.max(initial=0)))
 
-    @property
+    @cached_property
     def group_starts(self) -> IDX:
         """``starts[g]:starts[g+1]`` are the masked cells of hhgq ``g`` (bound group ``g``)."""
         lay = self.layout
