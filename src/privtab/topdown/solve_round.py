@@ -154,13 +154,15 @@ def round_children(model: Model, l2: F64, passes: Sequence[Sequence[str]]) -> Ro
     lps = fallbacks = 0
     for p, names in enumerate(passes):
         lp = _Lp(model, at, floor, d)
-        queries = [
-            (answer_index(q, model.histogram)[model.cells], query_size(q, model.histogram))
-            for q in names
-        ]
-        for idx, size in queries:
-            target = np.round(np.round(apply(idx, size, frac), 6))
-            lp.penalty(idx, size, target)
+        queries = [_query(q, model.histogram) for q in names]
+        prepared: dict[str, _Penalty] = {}
+        for key, inj in queries:
+            pen = prepared.get(key)
+            if pen is None:  # a query listed twice (``detailed``) is prepared once
+                idx, size = answer_index(key, model.histogram)[model.cells], len_of(key, model)
+                target = np.round(np.round(apply(idx, size, frac), 6))
+                pen = prepared[key] = lp.prepare(idx, size, target, injective=inj)
+            lp.penalty(pen)
         for idx, size, value in fixed:
             lp.fix(idx, size, value)
         sol, obj, fell_back = lp.solve()
@@ -170,9 +172,48 @@ def round_children(model: Model, l2: F64, passes: Sequence[Sequence[str]]) -> Ro
         b[at.child, at.cell] = sol
         objectives.append(obj)
         if p < len(passes) - 1:  # the later passes keep this pass's rounded answers
-            fixed += [(i, z, np.round(apply(i, z, b)).astype(np.int64)) for i, z in queries]
+            fixed += [
+                (pen.idx, pen.size, np.round(apply(pen.idx, pen.size, b)).astype(np.int64))
+                for pen in (prepared[key] for key, _ in queries)
+            ]
     counts = (floor + b).astype(np.int64)
     return Rounding(counts, tuple(objectives), lps, fallbacks, laminar(passes, model.histogram))
+
+
+def len_of(name: str, model: Model) -> int:
+    """The number of answer cells of query ``name`` in ``model``'s histogram."""
+    return query_size(name, model.histogram)
+
+
+@functools.cache
+def _query(name: str, histogram: str) -> tuple[str, bool]:
+    """``(key, injective)`` of a rounder query: ``key`` the first name seen with the same
+    partition of the cells (``detailed`` and ``hhgq * votingage * hispanic * cenrace`` are
+    one), ``injective`` whether every cell is its own answer."""
+    idx = answer_index(name, histogram)
+    key = _PARTITIONS.setdefault((histogram, idx.tobytes()), name)
+    return key, bool(np.unique(idx).size == idx.size)
+
+
+_PARTITIONS: dict[tuple[str, bytes], str] = {}
+
+
+@dataclass(frozen=True)
+class _Penalty:
+    """One query's L1 term prepared for a pass's LP (:meth:`_Lp.prepare`): its constant
+    parts, the linear costs on ``b``, and the rows ``Q bᵢ − e⁺ + e⁻ = r`` of the others
+    (``cols``: their variables, ``inverse``: each one's row, ``rhs``: the rows' targets);
+    ``ideal`` the targets of the variables when the query is injective (else ``None``)."""
+
+    idx: IDX
+    size: int
+    const_absent: float
+    const_linear: float
+    sign: F64
+    cols: IDX
+    inverse: IDX
+    rhs: F64
+    ideal: F64 | None
 
 
 @dataclass(frozen=True)
@@ -209,6 +250,8 @@ class _Lp:
         self.nslack = 0
         self.const = 0.0
         self.cost_b = np.zeros(self.nb)
+        #: the targets of an injective query of the pass (the candidate of :meth:`ideal_b`)
+        self.ideal: F64 | None = None
         k, n = at.k, at.n
         if d is not None:  # every cell labelled; one without a variable must have d = 0
             has = np.zeros(n, dtype=bool)
@@ -264,39 +307,58 @@ class _Lp:
                 ],
             )
 
-    def penalty(self, idx: IDX, size: int, target: F64) -> None:
-        """The L1 term ``Σ |Q bᵢ − round(Q fracᵢ)|``. A row whose target ``r`` is ≤ 0 or ≥
-        its number of variables ``m`` is linear on ``0 ≤ b ≤ 1`` (``Σb − r`` or
-        ``r − Σb``): its cost goes on ``b``; the others get rows ``Q bᵢ − e⁺ + e⁻ = r``
-        with unit costs on ``e±`` (fewer rows, same optimum and vertices)."""
+    def prepare(self, idx: IDX, size: int, target: F64, *, injective: bool) -> _Penalty:
+        """The L1 term ``Σ |Q bᵢ − round(Q fracᵢ)|`` of a query (``target`` its rounded
+        answers). A row whose target ``r`` is ≤ 0 or ≥ its number of variables ``m`` is
+        linear on ``0 ≤ b ≤ 1`` (``Σb − r`` or ``r − Σb``): its cost goes on ``b``; the
+        others get rows ``Q bᵢ − e⁺ + e⁻ = r`` with unit costs on ``e±`` (fewer rows, same
+        optimum and vertices). The targets are integers, so every constant below is an
+        exact sum whatever its order."""
         t = target.ravel()
         lab = self.at.labels(idx, size)
-        nvar = np.bincount(lab, minlength=t.size)
-        absent = nvar == 0
-        self.const += float(np.abs(t[absent]).sum())
-        low = ~absent & (t <= 0)
-        high = ~absent & (t >= nvar)
-        self.const += float(-t[low].sum() + t[high].sum())
         tl = t[lab]
-        nl = nvar[lab]
-        low_v, high_v = tl <= 0, tl >= nl
-        self.cost_b += np.where(low_v, 1.0, np.where(high_v, -1.0, 0.0))
+        if injective:  # one variable per labelled answer: every term is linear
+            low_v, high_v = tl <= 0, tl >= 1
+            absent = float(np.abs(t).sum() - np.abs(tl).sum())
+            linear = float(-tl[low_v].sum() + tl[high_v].sum())
+        else:
+            nvar = np.bincount(lab, minlength=t.size)
+            gone = nvar == 0
+            absent = float(np.abs(t[gone]).sum())
+            low = ~gone & (t <= 0)
+            high = ~gone & (t >= nvar)
+            linear = float(-t[low].sum() + t[high].sum())
+            low_v, high_v = tl <= 0, tl >= nvar[lab]
+        sign = np.where(low_v, 1.0, np.where(high_v, -1.0, 0.0))
         keep = ~(low_v | high_v)
-        if not keep.any():
-            return
         present, inverse = compact(lab[keep])
-        m = present.size
+        ideal = np.clip(tl, 0.0, 1.0) if injective else None
+        return _Penalty(
+            idx, size, absent, linear, sign, np.flatnonzero(keep).astype(np.intp), inverse,
+            t[present], ideal,
+        )  # fmt: skip
+
+    def penalty(self, pen: _Penalty) -> None:
+        """Add a prepared term (:meth:`prepare`) to the LP."""
+        self.const += pen.const_absent
+        self.const += pen.const_linear
+        self.cost_b += pen.sign
+        if pen.ideal is not None:
+            self.ideal = pen.ideal
+        m = pen.rhs.size
+        if not m:
+            return
         r = self.nrow + np.arange(m, dtype=np.intp)
-        self.rows += [(self.nrow + inverse).astype(np.intp), r, r]
+        self.rows += [(self.nrow + pen.inverse).astype(np.intp), r, r]
         base = self.nb + self.nslack
         self.cols += [
-            np.flatnonzero(keep).astype(np.intp),
+            pen.cols,
             base + np.arange(m, dtype=np.intp),
             base + m + np.arange(m, dtype=np.intp),
         ]
-        self.vals += [np.ones(inverse.size), -np.ones(m), np.ones(m)]
-        self.lo.append(t[present])
-        self.hi.append(t[present])
+        self.vals += [np.ones(pen.inverse.size), -np.ones(m), np.ones(m)]
+        self.lo.append(pen.rhs)
+        self.hi.append(pen.rhs)
         self.nrow += m
         self.nslack += 2 * m
 
@@ -308,6 +370,29 @@ class _Lp:
         grid.reshape(self.at.k, size)[:, np.unique(idx)] = True
         grid[lab] = False
         self._family(lab, v, v, np.flatnonzero(grid))
+
+    def ideal_b(self) -> F64 | None:
+        """The LP's optimum without a solver when every term can be met exactly.
+
+        The candidate is ``b* = round(frac)`` of the pass's injective query (``detailed``):
+        if it meets every row (the cells' leftovers, the hhgq bounds, the exact totals, the
+        earlier passes' answers) with zero slack and its linear costs plus the constant are
+        0, the L1 objective ``F(b*) = 0``. The LP's value at any feasible point is at least
+        ``F ≥ 0``, so ``b*`` is optimal; and any optimum has ``F = 0``, so its injective
+        term is 0 — it *is* ``b*``: the unique optimum, the vertex HiGHS returns. ``None``
+        when the candidate does not certify itself (HiGHS then solves the LP)."""
+        if self.ideal is None:
+            return None
+        b = self.ideal
+        if self.const + float(self.cost_b @ b) != 0.0:
+            return None
+        x = np.concatenate([b, np.zeros(self.nslack)])
+        r, c = np.concatenate(self.rows), np.concatenate(self.cols)
+        act = np.bincount(r, weights=np.concatenate(self.vals) * x[c], minlength=self.nrow)
+        lo, hi = np.concatenate(self.lo), np.concatenate(self.hi)
+        if np.all(act >= lo - 1e-9) and np.all(act <= hi + 1e-9):
+            return b.copy()
+        return None
 
     def arrays(self) -> LpArrays:
         """The LP in HiGHS's column-wise arrays (row indices ascending within a column)."""
@@ -333,6 +418,9 @@ class _Lp:
         vertex is re-solved as a MIP (``fell_back``)."""
         if self.nb + self.nslack == 0:  # nothing left to round (an integral L2 solution)
             return np.zeros(0), self.const, False
+        ideal = self.ideal_b()
+        if ideal is not None:
+            return ideal, 0.0, False
         lp = self.arrays()
         b, obj = self._run(lp, mip=False)
         if np.all(np.abs(b - np.round(b)) <= 1e-9):
