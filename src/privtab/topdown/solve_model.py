@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from functools import cache, cached_property
+from functools import cache
 from typing import TypeVar
 
 import numpy as np
@@ -143,11 +143,15 @@ class Term:
         """``Q xᵢ`` for every child: ``(k, n) → (k, size)``."""
         return apply(self.index, self.size, x)
 
-    @cached_property
+    @property
     def injective(self) -> bool:
         """Whether every masked cell is its own answer (``detailed``): the term is then
-        ``w ‖x − y‖²`` and makes the pass strictly convex."""
-        return bool(np.unique(self.index).size == self.index.size)
+        ``w ‖x − y‖²`` and makes the pass strictly convex (computed once)."""
+        got = self.__dict__.get("_injective")
+        if got is None:
+            got = bool(np.unique(self.index).size == self.index.size)
+            object.__setattr__(self, "_injective", got)
+        return bool(got)
 
 
 @dataclass(frozen=True)
@@ -221,12 +225,17 @@ class Model:
             return max(1.0, float(self.parent.max(initial=0)))
         return max(1.0, float(self.group_total.max(initial=0)))
 
-    @cached_property
+    @property
     def group_starts(self) -> IDX:
-        """``starts[g]:starts[g+1]`` are the masked cells of hhgq ``g`` (bound group ``g``)."""
-        lay = self.layout
-        bounds = np.arange(lay.groups + 1) * lay.group_cells
-        return np.searchsorted(self.cells, bounds).astype(np.intp)
+        """``starts[g]:starts[g+1]`` are the masked cells of hhgq ``g`` (bound group ``g``;
+        computed once)."""
+        got: IDX | None = self.__dict__.get("_group_starts")
+        if got is None:
+            lay = self.layout
+            bounds = np.arange(lay.groups + 1) * lay.group_cells
+            got = np.searchsorted(self.cells, bounds).astype(np.intp)
+            object.__setattr__(self, "_group_starts", got)
+        return got
 
     def term(self, name: str, weight: float, answers: F64, scale: F64 | None = None) -> Term:
         """The term of query ``name``: ``weight`` ``1/σ²`` (times ``scale[i]`` for child
