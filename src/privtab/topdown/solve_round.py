@@ -321,21 +321,24 @@ class _Lp:
             low_v, high_v = tl <= 0, tl >= 1
             absent = float(np.abs(t).sum() - np.abs(tl).sum())
             linear = float(-tl[low_v].sum() + tl[high_v].sum())
-        else:
-            nvar = np.bincount(lab, minlength=t.size)
-            gone = nvar == 0
-            absent = float(np.abs(t[gone]).sum())
-            low = ~gone & (t <= 0)
-            high = ~gone & (t >= nvar)
-            linear = float(-t[low].sum() + t[high].sum())
-            low_v, high_v = tl <= 0, tl >= nvar[lab]
-        sign = np.where(low_v, 1.0, np.where(high_v, -1.0, 0.0))
-        keep = ~(low_v | high_v)
-        present, inverse = compact(lab[keep])
-        ideal = np.clip(tl, 0.0, 1.0) if injective else None
+            sign = np.where(low_v, 1.0, np.where(high_v, -1.0, 0.0))
+            ideal = np.clip(tl, 0.0, 1.0)
+            no_rows = np.zeros(0, dtype=np.intp)
+            return _Penalty(idx, size, absent, linear, sign, no_rows, no_rows, t[no_rows], ideal)
+        # the answers with variables (ascending), each variable's, and their counts
+        present, inverse = compact(lab)
+        nvar = np.bincount(inverse)
+        tp = t[present]
+        absent = float(np.abs(t).sum() - np.abs(tp).sum())
+        low, high = tp <= 0, tp >= nvar
+        linear = float(-tp[low].sum() + tp[high].sum())
+        sign = np.where(low[inverse], 1.0, np.where(high[inverse], -1.0, 0.0))
+        mid = ~(low | high)
+        keep = mid[inverse]
+        rank = np.cumsum(mid) - 1
         return _Penalty(
-            idx, size, absent, linear, sign, np.flatnonzero(keep).astype(np.intp), inverse,
-            t[present], ideal,
+            idx, size, absent, linear, sign, np.flatnonzero(keep).astype(np.intp),
+            rank[inverse[keep]].astype(np.intp), tp[mid], None,
         )  # fmt: skip
 
     def penalty(self, pen: _Penalty) -> None:
