@@ -202,7 +202,12 @@ class ChildMeasurements:
             return [Fraction(v)]
         if len(v) != k:
             raise ValueError(f"{len(v)} variances of {query!r} for {k} children")
-        return [_fraction(x) for x in dict(zip(map(id, v), v, strict=True)).values()]
+        seen: dict[str, list[Fraction | None]] = self.__dict__.setdefault("_distinct", {})
+        got = seen.get(query)
+        if got is None:  # (validation and every pass ask: found once)
+            got = [_fraction(x) for x in dict(zip(map(id, v), v, strict=True)).values()]
+            seen[query] = got
+        return list(got)
 
     def uniform_variance(self, query: str) -> Fraction | None:
         """The variance of ``query`` when every child has the same, else ``None``."""

@@ -140,8 +140,19 @@ class Term:
         return base if self.scale is None else base * self.scale
 
     def apply(self, x: F64) -> F64:
-        """``Q xᵢ`` for every child: ``(k, n) → (k, size)``."""
-        return apply(self.index, self.size, x)
+        """``Q xᵢ`` for every child: ``(k, n) → (k, size)`` (:func:`apply`; an injective
+        term scatters, ``x + 0.0`` as the sum from 0 that ``bincount`` makes)."""
+        k = x.shape[0]
+        if self.injective:
+            out = np.zeros((k, self.size))
+            out[:, self.index] = x + 0.0
+            return out
+        flat: IDX | None = self.__dict__.get("_flat")
+        if flat is None or flat.size != k * self.index.size:
+            flat = (np.arange(k)[:, None] * self.size + self.index[None, :]).ravel()
+            object.__setattr__(self, "_flat", flat)
+        got = np.bincount(flat, weights=x.ravel(), minlength=k * self.size)
+        return np.asarray(got.reshape(k, self.size), dtype=np.float64)
 
     @property
     def injective(self) -> bool:
