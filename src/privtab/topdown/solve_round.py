@@ -160,8 +160,7 @@ def round_children(model: Model, l2: F64, passes: Sequence[Sequence[str]]) -> Ro
             pen = prepared.get(key)
             if pen is None:  # a query listed twice (``detailed``) is prepared once
                 idx, size = answer_index(key, model.histogram)[model.cells], len_of(key, model)
-                target = np.round(np.round(apply(idx, size, frac), 6))
-                pen = prepared[key] = lp.prepare(idx, size, target, injective=inj)
+                pen = prepared[key] = lp.prepare(idx, size, frac, injective=inj)
             lp.penalty(pen)
         for idx, size, value in fixed:
             lp.fix(idx, size, value)
@@ -307,15 +306,25 @@ class _Lp:
                 ],
             )
 
-    def prepare(self, idx: IDX, size: int, target: F64, *, injective: bool) -> _Penalty:
-        """The L1 term ``Σ |Q bᵢ − round(Q fracᵢ)|`` of a query (``target`` its rounded
-        answers). A row whose target ``r`` is ≤ 0 or ≥ its number of variables ``m`` is
-        linear on ``0 ≤ b ≤ 1`` (``Σb − r`` or ``r − Σb``): its cost goes on ``b``; the
-        others get rows ``Q bᵢ − e⁺ + e⁻ = r`` with unit costs on ``e±`` (fewer rows, same
-        optimum and vertices). The targets are integers, so every constant below is an
-        exact sum whatever its order."""
-        t = target.ravel()
-        lab = self.at.labels(idx, size)
+    def prepare(self, idx: IDX, size: int, frac: F64, *, injective: bool) -> _Penalty:
+        """The L1 term ``Σ |Q bᵢ − round(Q fracᵢ)|`` of a query (answer cell ``idx`` of
+        each masked cell, ``size`` answers). A row whose target ``r`` is ≤ 0 or ≥ its
+        number of variables ``m`` is linear on ``0 ≤ b ≤ 1`` (``Σb − r`` or ``r − Σb``):
+        its cost goes on ``b``; the others get rows ``Q bᵢ − e⁺ + e⁻ = r`` with unit
+        costs on ``e±`` (fewer rows, same optimum and vertices).
+
+        The answers are numbered among those the masked cells reach (``m`` per child, in
+        the order of the answer cells: the rows' order is unchanged); ``Q frac`` is summed
+        in the same order as :func:`~privtab.topdown.solve_model.apply` (the same floats),
+        and every other answer's target is 0. The targets are integers, so every constant
+        below is an exact sum whatever its order."""
+        k = self.at.k
+        answers, local = compact(idx)
+        m = answers.size
+        grid = (np.arange(k)[:, None] * m + local[None, :]).ravel()
+        sums = np.bincount(grid, weights=frac.ravel(), minlength=k * m)
+        t: F64 = np.asarray(np.round(np.round(sums, 6)), dtype=np.float64)
+        lab = self.at.child * m + local[self.at.cell]
         tl = t[lab]
         if injective:  # one variable per labelled answer: every term is linear
             low_v, high_v = tl <= 0, tl >= 1
