@@ -194,20 +194,23 @@ class ChildMeasurements:
             raise ValueError(f"{len(out)} variances of {query!r} for {k} children")
         return out
 
-    def distinct_variances(self, query: str, k: int) -> list[Fraction | None]:
+    def distinct_variances(self, query: str, k: int) -> tuple[Fraction | None, ...]:
         """The distinct variances (by object) among the ``k`` children's answers to
-        ``query`` — :meth:`child_variances` without the per-child tuple."""
+        ``query`` — :meth:`child_variances` without the per-child tuple (found once per
+        query: validation and every pass ask)."""
+        seen: dict[str, tuple[Fraction | None, ...]] = self.__dict__.setdefault("_distinct", {})
+        got = seen.get(query)
+        if got is not None:
+            return got
         v = self.variances[query]
         if isinstance(v, Fraction | int):
-            return [Fraction(v)]
-        if len(v) != k:
+            got = (Fraction(v),)
+        elif len(v) != k:
             raise ValueError(f"{len(v)} variances of {query!r} for {k} children")
-        seen: dict[str, list[Fraction | None]] = self.__dict__.setdefault("_distinct", {})
-        got = seen.get(query)
-        if got is None:  # (validation and every pass ask: found once)
-            got = [_fraction(x) for x in dict(zip(map(id, v), v, strict=True)).values()]
-            seen[query] = got
-        return list(got)
+        else:
+            got = tuple(_fraction(x) for x in dict(zip(map(id, v), v, strict=True)).values())
+        seen[query] = got
+        return got
 
     def uniform_variance(self, query: str) -> Fraction | None:
         """The variance of ``query`` when every child has the same, else ``None``."""
@@ -466,8 +469,7 @@ def _terms(problem: ChildrenProblem, model: Model, names: Sequence[str]) -> list
         scale = None
         if len(set(measured)) > 1 or len(measured) < len(kinds):
             var = m.child_variances(name, model.k)
-            kinds = _distinct(var)
-            ratio = {id(v): float(ref / v) if v is not None else 0.0 for v in kinds}
+            ratio = {id(v): float(ref / v) if v is not None else 0.0 for v in _distinct(var)}
             scale = np.array([ratio[id(v)] for v in var])
         answers = np.asarray(m.answers[name], dtype=np.float64)
         out.append(model.term(name, float(1 / ref), answers, scale))
