@@ -19,11 +19,13 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
+# private on purpose (below): the rounder's certificate and the reduced pass's matrices
+# are compared with what they replace, which the public API cannot reach
 from privtab.topdown import solve_round
 from privtab.topdown.histogram import MEASURED_QUERIES
 from privtab.topdown.solve import ChildrenProblem, production_passes, solve_children, start_problem
 from privtab.topdown.solve_model import Model
-from privtab.topdown.solve_qp import _reduced_matrices
+from privtab.topdown.solve_qp import _reduced_matrices  # private on purpose: the matrices
 from privtab.topdown.solve_round import Rounding
 from privtab.topdown.solve_synthetic import synthetic_problem
 
