@@ -231,12 +231,11 @@ class Measurer:
                 values[sel] = discrete_gaussian(sigma2, (sel.size, size), source=self._source)
                 drawn += sel.size * size
                 continue
-            m = mask[sel]
-            n = int(m.sum())
+            # the units of this σ², row-major as before (no copies of the (k, size) block)
+            m = mask if sel.size == idx.size else mask & (inverse == j)[:, None]
+            n = int(np.count_nonzero(m))
             if n:
-                block = values[sel]
-                block[m] = discrete_gaussian(sigma2, n, source=self._source)
-                values[sel] = block
+                values[m] = discrete_gaussian(sigma2, n, source=self._source)
             drawn += n
         self.draws += drawn
         return Measurement(query, values, variances, mask)

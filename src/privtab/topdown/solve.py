@@ -194,6 +194,24 @@ class ChildMeasurements:
             raise ValueError(f"{len(out)} variances of {query!r} for {k} children")
         return out
 
+    def distinct_variances(self, query: str, k: int) -> tuple[Fraction | None, ...]:
+        """The distinct variances (by object) among the ``k`` children's answers to
+        ``query`` — :meth:`child_variances` without the per-child tuple (found once per
+        query: validation and every pass ask)."""
+        seen: dict[str, tuple[Fraction | None, ...]] = self.__dict__.setdefault("_distinct", {})
+        got = seen.get(query)
+        if got is not None:
+            return got
+        v = self.variances[query]
+        if isinstance(v, Fraction | int):
+            got = (Fraction(v),)
+        elif len(v) != k:
+            raise ValueError(f"{len(v)} variances of {query!r} for {k} children")
+        else:
+            got = tuple(_fraction(x) for x in dict(zip(map(id, v), v, strict=True)).values())
+        seen[query] = got
+        return got
+
     def uniform_variance(self, query: str) -> Fraction | None:
         """The variance of ``query`` when every child has the same, else ``None``."""
         v = self.variances[query]
@@ -445,13 +463,13 @@ def _terms(problem: ChildrenProblem, model: Model, names: Sequence[str]) -> list
     m = problem.measurements
     out = []
     for name in dict.fromkeys(names):
-        var = m.child_variances(name, model.k)
-        kinds = _distinct(var)
+        kinds = m.distinct_variances(name, model.k)
         measured = [v for v in kinds if v is not None]
         ref = max(measured)
         scale = None
         if len(set(measured)) > 1 or len(measured) < len(kinds):
-            ratio = {id(v): float(ref / v) if v is not None else 0.0 for v in kinds}
+            var = m.child_variances(name, model.k)
+            ratio = {id(v): float(ref / v) if v is not None else 0.0 for v in _distinct(var)}
             scale = np.array([ratio[id(v)] for v in var])
         answers = np.asarray(m.answers[name], dtype=np.float64)
         out.append(model.term(name, float(1 / ref), answers, scale))
@@ -591,7 +609,7 @@ def _validate(problem: ChildrenProblem) -> None:
         shape = (k, query_size(name, hist))
         if np.shape(a) != shape or not np.all(np.isfinite(a)):
             raise ValueError(f"{problem.geounit}: answers of {name!r} must be finite {shape}")
-        var = _distinct(m.child_variances(name, k))
+        var = m.distinct_variances(name, k)
         if not passed_down and not all(v is not None and v > 0 for v in var):
             raise ValueError(f"{problem.geounit}: variance of {name!r} must be positive")
     listed = [n for p in problem.l2_passes for n in p]

@@ -35,7 +35,7 @@ from privtab.topdown.solve import (
     solve_one_pass,
     start_problem,
 )
-from privtab.topdown.solve_model import F64, Band, Model
+from privtab.topdown.solve_model import F64, Band, Model, Term
 from privtab.topdown.solve_structured import (
     PassResult,
     StructuredPass,
@@ -66,6 +66,14 @@ class _State:
     fallbacks: int = 0
     l2_seconds: float = 0.0
     generic: str = ""
+    terms: dict[int, list[Term]] = field(default_factory=dict)
+
+    def pass_terms(self, p: int) -> list[Term]:
+        """The terms of pass ``p`` (built once: :func:`~privtab.topdown.solve._terms`)."""
+        got = self.terms.get(p)
+        if got is None:
+            got = self.terms[p] = _terms(self.problem, self.model, self.problem.l2_passes[p])
+        return got
 
 
 def solve_many(
@@ -118,7 +126,7 @@ def _l2_pass(states: Sequence[_State], p: int, batch: int) -> None:
     stacked: list[_State] = []
     passes: list[StructuredPass] = []
     for s in states:
-        terms = _terms(s.problem, s.model, s.problem.l2_passes[p])
+        terms = s.pass_terms(p)
         need_x = p == len(s.problem.l2_passes) - 1
         reason = generic_reason(s.model, terms, s.bands)
         s.generic = s.generic or reason
@@ -137,7 +145,7 @@ def _l2_pass(states: Sequence[_State], p: int, batch: int) -> None:
         solved = solve_batch([passes[i] for i in group])
         for i, x in zip(group, solved, strict=True):
             s = stacked[i]
-            terms = _terms(s.problem, s.model, s.problem.l2_passes[p])
+            terms = s.pass_terms(p)
             if x is None:  # not certified in the batch: alone, exactly as solve_children
                 need_x = p == len(s.problem.l2_passes) - 1
                 _record(s, solve_pass(s.model, terms, s.bands, "structured", need_x=need_x))
@@ -157,7 +165,7 @@ def _units_pass(states: Sequence[_State], p: int) -> list[_State]:
     units = [s for s in states if s.model.histogram == "units"]
     if not units:
         return list(states)
-    terms = [_terms(s.problem, s.model, s.problem.l2_passes[p]) for s in units]
+    terms = [s.pass_terms(p) for s in units]
     solved = solve_units([s.model for s in units], terms, [s.bands for s in units])
     done: set[int] = set()
     for s, t, x in zip(units, terms, solved, strict=True):
@@ -170,8 +178,7 @@ def _units_pass(states: Sequence[_State], p: int) -> list[_State]:
 
 def _record(s: _State, res: PassResult) -> None:
     """Keep a pass's result and add its tolerance bands (``solve.py``'s ``_l2`` loop)."""
-    names = s.problem.l2_passes[len(s.solvers)]
-    terms = _terms(s.problem, s.model, names)
+    terms = s.pass_terms(len(s.solvers))
     s.x = res.x
     s.solvers.append(res.solver)
     s.fallbacks += int(res.fell_back)

@@ -140,14 +140,29 @@ class Term:
         return base if self.scale is None else base * self.scale
 
     def apply(self, x: F64) -> F64:
-        """``Q xᵢ`` for every child: ``(k, n) → (k, size)``."""
-        return apply(self.index, self.size, x)
+        """``Q xᵢ`` for every child: ``(k, n) → (k, size)`` (:func:`apply`; an injective
+        term scatters, ``x + 0.0`` as the sum from 0 that ``bincount`` makes)."""
+        k = x.shape[0]
+        if self.injective:
+            out = np.zeros((k, self.size))
+            out[:, self.index] = x + 0.0
+            return out
+        flat: IDX | None = self.__dict__.get("_flat")
+        if flat is None or flat.size != k * self.index.size:
+            flat = (np.arange(k)[:, None] * self.size + self.index[None, :]).ravel()
+            object.__setattr__(self, "_flat", flat)
+        got = np.bincount(flat, weights=x.ravel(), minlength=k * self.size)
+        return np.asarray(got.reshape(k, self.size), dtype=np.float64)
 
     @property
     def injective(self) -> bool:
         """Whether every masked cell is its own answer (``detailed``): the term is then
-        ``w ‖x − y‖²`` and makes the pass strictly convex."""
-        return bool(np.unique(self.index).size == self.index.size)
+        ``w ‖x − y‖²`` and makes the pass strictly convex (computed once)."""
+        got = self.__dict__.get("_injective")
+        if got is None:
+            got = bool(np.unique(self.index).size == self.index.size)
+            object.__setattr__(self, "_injective", got)
+        return bool(got)
 
 
 @dataclass(frozen=True)
@@ -223,10 +238,15 @@ class Model:
 
     @property
     def group_starts(self) -> IDX:
-        """``starts[g]:starts[g+1]`` are the masked cells of hhgq ``g`` (bound group ``g``)."""
-        lay = self.layout
-        bounds = np.arange(lay.groups + 1) * lay.group_cells
-        return np.searchsorted(self.cells, bounds).astype(np.intp)
+        """``starts[g]:starts[g+1]`` are the masked cells of hhgq ``g`` (bound group ``g``;
+        computed once)."""
+        got: IDX | None = self.__dict__.get("_group_starts")
+        if got is None:
+            lay = self.layout
+            bounds = np.arange(lay.groups + 1) * lay.group_cells
+            got = np.searchsorted(self.cells, bounds).astype(np.intp)
+            object.__setattr__(self, "_group_starts", got)
+        return got
 
     def term(self, name: str, weight: float, answers: F64, scale: F64 | None = None) -> Term:
         """The term of query ``name``: ``weight`` ``1/σ²`` (times ``scale[i]`` for child

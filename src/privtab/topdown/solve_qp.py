@@ -23,6 +23,7 @@ from typing import Any, Literal
 
 import numpy as np
 import scipy.sparse as sp
+from numpy.typing import NDArray
 
 from privtab.topdown.solve_model import (
     F64,
@@ -342,52 +343,84 @@ def solve_reduced_total(model: Model, term: Term) -> F64:
     allowed_g = model.group_sums(model.allowed.astype(np.float64)) > 0  # (k, 8)
     pg = model.group_sums(model.parent[None, :])[0] if model.parent is not None else None  # (8,)
     groups = model.layout.groups
-    vid = np.full((k, groups), -1, dtype=np.intp)
-    vid[allowed_g] = np.arange(int(allowed_g.sum()))
     ns = int(allowed_g.sum())
     # variables (in units of `unit`): s (ns), then t (k) with t_i = Σ_g s_ig;
     # objective Σ cᵢ (tᵢ − yᵢ)² (the pass's Σ w cᵢ (tᵢ − yᵢ)² divided by w·unit²: the same
     # minimiser; cᵢ the child's factor when the children's variances differ)
-    ncol = ns + k
     c = term.child_weights(k) / term.weight
-    P = sp.diags(np.concatenate([np.zeros(ns), 2.0 * c])).tocsc()
     q = np.concatenate([np.zeros(ns), -2.0 * c * term.answers[:, 0] / unit])
-    rows: list[sp.csr_matrix] = []
-    rhs: list[F64] = []
     ii, gg = np.nonzero(allowed_g)
-    sv = vid[ii, gg]
-    # t_i − Σ_g s_ig = 0
-    rows.append(
-        sp.csr_matrix(
-            (
-                np.concatenate([np.ones(k), -np.ones(ns)]),
-                (np.concatenate([np.arange(k), ii]), np.concatenate([ns + np.arange(k), sv])),
-            ),
-            shape=(k, ncol),
-        )
-    )
-    rhs.append(np.zeros(k))
-    if pg is not None:
-        rows.append(sp.csr_matrix((np.ones(ns), (gg, sv)), shape=(groups, ncol)))
-        rhs.append(pg / unit)
-    if model.group_total.size:
-        g = model.total_group[ii]
-        keep = g >= 0
-        rows.append(
-            sp.csr_matrix(
-                (np.ones(int(keep.sum())), (g[keep], sv[keep])),
-                shape=(model.group_total.size, ncol),
-            )
-        )
-        rhs.append(model.group_total / unit)
-    Aeq = sp.vstack(rows).tocsc()
-    beq = np.concatenate(rhs)
     lo_s, hi_s = model.lo[ii, gg] / unit, model.hi[ii, gg] / unit
     fin = np.isfinite(hi_s)
-    sel = sp.eye(ncol, format="csr")[:ns]
-    Ain = sp.vstack([-sel, sel[fin]]).tocsc()
+    n_tot = model.group_total.size
+    beq = np.concatenate(
+        [np.zeros(k)]
+        + ([pg / unit] if pg is not None else [])
+        + ([model.group_total / unit] if n_tot else [])
+    )
     bin_ = np.concatenate([-lo_s, hi_s[fin]])
     cones = [clarabel.ZeroConeT(int(beq.size)), clarabel.NonnegativeConeT(int(bin_.size))]
-    A = sp.vstack([Aeq, Ain]).tocsc()
-    x = run_clarabel(model, sp.triu(P).tocsc(), q, A, np.concatenate([beq, bin_]), cones, 1e-11)
+    P, A = _reduced_matrices(
+        k, groups, ii, gg, c, fin, None if pg is None else groups, model.total_group, n_tot
+    )
+    x = run_clarabel(model, P, q, A, np.concatenate([beq, bin_]), cones, 1e-11)
     return x[ns:] * unit
+
+
+def _reduced_matrices(
+    k: int,
+    groups: int,
+    ii: IDX,
+    gg: IDX,
+    c: F64,
+    fin: NDArray[np.bool_],
+    parent_rows: int | None,
+    total_group: IDX,
+    n_tot: int,
+) -> tuple[sp.csc_matrix, sp.csc_matrix]:
+    """``(P, A)`` of :func:`solve_reduced_total` in compressed columns, built directly:
+    the variables are the ``ns`` persons ``s`` of child ``ii`` in hhgq ``gg`` and the ``k``
+    totals ``t``; ``A``'s rows are ``tᵢ − Σ_g s_ig = 0`` (``k``), ``Σ_i s_ig = p_g``
+    (``parent_rows``, if a parent), the exact totals (``n_tot``), ``−s ≤ −lo`` (``ns``) and
+    ``s ≤ hi`` where finite — entry for entry what stacking them row block by row block
+    gives (row indices ascending within a column; no explicit zeros)."""
+    ns = int(ii.size)
+    ncol = ns + k
+    two_c = 2.0 * c
+    on = two_c != 0
+    p_ptr = np.zeros(ncol + 1, dtype=np.int32)
+    p_ptr[ns + 1 :] = np.cumsum(on)
+    P = sp.csc_matrix(
+        (two_c[on], np.flatnonzero(on).astype(np.int32) + ns, p_ptr), shape=(ncol, ncol)
+    )
+    # the entries of each s column, in row order: its total's row, its parent row, its
+    # exact total's row, its lower bound's row, its upper bound's row
+    row_off = k
+    parts_r: list[IDX] = [ii]
+    parts_v: list[F64] = [-np.ones(ns)]
+    if parent_rows is not None:
+        parts_r.append(row_off + gg)
+        parts_v.append(np.ones(ns))
+        row_off += parent_rows
+    if n_tot:
+        g = total_group[ii]
+        keep = g >= 0
+        parts_r.append(np.where(keep, row_off + g, -1))
+        parts_v.append(np.ones(ns))
+        row_off += n_tot
+    parts_r.append(row_off + np.arange(ns))
+    parts_v.append(-np.ones(ns))
+    row_off += ns
+    rank = np.cumsum(fin) - 1
+    parts_r.append(np.where(fin, row_off + rank, -1))
+    parts_v.append(np.ones(ns))
+    nrow = row_off + int(fin.sum())
+    R = np.stack(parts_r, axis=1)  # (ns, entries): ascending along each row
+    V = np.stack(parts_v, axis=1)
+    present = R >= 0
+    per_col = np.concatenate([present.sum(axis=1), np.ones(k, dtype=np.intp)])
+    ptr = np.zeros(ncol + 1, dtype=np.int32)
+    np.cumsum(per_col, out=ptr[1:])
+    rows = np.concatenate([R[present], np.arange(k)]).astype(np.int32)
+    vals = np.concatenate([V[present], np.ones(k)])
+    return P, sp.csc_matrix((vals, rows, ptr), shape=(nrow, ncol))

@@ -32,6 +32,7 @@ as a MIP by HiGHS and counted (``Rounding.mip_fallbacks``) — never silently.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import os
 import sys
@@ -112,6 +113,11 @@ def laminar(passes: Sequence[Sequence[str]], histogram: str = "persons") -> bool
     """Whether the rounder's queries, with ``total`` and ``hhgq`` (the exact totals and the
     hhgq bounds; units: ``total``), form a chain of refinements — the condition for total
     unimodularity."""
+    return _laminar(tuple(tuple(p) for p in passes), histogram)
+
+
+@functools.cache
+def _laminar(passes: tuple[tuple[str, ...], ...], histogram: str) -> bool:
     names = {n for p in passes for n in p} | {"total", layout(histogram).group_query}
     chain = sorted(names, key=lambda n: int(answer_index(n, histogram).max()))
     return all(refines(f, c, histogram) for c, f in itertools.pairwise(chain))
@@ -135,46 +141,105 @@ def round_children(model: Model, l2: F64, passes: Sequence[Sequence[str]]) -> Ro
             raise TopDownSolverError(
                 f"geounit {model.geounit!r}: the L2 solution's floors do not fit the parent"
             )
-        cells = d > 0
+        var = model.allowed & (d > 0)[None, :]
     else:
         d = None
-        cells = np.ones(n, dtype=bool)
-    var = model.allowed & cells[None, :]
-    vid = np.full((k, n), -1, dtype=np.intp)
-    vid[var] = np.arange(int(var.sum()))
+        var = model.allowed
+    # the rounding variables b (row-major over the children × cells they may use)
+    child, cell = np.nonzero(var)
+    at = _Vars(child.astype(np.intp), cell.astype(np.intp), k, n)
     fixed: list[tuple[IDX, int, I64]] = []
     objectives: list[float] = []
     b = np.zeros((k, n))
     lps = fallbacks = 0
-    for names in passes:
-        lp = _Lp(model, vid, floor, d)
-        for name in names:
-            idx = answer_index(name, model.histogram)[model.cells]
-            size = query_size(name, model.histogram)
-            target = np.round(np.round(apply(idx, size, frac), 6))
-            lp.penalty(idx, size, target)
+    for p, names in enumerate(passes):
+        lp = _Lp(model, at, floor, d)
+        queries = [_query(q, model.histogram) for q in names]
+        prepared: dict[str, _Penalty] = {}
+        for key, inj in queries:
+            pen = prepared.get(key)
+            if pen is None:  # a query listed twice (``detailed``) is prepared once
+                idx, size = answer_index(key, model.histogram)[model.cells], len_of(key, model)
+                pen = prepared[key] = lp.prepare(idx, size, frac, injective=inj)
+            lp.penalty(pen)
         for idx, size, value in fixed:
             lp.fix(idx, size, value)
         sol, obj, fell_back = lp.solve()
         lps += 1
         fallbacks += int(fell_back)
         b = np.zeros((k, n))
-        b[var] = sol[vid[var]]
+        b[at.child, at.cell] = sol
         objectives.append(obj)
-        for name in names:
-            idx = answer_index(name, model.histogram)[model.cells]
-            size = query_size(name, model.histogram)
-            fixed.append((idx, size, np.round(apply(idx, size, b)).astype(np.int64)))
+        if p < len(passes) - 1:  # the later passes keep this pass's rounded answers
+            fixed += [
+                (pen.idx, pen.size, np.round(apply(pen.idx, pen.size, b)).astype(np.int64))
+                for pen in (prepared[key] for key, _ in queries)
+            ]
     counts = (floor + b).astype(np.int64)
     return Rounding(counts, tuple(objectives), lps, fallbacks, laminar(passes, model.histogram))
 
 
-class _Lp:
-    """The LP of one rounder pass, built from label arrays (child × cell → row)."""
+def len_of(name: str, model: Model) -> int:
+    """The number of answer cells of query ``name`` in ``model``'s histogram."""
+    return query_size(name, model.histogram)
 
-    def __init__(self, model: Model, vid: IDX, floor: F64, d: F64 | None) -> None:
-        self.model, self.vid = model, vid
-        self.nb = int((vid >= 0).sum())
+
+@functools.cache
+def _query(name: str, histogram: str) -> tuple[str, bool]:
+    """``(key, injective)`` of a rounder query: ``key`` the first name seen with the same
+    partition of the cells (``detailed`` and ``hhgq * votingage * hispanic * cenrace`` are
+    one), ``injective`` whether every cell is its own answer."""
+    idx = answer_index(name, histogram)
+    key = _PARTITIONS.setdefault((histogram, idx.tobytes()), name)
+    return key, bool(np.unique(idx).size == idx.size)
+
+
+_PARTITIONS: dict[tuple[str, bytes], str] = {}
+
+
+@dataclass(frozen=True)
+class _Penalty:
+    """One query's L1 term prepared for a pass's LP (:meth:`_Lp.prepare`): its constant
+    parts, the linear costs on ``b``, and the rows ``Q bᵢ − e⁺ + e⁻ = r`` of the others
+    (``cols``: their variables, ``inverse``: each one's row, ``rhs``: the rows' targets);
+    ``ideal`` the targets of the variables when the query is injective (else ``None``)."""
+
+    idx: IDX
+    size: int
+    const_absent: float
+    const_linear: float
+    sign: F64
+    cols: IDX
+    inverse: IDX
+    rhs: F64
+    ideal: F64 | None
+
+
+@dataclass(frozen=True)
+class _Vars:
+    """The rounding variables: variable ``v`` is child ``child[v]``'s cell ``cell[v]``
+    (row-major), of a problem of ``k`` children and ``n`` masked cells."""
+
+    child: IDX
+    cell: IDX
+    k: int
+    n: int
+
+    @property
+    def size(self) -> int:
+        return int(self.child.size)
+
+    def labels(self, idx: IDX, size: int) -> IDX:
+        """Each variable's answer cell ``child · size + idx[cell]`` under a query."""
+        return np.asarray(self.child * size + idx[self.cell], dtype=np.intp)
+
+
+class _Lp:
+    """The LP of one rounder pass, built from each variable's row labels."""
+
+    def __init__(self, model: Model, at: _Vars, floor: F64, d: F64 | None) -> None:
+        self.model, self.at = model, at
+        self.nb = at.size
         self.rows: list[IDX] = []
         self.cols: list[IDX] = []
         self.vals: list[F64] = []
@@ -184,44 +249,54 @@ class _Lp:
         self.nslack = 0
         self.const = 0.0
         self.cost_b = np.zeros(self.nb)
-        k, n = vid.shape
-        child = np.arange(k)[:, None]
-        if d is not None:
-            self._family(np.broadcast_to(np.arange(n)[None, :], (k, n)), d, d)
+        #: the targets of an injective query of the pass (the candidate of :meth:`ideal_b`)
+        self.ideal: F64 | None = None
+        k, n = at.k, at.n
+        if d is not None:  # every cell labelled; one without a variable must have d = 0
+            has = np.zeros(n, dtype=bool)
+            has[at.cell] = True
+            self._family(at.cell, d, d, np.flatnonzero(~has))
+        groups = model.layout.groups
         held = model.group_sums(floor)
         lo = (model.lo - held).ravel()
         hi = (model.hi - held).ravel()
-        g_lab = child * model.layout.groups + model.hhgq[None, :]
-        g_lab = np.where(((model.lo > 0) | np.isfinite(model.hi)).ravel()[g_lab], g_lab, -1)
-        self._family(g_lab, lo, np.where(np.isinf(hi), 1e20, hi))
+        bounded = ((model.lo > 0) | np.isfinite(model.hi)).ravel()
+        g_var = at.child * groups + model.hhgq[at.cell]
+        g_on = bounded[g_var]
+        # the labelled (child, hhgq) pairs of the whole grid: every child × each hhgq present
+        grid = np.zeros(k * groups, dtype=bool)
+        grid.reshape(k, groups)[:, np.unique(model.hhgq)] = True
+        grid &= bounded
+        grid[g_var[g_on]] = False
+        hi_rows = np.where(np.isinf(hi), 1e20, hi)
+        self._family(g_var[g_on], lo, hi_rows, np.flatnonzero(grid), np.flatnonzero(g_on))
         if model.group_total.size:
+            tg = model.total_group
             tot = floor.sum(axis=1)
             held_t = np.bincount(
-                model.total_group[model.total_group >= 0],
-                weights=tot[model.total_group >= 0],
-                minlength=model.group_total.size,
+                tg[tg >= 0], weights=tot[tg >= 0], minlength=model.group_total.size
             )
             rest = model.group_total - held_t
-            self._family(np.broadcast_to(model.total_group[:, None], (k, n)), rest, rest)
+            t_var = tg[at.child]
+            on = t_var >= 0
+            seen = np.zeros(model.group_total.size, dtype=bool)
+            if n:
+                seen[tg[tg >= 0]] = True
+            seen[t_var[on]] = False
+            self._family(t_var[on], rest, rest, np.flatnonzero(seen), cols=np.flatnonzero(on))
 
-    def _family(self, labels: IDX, lo: F64, hi: F64) -> IDX:
-        use = (labels >= 0) & (self.vid >= 0)
-        present, inverse = compact(labels[use])
+    def _family(self, labels: IDX, lo: F64, hi: F64, absent: IDX, cols: IDX | None = None) -> None:
+        """Rows ``lo ≤ Σ b ≤ hi``, one per label present among the variables (``labels``:
+        of the variables ``cols``, default all, in order); ``absent``: labels of rows
+        with no variable, which must hold for ``b = 0``."""
+        present, inverse = compact(labels)
         self.rows.append((self.nrow + inverse).astype(np.intp))
-        self.cols.append(self.vid[use].astype(np.intp))
+        self.cols.append(np.arange(self.nb, dtype=np.intp) if cols is None else cols)
         self.vals.append(np.ones(inverse.size))
-        self.lo.append(np.asarray(lo, dtype=np.float64)[present])
-        self.hi.append(np.asarray(hi, dtype=np.float64)[present])
-        self.nrow += present.size
-        # rows with no variable must hold for b = 0
         lo_a, hi_a = np.asarray(lo, dtype=np.float64), np.asarray(hi, dtype=np.float64)
-        labelled = labels[labels >= 0]
-        if labelled.size == inverse.size:  # every labelled entry has a variable
-            absent = np.zeros(0, dtype=np.intp)
-        else:
-            seen = np.bincount(labelled) > 0
-            seen[present] = False
-            absent = np.flatnonzero(seen)
+        self.lo.append(lo_a[present])
+        self.hi.append(hi_a[present])
+        self.nrow += present.size
         if absent.size and (np.any(lo_a[absent] > 0) or np.any(hi_a[absent] < 0)):
             raise TopDownInfeasibleError(
                 self.model.geounit,
@@ -230,73 +305,135 @@ class _Lp:
                     "cells have no rounding variable needs a non-zero leftover)"
                 ],
             )
-        return present.astype(np.intp)
 
-    def penalty(self, idx: IDX, size: int, target: F64) -> None:
-        """The L1 term ``Σ |Q bᵢ − round(Q fracᵢ)|``. A row whose target ``r`` is ≤ 0 or ≥
-        its number of variables ``m`` is linear on ``0 ≤ b ≤ 1`` (``Σb − r`` or
-        ``r − Σb``): its cost goes on ``b``; the others get rows ``Q bᵢ − e⁺ + e⁻ = r``
-        with unit costs on ``e±`` (fewer rows, same optimum and vertices)."""
-        k, n = self.vid.shape
-        labels = np.broadcast_to(np.arange(k)[:, None] * size + idx[None, :], (k, n))
-        t = target.ravel()
-        use = self.vid >= 0
-        lab, var = labels[use], self.vid[use]
-        nvar = np.bincount(lab, minlength=t.size)
-        absent = nvar == 0
-        self.const += float(np.abs(t[absent]).sum())
-        low = ~absent & (t <= 0)
-        high = ~absent & (t >= nvar)
-        self.const += float(-t[low].sum() + t[high].sum())
-        sign = np.where(low[lab], 1.0, np.where(high[lab], -1.0, 0.0))
-        self.cost_b += np.bincount(var, weights=sign, minlength=self.nb)
-        mid = ~absent & ~low & ~high
-        keep = mid[lab]
-        present, inverse = compact(lab[keep])
-        m = present.size
+    def prepare(self, idx: IDX, size: int, frac: F64, *, injective: bool) -> _Penalty:
+        """The L1 term ``Σ |Q bᵢ − round(Q fracᵢ)|`` of a query (answer cell ``idx`` of
+        each masked cell, ``size`` answers). A row whose target ``r`` is ≤ 0 or ≥ its
+        number of variables ``m`` is linear on ``0 ≤ b ≤ 1`` (``Σb − r`` or ``r − Σb``):
+        its cost goes on ``b``; the others get rows ``Q bᵢ − e⁺ + e⁻ = r`` with unit
+        costs on ``e±`` (fewer rows, same optimum and vertices).
+
+        The answers are numbered among those the masked cells reach (``m`` per child, in
+        the order of the answer cells: the rows' order is unchanged); ``Q frac`` is summed
+        in the same order as :func:`~privtab.topdown.solve_model.apply` (the same floats),
+        and every other answer's target is 0. The targets are integers, so every constant
+        below is an exact sum whatever its order."""
+        k = self.at.k
+        answers, local = compact(idx)
+        m = answers.size
+        grid = (np.arange(k)[:, None] * m + local[None, :]).ravel()
+        sums = np.bincount(grid, weights=frac.ravel(), minlength=k * m)
+        t: F64 = np.asarray(np.round(np.round(sums, 6)), dtype=np.float64)
+        lab = self.at.child * m + local[self.at.cell]
+        tl = t[lab]
+        if injective:  # one variable per labelled answer: every term is linear
+            low_v, high_v = tl <= 0, tl >= 1
+            absent = float(np.abs(t).sum() - np.abs(tl).sum())
+            linear = float(-tl[low_v].sum() + tl[high_v].sum())
+            sign = np.where(low_v, 1.0, np.where(high_v, -1.0, 0.0))
+            ideal = np.clip(tl, 0.0, 1.0)
+            no_rows = np.zeros(0, dtype=np.intp)
+            return _Penalty(idx, size, absent, linear, sign, no_rows, no_rows, t[no_rows], ideal)
+        # the answers with variables (ascending), each variable's, and their counts
+        present, inverse = compact(lab)
+        nvar = np.bincount(inverse)
+        tp = t[present]
+        absent = float(np.abs(t).sum() - np.abs(tp).sum())
+        low, high = tp <= 0, tp >= nvar
+        linear = float(-tp[low].sum() + tp[high].sum())
+        sign = np.where(low[inverse], 1.0, np.where(high[inverse], -1.0, 0.0))
+        mid = ~(low | high)
+        keep = mid[inverse]
+        rank = np.cumsum(mid) - 1
+        return _Penalty(
+            idx, size, absent, linear, sign, np.flatnonzero(keep).astype(np.intp),
+            rank[inverse[keep]].astype(np.intp), tp[mid], None,
+        )  # fmt: skip
+
+    def penalty(self, pen: _Penalty) -> None:
+        """Add a prepared term (:meth:`prepare`) to the LP."""
+        self.const += pen.const_absent
+        self.const += pen.const_linear
+        self.cost_b += pen.sign
+        if pen.ideal is not None:
+            self.ideal = pen.ideal
+        m = pen.rhs.size
+        if not m:
+            return
         r = self.nrow + np.arange(m, dtype=np.intp)
-        self.rows += [(self.nrow + inverse).astype(np.intp), r, r]
+        self.rows += [(self.nrow + pen.inverse).astype(np.intp), r, r]
         base = self.nb + self.nslack
         self.cols += [
-            var[keep].astype(np.intp),
+            pen.cols,
             base + np.arange(m, dtype=np.intp),
             base + m + np.arange(m, dtype=np.intp),
         ]
-        self.vals += [np.ones(inverse.size), -np.ones(m), np.ones(m)]
-        self.lo.append(t[present])
-        self.hi.append(t[present])
+        self.vals += [np.ones(pen.inverse.size), -np.ones(m), np.ones(m)]
+        self.lo.append(pen.rhs)
+        self.hi.append(pen.rhs)
         self.nrow += m
         self.nslack += 2 * m
 
     def fix(self, idx: IDX, size: int, value: I64) -> None:
         """Rows ``Q bᵢ = value`` (an earlier pass's rounded answers)."""
-        k, n = self.vid.shape
-        labels = np.broadcast_to(np.arange(k)[:, None] * size + idx[None, :], (k, n))
+        lab = self.at.labels(idx, size)
         v = value.ravel().astype(np.float64)
-        self._family(labels, v, v)
+        grid = np.zeros(v.size, dtype=bool)
+        grid.reshape(self.at.k, size)[:, np.unique(idx)] = True
+        grid[lab] = False
+        self._family(lab, v, v, np.flatnonzero(grid))
 
-    def solve(self) -> tuple[F64, float, bool]:
-        """``(b, objective, fell_back)``: HiGHS simplex, checked integral; a fractional
-        vertex is re-solved as a MIP (``fell_back``)."""
-        import scipy.sparse as sp
+    def ideal_b(self) -> F64 | None:
+        """The LP's optimum without a solver when every term can be met exactly.
 
+        The candidate is ``b* = round(frac)`` of the pass's injective query (``detailed``):
+        if it meets every row (the cells' leftovers, the hhgq bounds, the exact totals, the
+        earlier passes' answers) with zero slack and its linear costs plus the constant are
+        0, the L1 objective ``F(b*) = 0``. The LP's value at any feasible point is at least
+        ``F ≥ 0``, so ``b*`` is optimal; and any optimum has ``F = 0``, so its injective
+        term is 0 — it *is* ``b*``: the unique optimum, the vertex HiGHS returns. ``None``
+        when the candidate does not certify itself (HiGHS then solves the LP)."""
+        if self.ideal is None:
+            return None
+        b = self.ideal
+        if self.const + float(self.cost_b @ b) != 0.0:
+            return None
+        x = np.concatenate([b, np.zeros(self.nslack)])
+        r, c = np.concatenate(self.rows), np.concatenate(self.cols)
+        act = np.bincount(r, weights=np.concatenate(self.vals) * x[c], minlength=self.nrow)
+        lo, hi = np.concatenate(self.lo), np.concatenate(self.hi)
+        if np.all(act >= lo - 1e-9) and np.all(act <= hi + 1e-9):
+            return b.copy()
+        return None
+
+    def arrays(self) -> LpArrays:
+        """The LP in HiGHS's column-wise arrays (row indices ascending within a column)."""
         ncol = self.nb + self.nslack
-        if ncol == 0:  # nothing left to round (an integral L2 solution)
-            return np.zeros(0), self.const, False
         r, c = np.concatenate(self.rows), np.concatenate(self.cols)
         v = np.concatenate(self.vals)
-        A = sp.csc_matrix(sp.coo_matrix((v, (r, c)), shape=(self.nrow, ncol)))
-        A.sum_duplicates()
+        order = np.lexsort((r, c))
+        start = np.zeros(ncol + 1, dtype=np.int32)
+        np.cumsum(np.bincount(c, minlength=ncol), out=start[1:])
         hi = np.concatenate(self.hi)
-        lp = LpArrays(
+        return LpArrays(
             cost=np.concatenate([self.cost_b, np.ones(self.nslack)]),
             col_upper=np.concatenate([np.ones(self.nb), np.full(self.nslack, np.inf)]),
             row_lower=np.concatenate(self.lo),
             row_upper=np.where(hi >= 1e20, np.inf, hi),
-            start=A.indptr.astype(np.int32),
-            index=A.indices.astype(np.int32),
-            value=A.data.astype(np.float64),
+            start=start,
+            index=r[order].astype(np.int32),
+            value=v[order].astype(np.float64),
         )
+
+    def solve(self) -> tuple[F64, float, bool]:
+        """``(b, objective, fell_back)``: HiGHS simplex, checked integral; a fractional
+        vertex is re-solved as a MIP (``fell_back``)."""
+        if self.nb + self.nslack == 0:  # nothing left to round (an integral L2 solution)
+            return np.zeros(0), self.const, False
+        ideal = self.ideal_b()
+        if ideal is not None:
+            return ideal, 0.0, False
+        lp = self.arrays()
         b, obj = self._run(lp, mip=False)
         if np.all(np.abs(b - np.round(b)) <= 1e-9):
             return np.round(b), obj + self.const, False
