@@ -254,6 +254,7 @@ class StructuredPass:
         self.scale_p = model.scale
         self.tol_p = 1e-9 * self.scale_p
         self.tol_d = 1e-8 * max(1.0, float(np.abs(self.G).max(initial=0)), lam_max * self.scale_p)
+        self.failed: set[bytes] = set()  # active sets whose polish failed
 
     # ---- ADMM -------------------------------------------------------------------------
     def admm_setup(self) -> AdmmSetup | None:
@@ -297,12 +298,21 @@ class StructuredPass:
     def polish(self, free: np.ndarray, tact: IDX, gact: IDX) -> F64 | None:
         """Solve the KKT system on an active set, correct it by primal-dual active-set
         steps, and return the solution only once the KKT conditions are verified."""
+        start = np.packbits(free).tobytes() + tact.tobytes() + gact.tobytes()
+        if start in self.failed:  # the steps are deterministic: it would fail again
+            return None
+        got = self._polish(free, tact, gact)
+        if got is None:
+            self.failed.add(start)
+        return got
+
+    def _polish(self, free: np.ndarray, tact: IDX, gact: IDX) -> F64 | None:
         free, tact, gact = free.copy(), tact.copy(), gact.copy()
         if self.m.parent is not None:
             # a cell no child holds (the ADMM's iterate has not spread the parent's count
             # yet: cells of 1–3 persons under 50+ children) is freed in every child that
             # may hold it; the active-set steps then bound the negative ones
-            none = ~free.any(axis=0)
+            none = np.logical_not(free.any(axis=0))
             if none.any():
                 free |= self.m.allowed & none[None, :]
         seen: set[bytes] = set()
@@ -361,12 +371,20 @@ class StructuredPass:
         Bm = np.zeros((n, ns))  # Σ_{i ∈ group} K_i 1: the shared rows against λ
         Dv = np.zeros(ns)  # Σ_{i ∈ group} 1ᵀ K_i 1
         ev = np.zeros(ns)  # Σ_{i ∈ group} 1ᵀ base_i
-        rowful = (tact != 0) | (gact != 0).any(axis=1)
+        nrows = (tact != 0).astype(np.intp) + (gact != 0).sum(axis=1)
+        # children with one active row (most of them: a total row at a band end): their
+        # Schur complements are scalars, taken for all of them at once (_OneRow)
+        one = _OneRow.of(self, free, tact, gact, Fp, mask, (nrows == 1) & mask.any(axis=1))
+        rowful = (nrows > 0) & ~one.on
         for c, (H, sl) in enumerate(chunks):
             Hinv = child_inverses(H, Fp[sl], mask[sl])
             if Hinv is None:
                 return None
             K, base = Hinv, np.einsum("kab,kb->ka", Hinv, Gf[sl])
+            js = np.flatnonzero(one.on[sl])
+            if js.size:
+                K = Hinv.copy()
+                K[js], base[js] = one.reduce(sl[js], Hinv[js], Gf[sl[js]])
             for j in np.flatnonzero(rowful[sl]):
                 i = int(sl[j])
                 nf = int(mask[i].sum())
@@ -416,6 +434,9 @@ class StructuredPass:
             Hinv = kept[c] if c in kept else child_inverses(H, Fp[sl], mask[sl])
             assert Hinv is not None  # it was invertible a moment ago
             xf[sl] = np.einsum("kab,kb->ka", Hinv, gl[sl])
+            js = np.flatnonzero(one.on[sl])
+            if js.size:
+                xf[sl[js]] = one.solve(sl[js], Hinv[js], gl[sl[js]], mu_t, mu_g)
             for j in np.flatnonzero(rowful[sl]):
                 i = int(sl[j])
                 if i not in parts:
@@ -642,6 +663,72 @@ def implied_band(model: Model, tlo: F64, thi: F64) -> tuple[F64, F64]:
     lo = np.where(banded, np.maximum(tlo, floor), tlo)
     hi = np.where(banded, np.minimum(thi, cap), thi)
     return lo, np.maximum(hi, lo)
+
+
+@dataclass(frozen=True)
+class _OneRow:
+    """The children of an active set with exactly one active row ``cᵢᵀxᵢ = bᵢ`` (their
+    total row, or their row of one hhgq) and a free cell: the row over each child's padded
+    free cells ``c`` ``(k, f)``, its right-hand side ``b``, which it is (``g``: −1 total,
+    else the hhgq). Their Schur complements ``cᵀH_FF⁻¹c`` are scalars, so
+    :meth:`StructuredPass._kkt` takes them for all these children at once (as the
+    one-by-one pseudo-inverse did: ``1/s``, or 0 where ``s = 0``)."""
+
+    on: np.ndarray
+    c: F64
+    b: F64
+    g: IDX
+
+    @classmethod
+    def of(
+        cls,
+        sp: StructuredPass,
+        free: np.ndarray,
+        tact: IDX,
+        gact: IDX,
+        Fp: IDX,
+        mask: np.ndarray,
+        on: np.ndarray,
+    ) -> _OneRow:
+        m = sp.m
+        k = Fp.shape[0]
+        g = np.where(tact != 0, -1, np.argmax(gact != 0, axis=1)).astype(np.intp)
+        rows = np.arange(k)
+        gi = np.maximum(g, 0)
+        side = np.where(g < 0, tact, gact[rows, gi])
+        b = np.where(
+            g < 0,
+            np.where(side < 0, sp.tlo, sp.thi),
+            np.where(side < 0, m.lo[rows, gi], m.hi[rows, gi]),
+        )
+        c = mask & ((g < 0)[:, None] | (m.hhgq[Fp] == g[:, None]))
+        c &= on[:, None]
+        return cls(on, c.astype(np.float64), np.where(on, b, 0.0), g)
+
+    def reduce(self, ii: IDX, Hinv: F64, Gf: F64) -> tuple[F64, F64]:
+        """``(K, base)`` of children ``ii``: ``K = H⁻¹ − H⁻¹c cᵀH⁻¹ / s`` and
+        ``base = K g + H⁻¹c b / s`` (``s = cᵀH⁻¹c``)."""
+        HC = np.einsum("kab,kb->ka", Hinv, self.c[ii])
+        inv = self._inv(HC, ii)
+        K = Hinv - inv[:, None, None] * HC[:, :, None] * HC[:, None, :]
+        base = np.einsum("kab,kb->ka", K, Gf) + HC * (inv * self.b[ii])[:, None]
+        return K, base
+
+    def solve(self, ii: IDX, Hinv: F64, gl: F64, mu_t: F64, mu_g: F64) -> F64:
+        """The free values of children ``ii`` given ``λ`` (in ``gl``); their row's
+        multiplier written to ``mu_t`` or ``mu_g``."""
+        HC = np.einsum("kab,kb->ka", Hinv, self.c[ii])
+        inv = self._inv(HC, ii)
+        mu = inv * (self.b[ii] - (HC * gl).sum(axis=1))
+        xf = np.einsum("kab,kb->ka", Hinv, gl + self.c[ii] * mu[:, None])
+        g = self.g[ii]
+        mu_t[ii[g < 0]] = mu[g < 0]
+        mu_g[ii[g >= 0], g[g >= 0]] = mu[g >= 0]
+        return np.asarray(xf, dtype=np.float64)
+
+    def _inv(self, HC: F64, ii: IDX) -> F64:
+        sc = (self.c[ii] * HC).sum(axis=1)
+        return np.where(sc != 0, 1.0 / np.where(sc != 0, sc, 1.0), 0.0)
 
 
 def shared_groups(model: Model) -> tuple[IDX, F64]:
