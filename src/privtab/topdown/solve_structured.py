@@ -90,6 +90,9 @@ _MAX_ITER = 4000
 #: active-set steps cycle (tiny, degenerate problems: a person or two under total bands)
 #: would otherwise try again at every check up to _MAX_ITER (seconds for nothing).
 MAX_POLISH = 25
+#: Active-set steps of one polish. 12 left counties with an empty child (no free cell,
+#: its total row at a band end) uncertified: freeing its cells takes 15–30 steps to settle.
+_POLISH_STEPS = 40
 _SIGMA = 1.0  # weight of the totals' split relative to ρ
 _CHILD_BATCH_ELEMENTS = 4_000_000  # children's H_FF per batched inversion: ≤ 32 MB
 _LOOP_ABOVE = 64  # free cells per child above which the inverses are taken one by one
@@ -316,7 +319,7 @@ class StructuredPass:
             if none.any():
                 free |= self.m.allowed & none[None, :]
         seen: set[bytes] = set()
-        for _ in range(12):
+        for _ in range(_POLISH_STEPS):
             key = np.packbits(free).tobytes() + tact.tobytes() + gact.tobytes()
             if key in seen:
                 return None
@@ -850,6 +853,8 @@ def child_inverses(H: F64, Fp: IDX, mask: np.ndarray) -> F64 | None:
         out[:, np.arange(f), np.arange(f)] = 1.0
         for i in range(k):
             nf = int(mask[i].sum())
+            if not nf:  # no free cell (an empty child): its block stays the identity
+                continue
             inv = spd_inverse(H[np.ix_(Fp[i, :nf], Fp[i, :nf])])
             if inv is None:
                 return None
