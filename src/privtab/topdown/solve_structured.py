@@ -258,6 +258,7 @@ class StructuredPass:
         self.tol_p = 1e-9 * self.scale_p
         self.tol_d = 1e-8 * max(1.0, float(np.abs(self.G).max(initial=0)), lam_max * self.scale_p)
         self.failed: set[bytes] = set()  # active sets whose polish failed
+        self.uncovered: set[bytes] = set()  # active sets offered with a cell no child holds
 
     # ---- ADMM -------------------------------------------------------------------------
     def admm_setup(self) -> AdmmSetup | None:
@@ -304,6 +305,18 @@ class StructuredPass:
         start = np.packbits(free).tobytes() + tact.tobytes() + gact.tobytes()
         if start in self.failed:  # the steps are deterministic: it would fail again
             return None
+        free = free.copy()
+        none = np.logical_not(free.any(axis=0))
+        if self.m.parent is not None and none.any():
+            # a cell no child holds: the ADMM has not spread the parent's count there yet
+            # (cells of 1–3 persons under 50+ children). The first time, wait for more
+            # iterations (cheap, and usually enough); if the ADMM offers the same set
+            # again it is stuck: the cell is freed in every child that may hold it and
+            # the active-set steps bound the negative ones
+            if start not in self.uncovered:
+                self.uncovered.add(start)
+                return None
+            free |= self.m.allowed & none[None, :]
         got = self._polish(free, tact, gact)
         if got is None:
             self.failed.add(start)
@@ -311,13 +324,6 @@ class StructuredPass:
 
     def _polish(self, free: np.ndarray, tact: IDX, gact: IDX) -> F64 | None:
         free, tact, gact = free.copy(), tact.copy(), gact.copy()
-        if self.m.parent is not None:
-            # a cell no child holds (the ADMM's iterate has not spread the parent's count
-            # yet: cells of 1–3 persons under 50+ children) is freed in every child that
-            # may hold it; the active-set steps then bound the negative ones
-            none = np.logical_not(free.any(axis=0))
-            if none.any():
-                free |= self.m.allowed & none[None, :]
         seen: set[bytes] = set()
         for _ in range(_POLISH_STEPS):
             key = np.packbits(free).tobytes() + tact.tobytes() + gact.tobytes()
@@ -387,7 +393,12 @@ class StructuredPass:
             js = np.flatnonzero(one.on[sl])
             if js.size:
                 K = Hinv.copy()
-                K[js], base[js] = one.reduce(sl[js], Hinv[js], Gf[sl[js]])
+                if js.size == sl.size:  # all of them (the usual case): in place
+                    one.reduce(sl, K, base)
+                else:
+                    Kj, bj = K[js], base[js]  # copies
+                    one.reduce(sl[js], Kj, bj)
+                    K[js], base[js] = Kj, bj
             for j in np.flatnonzero(rowful[sl]):
                 i = int(sl[j])
                 nf = int(mask[i].sum())
@@ -439,7 +450,7 @@ class StructuredPass:
             xf[sl] = np.einsum("kab,kb->ka", Hinv, gl[sl])
             js = np.flatnonzero(one.on[sl])
             if js.size:
-                xf[sl[js]] = one.solve(sl[js], Hinv[js], gl[sl[js]], mu_t, mu_g)
+                xf[sl[js]] = one.solve(sl[js], xf[sl[js]], gl[sl[js]], mu_t, mu_g)
             for j in np.flatnonzero(rowful[sl]):
                 i = int(sl[j])
                 if i not in parts:
@@ -681,6 +692,8 @@ class _OneRow:
     c: F64
     b: F64
     g: IDX
+    HC: F64  # (k, f): H_FF⁻¹c of each child, filled by reduce()
+    inv: F64  # (k,): 1/s, 0 where s = 0
 
     @classmethod
     def of(
@@ -706,32 +719,31 @@ class _OneRow:
         )
         c = mask & ((g < 0)[:, None] | (m.hhgq[Fp] == g[:, None]))
         c &= on[:, None]
-        return cls(on, c.astype(np.float64), np.where(on, b, 0.0), g)
+        cf = c.astype(np.float64)
+        return cls(on, cf, np.where(on, b, 0.0), g, np.zeros_like(cf), np.zeros(k))
 
-    def reduce(self, ii: IDX, Hinv: F64, Gf: F64) -> tuple[F64, F64]:
-        """``(K, base)`` of children ``ii``: ``K = H⁻¹ − H⁻¹c cᵀH⁻¹ / s`` and
-        ``base = K g + H⁻¹c b / s`` (``s = cᵀH⁻¹c``)."""
-        HC = np.einsum("kab,kb->ka", Hinv, self.c[ii])
-        inv = self._inv(HC, ii)
-        K = Hinv - inv[:, None, None] * HC[:, :, None] * HC[:, None, :]
-        base = np.einsum("kab,kb->ka", K, Gf) + HC * (inv * self.b[ii])[:, None]
-        return K, base
+    def reduce(self, ii: IDX, K: F64, base: F64) -> None:
+        """Children ``ii``'s ``K = H⁻¹ − H⁻¹c cᵀH⁻¹ / s`` and ``base = H⁻¹g + H⁻¹c
+        (b − cᵀH⁻¹g) / s`` (``s = cᵀH⁻¹c``), in place: ``K`` holds their ``H⁻¹`` and
+        ``base`` their ``H⁻¹g`` on entry."""
+        HC = np.einsum("kab,kb->ka", K, self.c[ii])
+        sc = (self.c[ii] * HC).sum(axis=1)
+        inv = np.where(sc != 0, 1.0 / np.where(sc != 0, sc, 1.0), 0.0)
+        self.HC[ii], self.inv[ii] = HC, inv
+        w = inv[:, None] * HC
+        K -= w[:, :, None] * HC[:, None, :]
+        base += w * (self.b[ii] - (self.c[ii] * base).sum(axis=1))[:, None]
 
-    def solve(self, ii: IDX, Hinv: F64, gl: F64, mu_t: F64, mu_g: F64) -> F64:
-        """The free values of children ``ii`` given ``λ`` (in ``gl``); their row's
-        multiplier written to ``mu_t`` or ``mu_g``."""
-        HC = np.einsum("kab,kb->ka", Hinv, self.c[ii])
-        inv = self._inv(HC, ii)
+    def solve(self, ii: IDX, xf: F64, gl: F64, mu_t: F64, mu_g: F64) -> F64:
+        """The free values of children ``ii`` given ``λ`` (in ``gl``; ``xf = H⁻¹gl``
+        without the row); their row's multiplier written to ``mu_t`` or ``mu_g``."""
+        HC, inv = self.HC[ii], self.inv[ii]
         mu = inv * (self.b[ii] - (HC * gl).sum(axis=1))
-        xf = np.einsum("kab,kb->ka", Hinv, gl + self.c[ii] * mu[:, None])
+        xf = xf + HC * mu[:, None]
         g = self.g[ii]
         mu_t[ii[g < 0]] = mu[g < 0]
         mu_g[ii[g >= 0], g[g >= 0]] = mu[g >= 0]
         return np.asarray(xf, dtype=np.float64)
-
-    def _inv(self, HC: F64, ii: IDX) -> F64:
-        sc = (self.c[ii] * HC).sum(axis=1)
-        return np.where(sc != 0, 1.0 / np.where(sc != 0, sc, 1.0), 0.0)
 
 
 def shared_groups(model: Model) -> tuple[IDX, F64]:
