@@ -42,6 +42,16 @@ returned only once verified (to 1e-9 of the parent's scale in the primal, 1e-8 r
 the dual), so it is the optimum, not an approximation; a pass that cannot be certified is
 solved by Clarabel and counted (``PassResult.fell_back``).
 
+What the top levels' single large problems (a nation's state parts, a state's counties)
+needed (docs/topdown.md §14): the total bands narrowed by what the hhgq bounds imply
+(:func:`implied_band`: a child whose hhgq rows fix its total must not hold its total row
+at a different value); a cell no child holds in a stuck ADMM iterate freed in every child;
+``λ`` solved with the directions the active rows leave free pinned (:func:`_gauge_solve`);
+an active row that its child cannot meet (no free cell) freed before another child's row
+is dropped, and the coupling's gap checked summed over the cells too; children with one
+active row (the usual case) reduced all at once (:class:`_OneRow`); an active set whose
+polish failed never polished again.
+
 **Classes of children** (siblings whose variances differ: after the spine's bypass a
 child that absorbed its single child's share has its own ``1/σ²`` per query). Children
 with the same weight factors form a class ``c`` with its own ``H_c`` (usually 2 classes):
