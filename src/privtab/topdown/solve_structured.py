@@ -42,6 +42,16 @@ returned only once verified (to 1e-9 of the parent's scale in the primal, 1e-8 r
 the dual), so it is the optimum, not an approximation; a pass that cannot be certified is
 solved by Clarabel and counted (``PassResult.fell_back``).
 
+What the top levels' single large problems (a nation's state parts, a state's counties)
+needed (docs/topdown.md §14): the total bands narrowed by what the hhgq bounds imply
+(:func:`implied_band`: a child whose hhgq rows fix its total must not hold its total row
+at a different value); a cell no child holds in a stuck ADMM iterate freed in every child;
+``λ`` solved with the directions the active rows leave free pinned (:func:`_gauge_solve`);
+an active row that its child cannot meet (no free cell) freed before another child's row
+is dropped, and the coupling's gap checked summed over the cells too; children with one
+active row (the usual case) reduced all at once (:class:`_OneRow`); an active set whose
+polish failed never polished again.
+
 **Classes of children** (siblings whose variances differ: after the spine's bypass a
 child that absorbed its single child's share has its own ``1/σ²`` per query). Children
 with the same weight factors form a class ``c`` with its own ``H_c`` (usually 2 classes):
@@ -90,6 +100,9 @@ _MAX_ITER = 4000
 #: active-set steps cycle (tiny, degenerate problems: a person or two under total bands)
 #: would otherwise try again at every check up to _MAX_ITER (seconds for nothing).
 MAX_POLISH = 25
+#: Active-set steps of one polish. 12 left counties with an empty child (no free cell,
+#: its total row at a band end) uncertified: freeing its cells takes 15–30 steps to settle.
+_POLISH_STEPS = 40
 _SIGMA = 1.0  # weight of the totals' split relative to ρ
 _CHILD_BATCH_ELEMENTS = 4_000_000  # children's H_FF per batched inversion: ≤ 32 MB
 _LOOP_ABOVE = 64  # free cells per child above which the inverses are taken one by one
@@ -246,7 +259,7 @@ class StructuredPass:
                 np.where(on, np.maximum(tlo, 0.0), tlo),
                 np.where(on, np.minimum(thi, cap), thi),
             )
-        self.tlo, self.thi = tlo, thi
+        self.tlo, self.thi = implied_band(model, tlo, thi)
         self.starts = model.group_starts
         lam_max = float(np.abs(self.Hs).sum(axis=2).max(initial=lam_min))
         # 2√(λ_min λ_max): measured on synthetic block groups, 25% fewer iterations than 1×
@@ -254,6 +267,8 @@ class StructuredPass:
         self.scale_p = model.scale
         self.tol_p = 1e-9 * self.scale_p
         self.tol_d = 1e-8 * max(1.0, float(np.abs(self.G).max(initial=0)), lam_max * self.scale_p)
+        self.failed: set[bytes] = set()  # active sets whose polish failed
+        self.uncovered: set[bytes] = set()  # active sets offered with a cell no child holds
 
     # ---- ADMM -------------------------------------------------------------------------
     def admm_setup(self) -> AdmmSetup | None:
@@ -297,9 +312,30 @@ class StructuredPass:
     def polish(self, free: np.ndarray, tact: IDX, gact: IDX) -> F64 | None:
         """Solve the KKT system on an active set, correct it by primal-dual active-set
         steps, and return the solution only once the KKT conditions are verified."""
+        start = np.packbits(free).tobytes() + tact.tobytes() + gact.tobytes()
+        if start in self.failed:  # the steps are deterministic: it would fail again
+            return None
+        free = free.copy()
+        none = np.logical_not(free.any(axis=0))
+        if self.m.parent is not None and none.any():
+            # a cell no child holds: the ADMM has not spread the parent's count there yet
+            # (cells of 1–3 persons under 50+ children). The first time, wait for more
+            # iterations (cheap, and usually enough); if the ADMM offers the same set
+            # again it is stuck: the cell is freed in every child that may hold it and
+            # the active-set steps bound the negative ones
+            if start not in self.uncovered:
+                self.uncovered.add(start)
+                return None
+            free |= self.m.allowed & none[None, :]
+        got = self._polish(free, tact, gact)
+        if got is None:
+            self.failed.add(start)
+        return got
+
+    def _polish(self, free: np.ndarray, tact: IDX, gact: IDX) -> F64 | None:
         free, tact, gact = free.copy(), tact.copy(), gact.copy()
         seen: set[bytes] = set()
-        for _ in range(12):
+        for _ in range(_POLISH_STEPS):
             key = np.packbits(free).tobytes() + tact.tobytes() + gact.tobytes()
             if key in seen:
                 return None
@@ -354,12 +390,25 @@ class StructuredPass:
         Bm = np.zeros((n, ns))  # Σ_{i ∈ group} K_i 1: the shared rows against λ
         Dv = np.zeros(ns)  # Σ_{i ∈ group} 1ᵀ K_i 1
         ev = np.zeros(ns)  # Σ_{i ∈ group} 1ᵀ base_i
-        rowful = (tact != 0) | (gact != 0).any(axis=1)
+        nrows = (tact != 0).astype(np.intp) + (gact != 0).sum(axis=1)
+        # children with one active row (most of them: a total row at a band end): their
+        # Schur complements are scalars, taken for all of them at once (_OneRow)
+        one = _OneRow.of(self, free, tact, gact, Fp, mask, (nrows == 1) & mask.any(axis=1))
+        rowful = (nrows > 0) & ~one.on
         for c, (H, sl) in enumerate(chunks):
             Hinv = child_inverses(H, Fp[sl], mask[sl])
             if Hinv is None:
                 return None
             K, base = Hinv, np.einsum("kab,kb->ka", Hinv, Gf[sl])
+            js = np.flatnonzero(one.on[sl])
+            if js.size:
+                K = Hinv.copy()
+                if js.size == sl.size:  # all of them (the usual case): in place
+                    one.reduce(sl, K, base)
+                else:
+                    Kj, bj = K[js], base[js]  # copies
+                    one.reduce(sl[js], Kj, bj)
+                    K[js], base[js] = Kj, bj
             for j in np.flatnonzero(rowful[sl]):
                 i = int(sl[j])
                 nf = int(mask[i].sum())
@@ -400,7 +449,7 @@ class StructuredPass:
             target = self.shared_total - ev
             lam, eta = _bordered(S if p is not None else None, r, Bm, Dv, target)
         elif p is not None:
-            lam = _ridge_solve(S, r)
+            lam = _gauge_solve(S, r, self._null_directions(free, tact, gact))
         gl = np.where(mask, Gf + lam[Fp] + _at(eta, self.shared)[:, None], 0.0)
         xf = np.zeros((k, f))
         mu_t = np.zeros(k)
@@ -409,6 +458,9 @@ class StructuredPass:
             Hinv = kept[c] if c in kept else child_inverses(H, Fp[sl], mask[sl])
             assert Hinv is not None  # it was invertible a moment ago
             xf[sl] = np.einsum("kab,kb->ka", Hinv, gl[sl])
+            js = np.flatnonzero(one.on[sl])
+            if js.size:
+                xf[sl[js]] = one.solve(sl[js], xf[sl[js]], gl[sl[js]], mu_t, mu_g)
             for j in np.flatnonzero(rowful[sl]):
                 i = int(sl[j])
                 if i not in parts:
@@ -436,6 +488,23 @@ class StructuredPass:
         nu = xH - G - lam[None, :] - mu_t[:, None] - mu_g[:, m.hhgq]
         nu -= _at(eta, self.shared)[:, None]
         return x, nu, mu_t, mu_g
+
+    def _null_directions(self, free: np.ndarray, tact: IDX, gact: IDX) -> F64:
+        """The directions ``v`` of ``λ`` that the active rows leave undetermined
+        (``S v = 0``): ``1`` when every child with a free cell has its total row active
+        (``(μ + c, λ − c)`` are multipliers too), the cells of hhgq ``g`` when every child
+        with a free cell there has its row of ``g`` active. ``(n, d)``."""
+        m = self.m
+        has = free.any(axis=1)
+        vecs = []
+        if has.any() and np.all(tact[has] != 0):
+            vecs.append(np.ones(m.n))
+        for g in range(GROUPS):
+            on = m.hhgq == g
+            who = (free & on[None, :]).any(axis=1)
+            if who.any() and np.all(gact[who, g] != 0):
+                vecs.append(on.astype(np.float64))
+        return np.stack(vecs, axis=1) if vecs else np.zeros((m.n, 0))
 
     def _consistent(
         self, tact: IDX, gact: IDX, mu_t: F64, mu_g: F64, free: np.ndarray
@@ -566,19 +635,27 @@ class StructuredPass:
         g_bad_sign = ((gact < 0) & (mu_g < -td) | (gact > 0) & (mu_g > td)) & ~eq_g
         g_low = (gact == 0) & (s < m.lo - tp) & (m.lo > 0)
         g_viol = g_low | (gact == 0) & (s > m.hi + tp)
+        # an active row the solve could not meet (no free cell under it: the least-squares
+        # multipliers hide it) is not an answer either; its cells are freed
+        t_miss = (tact != 0) & (np.abs(tot - np.where(tact < 0, self.tlo, self.thi)) > tp)
+        g_miss = (gact != 0) & (np.abs(s - np.where(gact < 0, m.lo, m.hi)) > tp)
+        unmet = m.allowed & (t_miss[:, None] | g_miss[:, m.hhgq])
         if m.parent is not None:
             gap = np.abs(np.where(free, x, 0.0).sum(axis=0) - m.parent)
-            if float(gap.max(initial=0)) > tp * max(1, m.k):
+            # summed over the cells too: active rows that contradict the coupling by δ
+            # leave a gap of only δ/n in each cell once λ is solved along its free
+            # directions (_gauge_solve)
+            if float(gap.sum()) > tp * max(1, m.k):
+                if np.any(unmet & ~free):
+                    # a row without free cells leaves the coupling unmet too: its cells
+                    # are freed first (dropping another child's row instead cycled)
+                    return False, free | unmet, tact, gact
                 tact2, gact2 = self._consistent(tact, gact, mu_t, mu_g, free)
                 if np.array_equal(tact2, tact) and np.array_equal(gact2, gact):
                     # no coupled row to drop: the active rows leave some cells too few free
                     # children to meet the coupling; free every child there
                     free = free | (m.allowed & (gap > tp)[None, :])
                 return False, free, tact2, gact2
-        # an active row the solve could not meet (no free cell under it: the least-squares
-        # multipliers hide it) is infeasible too; its cells are freed
-        t_miss = (tact != 0) & ((tot < self.tlo - tp) | (tot > self.thi + tp))
-        g_miss = (gact != 0) & ((s < m.lo - tp) | (s > m.hi + tp))
         bad = (neg, dual_bad, t_bad_sign, t_viol, g_bad_sign, g_viol, t_miss, g_miss)
         if not any(b.any() for b in bad):
             return True, free, tact, gact
@@ -586,12 +663,97 @@ class StructuredPass:
         # row, not the cell, is what was missing)
         keep = t_low[:, None] | g_low[:, m.hhgq]
         free = (free & ~(neg & ~keep)) | dual_bad
-        free |= m.allowed & (t_miss[:, None] | g_miss[:, m.hhgq])
+        free |= unmet
         tact = np.where(t_bad_sign, 0, tact)
         tact = np.where(t_viol, np.where(t_low, -1, 1), tact).astype(np.intp)
         gact = np.where(g_bad_sign, 0, gact)
         gact = np.where(g_viol, np.where(g_low, -1, 1), gact).astype(np.intp)
         return False, free, tact, gact
+
+
+def implied_band(model: Model, tlo: F64, thi: F64) -> tuple[F64, F64]:
+    """The children's total bands narrowed by what their hhgq bounds imply
+    (``Σ_t lo_t ≤ 1ᵀxᵢ ≤ Σ_t hi_t``), for the children that have a band: the same feasible
+    set, but a child whose hhgq rows fix its total (a state part without group quarters:
+    ``lo₀ = hi₀``) gets a total row that agrees with them. Otherwise the active-set polish
+    could hold both the total row at a band end and the hhgq row at a different value —
+    two equal rows with different right-hand sides, which no active-set step repairs (the
+    10⁵-person nation's State pass cycled on it and went to Clarabel)."""
+    banded = np.isfinite(tlo) | np.isfinite(thi)
+    if not banded.any():
+        return tlo, thi
+    floor = model.lo.sum(axis=1)
+    cap = model.hi.sum(axis=1)  # inf where some hhgq has no upper bound
+    lo = np.where(banded, np.maximum(tlo, floor), tlo)
+    hi = np.where(banded, np.minimum(thi, cap), thi)
+    return lo, np.maximum(hi, lo)
+
+
+@dataclass(frozen=True)
+class _OneRow:
+    """The children of an active set with exactly one active row ``cᵢᵀxᵢ = bᵢ`` (their
+    total row, or their row of one hhgq) and a free cell: the row over each child's padded
+    free cells ``c`` ``(k, f)``, its right-hand side ``b``, which it is (``g``: −1 total,
+    else the hhgq). Their Schur complements ``cᵀH_FF⁻¹c`` are scalars, so
+    :meth:`StructuredPass._kkt` takes them for all these children at once (as the
+    one-by-one pseudo-inverse did: ``1/s``, or 0 where ``s = 0``)."""
+
+    on: np.ndarray
+    c: F64
+    b: F64
+    g: IDX
+    HC: F64  # (k, f): H_FF⁻¹c of each child, filled by reduce()
+    inv: F64  # (k,): 1/s, 0 where s = 0
+
+    @classmethod
+    def of(
+        cls,
+        sp: StructuredPass,
+        free: np.ndarray,
+        tact: IDX,
+        gact: IDX,
+        Fp: IDX,
+        mask: np.ndarray,
+        on: np.ndarray,
+    ) -> _OneRow:
+        m = sp.m
+        k = Fp.shape[0]
+        g = np.where(tact != 0, -1, np.argmax(gact != 0, axis=1)).astype(np.intp)
+        rows = np.arange(k)
+        gi = np.maximum(g, 0)
+        side = np.where(g < 0, tact, gact[rows, gi])
+        b = np.where(
+            g < 0,
+            np.where(side < 0, sp.tlo, sp.thi),
+            np.where(side < 0, m.lo[rows, gi], m.hi[rows, gi]),
+        )
+        c = mask & ((g < 0)[:, None] | (m.hhgq[Fp] == g[:, None]))
+        c &= on[:, None]
+        cf = c.astype(np.float64)
+        return cls(on, cf, np.where(on, b, 0.0), g, np.zeros_like(cf), np.zeros(k))
+
+    def reduce(self, ii: IDX, K: F64, base: F64) -> None:
+        """Children ``ii``'s ``K = H⁻¹ − H⁻¹c cᵀH⁻¹ / s`` and ``base = H⁻¹g + H⁻¹c
+        (b − cᵀH⁻¹g) / s`` (``s = cᵀH⁻¹c``), in place: ``K`` holds their ``H⁻¹`` and
+        ``base`` their ``H⁻¹g`` on entry."""
+        HC = np.einsum("kab,kb->ka", K, self.c[ii])
+        sc = (self.c[ii] * HC).sum(axis=1)
+        inv = np.where(sc != 0, 1.0 / np.where(sc != 0, sc, 1.0), 0.0)
+        self.HC[ii], self.inv[ii] = HC, inv
+        w = inv[:, None] * HC
+        K -= w[:, :, None] * HC[:, None, :]
+        base += w * (self.b[ii] - (self.c[ii] * base).sum(axis=1))[:, None]
+
+    def solve(self, ii: IDX, xf: F64, gl: F64, mu_t: F64, mu_g: F64) -> F64:
+        """The free values of children ``ii`` given ``λ`` (in ``gl``; ``xf = H⁻¹gl``
+        without the row); their row's multiplier written to ``mu_t`` or ``mu_g``."""
+        HC, inv = self.HC[ii], self.inv[ii]
+        mu = inv * (self.b[ii] - (HC * gl).sum(axis=1))
+        xf = xf + HC * mu[:, None]
+        g = self.g[ii]
+        mu_t[ii[g < 0]] = mu[g < 0]
+        mu_g[ii[g >= 0], g[g >= 0]] = mu[g >= 0]
+        return np.asarray(xf, dtype=np.float64)
 
 
 def shared_groups(model: Model) -> tuple[IDX, F64]:
@@ -614,6 +776,21 @@ def _at(values: F64, index: IDX) -> F64:
     if not values.size:
         return np.zeros(index.size)
     return np.where(index >= 0, values[np.maximum(index, 0)], 0.0)
+
+
+def _gauge_solve(S: F64, r: F64, V: F64) -> F64:
+    """``S λ = r`` where ``S`` is singular along the known directions ``V``
+    (:meth:`StructuredPass._null_directions`): ``(S + α QQᵀ) λ = r`` with ``Q`` an
+    orthonormal basis of ``V`` — positive definite, and its solution solves ``S λ = r``
+    with ``Qᵀλ = 0`` when ``r ⊥ V`` (the active rows agree with the coupling). Without
+    it the Cholesky of a numerically singular ``S`` succeeded with multipliers of 10⁷
+    whose cancellation missed the coupling by 10⁻³ (a county pass at 10⁶ persons cycled
+    and went to Clarabel). No known direction: :func:`_ridge_solve`."""
+    if not V.shape[1]:
+        return _ridge_solve(S, r)
+    Q = sla.orth(V)
+    alpha = max(1.0, float(np.trace(S)) / max(1, S.shape[0]))
+    return _ridge_solve(S + alpha * (Q @ Q.T), r)
 
 
 def _ridge_solve(S: F64, r: F64) -> F64:
@@ -698,6 +875,8 @@ def child_inverses(H: F64, Fp: IDX, mask: np.ndarray) -> F64 | None:
         out[:, np.arange(f), np.arange(f)] = 1.0
         for i in range(k):
             nf = int(mask[i].sum())
+            if not nf:  # no free cell (an empty child): its block stays the identity
+                continue
             inv = spd_inverse(H[np.ix_(Fp[i, :nf], Fp[i, :nf])])
             if inv is None:
                 return None
