@@ -151,54 +151,83 @@ def _same_objectives(a: Any, b: Any, rtol: float = 1e-6) -> bool:
     )
 
 
-def _one_size(
-    persons: int, data: Path | None, seed: int, workers: int, sample: int, work: Path
-) -> dict[str, Any]:
-    inputs = (data if data is not None else work) / f"synth-{persons}"
-    synth, synth_seconds = synthetic_input(inputs, persons, 7, "--format", "parquet")
-    out = work / f"release-{persons}"
+def _release(
+    inputs: Path, out: Path, seed: int, workers: int, work: Path, spark: dict[str, str] | None
+) -> tuple[dict[str, Any], dict[str, Any], list[str]]:
+    """One release of ``inputs`` under ``/usr/bin/time -v`` (the embedded engine with
+    ``workers`` processes, or — ``spark``: its master and memory — the Spark engine):
+    the timed figures, its confidential run record and the command."""
     cmd = [
-        privtab_exe(),
-        "topdown",
-        "run",
-        "--data",
-        str(inputs),
-        "--out",
-        str(out),
-        "--run",
-        "both",
-        "--seed",
-        str(seed),
-        "--no-report",
-        "--overwrite",
-        "--json",
-        "--ledger",
-        str(work / "ledger.json"),
-        "--workers",
-        str(workers),
-    ]
-    timed, proc = run_timed(cmd, work / f"topdown-{persons}.stderr")
+        privtab_exe(), "topdown", "run", "--data", str(inputs), "--out", str(out),
+        "--run", "both", "--seed", str(seed), "--no-report", "--overwrite", "--json",
+        "--ledger", str(work / "ledger.json"),
+    ]  # fmt: skip
+    if spark is None:
+        cmd += ["--workers", str(workers)]
+    else:
+        cmd += ["--engine", "spark", "--spark-master", spark["master"]]
+        for key in ("spark.driver.memory", "spark.executor.memory"):
+            cmd += ["--spark-conf", f"{key}={spark['memory']}"]
+    timed, proc = run_timed(cmd, work / f"{out.name}.stderr")
     summary = json.loads(proc.stdout)
     record = json.loads(Path(summary["run_record"]).read_text())
+    return timed, record, cmd
+
+
+def _figures(persons: int, timed: dict[str, Any], record: dict[str, Any]) -> dict[str, Any]:
+    """Wall, CPU, peak RSS (``/usr/bin/time -v``'s: the largest process; the process
+    tree's sum beside it), persons/s and phases of one release."""
+    wall = float(timed["wall_seconds"])
+    tree = timed.get("peak_tree_rss_mb")
+    return {
+        "wall_seconds": wall,
+        "cpu_seconds": timed["cpu_seconds"],
+        "peak_rss_gb": round(float(timed["peak_rss_mb"] or 0) / 1024, 3),
+        "peak_tree_rss_gb": None if tree is None else round(float(tree) / 1024, 3),
+        "load_average_before": timed["load_average_before"],
+        "persons_per_s": round(persons / wall, 1),
+        "phases": {k: round(v, 2) for k, v in record["seconds"].items()},
+    }
+
+
+def _one_size(
+    persons: int,
+    data: Path | None,
+    seed: int,
+    workers: int,
+    sample: int,
+    work: Path,
+    engines: tuple[str, ...] = ("polars",),
+    spark: dict[str, str] | None = None,
+    states: str | None = None,
+) -> dict[str, Any]:
+    tag = f"synth-{persons}" + (f"-{states.replace(',', '-')}" if states else "")
+    inputs = (data if data is not None else work) / tag
+    options = ("--format", "parquet", *(("--states", states) if states else ()))
+    synth, synth_seconds = synthetic_input(inputs, persons, 7, *options)
+    first, *others = engines
+    timed, record, cmd = _release(
+        inputs, work / f"release-{persons}-{first}", seed, workers, work,
+        spark if first == "spark" else None,
+    )  # fmt: skip
     levels = [
         {**{k: lv.get(k) for k in LEVEL_KEYS}, "seconds": lv["seconds"]} for lv in record["levels"]
     ]
     solve_s = sum(lv["seconds"].get("solve", 0.0) for lv in levels)
     measure_s = sum(lv["seconds"].get("measure", 0.0) for lv in levels)
     optimised = sum(lv["paths"].get("optimised", 0) for lv in levels)
-    wall = float(timed["wall_seconds"])
+    fig = _figures(persons, timed, record)
+    wall = fig["wall_seconds"]
     res: dict[str, Any] = {
         "persons": persons,
         "blocks": synth.get("geography", {}).get("blocks"),
-        "workers": workers,
-        "wall_seconds": wall,
-        "cpu_seconds": timed["cpu_seconds"],
-        "peak_rss_gb": round(float(timed["peak_rss_mb"] or 0) / 1024, 3),
-        "load_average_before": timed["load_average_before"],
-        "persons_per_s": round(persons / wall, 1),
+        "geography": synth.get("geography"),
+        "states": states,
+        "engine": first,
+        "workers": workers if first == "polars" else None,
+        **fig,
         "problems": optimised,
         "problems_per_s": round(optimised / wall, 2),
-        "phases": {k: round(v, 2) for k, v in record["seconds"].items()},
         "solve_seconds": round(solve_s, 2),
         "measure_seconds": round(measure_s, 2),
         "other_seconds": round(wall - solve_s - measure_s, 2),
@@ -206,6 +235,17 @@ def _one_size(
         "command": " ".join(["/usr/bin/time -v", *cmd]),
         "synth_seconds": synth_seconds,
     }
+    for engine in others:  # the same input and seed on the other engine: a same-run ratio
+        t2, r2, c2 = _release(
+            inputs, work / f"release-{persons}-{engine}", seed, workers, work,
+            spark if engine == "spark" else None,
+        )  # fmt: skip
+        other = _figures(persons, t2, r2)
+        other["command"] = " ".join(["/usr/bin/time -v", *c2])
+        if engine == "spark" and spark is not None:
+            other["spark"] = dict(spark)
+        other["wall_ratio"] = round(other["wall_seconds"] / wall, 3)
+        res.setdefault("engines", {})[engine] = other
     if sample > 0:
         t0 = time.monotonic()
         timed_sample = _time_sample(sample_problems(inputs, seed, sample))
@@ -255,11 +295,19 @@ def run(
     workers: int = 2,
     sample: int = 8,
     work: Path | None = None,
+    engines: tuple[str, ...] = ("polars",),
+    spark_master: str = "local[2]",
+    spark_memory: str = "6g",
+    states: str | None = None,
 ) -> dict[str, Any]:
-    """Each size's release and sample (module docstring), in ``work``."""
+    """Each size's release(s) and sample (module docstring), in ``work``."""
     if work is None:
         raise ValueError("the TopDown benchmark needs a work directory")
-    runs = [_one_size(n, data, seed, workers, sample, work) for n in persons or [1_000_000]]
+    spark = {"master": spark_master, "memory": spark_memory}
+    runs = [
+        _one_size(n, data, seed, workers, sample, work, engines, spark, states)
+        for n in persons or [1_000_000]
+    ]
     big = max(runs, key=lambda r: r["persons"])
     return {
         "machine": machine(),
@@ -270,13 +318,20 @@ def run(
     }
 
 
+def _engine_label(r: dict[str, Any]) -> str:
+    """``polars ×W`` (the embedded engine, W worker processes) or ``spark MASTER``."""
+    if r.get("engine", "polars") == "spark":
+        return "spark " + str((r.get("spark") or {}).get("master", ""))
+    return f"polars ×{r['workers']}"
+
+
 def tables(res: dict[str, Any]) -> list[Table]:
     """The runs, then per run its levels and its sample."""
     target = res["target_persons_per_s"]
     rows = [
         [
-            f"{r['persons']:,}",
-            str(r["workers"]),
+            f"{r['persons']:,}" + (f" ({r['states']})" if r.get("states") else ""),
+            _engine_label(r),
             f"{r['wall_seconds']:,.1f}",
             f"{r['cpu_seconds'] or 0:,.1f}",
             f"{r['peak_rss_gb']:.2f}",
@@ -294,7 +349,7 @@ def tables(res: dict[str, Any]) -> list[Table]:
             "TopDown end to end (US + PR, persons + units runs, MDF, tables, validation)",
             [
                 "persons",
-                "workers",
+                "engine",
                 "wall s",
                 "CPU s",
                 "peak RSS GiB",
@@ -316,6 +371,30 @@ def tables(res: dict[str, Any]) -> list[Table]:
             left=1,
         )
     ]
+    spark_rows = [
+        [
+            f"{r['persons']:,}",
+            _engine_label({**o, "engine": name, "workers": r["workers"]}),
+            f"{o['wall_seconds']:,.1f}",
+            f"{o['peak_rss_gb']:.2f} / {o.get('peak_tree_rss_gb') or 0:.2f}",
+            f"{o['persons_per_s']:,.0f}",
+            f"{o['wall_ratio']:.2f}",
+        ]
+        for r in res["runs"]
+        for name, o in (r.get("engines") or {}).items()
+    ]
+    if spark_rows:
+        out.append(
+            table(
+                "The other engine on the same input and seed, same run",
+                ["persons", "engine", "wall s", "peak RSS GiB (largest / tree)", "persons/s",
+                 "wall ÷ embedded"],
+                spark_rows,
+                notes=["the ratio divides this engine's wall seconds by the first engine's "
+                       "(the row above) on the same input, seed and machine load"],
+                left=1,
+            )
+        )  # fmt: skip
     for r in res["runs"]:
         out.append(
             table(
