@@ -368,6 +368,67 @@ class _ParquetCopy:
             self.check.add(self.path, "parquet_copy", "differs from the text file", self.first + 1)
 
 
+class _CopyAsText:
+    """A text file read the fast way, for a file with nothing wrong: its Parquet copy read
+    in slices, each slice written back as pipe-delimited text and compared **byte for
+    byte** with the text file on disk, and yielded as the text file's rows would be (every
+    column a string, :data:`LINE`) — the text holds exactly these values, so every rule
+    checked on them holds for the text. ``ok`` turns false (and a problem is logged) at
+    the first difference; ``sha256``: the text file's, once all its bytes were read."""
+
+    def __init__(
+        self, check: _Check, path: Path, columns: Sequence[str], private: bool,
+        ints: Sequence[str],
+    ) -> None:  # fmt: skip
+        self.check, self.path, self.columns, self.ints = check, path, tuple(columns), ints
+        self.ok = True
+        self.rows = 0
+        self.sha256: str | None = None
+        self._copy = _ParquetCopy(check, path.with_suffix(".parquet"), columns, private, ints)
+
+    def _differs(self) -> None:
+        self.ok = False
+        self.check.add(self.path, "parquet_copy", "differs from its Parquet copy")
+
+    def __iter__(self) -> Iterator[pl.DataFrame]:
+        if not self._copy.ok:
+            self.ok = False
+            return
+        header = (SEP.join(self.columns) + "\n").encode()
+        digest = hashlib.sha256()
+        step = max(1, BLOCK_BYTES // 64)
+        frame = pl.scan_parquet(self.path.with_suffix(".parquet"))
+        with self.path.open("rb") as fh:
+            head = fh.read(len(header))
+            digest.update(head)
+            if head != header:
+                self._differs()
+                return
+            while self.rows < self._copy.height:
+                df = frame.slice(self.rows, step).collect()
+                if not df.height or any(df.null_count().row(0)):
+                    self._differs()
+                    return
+                buf = io.BytesIO()
+                df.write_csv(buf, separator=SEP, include_header=False)
+                want = buf.getvalue()
+                got = fh.read(len(want))
+                digest.update(got)
+                if got != want:
+                    self._differs()
+                    return
+                first = self.rows + 2
+                self.rows += df.height
+                yield df.with_columns(
+                    *(pl.col(c).cast(pl.String) for c in self.ints),
+                    pl.int_range(first, first + df.height, dtype=pl.Int64).alias(LINE),
+                )
+            if fh.read(1):
+                self._differs()
+                return
+        self.sha256 = digest.hexdigest()
+
+
 def _not_after(key: pl.DataFrame, strict: bool) -> np.ndarray:
     """Indices ``i ≥ 1`` of the rows of ``key`` (its columns in order) that do not come
     after row ``i − 1`` (lexicographically: ``strict`` — not greater; else — less)."""
@@ -458,17 +519,26 @@ class _MdfFile:
     private: bool
     usable: bool = True
     rows: int = 0
+    #: read the fast way (:class:`_CopyAsText`), for a file with nothing wrong
+    fast: bool = False
+    sha256: str | None = None
 
     def states(self) -> Iterator[tuple[str, pl.DataFrame]]:
         path = self.root / "mdf" / f"{self.kind}.txt"
         cols = _MDF[self.kind]
-        text = _TextStream(self.check, path, cols)
         ints = ("EPNUM",) if self.kind == "persons" else ()
-        copy = _ParquetCopy(self.check, path.with_suffix(".parquet"), cols, self.private, ints)
+        text: _TextStream | _CopyAsText
+        copy: _ParquetCopy | None = None
+        if self.fast:
+            text = _CopyAsText(self.check, path, cols, self.private, ints)
+        else:
+            text = _TextStream(self.check, path, cols)
+            copy = _ParquetCopy(self.check, path.with_suffix(".parquet"), cols, self.private, ints)
         pending: dict[str, list[pl.DataFrame]] = {}
         last: pl.DataFrame | None = None
         for df in text:
-            copy.compare(df)
+            if copy is not None:
+                copy.compare(df)
             if _patterns(self.check, path, df, self.kind):
                 self.usable = False
             if not self.usable:
@@ -502,10 +572,13 @@ class _MdfFile:
             current = df.get_column("TABBLKST")[-1]
             for st in sorted(s for s in pending if s != current):
                 yield st, pl.concat(pending.pop(st))
-        copy.finish(text.rows)
+        if copy is not None:
+            copy.finish(text.rows)
         self.rows = text.rows
         if not text.ok:
             self.usable = False
+        if isinstance(text, _CopyAsText):
+            self.sha256 = text.sha256
         for st in sorted(pending):
             yield st, pl.concat(pending.pop(st))
 
@@ -601,6 +674,9 @@ class _Expected:
     _across: dict[str, list[tuple[np.ndarray, sp.csr_matrix, np.ndarray]]] = field(
         default_factory=dict
     )
+
+    def __post_init__(self) -> None:
+        self.scratch.mkdir(parents=True, exist_ok=True)
 
     def _write(self, level: str, gids: np.ndarray, hist: sp.csr_matrix, hu: np.ndarray) -> None:
         if level not in self._writers:
@@ -726,13 +802,19 @@ def _tagged(
 
 
 def _scan_mdf(
-    check: _Check, root: Path, private: bool, grfc: pl.DataFrame | None, expected: _Expected
+    check: _Check,
+    root: Path,
+    private: bool,
+    grfc: pl.DataFrame | None,
+    expected: _Expected,
+    hashes: dict[str, str] | None = None,
 ) -> tuple[dict[str, int], bool]:
     """The MDF streamed state by state (:class:`_MdfFile`): each state's blocks checked
     against the constraints and added to the expected tabulation. Returns the files' rows
     and whether the tabulation may be compared (both files usable, every MDF block a
     GRF-C block)."""
-    files = {k: _MdfFile(check, root, k, private) for k in _MDF}
+    fast = hashes is not None
+    files = {k: _MdfFile(check, root, k, private, fast=fast) for k in _MDF}
     states = [] if grfc is None else sorted(grfc.get_column("TABBLKST").unique().to_list())
     streams = [_tagged(k, f.states()) for k, f in files.items()]
     grfc_states = ((st, "grfc", i, None) for i, st in enumerate(states))
@@ -770,6 +852,8 @@ def _scan_mdf(
     for k, f in files.items():
         rows[f"mdf/{k}.txt"] = rows[f"mdf/{k}.parquet"] = f.rows
         comparable &= f.usable
+        if hashes is not None and f.sha256 is not None:
+            hashes[f"mdf/{k}.txt"] = f.sha256
     return rows, comparable
 
 
@@ -1341,13 +1425,20 @@ def validate_release(folder: str | Path, *, grfc: str | Path | None = None) -> V
         levels = tuple(g for g in GEOLEVELS if g not in ("PLACE", "AIANNH"))
     with tempfile.TemporaryDirectory(prefix="privtab-validate-") as scratch:
         # the MDF, state by state: checked, and its tabulation written to the scratch folder
-        expected = _Expected(Path(scratch), levels, grfc_frame is not None)
-        rows, comparable = _scan_mdf(check, root, private, grfc_frame, expected)
+        # the fast way first (the MDF read from its Parquet copies, checked byte for byte
+        # against the text); at any problem, again from the text, locating every problem
+        hashes: dict[str, str] = {}
+        fast = _Check(root)
+        expected = _Expected(Path(scratch) / "fast", levels, grfc_frame is not None)
+        rows, comparable = _scan_mdf(fast, root, private, grfc_frame, expected, hashes)
+        if fast.log or len(hashes) != len(_MDF):
+            hashes.clear()
+            expected = _Expected(Path(scratch) / "text", levels, grfc_frame is not None)
+            rows, comparable = _scan_mdf(check, root, private, grfc_frame, expected)
         del grfc_frame
         want = expected if comparable else None
         # then each table, row batch by row batch, against it
         totals: dict[str, pl.DataFrame] = {}
-        hashes: dict[str, str] = {}
         checked = 0
         for t in TABLES:
             # the fast way for a table with nothing wrong; else again, locating every problem
