@@ -252,6 +252,7 @@ def _one_size(
         res["sample"] = timed_sample
         res["sample_seconds"] = round(time.monotonic() - t0, 1)
         res["generic_estimate"] = _generic_estimate(levels, timed_sample)
+    res["nation_by_level"] = extrapolate_levels(res)
     return res
 
 
@@ -274,6 +275,46 @@ def _generic_estimate(levels: list[dict[str, Any]], sample: dict[str, Any]) -> d
         "generic_cpu_seconds": round(generic, 1),
         "ratio": round(generic / max(mine, 1e-9), 2),
     }
+
+
+#: The 2020 tabulation geography (50 states, DC and Puerto Rico): what the per-level
+#: extrapolation multiplies the measured per-child seconds by.
+NATION_GEOGRAPHY = {
+    "County": 3_221,
+    "Tract": 85_395,
+    "Block_Group": 242_335,
+    "Block": NATION_BLOCKS,
+}
+_GEOGRAPHY_KEY = {"County": "counties", "Tract": "tracts", "Block_Group": "block_groups",
+                  "Block": "blocks"}  # fmt: skip
+
+
+def extrapolate_levels(run: dict[str, Any]) -> dict[str, Any]:
+    """A run's levels at the nation's size, from its measured costs per unit: each level
+    of the county level and below (both runs, both scopes) at its seconds × (the 2020
+    count of its geounits ÷ the run's synthetic count) — realistic when the run's
+    geography has the nation's density (``--states``: whole states at their real
+    population); the levels above (the nation's and the states' problems: one or a few
+    problems whose size grows with the populated cells, not with their number) and the
+    phases outside the levels (inputs, prepare, writing, validation) are scaled by
+    persons. The solve seconds of a level are the wall time its slices were in flight
+    (with workers, slices overlap), so the sum is an upper bound of the level work."""
+    geo = run.get("geography") or {}
+    scale_p = NATION / run["persons"]
+    levels: dict[str, float] = defaultdict(float)
+    top = 0.0
+    for lv in run["levels"]:
+        secs = lv["seconds"].get("solve", 0.0) + lv["seconds"].get("measure", 0.0)
+        key = _GEOGRAPHY_KEY.get(lv["level"])
+        if key and geo.get(key):
+            levels[lv["level"]] += secs * NATION_GEOGRAPHY[lv["level"]] / geo[key]
+        else:
+            top += secs * scale_p
+    outside = max(run["wall_seconds"] - run["solve_seconds"] - run["measure_seconds"], 0.0)
+    out = {k: round(v / 3600, 2) for k, v in levels.items()}
+    out["levels above the counties (× persons)"] = round(top / 3600, 2)
+    out["outside the levels (× persons)"] = round(outside * scale_p / 3600, 2)
+    return {"hours": out, "total_hours": round(sum(out.values()), 2)}
 
 
 def extrapolate(big: dict[str, Any]) -> dict[str, Any]:
@@ -411,7 +452,14 @@ def tables(res: dict[str, Any]) -> list[Table]:
                     ]
                     for lv in r["levels"]
                 ],
-                notes=[f"phases (s): {r['phases']}"],
+                notes=[
+                    f"phases (s): {r['phases']}",
+                    "at the nation's size, by level (h; module extrapolate_levels): "
+                    + ", ".join(
+                        f"{k} {v:g}"
+                        for k, v in (r.get("nation_by_level") or {}).get("hours", {}).items()
+                    ),
+                ],
                 left=2,
             )
         )
