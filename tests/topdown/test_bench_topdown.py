@@ -142,6 +142,7 @@ def test_the_other_engine_is_tabled_with_its_ratio_to_the_first() -> None:
 
 
 def test_the_engines_option_names_each_engine_once() -> None:
+    # private on purpose: the option's parser, what `privtab bench topdown --engines` calls
     from privtab.bench.options import _engines
     from privtab.errors import UsageError
 
