@@ -250,9 +250,12 @@ class _CopyAsText:
 
     def __init__(
         self, check: _Check, path: Path, columns: Sequence[str], private: bool,
-        ints: Sequence[str],
+        ints: Sequence[str], step: int | None = None, as_text: bool = True,
     ) -> None:  # fmt: skip
         self.check, self.path, self.columns, self.ints = check, path, tuple(columns), ints
+        #: rows per slice (default from :data:`BLOCK_BYTES`); ``as_text`` false: the
+        #: slices as read (``ints`` Int64, no :data:`LINE`)
+        self.step, self.as_text = step, as_text
         self.ok = True
         self.rows = 0
         self.sha256: str | None = None
@@ -268,7 +271,7 @@ class _CopyAsText:
             return
         header = (SEP.join(self.columns) + "\n").encode()
         digest = hashlib.sha256()
-        step = max(1, BLOCK_BYTES // 64)
+        step = self.step or max(1, BLOCK_BYTES // 64)
         frame = pl.scan_parquet(self.path.with_suffix(".parquet"))
         with self.path.open("rb") as fh:
             head = fh.read(len(header))
@@ -291,9 +294,13 @@ class _CopyAsText:
                     return
                 first = self.rows + 2
                 self.rows += df.height
-                yield df.with_columns(
-                    *(pl.col(c).cast(pl.String) for c in self.ints),
-                    pl.int_range(first, first + df.height, dtype=pl.Int64).alias(LINE),
+                yield (
+                    df.with_columns(
+                        *(pl.col(c).cast(pl.String) for c in self.ints),
+                        pl.int_range(first, first + df.height, dtype=pl.Int64).alias(LINE),
+                    )
+                    if self.as_text
+                    else df
                 )
             if fh.read(1):
                 self._differs()

@@ -5,8 +5,6 @@ text, or the fast way from the Parquet copy.
 
 from __future__ import annotations
 
-import hashlib
-import io
 import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -30,8 +28,8 @@ from privtab.topdown import validate_read
 from privtab.topdown.validate_mdf import _Expected, _ExpectedReader
 from privtab.topdown.validate_read import (
     LINE,
-    SEP,
     _Check,
+    _CopyAsText,
     _not_after,
     _ParquetCopy,
     _TextStream,
@@ -155,43 +153,25 @@ class _Table:
         (with its own problem log), which locates every problem."""
         names = cell_names(self.t)
         width = len(names)
-        parquet = self.path.with_suffix(".parquet")
-        copy = _ParquetCopy(self.check, parquet, COLUMNS, self.private, ("COUNT",))
-        if not copy.ok or self.check.log:
-            return None
-        header = (SEP.join(COLUMNS) + "\n").encode()
-        digest = hashlib.sha256()
         step = max(1, validate_read.BLOCK_BYTES // 32 // width) * width
+        source = _CopyAsText(
+            self.check, self.path, COLUMNS, self.private, ("COUNT",), step, as_text=False
+        )
         codes = {g: i for i, g in enumerate(GEOLEVELS)}
-        frame = pl.scan_parquet(parquet)
-        at = 0
         last: tuple[int, str] | None = None
-        with self.path.open("rb") as fh:
-            head = fh.read(len(header))
-            digest.update(head)
-            if head != header:
+        at = 0
+        for df in source:
+            if df.height % width:
                 return None
-            while at < copy.height:
-                df = frame.slice(at, step).collect()
-                if not df.height or df.height % width or any(df.null_count().row(0)):
-                    return None
-                buf = io.BytesIO()
-                df.write_csv(buf, separator=SEP, include_header=False)
-                want = buf.getvalue()
-                got = fh.read(len(want))
-                digest.update(got)
-                if got != want:
-                    return None
-                last = self._copy_slice(df, at, width, codes, names, last)
-                if last is None:
-                    return None
-                at += df.height
-            rest = fh.read(1)
-        if rest or self.check.log:
+            last = self._copy_slice(df, at, width, codes, names, last)
+            if last is None:
+                return None
+            at += df.height
+        if not source.ok or self.check.log:
             return None
         self.rows = at
         self._finish()
-        return None if self.check.log else digest.hexdigest()
+        return None if self.check.log else source.sha256
 
     def _copy_slice(
         self, df: pl.DataFrame, at: int, width: int, codes: dict[str, int],
