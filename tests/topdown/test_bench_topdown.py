@@ -151,3 +151,15 @@ def test_the_engines_option_names_each_engine_once() -> None:
     for bad in ("", "polars,polars", "dask"):
         with pytest.raises(UsageError):
             _engines(bad)
+
+
+def test_the_figure_leaves_out_runs_on_an_overloaded_machine() -> None:
+    from privtab.bench.render import _topdown_runs
+
+    def record(day: str, load: float, persons: int) -> dict[str, object]:
+        run = {"persons": persons, "wall_seconds": 1.0, "load_average_before": [load, 0, 0]}
+        return {"benchmark": "topdown", "started_at": day, "machine": {"cores": 2},
+                "result": {"runs": [run]}}  # fmt: skip
+
+    runs = _topdown_runs([record("2026-01-01", 1.0, 10), record("2026-01-02", 25.0, 10)])
+    assert [r["day"] for r in runs] == ["2026-01-01"]  # the newer, loaded run is not drawn

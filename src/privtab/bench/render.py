@@ -190,11 +190,17 @@ def scale_figure(records: Sequence[dict[str, Any]], out: Path) -> Path | None:
 
 def _topdown_runs(records: Sequence[dict[str, Any]], states: bool = False) -> list[dict[str, Any]]:
     """The TopDown end-to-end runs on the synthetic nation (``states``: on a selection of
-    states, ``--states``), the newest of each size, by persons."""
+    states, ``--states``), the newest of each size, by persons — but for runs started on a
+    machine loaded beyond twice its cores by other work (a 1-minute load average above
+    2 × cores: their time is mostly waiting; their tables say so), which are not drawn."""
     runs: dict[int, dict[str, Any]] = {}
     for r in sorted(records, key=lambda r: str(r.get("started_at", ""))):
         if r["benchmark"] == "topdown":
+            cores = (r.get("machine") or {}).get("cores") or 0
             for run in r["result"]["runs"]:
+                load = (run.get("load_average_before") or [0.0])[0]
+                if cores and load > 2 * cores:
+                    continue
                 if bool(run.get("states")) == states:
                     runs[run["persons"]] = {**run, "day": str(r.get("started_at", "?"))[:10]}
     return sorted(runs.values(), key=lambda r: r["persons"])

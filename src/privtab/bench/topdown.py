@@ -52,7 +52,16 @@ persons run is rebuilt on the same input and seed and, per level, a sample of it
 per-parent problems is solved in turn by privtab's structured solver and by the generic
 approach — OSQP (ε 10⁻⁹, polished) for the L2 passes and HiGHS for the rounding LP — one
 BLAS thread each: the speed-up is a same-run ratio. Target: 35,000 persons/s end to end
-(3.31 × 10⁸ persons in 2.5 hours on 2 cores).
+(3.31 × 10⁸ persons in 2.5 hours on 2 cores). `--engines polars,spark` runs the release
+again on the Spark engine (same input and seed; `--spark-master`, default `local[2]`):
+its wall time ÷ the embedded engine's is a same-run ratio. The synthetic nation keeps every
+county at any size and gives a county one tract per 3,700 expected persons, so below the
+2020 size its geography is sparser than the nation's (10⁷ persons: 4,823 tracts, 13,731
+block groups, 432,952 blocks — the 2020 proportions at 10⁷ would be ≈ 2,550, 7,240 and
+243,000); `--states GA` (a whole state at its real population, 10⁷ ≈ Georgia's 1.07 × 10⁷)
+has the nation's density (159 counties, 2,714 tracts, 7,722 block groups, 241,177 blocks).
+Each run's "nation by level" multiplies each level's measured seconds by the 2020 count of
+its geounits ÷ the run's (realistic only at the nation's density).
 """
 
 #: The 2020 US + Puerto Rico persons (the national run's size).
