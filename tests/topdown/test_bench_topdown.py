@@ -108,3 +108,58 @@ def test_the_benchmark_runs_end_to_end(tmp_path: Path) -> None:
     assert {lv["histogram"] for lv in r["levels"]} == {"persons", "units"}
     # the two solvers reach the same L2 optimum (the rounded counts may differ on ties)
     assert all(s["same_l2_objective"] == s["problems"] for s in r["sample"].values())
+
+
+def test_the_levels_are_extrapolated_by_geounits_and_the_rest_by_persons() -> None:
+    run = _fake_run(10**6, 100.0)
+    run["geography"] = {"blocks": 300}
+    ex = bench.extrapolate_levels(run)["hours"]
+    # the block level: its 5 s × (the 2020 blocks ÷ the run's 300)
+    assert ex["Block"] == round(5.0 * bench.NATION_BLOCKS / 300 / 3600, 2)
+    # outside the levels: (wall − solve − measure) × the nation's persons ÷ the run's
+    assert ex["outside the levels (× persons)"] == round(95.0 * bench.NATION / 10**6 / 3600, 2)
+    assert ex["levels above the counties (× persons)"] == 0.0
+    run["geography"] = {}  # no geography: every level scales with persons
+    assert bench.extrapolate_levels(run)["hours"]["levels above the counties (× persons)"] == (
+        round(5.0 * bench.NATION / 10**6 / 3600, 2)
+    )
+
+
+def test_the_other_engine_is_tabled_with_its_ratio_to_the_first() -> None:
+    run = _fake_run(10**6, 100.0)
+    run["engines"] = {"spark": {"wall_seconds": 190.0, "peak_rss_gb": 2.0,
+                                "peak_tree_rss_gb": 5.5, "persons_per_s": 10**6 / 190,
+                                "wall_ratio": 1.9, "spark": {"master": "local[2]"}}}  # fmt: skip
+    res = {"runs": [run], "target_persons_per_s": bench.TARGET_PERSONS_PER_S,
+           "nation_persons": bench.NATION,
+           "extrapolation": {"from_persons": 10**6, "wall_hours": 9.2, "peak_rss_gb": 1.0,
+                             "method": "linear"}}  # fmt: skip
+    text = "\n".join(t.markdown() for t in bench.tables(res))
+    assert "spark local[2]" in text
+    assert "1.90" in text
+    assert "2.00 / 5.50" in text
+    assert "polars ×2" in text
+
+
+def test_the_engines_option_names_each_engine_once() -> None:
+    # private on purpose: the option's parser, what `privtab bench topdown --engines` calls
+    from privtab.bench.options import _engines
+    from privtab.errors import UsageError
+
+    assert _engines("polars,spark") == ("polars", "spark")
+    assert _engines("spark") == ("spark",)
+    for bad in ("", "polars,polars", "dask"):
+        with pytest.raises(UsageError):
+            _engines(bad)
+
+
+def test_the_figure_leaves_out_runs_on_an_overloaded_machine() -> None:
+    from privtab.bench.render import _topdown_runs
+
+    def record(day: str, load: float, persons: int) -> dict[str, object]:
+        run = {"persons": persons, "wall_seconds": 1.0, "load_average_before": [load, 0, 0]}
+        return {"benchmark": "topdown", "started_at": day, "machine": {"cores": 2},
+                "result": {"runs": [run]}}  # fmt: skip
+
+    runs = _topdown_runs([record("2026-01-01", 1.0, 10), record("2026-01-02", 25.0, 10)])
+    assert [r["day"] for r in runs] == ["2026-01-01"]  # the newer, loaded run is not drawn

@@ -230,6 +230,18 @@ def test_the_guarantee_is_stated_exactly(seeded: tuple[Path, TopDownResult]) -> 
     assert res.document == doc
 
 
+def test_release_json_names_the_engine_that_ran(seeded: tuple[Path, TopDownResult]) -> None:
+    """The engine and its worker count (run settings: public, the output does not depend
+    on them); a Spark run says ``spark`` (test_spark.py compares the rest)."""
+    from privtab.topdown.streaming import engine_document
+
+    out, _ = seeded
+    doc = json.loads((out / "release.json").read_text())
+    assert doc["engine"] == {"name": "polars", "workers": 1}
+    assert engine_document("polars", 2) == {"name": "polars", "workers": 2}
+    assert engine_document("spark", 1) == {"name": "spark"}
+
+
 def test_nothing_confidential_in_the_folder(seeded: tuple[Path, TopDownResult], data: Path) -> None:
     out, res = seeded
     text = (out / "release.json").read_text()
@@ -400,7 +412,7 @@ def test_validation_in_small_batches_finds_what_one_batch_finds(
     """The validation streams the files in row batches: with batches of a few rows (every
     geography, state and parent straddling batch boundaries) the intact release still
     validates and a tampered one is rejected with the same located rules as in one batch."""
-    import privtab.topdown.validate as validate
+    import privtab.topdown.validate_read as validate
 
     out, _ = seeded
     bad = _tamper(out, tmp_path / "bad", edit)
@@ -491,3 +503,31 @@ def test_the_report_states_the_guarantee_and_the_banner(seeded: tuple[Path, TopD
     assert "per geography" in page.lower()
     assert "How to read the tables" in page
     assert page.count("<table>") >= 4
+
+
+def test_an_intact_table_is_validated_from_its_parquet_copy(
+    seeded: tuple[Path, TopDownResult], tmp_path: Path
+) -> None:
+    """The fast way (the Parquet copy checked, the text compared with it byte for byte)
+    passes every table of an intact release and gives the text's SHA-256; a table whose
+    text differs in one count, or whose copy is not the text's, is handed to the full
+    text validation (None) — which then locates the problem (the tampering tests)."""
+    import hashlib
+
+    from privtab.topdown.pl94 import TABLES
+    # private on purpose: the fast way must be taken on an intact table (else validation
+    # silently falls back to the slow text path and only the speed would tell)
+    from privtab.topdown.validate_read import _Check
+    from privtab.topdown.validate_tables import _Table
+
+    out, _ = seeded
+    for t in TABLES:
+        table = _Table(_Check(out), out, t, False, None)
+        sha = table.run_from_copy()
+        assert sha == hashlib.sha256((out / "pl94" / f"{t}.txt").read_bytes()).hexdigest(), t
+        assert table.rows > 0
+        assert not table.check.log
+    bad = _tamper(out, tmp_path / "bad", _count_plus_one)
+    assert _Table(_Check(bad), bad, "P1", False, None).run_from_copy() is None
+    swapped = _tamper(out, tmp_path / "swapped", lambda f: _edit_table_lines(f, _swap_rows))
+    assert _Table(_Check(swapped), swapped, "P1", False, None).run_from_copy() is None

@@ -142,12 +142,18 @@ def time_v_cpu(stderr: str) -> float | None:
 def run_timed(cmd: list[str], log: Path) -> tuple[dict[str, Any], subprocess.CompletedProcess[str]]:
     """Run ``cmd`` under ``/usr/bin/time -v``, its stderr kept in ``log`` (also when it
     fails: ``RuntimeError`` with its last lines). Returns its figures — wall seconds
-    (time -v's, else measured here), CPU seconds (user + system), peak RSS (MiB) and the
-    load average before — and the finished process."""
+    (time -v's, else measured here), CPU seconds (user + system), peak RSS (MiB: time -v's,
+    the largest single process), the peak summed RSS of the whole process tree (MiB:
+    worker processes, a JVM; sampled every 0.2 s) and the load average before — and the
+    finished process."""
     load = load_average()
     start = time.perf_counter()
-    proc = subprocess.run([*time_v(), *cmd], capture_output=True, text=True, check=False)
+    full = [*time_v(), *cmd]
+    child = subprocess.Popen(full, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    with TreeRSS(child.pid) as tree:
+        out, err = child.communicate()
     wall = time.perf_counter() - start
+    proc = subprocess.CompletedProcess(full, child.returncode, out, err)
     log.write_text(proc.stderr)
     if proc.returncode != 0:
         tail = proc.stderr.strip().splitlines()[-3:]
@@ -156,6 +162,7 @@ def run_timed(cmd: list[str], log: Path) -> tuple[dict[str, Any], subprocess.Com
         "wall_seconds": time_v_wall(proc.stderr) or round(wall, 2),
         "cpu_seconds": time_v_cpu(proc.stderr),
         "peak_rss_mb": time_v_rss_mb(proc.stderr),
+        "peak_tree_rss_mb": round(tree.peak_mb, 1),
         "load_average_before": load,
     }, proc
 

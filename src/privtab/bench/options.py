@@ -67,6 +67,13 @@ def _engine(engine: str) -> str:
     return engine
 
 
+def _engines(text: str) -> tuple[str, ...]:
+    got = tuple(_engine(e.strip()) for e in text.split(",") if e.strip())
+    if not got or len(set(got)) != len(got):
+        raise UsageError(f"--engines must name polars and/or spark once each, not {text!r}")
+    return got
+
+
 def _scopes(text: str) -> tuple[str, ...]:
     return tuple(s.strip() for s in text.split(",") if s.strip())
 
@@ -224,4 +231,12 @@ TOPDOWN = (
     Option("workers", 2, "privtab topdown run --workers.", minimum=1),
     Option("sample", 8, "Problems per level solved by both solvers (0: no baseline).",
            minimum=0),
+    Option("engines", "polars", "Engines run in turn on each size: polars (embedded), spark, "
+           "or polars,spark (the Spark ÷ embedded wall ratio).", str, parse=_engines),
+    Option("spark_master", "local[2]", "The Spark run's master (privtab topdown run "
+           "--spark-master).", str),
+    Option("spark_memory", "6g", "The Spark run's spark.driver.memory and "
+           "spark.executor.memory.", str),
+    Option("states", None, "privtab synth --states (default: the 50 states, DC and PR); "
+           "e.g. GA: one state at its real density.", str | None),
 )  # fmt: skip

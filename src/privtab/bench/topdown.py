@@ -52,7 +52,16 @@ persons run is rebuilt on the same input and seed and, per level, a sample of it
 per-parent problems is solved in turn by privtab's structured solver and by the generic
 approach — OSQP (ε 10⁻⁹, polished) for the L2 passes and HiGHS for the rounding LP — one
 BLAS thread each: the speed-up is a same-run ratio. Target: 35,000 persons/s end to end
-(3.31 × 10⁸ persons in 2.5 hours on 2 cores).
+(3.31 × 10⁸ persons in 2.5 hours on 2 cores). `--engines polars,spark` runs the release
+again on the Spark engine (same input and seed; `--spark-master`, default `local[2]`):
+its wall time ÷ the embedded engine's is a same-run ratio. The synthetic nation keeps every
+county at any size and gives a county one tract per 3,700 expected persons, so below the
+2020 size its geography is sparser than the nation's (10⁷ persons: 4,823 tracts, 13,731
+block groups, 432,952 blocks — the 2020 proportions at 10⁷ would be ≈ 2,550, 7,240 and
+243,000); `--states GA` (a whole state at its real population, 10⁷ ≈ Georgia's 1.07 × 10⁷)
+has the nation's density (159 counties, 2,714 tracts, 7,722 block groups, 241,177 blocks).
+Each run's "nation by level" multiplies each level's measured seconds by the 2020 count of
+its geounits ÷ the run's (realistic only at the nation's density).
 """
 
 #: The 2020 US + Puerto Rico persons (the national run's size).
@@ -151,54 +160,83 @@ def _same_objectives(a: Any, b: Any, rtol: float = 1e-6) -> bool:
     )
 
 
-def _one_size(
-    persons: int, data: Path | None, seed: int, workers: int, sample: int, work: Path
-) -> dict[str, Any]:
-    inputs = (data if data is not None else work) / f"synth-{persons}"
-    synth, synth_seconds = synthetic_input(inputs, persons, 7, "--format", "parquet")
-    out = work / f"release-{persons}"
+def _release(
+    inputs: Path, out: Path, seed: int, workers: int, work: Path, spark: dict[str, str] | None
+) -> tuple[dict[str, Any], dict[str, Any], list[str]]:
+    """One release of ``inputs`` under ``/usr/bin/time -v`` (the embedded engine with
+    ``workers`` processes, or — ``spark``: its master and memory — the Spark engine):
+    the timed figures, its confidential run record and the command."""
     cmd = [
-        privtab_exe(),
-        "topdown",
-        "run",
-        "--data",
-        str(inputs),
-        "--out",
-        str(out),
-        "--run",
-        "both",
-        "--seed",
-        str(seed),
-        "--no-report",
-        "--overwrite",
-        "--json",
-        "--ledger",
-        str(work / "ledger.json"),
-        "--workers",
-        str(workers),
-    ]
-    timed, proc = run_timed(cmd, work / f"topdown-{persons}.stderr")
+        privtab_exe(), "topdown", "run", "--data", str(inputs), "--out", str(out),
+        "--run", "both", "--seed", str(seed), "--no-report", "--overwrite", "--json",
+        "--ledger", str(work / "ledger.json"),
+    ]  # fmt: skip
+    if spark is None:
+        cmd += ["--workers", str(workers)]
+    else:
+        cmd += ["--engine", "spark", "--spark-master", spark["master"]]
+        for key in ("spark.driver.memory", "spark.executor.memory"):
+            cmd += ["--spark-conf", f"{key}={spark['memory']}"]
+    timed, proc = run_timed(cmd, work / f"{out.name}.stderr")
     summary = json.loads(proc.stdout)
     record = json.loads(Path(summary["run_record"]).read_text())
+    return timed, record, cmd
+
+
+def _figures(persons: int, timed: dict[str, Any], record: dict[str, Any]) -> dict[str, Any]:
+    """Wall, CPU, peak RSS (``/usr/bin/time -v``'s: the largest process; the process
+    tree's sum beside it), persons/s and phases of one release."""
+    wall = float(timed["wall_seconds"])
+    tree = timed.get("peak_tree_rss_mb")
+    return {
+        "wall_seconds": wall,
+        "cpu_seconds": timed["cpu_seconds"],
+        "peak_rss_gb": round(float(timed["peak_rss_mb"] or 0) / 1024, 3),
+        "peak_tree_rss_gb": None if tree is None else round(float(tree) / 1024, 3),
+        "load_average_before": timed["load_average_before"],
+        "persons_per_s": round(persons / wall, 1),
+        "phases": {k: round(v, 2) for k, v in record["seconds"].items()},
+    }
+
+
+def _one_size(
+    persons: int,
+    data: Path | None,
+    seed: int,
+    workers: int,
+    sample: int,
+    work: Path,
+    engines: tuple[str, ...] = ("polars",),
+    spark: dict[str, str] | None = None,
+    states: str | None = None,
+) -> dict[str, Any]:
+    tag = f"synth-{persons}" + (f"-{states.replace(',', '-')}" if states else "")
+    inputs = (data if data is not None else work) / tag
+    options = ("--format", "parquet", *(("--states", states) if states else ()))
+    synth, synth_seconds = synthetic_input(inputs, persons, 7, *options)
+    first, *others = engines
+    timed, record, cmd = _release(
+        inputs, work / f"release-{persons}-{first}", seed, workers, work,
+        spark if first == "spark" else None,
+    )  # fmt: skip
     levels = [
         {**{k: lv.get(k) for k in LEVEL_KEYS}, "seconds": lv["seconds"]} for lv in record["levels"]
     ]
     solve_s = sum(lv["seconds"].get("solve", 0.0) for lv in levels)
     measure_s = sum(lv["seconds"].get("measure", 0.0) for lv in levels)
     optimised = sum(lv["paths"].get("optimised", 0) for lv in levels)
-    wall = float(timed["wall_seconds"])
+    fig = _figures(persons, timed, record)
+    wall = fig["wall_seconds"]
     res: dict[str, Any] = {
         "persons": persons,
         "blocks": synth.get("geography", {}).get("blocks"),
-        "workers": workers,
-        "wall_seconds": wall,
-        "cpu_seconds": timed["cpu_seconds"],
-        "peak_rss_gb": round(float(timed["peak_rss_mb"] or 0) / 1024, 3),
-        "load_average_before": timed["load_average_before"],
-        "persons_per_s": round(persons / wall, 1),
+        "geography": synth.get("geography"),
+        "states": states,
+        "engine": first,
+        "workers": workers if first == "polars" else None,
+        **fig,
         "problems": optimised,
         "problems_per_s": round(optimised / wall, 2),
-        "phases": {k: round(v, 2) for k, v in record["seconds"].items()},
         "solve_seconds": round(solve_s, 2),
         "measure_seconds": round(measure_s, 2),
         "other_seconds": round(wall - solve_s - measure_s, 2),
@@ -206,12 +244,24 @@ def _one_size(
         "command": " ".join(["/usr/bin/time -v", *cmd]),
         "synth_seconds": synth_seconds,
     }
+    for engine in others:  # the same input and seed on the other engine: a same-run ratio
+        t2, r2, c2 = _release(
+            inputs, work / f"release-{persons}-{engine}", seed, workers, work,
+            spark if engine == "spark" else None,
+        )  # fmt: skip
+        other = _figures(persons, t2, r2)
+        other["command"] = " ".join(["/usr/bin/time -v", *c2])
+        if engine == "spark" and spark is not None:
+            other["spark"] = dict(spark)
+        other["wall_ratio"] = round(other["wall_seconds"] / wall, 3)
+        res.setdefault("engines", {})[engine] = other
     if sample > 0:
         t0 = time.monotonic()
         timed_sample = _time_sample(sample_problems(inputs, seed, sample))
         res["sample"] = timed_sample
         res["sample_seconds"] = round(time.monotonic() - t0, 1)
         res["generic_estimate"] = _generic_estimate(levels, timed_sample)
+    res["nation_by_level"] = extrapolate_levels(res)
     return res
 
 
@@ -236,6 +286,46 @@ def _generic_estimate(levels: list[dict[str, Any]], sample: dict[str, Any]) -> d
     }
 
 
+#: The 2020 tabulation geography (50 states, DC and Puerto Rico): what the per-level
+#: extrapolation multiplies the measured per-child seconds by.
+NATION_GEOGRAPHY = {
+    "County": 3_221,
+    "Tract": 85_395,
+    "Block_Group": 242_335,
+    "Block": NATION_BLOCKS,
+}
+_GEOGRAPHY_KEY = {"County": "counties", "Tract": "tracts", "Block_Group": "block_groups",
+                  "Block": "blocks"}  # fmt: skip
+
+
+def extrapolate_levels(run: dict[str, Any]) -> dict[str, Any]:
+    """A run's levels at the nation's size, from its measured costs per unit: each level
+    of the county level and below (both runs, both scopes) at its seconds × (the 2020
+    count of its geounits ÷ the run's synthetic count) — realistic when the run's
+    geography has the nation's density (``--states``: whole states at their real
+    population); the levels above (the nation's and the states' problems: one or a few
+    problems whose size grows with the populated cells, not with their number) and the
+    phases outside the levels (inputs, prepare, writing, validation) are scaled by
+    persons. The solve seconds of a level are the wall time its slices were in flight
+    (with workers, slices overlap), so the sum is an upper bound of the level work."""
+    geo = run.get("geography") or {}
+    scale_p = NATION / run["persons"]
+    levels: dict[str, float] = defaultdict(float)
+    top = 0.0
+    for lv in run["levels"]:
+        secs = lv["seconds"].get("solve", 0.0) + lv["seconds"].get("measure", 0.0)
+        key = _GEOGRAPHY_KEY.get(lv["level"])
+        if key and geo.get(key):
+            levels[lv["level"]] += secs * NATION_GEOGRAPHY[lv["level"]] / geo[key]
+        else:
+            top += secs * scale_p
+    outside = max(run["wall_seconds"] - run["solve_seconds"] - run["measure_seconds"], 0.0)
+    out = {k: round(v / 3600, 2) for k, v in levels.items()}
+    out["levels above the counties (× persons)"] = round(top / 3600, 2)
+    out["outside the levels (× persons)"] = round(outside * scale_p / 3600, 2)
+    return {"hours": out, "total_hours": round(sum(out.values()), 2)}
+
+
 def extrapolate(big: dict[str, Any]) -> dict[str, Any]:
     """The largest run at the nation's size: time linear in persons, memory linear in
     blocks (the outputs and their validation hold every block's tables)."""
@@ -255,11 +345,19 @@ def run(
     workers: int = 2,
     sample: int = 8,
     work: Path | None = None,
+    engines: tuple[str, ...] = ("polars",),
+    spark_master: str = "local[2]",
+    spark_memory: str = "6g",
+    states: str | None = None,
 ) -> dict[str, Any]:
-    """Each size's release and sample (module docstring), in ``work``."""
+    """Each size's release(s) and sample (module docstring), in ``work``."""
     if work is None:
         raise ValueError("the TopDown benchmark needs a work directory")
-    runs = [_one_size(n, data, seed, workers, sample, work) for n in persons or [1_000_000]]
+    spark = {"master": spark_master, "memory": spark_memory}
+    runs = [
+        _one_size(n, data, seed, workers, sample, work, engines, spark, states)
+        for n in persons or [1_000_000]
+    ]
     big = max(runs, key=lambda r: r["persons"])
     return {
         "machine": machine(),
@@ -270,13 +368,20 @@ def run(
     }
 
 
+def _engine_label(r: dict[str, Any]) -> str:
+    """``polars ×W`` (the embedded engine, W worker processes) or ``spark MASTER``."""
+    if r.get("engine", "polars") == "spark":
+        return "spark " + str((r.get("spark") or {}).get("master", ""))
+    return f"polars ×{r['workers']}"
+
+
 def tables(res: dict[str, Any]) -> list[Table]:
     """The runs, then per run its levels and its sample."""
     target = res["target_persons_per_s"]
     rows = [
         [
-            f"{r['persons']:,}",
-            str(r["workers"]),
+            f"{r['persons']:,}" + (f" ({r['states']})" if r.get("states") else ""),
+            _engine_label(r),
             f"{r['wall_seconds']:,.1f}",
             f"{r['cpu_seconds'] or 0:,.1f}",
             f"{r['peak_rss_gb']:.2f}",
@@ -294,7 +399,7 @@ def tables(res: dict[str, Any]) -> list[Table]:
             "TopDown end to end (US + PR, persons + units runs, MDF, tables, validation)",
             [
                 "persons",
-                "workers",
+                "engine",
                 "wall s",
                 "CPU s",
                 "peak RSS GiB",
@@ -316,6 +421,30 @@ def tables(res: dict[str, Any]) -> list[Table]:
             left=1,
         )
     ]
+    spark_rows = [
+        [
+            f"{r['persons']:,}",
+            _engine_label({**o, "engine": name, "workers": r["workers"]}),
+            f"{o['wall_seconds']:,.1f}",
+            f"{o['peak_rss_gb']:.2f} / {o.get('peak_tree_rss_gb') or 0:.2f}",
+            f"{o['persons_per_s']:,.0f}",
+            f"{o['wall_ratio']:.2f}",
+        ]
+        for r in res["runs"]
+        for name, o in (r.get("engines") or {}).items()
+    ]
+    if spark_rows:
+        out.append(
+            table(
+                "The other engine on the same input and seed, same run",
+                ["persons", "engine", "wall s", "peak RSS GiB (largest / tree)", "persons/s",
+                 "wall ÷ embedded"],
+                spark_rows,
+                notes=["the ratio divides this engine's wall seconds by the first engine's "
+                       "(the row above) on the same input, seed and machine load"],
+                left=1,
+            )
+        )  # fmt: skip
     for r in res["runs"]:
         out.append(
             table(
@@ -332,7 +461,14 @@ def tables(res: dict[str, Any]) -> list[Table]:
                     ]
                     for lv in r["levels"]
                 ],
-                notes=[f"phases (s): {r['phases']}"],
+                notes=[
+                    f"phases (s): {r['phases']}",
+                    "at the nation's size, by level (h; module extrapolate_levels): "
+                    + ", ".join(
+                        f"{k} {v:g}"
+                        for k, v in (r.get("nation_by_level") or {}).get("hours", {}).items()
+                    ),
+                ],
                 left=2,
             )
         )

@@ -200,15 +200,17 @@ def table_frame(tab: Tabulation, table: str) -> pl.DataFrame:
     else:
         start = _person_offsets()[table]
         counts = tab.persons[:, start : start + len(names)]
-    n = tab.geoids.size
+    n, w = tab.geoids.size, len(names)
+    # gathers of small columns (no per-row Python objects): the same rows and values
     return pl.DataFrame(
         {
-            "GEOID": np.repeat(tab.geoids.astype(object), len(names)),
-            "GEOLEVEL": np.full(n * len(names), tab.geolevel, dtype=object),
-            "CELL": np.tile(np.asarray(names, dtype=object), n),
-            "COUNT": counts.reshape(-1),
-        },
-        schema={"GEOID": pl.String, "GEOLEVEL": pl.String, "CELL": pl.String, "COUNT": pl.Int64},
+            "GEOID": pl.Series(tab.geoids, dtype=pl.String).gather(np.repeat(np.arange(n), w)),
+            "GEOLEVEL": pl.Series([tab.geolevel], dtype=pl.String).gather(
+                np.zeros(n * w, dtype=np.int64)
+            ),
+            "CELL": pl.Series(names, dtype=pl.String).gather(np.tile(np.arange(w), n)),
+            "COUNT": pl.Series(np.ascontiguousarray(counts, dtype=np.int64).reshape(-1)),
+        }
     )
 
 

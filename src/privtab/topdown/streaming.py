@@ -51,6 +51,7 @@ __all__ = [
     "POSTPROCESSING",
     "PUBLIC_UNIT_COLUMNS",
     "Sources",
+    "engine_document",
     "from_data",
     "from_nmf",
     "measured_first",
@@ -424,12 +425,22 @@ def _document(
         "skipped_runs": src.skipped,
         "invariants": list(INVARIANTS),
         "postprocessing": _postprocessing(ctx),
+        "engine": engine_document(ctx.opts.engine, ctx.opts.workers),
         "public_inputs": src.public_inputs,
         "outputs": _manifest(tmp, rows),
     }
     if src.derived_from is not None:
         doc["derived_from"] = src.derived_from
     return doc
+
+
+def engine_document(engine: str | SparkSolvePool, workers: int) -> dict[str, Any]:
+    """What ran the post-processing, for ``release.json``: ``{"name": "polars",
+    "workers": W}`` (the embedded engine and its solving processes) or ``{"name":
+    "spark"}`` — settings of the run, public (nothing computed from the data, no timing;
+    the output is the same whatever they are)."""
+    name = engine if isinstance(engine, str) else engine.name
+    return {"name": name, "workers": workers} if name == "polars" else {"name": name}
 
 
 def _postprocessing(ctx: _Context) -> dict[str, Any]:
