@@ -24,23 +24,16 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from privtab.random import SeededSource
 from privtab.topdown.run import TopDownOptions, TopDownResult, run_release
 from privtab.topdown.validate import OutputValidationError, validate_release
-from tests.topdown._support import population, write_c1
 
 STATES = ("01", "09", "72")
 GEO = ("TABBLKST", "TABBLKCOU", "TABTRACTCE", "TABBLK")
 
 
 @pytest.fixture(scope="module")
-def data(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    d = tmp_path_factory.mktemp("td-data")
-    pop = population(3, states=STATES)
-    write_c1(pop.grfc, d / "GRF-C.txt")
-    write_c1(pop.units, d / "cef-units.txt")
-    write_c1(pop.persons, d / "cef-persons.txt")
-    return d
+def data(pinned_data: Path) -> Path:
+    return pinned_data
 
 
 def _run(data: Path, out: Path, **kw: object) -> TopDownResult:
@@ -59,9 +52,8 @@ def exact(data: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def seeded(data: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, TopDownResult]:
-    out = tmp_path_factory.mktemp("td-seeded") / "release"
-    return out, _run(data, out, source=SeededSource(2026))
+def seeded(pinned_seeded_release: tuple[Path, TopDownResult]) -> tuple[Path, TopDownResult]:
+    return pinned_seeded_release  # seed 2026, report: made once a session (conftest.py)
 
 
 # ----------------------------------------------------------------- the independent tabulation
