@@ -4,7 +4,25 @@ from __future__ import annotations
 
 import os
 
-import pytest
+# One BLAS thread per test process (and the subprocesses tests start, which inherit the
+# environment), as every production TopDown run already sets at run time (engine.py,
+# workers.py). The suite runs one process per core (`-n auto`), so OpenBLAS's extra threads
+# only spin against the other worker: the solver tests called outside a run took 57 CPU-s
+# (test_solve.py + test_solve_variants.py, -p no:xdist, load ≈ 8) with OpenBLAS's default
+# and 10 CPU-s with one thread. Set before NumPy is imported where possible; threadpoolctl
+# covers a BLAS that a plugin loaded first. A caller's own setting is left alone.
+for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_var, "1")
+
+import pytest  # noqa: E402
+
+try:
+    from threadpoolctl import threadpool_limits
+except ModuleNotFoundError:  # the extras venvs of `make test-extras` hold pytest only
+    pass
+else:
+    if os.environ["OPENBLAS_NUM_THREADS"] == "1":
+        threadpool_limits(limits=1, user_api="blas")
 
 try:
     from hypothesis import settings

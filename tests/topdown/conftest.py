@@ -1,7 +1,9 @@
 """Small TopDown releases shared by the modules that read a release's outputs (the tree
-GLS of ``privtab topdown gls``, ``privtab topdown accuracy``): one population of three
-states (two US states and Puerto Rico) and its releases with noisy measurements, noise
-off and seeded, made once per session."""
+GLS of ``privtab topdown gls``, ``privtab topdown accuracy``, ``--postprocess gls-round``):
+one population of three states (two US states and Puerto Rico) and its releases with noisy
+measurements, noise off and seeded, made once per session; and the population of the
+pinned seeded release (test_release.py, test_release_identity.py) with that release.
+Every user only reads them (a test that edits a release copies it first)."""
 
 from __future__ import annotations
 
@@ -11,7 +13,7 @@ import pytest
 
 from privtab.mechanisms import InsecureReleaseWarning
 from privtab.random import SeededSource
-from privtab.topdown.run import TopDownOptions, run_release
+from privtab.topdown.run import TopDownOptions, TopDownResult, run_release
 from tests.topdown._support import population, write_c1
 
 SMALL_STATES = ("01", "09", "72")
@@ -49,3 +51,30 @@ def small_exact_release(small_data: Path, tmp_path_factory: pytest.TempPathFacto
 def small_seeded_release(small_data: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     return small_release(small_data, tmp_path_factory.mktemp("td-small-seeded") / "release",
                          source=SeededSource(404))  # fmt: skip
+
+
+PINNED_STATES = ("01", "09", "72")
+
+
+@pytest.fixture(scope="session")
+def pinned_data(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The C1 files of ``population(3)`` of :data:`PINNED_STATES`."""
+    d = tmp_path_factory.mktemp("td-pinned-data")
+    pop = population(3, states=PINNED_STATES)
+    write_c1(pop.grfc, d / "GRF-C.txt")
+    write_c1(pop.units, d / "cef-units.txt")
+    write_c1(pop.persons, d / "cef-persons.txt")
+    return d
+
+
+@pytest.fixture(scope="session")
+def pinned_seeded_release(
+    pinned_data: Path, tmp_path_factory: pytest.TempPathFactory
+) -> tuple[Path, TopDownResult]:
+    """The release of ``pinned_data`` with seed 2026 and a report (its MDF and tables are
+    pinned by digest: test_release_identity.PINNED)."""
+    out = tmp_path_factory.mktemp("td-seeded") / "release"
+    opts = TopDownOptions(allow_insecure=True, report=True, source=SeededSource(2026))
+    with pytest.warns(InsecureReleaseWarning):
+        res = run_release(pinned_data, out, opts, progress=lambda _m: None)
+    return out, res

@@ -8,9 +8,7 @@ topdown-gls-round``, docs/benchmarks.md.)"""
 from __future__ import annotations
 
 import json
-import warnings
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import polars as pl
@@ -20,43 +18,33 @@ from typer.testing import CliRunner
 from privtab.cli import app
 from privtab.data.inputs import sha256_file
 from privtab.errors import UsageError
-from privtab.random import SeededSource
 from privtab.topdown import gls_round
 from privtab.topdown.run import TopDownOptions, postprocess_release, run_release
 from privtab.topdown.solve import ChildrenProblem, ChildrenSolution
 from privtab.topdown.validate import validate_release
-from tests.topdown._support import population, write_c1
 
 OUTPUTS = ("mdf/persons.parquet", "mdf/units.parquet", "pl94/P1.parquet", "pl94/P2.parquet",
            "pl94/P5.parquet", "pl94/H1.parquet")  # fmt: skip
 
 
-@pytest.fixture(scope="module")
-def data(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    d = tmp_path_factory.mktemp("td-glsround")
-    pop = population(5, states=("01", "09", "72"))
-    write_c1(pop.grfc, d / "GRF-C.txt")
-    write_c1(pop.units, d / "cef-units.txt")
-    write_c1(pop.persons, d / "cef-persons.txt")
-    return d
-
-
-def _first(data: Path, out: Path, **kw: Any) -> Path:
-    opts = TopDownOptions(allow_insecure=True, nmf=True, report=False, use_ledger=False, **kw)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        run_release(data, out, opts, progress=lambda _m: None)
-    return out
+# the session's small population and its noise-off and seeded (404) releases with their noisy
+# measurements (tests/topdown/conftest.py), shared read-only with the other modules that
+# post-process a release: nothing here writes into them
 
 
 @pytest.fixture(scope="module")
-def exact(data: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return _first(data, tmp_path_factory.mktemp("exact") / "release", noise=False)
+def data(small_data: Path) -> Path:
+    return small_data
 
 
 @pytest.fixture(scope="module")
-def seeded(data: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return _first(data, tmp_path_factory.mktemp("seeded") / "release", source=SeededSource(11))
+def exact(small_exact_release: Path) -> Path:
+    return small_exact_release
+
+
+@pytest.fixture(scope="module")
+def seeded(small_seeded_release: Path) -> Path:
+    return small_seeded_release
 
 
 def _gls_round(nmf: Path, out: Path) -> Path:
@@ -179,12 +167,12 @@ def test_a_run_draws_what_production_draws_then_post_processes(
     data: Path, gls_seeded: Path, tmp_path: Path
 ) -> None:
     """``run --postprocess gls-round`` draws every measurement first, in production's
-    order: with the seed of the production run (``seeded``, 11) it publishes exactly what
+    order: with the seed of the production run (``seeded``, 404) it publishes exactly what
     post-processing that run's measurements gives — and without ``--nmf`` the
     measurements it needed are not in the folder."""
     out = tmp_path / "run"
     res = CliRunner().invoke(app, ["topdown", "run", "--data", str(data), "--out", str(out),
-                                   "--seed", "11", "--postprocess", "gls-round", "--no-report",
+                                   "--seed", "404", "--postprocess", "gls-round", "--no-report",
                                    "--json"])  # fmt: skip
     assert res.exit_code == 0, res.output
     for rel in OUTPUTS:

@@ -24,23 +24,16 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from privtab.random import SeededSource
 from privtab.topdown.run import TopDownOptions, TopDownResult, run_release
 from privtab.topdown.validate import OutputValidationError, validate_release
-from tests.topdown._support import population, write_c1
 
 STATES = ("01", "09", "72")
 GEO = ("TABBLKST", "TABBLKCOU", "TABTRACTCE", "TABBLK")
 
 
 @pytest.fixture(scope="module")
-def data(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    d = tmp_path_factory.mktemp("td-data")
-    pop = population(3, states=STATES)
-    write_c1(pop.grfc, d / "GRF-C.txt")
-    write_c1(pop.units, d / "cef-units.txt")
-    write_c1(pop.persons, d / "cef-persons.txt")
-    return d
+def data(pinned_data: Path) -> Path:
+    return pinned_data
 
 
 def _run(data: Path, out: Path, **kw: object) -> TopDownResult:
@@ -59,9 +52,8 @@ def exact(data: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def seeded(data: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, TopDownResult]:
-    out = tmp_path_factory.mktemp("td-seeded") / "release"
-    return out, _run(data, out, source=SeededSource(2026))
+def seeded(pinned_seeded_release: tuple[Path, TopDownResult]) -> tuple[Path, TopDownResult]:
+    return pinned_seeded_release  # seed 2026, report: made once a session (conftest.py)
 
 
 # ----------------------------------------------------------------- the independent tabulation
@@ -457,15 +449,16 @@ def test_release_returns_typed_tables(data: Path) -> None:
 
 
 def test_the_noisy_measurements_alone_give_the_same_release_again(
-    data: Path, tmp_path: Path
+    small_seeded_release: Path, tmp_path: Path
 ) -> None:
     """``--nmf``: the measurements (and the public structure each run carries) are in the
-    folder; post-processing them alone gives back the same microdata and tables."""
+    folder; post-processing them alone gives back the same microdata and tables. (The
+    session's seeded ``--nmf`` release of three states, tests/topdown/conftest.py: only
+    read here.)"""
     from privtab.topdown.nmf import read_nmf
     from privtab.topdown.run import postprocess_release
 
-    first = tmp_path / "first"
-    _run(data, first, source=SeededSource(77), nmf=True, report=False)
+    first = small_seeded_release
     for name in ("US-persons", "US-units", "PR-persons", "PR-units"):
         nmf = read_nmf(first / "nmf" / name)
         assert not nmf.private
@@ -487,7 +480,8 @@ def test_the_noisy_measurements_alone_give_the_same_release_again(
         "US-persons/dpqueries.parquet", "US-units/dpqueries.parquet",
         "PR-persons/dpqueries.parquet", "PR-units/dpqueries.parquet",
     }  # fmt: skip
-    assert str(tmp_path) not in json.dumps(doc)  # no operator path
+    for path in (tmp_path, first):
+        assert str(path) not in json.dumps(doc)  # no operator path
     for rel in ("mdf/persons.parquet", "mdf/units.parquet", "pl94/P1.parquet", "pl94/H1.parquet"):
         assert pl.read_parquet(first / rel).equals(pl.read_parquet(again / rel)), rel
     validate_release(again)

@@ -28,20 +28,14 @@ import pytest
 from privtab.mechanisms import InsecureReleaseWarning
 from privtab.random import SeededSource
 from privtab.topdown.run import TopDownOptions, run_release
-from tests.topdown._support import population, write_c1
 
 #: sha256 over ``relative path NUL file sha256 LF`` of mdf/*.txt and pl94/*.txt, sorted.
 PINNED = "9409f1f73c703c9947596c4435fe56045fccbf13b880df5bcaef19789bb61bc3"
 
 
 @pytest.fixture(scope="module")
-def data(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    d = tmp_path_factory.mktemp("td-pin-data")
-    pop = population(3, states=("01", "09", "72"))
-    write_c1(pop.grfc, d / "GRF-C.txt")
-    write_c1(pop.units, d / "cef-units.txt")
-    write_c1(pop.persons, d / "cef-persons.txt")
-    return d
+def data(pinned_data: Path) -> Path:
+    return pinned_data  # population(3) of 01, 09, 72 (conftest.py)
 
 
 def release_digest(folder: Path) -> str:
@@ -68,8 +62,13 @@ def _seeded(data: Path, out: Path, workers: int = 1) -> str:
     return release_digest(out)
 
 
-def test_a_seeded_release_is_byte_identical_to_the_pinned_one(data: Path, tmp_path: Path) -> None:
-    assert _seeded(data, tmp_path / "r") == PINNED
+def test_a_seeded_release_is_byte_identical_to_the_pinned_one(
+    pinned_seeded_release: tuple[Path, object],
+) -> None:
+    """The session's seeded release (seed 2026, one worker; made once for test_release.py
+    too — its report does not touch the MDF or the tables). The default options without a
+    report or ledger give the same digest: the two-worker test below."""
+    assert release_digest(pinned_seeded_release[0]) == PINNED
 
 
 def test_two_worker_processes_give_the_same_release(data: Path, tmp_path: Path) -> None:
