@@ -509,6 +509,7 @@ def test_an_intact_table_is_validated_from_its_parquet_copy(
     import hashlib
 
     from privtab.topdown.pl94 import TABLES
+
     # private on purpose: the fast way must be taken on an intact table (else validation
     # silently falls back to the slow text path and only the speed would tell)
     from privtab.topdown.validate_read import _Check
