@@ -396,7 +396,8 @@ def tables(res: dict[str, Any]) -> list[Table]:
     ex = res["extrapolation"]
     out = [
         table(
-            "TopDown end to end (US + PR, persons + units runs, MDF, tables, validation)",
+            "TopDown end to end (US + PR, or the states named beside the persons; "
+            "persons + units runs, MDF, tables, validation)",
             [
                 "persons",
                 "engine",
