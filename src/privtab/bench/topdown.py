@@ -117,7 +117,7 @@ def _time_sample(problems: dict[str, list[Any]]) -> dict[str, dict[str, Any]]:
     """Per level: seconds per problem of the structured solver and of OSQP + HiGHS, the
     same problems in turn (one BLAS thread), and whether they reached the same L2 optimum
     and the same counts."""
-    from privtab.topdown.engine import one_blas_thread
+    from privtab._blas import one_blas_thread
     from privtab.topdown.solve import solve_children
 
     out: dict[str, dict[str, Any]] = {}

@@ -39,8 +39,10 @@ process, one call per parent — the same draws as the default path.
 **One BLAS thread.** The per-parent matrices are small (at most a few thousand rows): a
 multi-threaded BLAS only adds synchronisation, and on a loaded two-core machine it made the
 same solves 5–25 times slower (measured: a root problem 15 s with OpenBLAS's two threads,
-2.7 s with one). The engine's solving methods run under :func:`one_blas_thread`
-(``threadpoolctl``: set at run time, for NumPy/SciPy's BLAS as loaded, restored after).
+2.7 s with one). The engine's solving methods run under
+:func:`privtab._blas.one_blas_thread` and its worker processes start with
+:func:`privtab._blas.limit_blas_threads` (``threadpoolctl``, after loading both NumPy's
+and SciPy's BLAS: a limit set before SciPy's is loaded never reaches it).
 
 Every level's work is counted in :class:`LevelRecord` (parents, paths, the generic path's
 reasons, fallbacks, noise draws, seconds): for the confidential run record and benchmarks,
@@ -53,7 +55,6 @@ noisy measurements and of the invariants.
 
 from __future__ import annotations
 
-import contextlib
 import time
 from collections import Counter, deque
 from collections.abc import Callable, Iterator, Sequence
@@ -64,6 +65,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from privtab._blas import one_blas_thread
 from privtab.errors import InputError
 from privtab.topdown.inputs import SparseHistograms
 from privtab.topdown.problems import ProblemBuilder, SliceTask, build_slice, units_part
@@ -108,14 +110,6 @@ def _infeasible(exc: TopDownInfeasibleError) -> InfeasibleDataError:
         value=exc.geounit,
         hint="the invariants and constraints of the input contradict each other",
     )
-
-
-def one_blas_thread() -> contextlib.AbstractContextManager[object]:
-    """A context in which the BLAS libraries NumPy and SciPy loaded use one thread."""
-    from threadpoolctl import threadpool_limits
-
-    limits: contextlib.AbstractContextManager[object] = threadpool_limits(limits=1, user_api="blas")
-    return limits
 
 
 def solve_parent(problem: ChildrenProblem) -> ChildrenSolution:

@@ -64,6 +64,7 @@ import numpy as np
 import polars as pl
 from numpy.typing import NDArray
 
+from privtab._blas import limit_blas_threads
 from privtab.errors import InputError, UsageError
 from privtab.random import RandomSource, SeededSource
 from privtab.topdown.folder import TopDownData
@@ -319,12 +320,6 @@ def _one(release: str, seed: str | None, k: int, order: pl.DataFrame) -> NDArray
     return joined.get_column("COUNT").to_numpy().astype(np.int64)
 
 
-def _start_worker() -> None:
-    from threadpoolctl import threadpool_limits
-
-    threadpool_limits(limits=1, user_api="blas")
-
-
 def _run_all(
     release: Path, n: int, workers: int, seed: str | None, order: pl.DataFrame,
     say: Callable[[str], None],
@@ -336,7 +331,7 @@ def _run_all(
             say(f"[{k + 1}/{n}] replicates")
         return
     ctx = multiprocessing.get_context("forkserver")
-    with ProcessPoolExecutor(workers, mp_context=ctx, initializer=_start_worker) as pool:
+    with ProcessPoolExecutor(workers, mp_context=ctx, initializer=limit_blas_threads) as pool:
         futures: list[Future[NDArray[np.int64]]] = [
             pool.submit(_one, str(release), seed, k, order) for k in range(n)
         ]

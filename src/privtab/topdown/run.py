@@ -31,7 +31,7 @@
 
 The work runs in a worker thread (signals honoured at once before publication; a signal
 during or after the rename is deferred). The engines solve with one BLAS thread
-(:func:`privtab.topdown.engine.one_blas_thread`).
+(:func:`privtab._blas.one_blas_thread`).
 
 Privacy: each run is ρ-zCDP per record of its histogram (exact, from the mechanisms that
 drew the noise: :mod:`privtab.topdown.guarantee`); the US and Puerto Rico runs hold

@@ -50,6 +50,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
+from privtab._blas import limit_blas_threads
 from privtab.topdown.problems import SliceTask
 from privtab.topdown.workers import SliceResult, run_slice
 
@@ -72,9 +73,7 @@ def solve_partition(items: Iterable[tuple[int, bytes]]) -> Iterator[tuple[int, b
     infeasible problem reaches the driver as the embedded engine raises it (naming the
     geounit), not as a Spark job failure."""
     if not _ONE_THREAD:
-        from threadpoolctl import threadpool_limits
-
-        threadpool_limits(limits=1, user_api="blas")
+        limit_blas_threads()
         _ONE_THREAD.append(True)
     for number, payload in items:
         task: SliceTask = pickle.loads(payload)

@@ -29,8 +29,8 @@ comes from its own process's CSPRNG (:mod:`privtab.topdown.measure`: the privacy
 
 Workers are started with ``forkserver`` (never ``fork``: the release runs in a worker
 thread beside polars's thread pool), each with one BLAS thread
-(:func:`privtab.topdown.engine.one_blas_thread`'s reason). A worker receives a slice's
-true histograms and public constraints and returns only noisy measurements and
+(:func:`privtab._blas.limit_blas_threads`; :mod:`privtab._blas` says why). A worker
+receives a slice's true histograms and public constraints and returns only noisy measurements and
 post-processed histograms (the true histograms never leave it in any result).
 """
 
@@ -46,6 +46,7 @@ from typing import Protocol, TypeAlias
 import numpy as np
 from numpy.typing import NDArray
 
+from privtab._blas import limit_blas_threads
 from privtab.topdown.measure import MeasurementBatch
 from privtab.topdown.problems import SliceTask, build_slice
 from privtab.topdown.solve import ChildrenProblem, SolveDiagnostics, solve_children_batch
@@ -107,12 +108,6 @@ class SlicePool(Protocol):
         ...
 
 
-def _start_worker() -> None:
-    from threadpoolctl import threadpool_limits
-
-    threadpool_limits(limits=1, user_api="blas")
-
-
 class SolvePool:
     """``workers`` processes running slices (``workers=1``: none — slices run in the
     caller's process). A context manager: the processes end with it."""
@@ -147,6 +142,6 @@ class SolvePool:
         if self._pool is None:
             ctx = multiprocessing.get_context("forkserver")
             self._pool = ProcessPoolExecutor(
-                self.workers, mp_context=ctx, initializer=_start_worker
+                self.workers, mp_context=ctx, initializer=limit_blas_threads
             )
         return self._pool.submit(run_slice, task)
