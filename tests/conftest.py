@@ -7,6 +7,7 @@ import os
 import shutil
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 # One BLAS thread per test process (and the subprocesses tests start, which inherit the
 # environment), as every production TopDown run already sets at run time (engine.py,
@@ -77,6 +78,68 @@ def _cache_cli_commands() -> None:
 
 
 _cache_cli_commands()
+
+
+def _cache_reference_files() -> None:
+    """Read and check each content of the four race/ethnicity reference files once per test
+    process: nearly every SafeTab test (runs, validations, plans) loads the same production
+    files from the package or from a copy, and a load (1,755 codes, 14,088 mappings, every
+    rule checked) takes 0.06 CPU-s idle, several times that on a loaded machine. Only a load
+    that found no problem is kept, keyed by the files' bytes; a later load of the same
+    bytes (from any folder) gets the same tables with its own folder as ``source``. Files
+    that are missing, not regular or large are never hashed: those loads, every edited
+    content and every load with a problem run the real checks (tests/data/test_iterations.py
+    and the bad-input tests check each rule)."""
+    try:
+        import privtab.data.iterations as iterations
+    except ModuleNotFoundError:  # pragma: no cover - the package is always importable
+        return
+    import dataclasses
+    import hashlib
+    import stat
+
+    real = iterations.load_reference
+    kept: dict[str, iterations.ReferenceData] = {}
+
+    def digest(folder: Path) -> str | None:
+        h = hashlib.sha256()
+        for name in iterations.REFERENCE_FILES:
+            path = folder / name
+            try:
+                info = path.stat()
+            except OSError:
+                return None
+            if not stat.S_ISREG(info.st_mode) or info.st_size > 4 << 20:
+                return None
+            h.update(name.encode() + b"\0" + str(info.st_size).encode() + b"\0")
+            try:
+                h.update(path.read_bytes())
+            except OSError:
+                return None
+        return h.hexdigest()
+
+    def load_reference(directory: str | Path, log: Any) -> Any:
+        folder = Path(directory)
+        key = digest(folder)
+        if key is not None and key in kept:
+            return dataclasses.replace(kept[key], source=str(folder))
+        before = sum(log.counts.values())
+        ref = real(directory, log)
+        if key is not None and ref is not None and sum(log.counts.values()) == before:
+            kept[key] = ref
+        return ref
+
+    # the module's own name (read_reference) and the modules that imported it by name
+    import privtab.data.folder
+    import privtab.data.inputs
+    import privtab.safetab_h.inputs
+
+    for module in (iterations, privtab.data.folder, privtab.data.inputs, privtab.safetab_h.inputs):
+        assert module.load_reference is real, module.__name__
+        module.load_reference = load_reference  # type: ignore[assignment]
+
+
+_cache_reference_files()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
