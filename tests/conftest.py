@@ -91,13 +91,11 @@ def _cache_reference_files() -> None:
     that are missing, not regular or large are never hashed: those loads, every edited
     content and every load with a problem run the real checks (tests/data/test_iterations.py
     and the bad-input tests check each rule)."""
-    try:
-        import privtab.data.iterations as iterations
-    except ModuleNotFoundError:  # pragma: no cover - the package is always importable
-        return
     import dataclasses
     import hashlib
     import stat
+
+    import privtab.data.iterations as iterations
 
     real = iterations.load_reference
     kept: dict[str, iterations.ReferenceData] = {}
