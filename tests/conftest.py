@@ -66,16 +66,16 @@ def _cache_cli_commands() -> None:
         import typer.testing
     except ModuleNotFoundError:  # the extras venvs of `make test-extras` hold pytest only
         return
-    build = typer.testing._get_command
-    built: dict[int, tuple[object, object]] = {}
+    build = typer.testing._get_command  # type: ignore[attr-defined]
+    built: dict[int, tuple[typer.Typer, Any]] = {}
 
-    def cached(app: typer.Typer) -> object:
+    def cached(app: typer.Typer) -> Any:
         hit = built.get(id(app))
         if hit is None or hit[0] is not app:
             hit = built[id(app)] = (app, build(app))
         return hit[1]
 
-    typer.testing._get_command = cached  # type: ignore[assignment]
+    typer.testing._get_command = cached  # type: ignore[attr-defined,assignment]
 
 
 _cache_cli_commands()
@@ -133,9 +133,15 @@ def _cache_reference_files() -> None:
     import privtab.data.inputs
     import privtab.safetab_h.inputs
 
-    for module in (iterations, privtab.data.folder, privtab.data.inputs, privtab.safetab_h.inputs):
+    modules: tuple[Any, ...] = (
+        iterations,
+        privtab.data.folder,
+        privtab.data.inputs,
+        privtab.safetab_h.inputs,
+    )
+    for module in modules:
         assert module.load_reference is real, module.__name__
-        module.load_reference = load_reference  # type: ignore[assignment]
+        module.load_reference = load_reference
 
 
 _cache_reference_files()
