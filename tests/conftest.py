@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import fcntl
 import os
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
 
 # One BLAS thread per test process (and the subprocesses tests start, which inherit the
 # environment), as every production TopDown run already sets at run time (engine.py,
@@ -50,6 +55,98 @@ os.environ.setdefault(
 )
 
 
+def _cache_cli_commands() -> None:
+    """Build the click command of a Typer app once per test process, not once per
+    ``CliRunner.invoke``: typer rebuilds the whole tree (≈ 100 commands, each signature and
+    type hints inspected) on every call, 18 ms of CPU each idle (test_bad_input_class alone
+    invokes 399 times: 30.9 → 18.8 CPU-s with this, load ≈ 5). The built command holds no
+    state between invocations (click makes a new context per call) and no test changes an
+    app's registrations."""
+    try:
+        import typer.testing
+    except ModuleNotFoundError:  # the extras venvs of `make test-extras` hold pytest only
+        return
+    build = typer.testing._get_command  # type: ignore[attr-defined]
+    built: dict[int, tuple[typer.Typer, Any]] = {}
+
+    def cached(app: typer.Typer) -> Any:
+        hit = built.get(id(app))
+        if hit is None or hit[0] is not app:
+            hit = built[id(app)] = (app, build(app))
+        return hit[1]
+
+    typer.testing._get_command = cached  # type: ignore[attr-defined,assignment]
+
+
+_cache_cli_commands()
+
+
+def _cache_reference_files() -> None:
+    """Read and check each content of the four race/ethnicity reference files once per test
+    process: nearly every SafeTab test (runs, validations, plans) loads the same production
+    files from the package or from a copy, and a load (1,755 codes, 14,088 mappings, every
+    rule checked) takes 0.06 CPU-s idle, several times that on a loaded machine. Only a load
+    that found no problem is kept, keyed by the files' bytes; a later load of the same
+    bytes (from any folder) gets the same tables with its own folder as ``source``. Files
+    that are missing, not regular or large are never hashed: those loads, every edited
+    content and every load with a problem run the real checks (tests/data/test_iterations.py
+    and the bad-input tests check each rule)."""
+    import dataclasses
+    import hashlib
+    import stat
+
+    import privtab.data.iterations as iterations
+
+    real = iterations.load_reference
+    kept: dict[str, iterations.ReferenceData] = {}
+
+    def digest(folder: Path) -> str | None:
+        h = hashlib.sha256()
+        for name in iterations.REFERENCE_FILES:
+            path = folder / name
+            try:
+                info = path.stat()
+            except OSError:
+                return None
+            if not stat.S_ISREG(info.st_mode) or info.st_size > 4 << 20:
+                return None
+            h.update(name.encode() + b"\0" + str(info.st_size).encode() + b"\0")
+            try:
+                h.update(path.read_bytes())
+            except OSError:
+                return None
+        return h.hexdigest()
+
+    def load_reference(directory: str | Path, log: Any) -> Any:
+        folder = Path(directory)
+        key = digest(folder)
+        if key is not None and key in kept:
+            return dataclasses.replace(kept[key], source=str(folder))
+        before = sum(log.counts.values())
+        ref = real(directory, log)
+        if key is not None and ref is not None and sum(log.counts.values()) == before:
+            kept[key] = ref
+        return ref
+
+    # the module's own name (read_reference) and the modules that imported it by name
+    import privtab.data.folder
+    import privtab.data.inputs
+    import privtab.safetab_h.inputs
+
+    modules: tuple[Any, ...] = (
+        iterations,
+        privtab.data.folder,
+        privtab.data.inputs,
+        privtab.safetab_h.inputs,
+    )
+    for module in modules:
+        assert module.load_reference is real, module.__name__
+        module.load_reference = load_reference
+
+
+_cache_reference_files()
+
+
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption(
         "--runslow",
@@ -74,3 +171,46 @@ def _private_release_ledger(tmp_path_factory: pytest.TempPathFactory) -> None:
     subprocesses through ``PRIVTAB_LEDGER``), never to the developer's."""
     path = tmp_path_factory.mktemp("ledger") / "ledger.json"
     os.environ.setdefault("PRIVTAB_LEDGER", str(path))
+
+
+def shared_folder(
+    tmp_path_factory: pytest.TempPathFactory, name: str, build: Callable[[Path], None]
+) -> Path:
+    """A folder built once per test session by ``build(folder)`` and shared by every test
+    process (pytest-xdist's workers): the first process to ask builds it under a lock, the
+    others wait for it and then read it. Users only read it (a test that edits copies it)."""
+    root = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        root = root.parent  # the workers' basetemps are siblings in the session's
+    folder, done = root / f"shared-{name}", root / f"shared-{name}.done"
+    with (root / f"shared-{name}.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            if not done.exists():
+                if folder.exists():  # a build that failed in another process
+                    shutil.rmtree(folder)
+                folder.mkdir()
+                build(folder)
+                done.touch()
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+    return folder
+
+
+@pytest.fixture(scope="session")
+def demo_de_pr(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """``privtab demo --persons 3000 --states DE,PR --seed 1`` (a seeded, NOT private
+    SafeTab-P, SafeTab-H and TopDown demo; folders ``input``, ``parameters``, ``release``…)
+    in ``demo/``, run once a session at 80 columns; its stdout in ``demo.stdout``. The
+    command's own checks (exit 0, no word of a table broken: tests/cli/test_columns.py)
+    run while it is built; read by tests/cli/test_columns.py and tests/analysis/
+    test_derived.py."""
+    from tests.cli.test_columns import run_at_80_columns
+
+    def build(folder: Path) -> None:
+        out = run_at_80_columns(
+            f"demo --persons 3000 --states DE,PR --seed 1 --out {folder / 'demo'}"
+        )
+        (folder / "demo.stdout").write_text(out, encoding="utf-8")
+
+    return shared_folder(tmp_path_factory, "demo-de-pr", build)

@@ -23,20 +23,16 @@ from typer.testing import CliRunner
 
 from privtab.cli import app
 from privtab.data import production_config_dir, read_reference
-from privtab.mechanisms import InsecureReleaseWarning
 from privtab.release import read_release_document
 
 runner = CliRunner()
 
 
 @pytest.fixture(scope="module")
-def release(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from privtab.tabulate.demo import run_demo
-
-    root = tmp_path_factory.mktemp("derived") / "demo"
-    with pytest.warns(InsecureReleaseWarning):  # seeded: marked not private
-        run_demo(root, 3000, "DE,PR", seed=1)
-    return root / "release"
+def release(demo_de_pr: Path) -> Path:
+    """The session's ``privtab demo --persons 3000 --states DE,PR --seed 1`` (conftest.py),
+    shared with tests/cli/test_columns.py: only read here (outputs go to ``tmp_path``)."""
+    return demo_de_pr / "demo" / "release"
 
 
 @pytest.fixture

@@ -108,7 +108,7 @@ def test_the_command_list_shows_whole_descriptions() -> None:
         assert describe_command(cmd) in flat, name
 
 
-def _run(line: str) -> str:
+def run_at_80_columns(line: str) -> str:
     """Run a command; its human output must fit 80 columns without a broken word."""
     import privtab.cli._render as render
 
@@ -151,22 +151,21 @@ README_FAST = [
 
 @pytest.mark.parametrize("line", README_FAST)
 def test_readme_commands_fit_80_columns(line: str) -> None:
-    assert problems(_run(line)) == []
+    assert problems(run_at_80_columns(line)) == []
 
 
 def test_analyze_test_ends_with_a_conclusion() -> None:
-    out = _run(README_FAST[10]).strip().splitlines()
+    out = run_at_80_columns(README_FAST[10]).strip().splitlines()
     last = " ".join(out[-3:])
     assert "does not reject H0" in last
     assert "naive test" in last
 
 
 @pytest.fixture(scope="module")
-def demo(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    root = tmp_path_factory.mktemp("columns") / "demo"
-    out = _run(f"demo --persons 3000 --states DE,PR --seed 1 --out {root}")
-    assert problems(out) == []
-    return root
+def demo(demo_de_pr: Path) -> Path:
+    """The session's ``privtab demo`` (conftest.py), run through :func:`run_at_80_columns`."""
+    assert problems((demo_de_pr / "demo.stdout").read_text(encoding="utf-8")) == []
+    return demo_de_pr / "demo"
 
 
 def release_lines(demo: Path, tmp: Path) -> list[str]:
@@ -205,7 +204,7 @@ def release_lines(demo: Path, tmp: Path) -> list[str]:
 
 def test_release_commands_fit_80_columns(demo: Path, tmp_path: Path) -> None:
     for line in release_lines(demo, tmp_path):
-        assert problems(_run(line)) == [], line
+        assert problems(run_at_80_columns(line)) == [], line
 
 
 NOT_RUN = {
@@ -251,7 +250,7 @@ SLOW = ["safetab plan", "semantics --zcdp 2.63", "bench samplers --n 3000 --repe
 @pytest.mark.slow
 @pytest.mark.parametrize("line", SLOW)
 def test_slow_readme_commands_fit_80_columns(line: str) -> None:
-    assert problems(_run(line)) == []
+    assert problems(run_at_80_columns(line)) == []
 
 
 def test_the_checks_catch_the_old_output() -> None:

@@ -53,6 +53,36 @@ def _gls_round(nmf: Path, out: Path) -> Path:
     return out
 
 
+Solved = tuple[ChildrenProblem, ChildrenSolution]
+
+
+@pytest.fixture(scope="module")
+def gls_seeded_problems(
+    seeded: Path, tmp_path_factory: pytest.TempPathFactory
+) -> tuple[Path, list[Solved]]:
+    """The gls-round release of the seeded measurements, made once for the module, with
+    every children problem it solved and its solution (recorded on the way: the solver
+    itself is called unchanged). Read only by the tests."""
+    from privtab.topdown.solve import solve_children
+
+    seen: list[Solved] = []
+
+    def recording(problem: ChildrenProblem) -> ChildrenSolution:
+        sol = solve_children(problem)
+        seen.append((problem, sol))
+        return sol
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(gls_round, "solve_children", recording)
+        out = _gls_round(seeded / "nmf", tmp_path_factory.mktemp("gls-seeded") / "release")
+    return out, seen
+
+
+@pytest.fixture(scope="module")
+def gls_seeded(gls_seeded_problems: tuple[Path, list[Solved]]) -> Path:
+    return gls_seeded_problems[0]
+
+
 @pytest.mark.parametrize("whole", [True, False], ids=["whole tree", "state by state"])
 def test_noise_off_gives_the_truth(
     exact: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, whole: bool
@@ -70,23 +100,13 @@ def test_noise_off_gives_the_truth(
 
 
 def test_every_problem_is_integral_and_meets_its_constraints(
-    seeded: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    seeded: Path, gls_seeded_problems: tuple[Path, list[Solved]]
 ) -> None:
     """On every problem the GLS estimate given the parent sums to the parent (the
     conditioning), and the solution is integral, non-negative, sums to the parent and meets
     the hhgq bounds and exact totals; the written release validates (invariants exact,
     tables = the MDF's tabulation, children sum to parents)."""
-    from privtab.topdown.solve import solve_children
-
-    seen: list[tuple[ChildrenProblem, ChildrenSolution]] = []
-
-    def recording(problem: ChildrenProblem) -> ChildrenSolution:
-        sol = solve_children(problem)
-        seen.append((problem, sol))
-        return sol
-
-    monkeypatch.setattr(gls_round, "solve_children", recording)
-    out = _gls_round(seeded / "nmf", tmp_path / "gls")
+    out, seen = gls_seeded_problems
     assert len(seen) > 20
     roots = 0
     for problem, sol in seen:
@@ -117,11 +137,6 @@ def test_every_problem_is_integral_and_meets_its_constraints(
     first = pl.read_parquet(seeded / "pl94/P1.parquet")
     key = (pl.col("GEOLEVEL") == "STATE") & (pl.col("CELL") == "P0010001")
     assert p1.filter(key).sort("GEOID").equals(first.filter(key).sort("GEOID"))
-
-
-@pytest.fixture(scope="module")
-def gls_seeded(seeded: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return _gls_round(seeded / "nmf", tmp_path_factory.mktemp("gls-seeded") / "release")
 
 
 def test_it_says_what_it_is(seeded: Path, gls_seeded: Path) -> None:
