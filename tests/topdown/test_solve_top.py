@@ -25,7 +25,7 @@ from privtab.topdown.solve import (
     solve_children,
     start_problem,
 )
-from privtab.topdown.solve_model import GROUPS, Band, Term, prepare
+from privtab.topdown.solve_model import GROUPS, Band, Model, Term, prepare
 from privtab.topdown.solve_qp import solve_qp, solve_reduced_total
 from privtab.topdown.solve_structured import StructuredPass, _objective, _total_band, implied_band
 from privtab.topdown.solve_synthetic import children_problem, synthetic_children
@@ -145,6 +145,7 @@ def _counties_pass(
     p = children_problem(f"state-{seed}", truth, lower, upper, truth.sum(axis=0), "County", seed)
     p = replace(p, level="County")
     model = start_problem(p, 0.0)
+    assert isinstance(model, Model)
     first = _terms(p, model, p.l2_passes[0])[0]
     tot = solve_reduced_total(model, first)
     band = Band("total", first.index, first.size, tot[:, None] - 0.1, tot[:, None] + 0.1)
