@@ -38,9 +38,9 @@ inconsistent set of such rows loses the one with the smallest multiplier; if the
 still fails, the children are freed in the cells where it fails. An active row the solve
 cannot meet (no free cell under it) frees its cells too: the check looks at every row,
 not only at the multipliers. A solution is
-returned only once verified (to 1e-9 of the parent's scale in the primal, 1e-8 relative in
-the dual), so it is the optimum, not an approximation; a pass that cannot be certified is
-solved by Clarabel and counted (``PassResult.fell_back``).
+returned only once verified (to 1e-9 of the parent's scale in the primal, 1e-9 of the
+largest linear term ``|G|`` in the dual), so it is the optimum, not an approximation; a
+pass that cannot be certified is solved by Clarabel and counted (``PassResult.fell_back``).
 
 What the top levels' single large problems (a nation's state parts, a state's counties)
 needed (docs/topdown.md §14): the total bands narrowed by what the hhgq bounds imply
@@ -50,7 +50,11 @@ at a different value); a cell no child holds in a stuck ADMM iterate freed in ev
 an active row that its child cannot meet (no free cell) freed before another child's row
 is dropped, and the coupling's gap checked summed over the cells too; children with one
 active row (the usual case) reduced all at once (:class:`_OneRow`); an active set whose
-polish failed never polished again.
+polish failed never polished again. At a large state's counties (159 in Georgia, every
+total row active at the optimum) the ends of the total rows that contradict the coupling
+are corrected all at once, by the totals' own ``k``-variable QP at the active set of cells
+(:meth:`StructuredPass._retotal`, :class:`_TotalsLink`), not one row per two steps; and
+the dual tolerance is relative to the gradient's scale ``|G|``.
 
 **Classes of children** (siblings whose variances differ: after the spine's bypass a
 child that absorbed its single child's share has its own ``1/σ²`` per query). Children
