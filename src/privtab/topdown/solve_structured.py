@@ -569,7 +569,7 @@ class StructuredPass:
             return None
         lo = np.maximum(self.tlo[idx], 0.0) - t0
         hi = self.thi[idx] - t0
-        u = _box_qp(J, mu_t[idx], lo, hi, float(p.sum() - t0.sum()))
+        u = _box_qp(self.m, J, mu_t[idx], lo, hi, float(p.sum() - t0.sum()))
         if u is None:
             return None
         width = np.maximum(1.0, hi - lo)
@@ -865,11 +865,15 @@ class _TotalsLink:
         return np.asarray(0.5 * (J + J.T), dtype=np.float64)
 
 
-def _box_qp(J: F64, q: F64, lo: F64, hi: F64, target: float) -> F64 | None:
+def _box_qp(model: Model, J: F64, q: F64, lo: F64, hi: F64, target: float) -> F64 | None:
     """``argmin ½uᵀJu + qᵀu`` over ``lo ≤ u ≤ hi``, ``Σ u = target`` (small, dense, ``J``
-    positive semidefinite) by Clarabel; ``None`` if it does not solve."""
+    positive semidefinite) by Clarabel (:func:`~privtab.topdown.solve_qp.run_clarabel`);
+    ``None`` if it does not solve (the polish then drops one row as before)."""
     import clarabel
     import scipy.sparse as sp
+
+    from privtab.topdown.solve_model import TopDownInfeasibleError, TopDownSolverError
+    from privtab.topdown.solve_qp import run_clarabel
 
     m = q.size
     fin_hi, fin_lo = np.isfinite(hi), np.isfinite(lo)
@@ -877,14 +881,11 @@ def _box_qp(J: F64, q: F64, lo: F64, hi: F64, target: float) -> F64 | None:
     A = sp.vstack([sp.csc_matrix(np.ones((1, m))), eye[fin_hi], -eye[fin_lo]]).tocsc()
     b = np.concatenate([[target], hi[fin_hi], -lo[fin_lo]])
     cones = [clarabel.ZeroConeT(1), clarabel.NonnegativeConeT(int(b.size - 1))]
-    settings = clarabel.DefaultSettings()
-    settings.verbose = False
-    settings.tol_gap_abs = settings.tol_gap_rel = settings.tol_feas = 1e-10
-    sol = clarabel.DefaultSolver(sp.triu(sp.csc_matrix(J)).tocsc(), q, A, b, cones, settings)
-    out = sol.solve()
-    if str(out.status) not in ("Solved", "AlmostSolved"):
+    P = sp.triu(sp.csc_matrix(J)).tocsc()
+    try:
+        return run_clarabel(model, P, q, A, b, cones, 1e-10)
+    except (TopDownInfeasibleError, TopDownSolverError):
         return None
-    return np.asarray(out.x, dtype=np.float64)
 
 
 def shared_groups(model: Model) -> tuple[IDX, F64]:
