@@ -17,6 +17,8 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
+# private on purpose: _terms, _objective, _total_band build and score one pass of the
+# structured solver, whose active-set polish is what these tests start from a given set
 from privtab._blas import one_blas_thread
 from privtab.topdown.solve import (
     ChildrenProblem,
