@@ -38,9 +38,9 @@ inconsistent set of such rows loses the one with the smallest multiplier; if the
 still fails, the children are freed in the cells where it fails. An active row the solve
 cannot meet (no free cell under it) frees its cells too: the check looks at every row,
 not only at the multipliers. A solution is
-returned only once verified (to 1e-9 of the parent's scale in the primal, 1e-8 relative in
-the dual), so it is the optimum, not an approximation; a pass that cannot be certified is
-solved by Clarabel and counted (``PassResult.fell_back``).
+returned only once verified (to 1e-9 of the parent's scale in the primal, 1e-9 of the
+largest linear term ``|G|`` in the dual), so it is the optimum, not an approximation; a
+pass that cannot be certified is solved by Clarabel and counted (``PassResult.fell_back``).
 
 What the top levels' single large problems (a nation's state parts, a state's counties)
 needed (docs/topdown.md §14): the total bands narrowed by what the hhgq bounds imply
@@ -50,7 +50,11 @@ at a different value); a cell no child holds in a stuck ADMM iterate freed in ev
 an active row that its child cannot meet (no free cell) freed before another child's row
 is dropped, and the coupling's gap checked summed over the cells too; children with one
 active row (the usual case) reduced all at once (:class:`_OneRow`); an active set whose
-polish failed never polished again.
+polish failed never polished again. At a large state's counties (159 in Georgia, every
+total row active at the optimum) the ends of the total rows that contradict the coupling
+are corrected all at once, by the totals' own ``k``-variable QP at the active set of cells
+(:meth:`StructuredPass._retotal`, :class:`_TotalsLink`), not one row per two steps; and
+the dual tolerance is relative to the gradient's scale ``|G|``.
 
 **Classes of children** (siblings whose variances differ: after the spine's bypass a
 child that absorbed its single child's share has its own ``1/σ²`` per query). Children
@@ -266,9 +270,14 @@ class StructuredPass:
         self.rho = 2.0 * float(np.sqrt(lam_min * lam_max))
         self.scale_p = model.scale
         self.tol_p = 1e-9 * self.scale_p
-        self.tol_d = 1e-8 * max(1.0, float(np.abs(self.G).max(initial=0)), lam_max * self.scale_p)
+        # the dual tolerance, relative to the gradient's scale |G| (the fit's Hx ≈ G). It was
+        # 1e-8 of max(|G|, λ_max·scale): at a state's counties λ_max·scale is 100× |G|, and
+        # rows and cells whose multipliers had the wrong sign by up to 0.09 were certified —
+        # Georgia's counties at 10⁷ persons 4.6 above the optimum (2.9·10⁻⁵ relative)
+        self.tol_d = 1e-9 * max(1.0, float(np.abs(self.G).max(initial=0)))
         self.failed: set[bytes] = set()  # active sets whose polish failed
         self.uncovered: set[bytes] = set()  # active sets offered with a cell no child holds
+        self.link: _TotalsLink | None = None  # of the last _kkt, if every total was active
 
     # ---- ADMM -------------------------------------------------------------------------
     def admm_setup(self) -> AdmmSetup | None:
@@ -371,6 +380,7 @@ class StructuredPass:
         m, G = self.m, self.G
         k, n = m.k, m.n
         p = m.parent
+        self.link = None
         if p is not None and np.any(~free.any(axis=0)):
             return None
         Fp, mask = padded_free(free)
@@ -449,7 +459,12 @@ class StructuredPass:
             target = self.shared_total - ev
             lam, eta = _bordered(S if p is not None else None, r, Bm, Dv, target)
         elif p is not None:
-            lam = _gauge_solve(S, r, self._null_directions(free, tact, gact))
+            V = self._null_directions(free, tact, gact)
+            lam = _gauge_solve(S, r, V)
+            if V.shape[1] and V[0, 0] == 1.0 and np.all(V[:, 0] == 1.0):
+                # every child's total row active: keep how the multipliers answer the
+                # totals' right-hand sides (_TotalsLink), for _verify's retotal step
+                self.link = _TotalsLink.of(S, V, Fp, mask, tact, one, parts, n)
         gl = np.where(mask, Gf + lam[Fp] + _at(eta, self.shared)[:, None], 0.0)
         xf = np.zeros((k, f))
         mu_t = np.zeros(k)
@@ -531,6 +546,39 @@ class StructuredPass:
                 rhs = np.where(gact[who, g] < 0, m.lo[who, g], m.hi[who, g])
                 gact[who, g] = _drop_one(gact[who, g], mu_g[who, g], rhs, float(pg[g]))
         return tact, gact
+
+    def _retotal(self, tact: IDX, mu_t: F64, free: np.ndarray) -> IDX | None:
+        """The totals' rows of the next active set when every child's total row is active
+        but their ends contradict the coupling (``Σ tᵢ ≠ Σ p``). Dropping one row (the
+        smallest multiplier on the side that has to give) let that child absorb the whole
+        excess, so the next step put its row back at the other end: one row moved per two
+        steps (Georgia's 159 counties at 10⁷ persons: 11 persons of excess, ±0.1 bands,
+        ≈ 110 steps; the 40-step limit ended it and the pass went to Clarabel). Instead
+        the totals' own problem at this active set of cells is solved — ``min φ(t)`` over
+        the bands and ``Σ tᵢ = Σ p``, ``φ`` quadratic with Hessian ``J``
+        (:class:`_TotalsLink`), a ``k``-variable QP — and its bounds met with equality
+        become the active rows, the others are dropped. ``None`` where it does not apply
+        (no link, or nothing would change)."""
+        link, p = self.link, self.m.parent
+        if link is None or p is None:
+            return None
+        idx = np.flatnonzero(free.any(axis=1))
+        t0 = np.where(tact < 0, self.tlo, self.thi)[idx]
+        J = link.jacobian(idx)
+        if J is None:
+            return None
+        lo = np.maximum(self.tlo[idx], 0.0) - t0
+        hi = self.thi[idx] - t0
+        u = _box_qp(self.m, J, mu_t[idx], lo, hi, float(p.sum() - t0.sum()))
+        if u is None:
+            return None
+        width = np.maximum(1.0, hi - lo)
+        tol = 1e-7 * width
+        at_lo = (u <= lo + tol) & (self.tlo[idx] > 0)
+        at_hi = (u >= hi - tol) & ~at_lo
+        out = tact.copy()
+        out[idx] = np.where(at_lo, -1, np.where(at_hi, 1, 0))
+        return None if np.array_equal(out, tact) else out
 
     def _shift(
         self,
@@ -650,6 +698,9 @@ class StructuredPass:
                     # a row without free cells leaves the coupling unmet too: its cells
                     # are freed first (dropping another child's row instead cycled)
                     return False, free | unmet, tact, gact
+                tact2 = self._retotal(tact, mu_t, free)
+                if tact2 is not None:
+                    return False, free, tact2, gact
                 tact2, gact2 = self._consistent(tact, gact, mu_t, mu_g, free)
                 if np.array_equal(tact2, tact) and np.array_equal(gact2, gact):
                     # no coupled row to drop: the active rows leave some cells too few free
@@ -754,6 +805,87 @@ class _OneRow:
         mu_t[ii[g < 0]] = mu[g < 0]
         mu_g[ii[g >= 0], g[g >= 0]] = mu[g >= 0]
         return np.asarray(xf, dtype=np.float64)
+
+
+@dataclass(frozen=True)
+class _TotalsLink:
+    """How an active set with every child's total row active answers its rows' right-hand
+    sides ``t``: the totals' multipliers are affine in ``t``, ``μ(t) = μ(t₀) + J (t − t₀)``
+    with ``J = diag(d) + ĤᵀA⁻¹Ĥ`` — ``d_i`` the child's own Schur term of its total row,
+    ``ĥ_i`` (a row of ``Ĥ``, ``(k, n)``) how its free cells follow its total (``∂xᵢ/∂tᵢ``
+    at fixed ``λ``) and ``A = S + αQQᵀ`` the coupling's system with the directions the rows
+    leave free pinned (:func:`_gauge_solve`). ``J`` is the Hessian of the pass's objective
+    as a function of the children's totals at this active set of cells: the totals'
+    problem (:meth:`StructuredPass._retotal`) is a ``k``-variable QP."""
+
+    hh: F64
+    d: F64
+    A: F64
+
+    @classmethod
+    def of(
+        cls,
+        S: F64,
+        V: F64,
+        Fp: IDX,
+        mask: np.ndarray,
+        tact: IDX,
+        one: _OneRow,
+        parts: dict[int, tuple[F64, F64, F64, F64]],
+        n: int,
+    ) -> _TotalsLink:
+        k = Fp.shape[0]
+        hh = np.zeros((k, n))
+        d = np.zeros(k)
+        rows = np.flatnonzero(one.on & (one.g < 0))
+        if rows.size:
+            ri, ci = np.nonzero(mask[rows])
+            w = one.HC[rows] * one.inv[rows, None]
+            hh[rows[ri], Fp[rows][ri, ci]] = w[ri, ci]
+            d[rows] = one.inv[rows]
+        for i, (HC, Sc_pinv, _, _) in parts.items():
+            if tact[i]:  # the total row is the first of the child's rows
+                nf = HC.shape[0]
+                hh[i, Fp[i, :nf]] = HC @ Sc_pinv[:, 0]
+                d[i] = Sc_pinv[0, 0]
+        Q = sla.orth(V)
+        alpha = max(1.0, float(np.trace(S)) / max(1, S.shape[0]))
+        return cls(hh, d, S + alpha * (Q @ Q.T))
+
+    def jacobian(self, idx: IDX) -> F64 | None:
+        """``J`` on the children ``idx`` (``None`` if ``A`` is not positive definite)."""
+        h = self.hh[idx]
+        try:
+            cf = sla.cho_factor(self.A, check_finite=False)
+        except np.linalg.LinAlgError:
+            return None
+        Z = sla.cho_solve(cf, h.T, check_finite=False)
+        J = h @ Z
+        J[np.arange(idx.size), np.arange(idx.size)] += self.d[idx]
+        return np.asarray(0.5 * (J + J.T), dtype=np.float64)
+
+
+def _box_qp(model: Model, J: F64, q: F64, lo: F64, hi: F64, target: float) -> F64 | None:
+    """``argmin ½uᵀJu + qᵀu`` over ``lo ≤ u ≤ hi``, ``Σ u = target`` (small, dense, ``J``
+    positive semidefinite) by Clarabel (:func:`~privtab.topdown.solve_qp.run_clarabel`);
+    ``None`` if it does not solve (the polish then drops one row as before)."""
+    import clarabel
+    import scipy.sparse as sp
+
+    from privtab.topdown.solve_model import TopDownInfeasibleError, TopDownSolverError
+    from privtab.topdown.solve_qp import run_clarabel
+
+    m = q.size
+    fin_hi, fin_lo = np.isfinite(hi), np.isfinite(lo)
+    eye = sp.eye(m, format="csc")
+    A = sp.vstack([sp.csc_matrix(np.ones((1, m))), eye[fin_hi], -eye[fin_lo]]).tocsc()
+    b = np.concatenate([[target], hi[fin_hi], -lo[fin_lo]])
+    cones = [clarabel.ZeroConeT(1), clarabel.NonnegativeConeT(int(b.size - 1))]
+    P = sp.triu(sp.csc_matrix(J)).tocsc()
+    try:
+        return run_clarabel(model, P, q, A, b, cones, 1e-10)
+    except (TopDownInfeasibleError, TopDownSolverError):
+        return None
 
 
 def shared_groups(model: Model) -> tuple[IDX, F64]:

@@ -114,6 +114,12 @@ class _Stack:
             self.shared[b, :k] = sp.shared
             self.shared_total[b, : sp.shared_total.size] = sp.shared_total
 
+    def class_rows(self) -> list[IDX]:
+        """The first problem's children of each class (the x-update of a problem alone:
+        each class's rows times its own ``M_c⁻¹`` instead of every row times every class's
+        and a mask — a state's counties have two or three classes, so 2–3× the product)."""
+        return [np.flatnonzero(self.cmask[0, c, :, 0]) for c in range(self.C)]
+
     def take(self, keep: IDX) -> None:
         """Keep only the problems ``keep`` (in this order)."""
         for name, value in vars(self).items():
@@ -193,6 +199,11 @@ def solve_batch(
         x: F64
         if one:
             x = np.matmul(z - u, st.Minv[:, 0])
+        elif idx.size == 1:  # one problem (a top level's): each class's rows by its M_c⁻¹
+            d = z - u
+            x = np.zeros_like(d)
+            for c, rows in enumerate(st.class_rows()):
+                x[0, rows] = d[0, rows] @ st.Minv[0, c]
         else:
             d = z - u
             x = sum(
