@@ -777,7 +777,7 @@ def check_person_records(
     if pt is None or ct is None:
         return
     key = pl.concat_str(BLOCK_COLUMNS)
-    left = pt.frame.select(
+    left: tuple[str | pl.Expr, ...] = (
         ROW,
         key.alias("B"),
         pl.col("QAGE").cast(pl.Int32, strict=False).alias("A"),
@@ -786,7 +786,7 @@ def check_person_records(
         (pl.col("HOUSEHOLDER") == "True").alias("H"),
         (pl.col("QSPAN").is_in(hisp_codes) if hisp_codes else pl.lit(None)).alias("X"),
     )
-    right = ct.frame.select(
+    right: tuple[pl.Expr, ...] = (
         key.alias("B"),
         pl.col("QAGE").cast(pl.Int32, strict=False).alias("A"),
         pl.col("QSEX").alias("S"),
@@ -797,8 +797,11 @@ def check_person_records(
     name = str(person_path)
     n_left = n_right = 0
     try:
-        lb = iter(left.collect_batches(chunk_size=check.batch_rows, maintain_order=True))
-        rb = iter(right.collect_batches(chunk_size=check.batch_rows, maintain_order=True))
+        # batch by batch (Parquet: row group by row group), never the whole files
+        read = (*BLOCK_COLUMNS, "QAGE", "QSEX", "CENRACE")
+        lcols = (*read, "HOUSEHOLDER", *(["QSPAN"] if hisp_codes else []))
+        lb = (b.select(left) for b in pt.batches(check.batch_rows, lcols))
+        rb = (b.select(right) for b in ct.batches(check.batch_rows, (*read, "RELSHIP", "CENHISP")))
         pending_l: pl.DataFrame | None = None
         pending_r: pl.DataFrame | None = None
         while True:
