@@ -86,9 +86,7 @@ class OpenTable:
     expected: tuple[str, ...]
     optional_null: tuple[str, ...]
 
-    def batches(
-        self, rows: int, columns: Sequence[str] | None = None
-    ) -> Iterator[pl.DataFrame]:
+    def batches(self, rows: int, columns: Sequence[str] | None = None) -> Iterator[pl.DataFrame]:
         """Batches of about ``rows`` rows, bounded in memory (see :func:`table_batches`)."""
         return table_batches(self, rows, columns)
 
