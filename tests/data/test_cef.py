@@ -6,6 +6,7 @@ from __future__ import annotations
 import shutil
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import polars as pl
 import pytest
@@ -233,6 +234,41 @@ def test_units_reader_streams_in_batches(valid: Path) -> None:
     assert (whole.mafid == small.mafid).all()
     assert (whole.rows == small.rows).all()
     assert UNIT_COLUMNS[0] == CEF_PERSON_COLUMNS[0] == "MAFID"
+
+
+def test_population_parquet_never_read_whole(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The validation's memory is bounded by a row group, not the file: every frame polars
+    collects holds at most one row group and no Parquet file goes through polars'
+    streaming batches (which prefetch the whole file: person-records did, ≈ 1 GiB at 10⁷
+    persons, docs/topdown.md §14)."""
+    out = tmp_path / "pq"
+    synthesize(out, 3_000, states="DC", seed=4, fmt="parquet")
+    group = 400
+    for f in out.glob("*.parquet"):
+        pl.read_parquet(f).write_parquet(f, row_group_size=group)
+    heights: list[int] = []
+    streamed: list[object] = []
+    collect, batches = pl.LazyFrame.collect, pl.LazyFrame.collect_batches
+
+    def spy_collect(self: pl.LazyFrame, *a: Any, **k: Any) -> Any:
+        got = collect(self, *a, **k)
+        heights.append(got.height)
+        return got
+
+    def spy_batches(self: pl.LazyFrame, *a: Any, **k: Any) -> Any:
+        streamed.append(self)
+        return batches(self, *a, **k)
+
+    monkeypatch.setattr(pl.LazyFrame, "collect", spy_collect)
+    monkeypatch.setattr(pl.LazyFrame, "collect_batches", spy_batches)
+    summary = validate_folder(out, inputs=["population"], batch_rows=150)
+    assert summary["population"]["persons"] == 3_000
+    assert summary["population"]["person_records_checked"]
+    assert not streamed
+    assert heights
+    assert max(heights) <= group
 
 
 def test_cli_validate_products(valid: Path, tmp_path: Path) -> None:

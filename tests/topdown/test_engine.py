@@ -331,3 +331,27 @@ def test_two_chunks_at_once_give_the_same_leaves_in_any_order() -> None:
     assert [r["parents"] for r in two.level_records()] == [
         r["parents"] for r in one.level_records()
     ]
+
+
+def test_a_level_is_held_sparse_while_it_is_solved(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The children solved so far of a level are kept as their nonzero cells, never as
+    the solver's dense ``(children, cells)`` arrays: held dense, a state's blocks took
+    16 KiB each (≈ 4 GiB for Georgia's, California's ≈ 8 GiB; docs/topdown.md §14)."""
+    import privtab.topdown.engine as eng
+
+    s, sp, units, hist = _country(61)
+    engine, truth, rec = _engine(s, sp, units, hist, 61)
+    kept: list[tuple[int, int]] = []  # (entries held, nonzero cells) per finished level
+    solved = eng._Step.solved
+
+    def spy(self: eng._Step) -> eng.SolvedLevel:
+        out = solved(self)
+        assert all(a.ndim == 1 for part in self.parts for a in part)
+        kept.append((sum(part[0].size for part in self.parts), out.hists.unit.size))
+        return out
+
+    monkeypatch.setattr(eng._Step, "solved", spy)
+    leaves = _check(engine, truth, rec, units)
+    assert kept
+    assert all(held == nonzero for held, nonzero in kept)
+    assert sum(n for _, n in kept) < leaves.size  # far fewer than the dense cells

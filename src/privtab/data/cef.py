@@ -702,60 +702,94 @@ class PopulationCheck:
 
 
 # ---------------------------------------------------------------------------- households
+_STATE_KEY = 10**13
+"""A block key divided by this is its state (the first 2 of its 15 digits)."""
+_CHUNK = 1 << 22
+
+
+def _state_of(keys: NDArray[np.uint64]) -> NDArray[np.uint8]:
+    """The state of each block key (0 for a null block), in chunks: 1 byte a key."""
+    out = np.empty(keys.size, dtype=np.uint8)
+    for i in range(0, keys.size, _CHUNK):
+        out[i : i + _CHUNK] = keys[i : i + _CHUNK] // _STATE_KEY
+    return out
+
+
 def check_households(
     frame: pl.DataFrame, file: str, check: PopulationCheck, log: ProblemLog
 ) -> None:
     """Household records against the occupied units: as many per block, and record i is
     occupied unit i (block, HHRACE = the householder's CENRACE, HOUSEHOLD_TYPE 4 ⇔ one
-    person)."""
+    person). Blocks are counted state by state (in block order, as one national pass
+    would) and records paired in chunks: beyond the frame and the units, the memory is
+    bounded by the largest state."""
     u = check.units
-    occupied = np.flatnonzero(u.status == 1)
     blocks = frame[BLOCK].fill_null(0).to_numpy()
     rows = frame[ROW].to_numpy()
-    keys, first = np.unique(blocks, return_index=True)
-    n_rec = np.bincount(np.searchsorted(keys, blocks), minlength=keys.size)
-    ukeys, _ufirst, n_occ = np.unique(u.block[occupied], return_index=True, return_counts=True)
-    allk = np.union1d(keys, ukeys)
-    a = np.zeros(allk.size, dtype=np.int64)
-    b = np.zeros(allk.size, dtype=np.int64)
-    a[np.searchsorted(allk, keys)] = n_rec
-    b[np.searchsorted(allk, ukeys)] = n_occ
-    bad = np.flatnonzero(a != b)
-    if bad.size:
-        probs = []
-        for i in bad[: log.examples]:
+    h_state = _state_of(blocks)
+    u_state = _state_of(u.block)
+    u_state[u.status != 1] = 255  # not an occupied unit (no state code is 255)
+    present = np.bincount(h_state, minlength=256) + np.bincount(u_state, minlength=256)
+    n_bad = 0
+    probs: list[Problem] = []
+    for state in np.flatnonzero(present[:255]):
+        mine = blocks[h_state == state]
+        mine_rows = rows[h_state == state]
+        keys, first = np.unique(mine, return_index=True)
+        n_rec = np.bincount(np.searchsorted(keys, mine), minlength=keys.size)
+        ukeys, n_occ = np.unique(u.block[u_state == state], return_counts=True)
+        allk = np.union1d(keys, ukeys)
+        a = np.zeros(allk.size, dtype=np.int64)
+        b = np.zeros(allk.size, dtype=np.int64)
+        a[np.searchsorted(allk, keys)] = n_rec
+        b[np.searchsorted(allk, ukeys)] = n_occ
+        bad = np.flatnonzero(a != b)
+        n_bad += bad.size
+        for i in bad[: max(log.examples - len(probs), 0)]:
             k = allk[i]
             j = np.searchsorted(keys, k)
-            row = int(rows[first[j]]) if j < keys.size and keys[j] == k else None
+            row = int(mine_rows[first[j]]) if j < keys.size and keys[j] == k else None
             probs.append(
                 Problem(file, "households_per_block",
                         f"{a[i]} household record(s) in this block, {b[i]} occupied unit(s) "
                         "in cef-units", row=row, column="TABBLK", value=block_key_string(int(k)))
             )  # fmt: skip
-        log.add_many(bad.size, probs)
+    if n_bad:
+        log.add_many(n_bad, probs)
         return
-    n = min(occupied.size, frame.height)
-    unit = occupied[:n]
-    hhrace = frame["HHRACE"].to_numpy()[:n]
-    htype = frame["HOUSEHOLD_TYPE"].to_numpy()[:n]
-    wrong = (blocks[:n] != u.block[unit]) | (hhrace != check.head_race[unit])
-    wrong |= (htype == 4) != (u.pop[unit] == 1)
-    where = np.flatnonzero(wrong)
-    if where.size:
+    del h_state, u_state
+    hhrace = frame["HHRACE"].to_numpy()
+    htype = frame["HOUSEHOLD_TYPE"].to_numpy()
+    n_wrong = 0
+    found: list[tuple[int, int]] = []  # (record, unit) of the first mismatches
+    done = 0  # records paired so far
+    for start in range(0, len(u), _CHUNK):
+        unit = start + np.flatnonzero(u.status[start : start + _CHUNK] == 1)
+        unit = unit[: max(frame.height - done, 0)]
+        if unit.size == 0:
+            continue
+        at = slice(done, done + unit.size)
+        wrong = (blocks[at] != u.block[unit]) | (hhrace[at] != check.head_race[unit])
+        wrong |= (htype[at] == 4) != (u.pop[unit] == 1)
+        where = np.flatnonzero(wrong)
+        n_wrong += where.size
+        found += [(done + int(i), int(unit[i])) for i in where[: log.examples - len(found)]]
+        done += unit.size
+    if n_wrong:
         log.add_many(
-            where.size,
+            n_wrong,
             [
                 Problem(
                     file,
                     "household_mismatch",
                     f"record {i + 1} is not the occupied unit MAFID "
-                    f"{int(u.mafid[unit[i]]):09d} (block, HHRACE = its householder's "
+                    f"{int(u.mafid[j]):09d} (block, HHRACE = its householder's "
                     "CENRACE, HOUSEHOLD_TYPE 4 for one person)",
                     row=int(rows[i]),
                     column="HHRACE",
                     value=str(int(hhrace[i])),
                 )
-                for i in where[: log.examples]
+                for i, j in found
             ],
         )
 
@@ -777,7 +811,7 @@ def check_person_records(
     if pt is None or ct is None:
         return
     key = pl.concat_str(BLOCK_COLUMNS)
-    left = pt.frame.select(
+    left: tuple[str | pl.Expr, ...] = (
         ROW,
         key.alias("B"),
         pl.col("QAGE").cast(pl.Int32, strict=False).alias("A"),
@@ -786,7 +820,7 @@ def check_person_records(
         (pl.col("HOUSEHOLDER") == "True").alias("H"),
         (pl.col("QSPAN").is_in(hisp_codes) if hisp_codes else pl.lit(None)).alias("X"),
     )
-    right = ct.frame.select(
+    right: tuple[pl.Expr, ...] = (
         key.alias("B"),
         pl.col("QAGE").cast(pl.Int32, strict=False).alias("A"),
         pl.col("QSEX").alias("S"),
@@ -797,8 +831,11 @@ def check_person_records(
     name = str(person_path)
     n_left = n_right = 0
     try:
-        lb = iter(left.collect_batches(chunk_size=check.batch_rows, maintain_order=True))
-        rb = iter(right.collect_batches(chunk_size=check.batch_rows, maintain_order=True))
+        # batch by batch (Parquet: row group by row group), never the whole files
+        read = (*BLOCK_COLUMNS, "QAGE", "QSEX", "CENRACE")
+        lcols = (*read, "HOUSEHOLDER", *(["QSPAN"] if hisp_codes else []))
+        lb = (b.select(left) for b in pt.batches(check.batch_rows, lcols))
+        rb = (b.select(right) for b in ct.batches(check.batch_rows, (*read, "RELSHIP", "CENHISP")))
         pending_l: pl.DataFrame | None = None
         pending_r: pl.DataFrame | None = None
         while True:

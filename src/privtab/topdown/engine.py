@@ -190,27 +190,29 @@ class SolvedLevel:
         return out
 
     @classmethod
-    def from_blocks(
-        cls, level: str, start: int, n: int, cells: int, blocks: Sequence[tuple[int, IntArray]]
+    def from_parts(
+        cls, level: str, start: int, n: int, cells: int, parts: Sequence[SparseRows]
     ) -> SolvedLevel:
-        """From dense ``(first unit, (k, cells) counts)`` blocks covering ``start .. start
-        + n`` (in order)."""
-        units, cols, counts = [], [], []
-        for first, dense in blocks:
-            r, c = np.nonzero(dense)
-            units.append(r + (first - start))
-            cols.append(c)
-            counts.append(dense[r, c])
-        cat = (lambda xs: np.concatenate(xs).astype(np.int64)) if blocks else None
+        """From the :func:`sparse_rows` of consecutive parents' children covering
+        ``start .. start + n`` (in order)."""
         empty = np.zeros(0, dtype=np.int64)
-        hists = SparseHistograms(
-            cells,
-            n,
-            cat(units) if cat else empty,
-            cat(cols) if cat else empty,
-            cat(counts) if cat else empty,
-        )
-        return cls(level, start, hists)
+
+        def cat(i: int) -> IntArray:
+            return np.concatenate([p[i] for p in parts]).astype(np.int64) if parts else empty
+
+        return cls(level, start, SparseHistograms(cells, n, cat(0), cat(1), cat(2)))
+
+
+SparseRows = tuple[IntArray, IntArray, IntArray]
+"""``(unit, cell, count)`` of the nonzero cells of some units' histograms."""
+
+
+def sparse_rows(offset: int, dense: IntArray) -> SparseRows:
+    """The nonzero cells of ``(k, cells)`` dense histograms whose first unit is
+    ``offset``: a level's solved children are kept so as each slice arrives, never dense
+    (a state's blocks dense are 16 KiB each: ≈ 4 GiB for Georgia, docs/topdown.md §14)."""
+    r, c = np.nonzero(dense)
+    return r + offset, c, dense[r, c]
 
 
 @dataclass(frozen=True, eq=False)
@@ -434,7 +436,7 @@ class _Step:
         self.submitted = 0
         self.queue: deque[tuple[SliceTask, Future[SliceResult]]] = deque()
         self.taken = 0
-        self.blocks: list[tuple[int, IntArray]] = []
+        self.parts: list[SparseRows] = []  # the children solved so far, sparse
 
     @property
     def finished(self) -> bool:
@@ -472,13 +474,14 @@ class _Step:
                 res = fut.result()
             except TopDownInfeasibleError as exc:
                 raise _infeasible(exc) from None
-            self.blocks.extend(self.engine._accept(self.k, task, res))
+            for first, counts in self.engine._accept(self.k, task, res):
+                self.parts.append(sparse_rows(first - self.first, counts))
             self.taken += 1
 
     def solved(self) -> SolvedLevel:
         e = self.engine
         level = e.hierarchy.levels[self.k]
-        return SolvedLevel.from_blocks(level, self.first, self.count, e.cells, self.blocks)
+        return SolvedLevel.from_parts(level, self.first, self.count, e.cells, self.parts)
 
 
 class _Chunk:
