@@ -18,11 +18,14 @@ from privtab.topdown.inputs import (
     SparseHistograms,
     block_histograms,
     block_units,
+    person_cells,
     scan_table,
     units_histograms,
 )
 from privtab.topdown.spine import us_spine
 from tests.topdown._support import population, write_c1
+
+BLOCK_COLUMNS = ("TABBLKST", "TABBLKCOU", "TABTRACTCE", "TABBLK")
 
 
 def _block(r: dict[str, str]) -> str:
@@ -57,6 +60,39 @@ def test_block_histograms_equal_a_loop_over_persons(tmp_path: Path) -> None:
         assert got == dict(expected)
         assert h.get_column("BLOCK").is_sorted()
     assert sum(expected.values()) == pop.persons.height
+
+
+def _string_keyed(persons: pl.DataFrame) -> pl.DataFrame:
+    """The aggregation as it was before the numeric key: grouped on the block strings."""
+    cells = person_cells(persons).group_by("BLOCK", "CELL")
+    return cells.agg(pl.len().cast(pl.Int64).alias("COUNT")).collect().sort("BLOCK", "CELL")
+
+
+@pytest.mark.parametrize(
+    "ids",
+    [
+        [("13", "121", "000100", "1001"), ("13", "121", "000100", "0999"), ("01", "", "", "0")],
+        [("1", "2", "", "")] * 2 + [("9", "9", "9", "9"), ("0", "0", "0", "0")],  # width 4
+        [("", "", "", ""), ("0", "", "", ""), ("00", "7", "", ""), ("1", "", "", "")],  # mixed
+        [("99", "999", "999999", "9999"), ("00", "000", "000000", "0000")],  # 15 digits, edges
+        [("0", "0", "0000000", "123456789"), ("1", "2", "3", "4")],  # 16 digits: the strings
+        [("06", "037", "2a", "1"), ("06", "037", "21", "+1")],  # not digits: the strings
+        [("06", "037", "201100", "1001"), ("06", None, "201100", "1001")],  # a null part
+    ],
+)
+def test_block_histograms_equal_the_string_keyed_group_by(
+    ids: list[tuple[str | None, ...]],
+) -> None:
+    pop = population(6)
+    rng = np.random.default_rng(6)
+    pick = rng.integers(0, len(ids), pop.persons.height)
+    parts = {c: [ids[i][k] for i in pick] for k, c in enumerate(BLOCK_COLUMNS)}
+    persons = pop.persons.with_columns(pl.Series(c, v, pl.Utf8) for c, v in parts.items())
+    got = block_histograms(persons)
+    expected = _string_keyed(persons)
+    assert got.schema == expected.schema
+    assert got.equals(expected)
+    assert got.get_column("COUNT").sum() == persons.height
 
 
 def test_block_units_equal_a_loop_over_units(tmp_path: Path) -> None:
