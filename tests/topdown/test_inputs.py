@@ -20,6 +20,7 @@ from privtab.topdown.inputs import (
     block_units,
     person_cells,
     scan_table,
+    state_runs,
     units_histograms,
 )
 from privtab.topdown.spine import us_spine
@@ -93,6 +94,71 @@ def test_block_histograms_equal_the_string_keyed_group_by(
     assert got.schema == expected.schema
     assert got.equals(expected)
     assert got.get_column("COUNT").sum() == persons.height
+
+
+def _loop_runs(states: list[str | None]) -> list[tuple[str | None, int, int]]:
+    runs: list[tuple[str | None, int, int]] = []
+    for i, state in enumerate(states):
+        if runs and runs[-1][0] == state:
+            runs[-1] = (state, runs[-1][1], i + 1)
+        else:
+            runs.append((state, i, i + 1))
+    return runs
+
+
+@pytest.mark.parametrize(
+    "order",
+    [
+        "by state",
+        "file order",
+        "a state in two runs",
+        "mixed widths",
+        "a null state",
+        "null counties",
+        "one",
+    ],
+)
+def test_block_histograms_state_by_state_equal_one_pass(tmp_path: Path, order: str) -> None:
+    pop = population(7, states=("01", "09", "13", "06"))
+    persons = pop.persons
+    if order == "by state":
+        persons = persons.sort("TABBLKST", maintain_order=True)
+    elif order == "a state in two runs":
+        persons = persons.sort("TABBLKST", descending=True, maintain_order=True)
+        persons = pl.concat([persons.tail(40), persons.head(persons.height - 40)])
+    elif order == "mixed widths":  # states "1" and "11" with counties "1…" and "…": the same blocks
+        persons = pl.concat(
+            [
+                persons.with_columns(
+                    pl.lit("1").alias("TABBLKST"),
+                    (pl.lit("1") + pl.col("TABBLKCOU")).alias("TABBLKCOU"),
+                ),
+                persons.with_columns(pl.lit("11").alias("TABBLKST")),
+            ]
+        )
+    elif order == "a null state":
+        first = pl.int_range(pl.len()) < 30
+        persons = persons.sort("TABBLKST").with_columns(
+            pl.when(first).then(None).otherwise(pl.col("TABBLKST")).alias("TABBLKST")
+        )
+    elif order == "null counties":  # null blocks in two states: one group, not two
+        head = pl.int_range(pl.len()).over("TABBLKST") < 3
+        persons = persons.sort("TABBLKST").with_columns(
+            pl.when(head).then(None).otherwise(pl.col("TABBLKCOU")).alias("TABBLKCOU")
+        )
+    elif order == "one":
+        persons = persons.with_columns(pl.lit("13").alias("TABBLKST"))
+    path = tmp_path / "cef-persons.parquet"
+    persons.write_parquet(path, row_group_size=50)
+    runs = state_runs(path, batch=37)
+    assert runs == _loop_runs(persons.get_column("TABBLKST").to_list())
+    expected = _string_keyed(persons)
+    for source in (persons, scan_table(path, PERSON_COLUMNS)):
+        got = block_histograms(source, runs)
+        assert got.schema == expected.schema
+        assert got.equals(expected), order
+    if order == "by state":
+        assert len(runs) == 4
 
 
 def test_block_units_equal_a_loop_over_units(tmp_path: Path) -> None:

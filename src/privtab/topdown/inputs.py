@@ -44,6 +44,7 @@ __all__ = [
     "block_units",
     "person_cells",
     "scan_table",
+    "state_runs",
     "units_histograms",
 ]
 
@@ -141,12 +142,51 @@ def _count_cells(cells: pl.LazyFrame) -> pl.DataFrame:
     return out if one_width else out.sort("BLOCK", "CELL")
 
 
-def block_histograms(persons: Frame) -> pl.DataFrame:
+def state_runs(path: str | Path, batch: int = 1 << 20) -> list[tuple[str | None, int, int]]:
+    """The runs of one ``TABBLKST`` of a Parquet file in file order: ``(state, first row,
+    end row)``, the column read ``batch`` rows at a time (≈ 0.2 CPU s, 0.1 GiB for 4 × 10⁷
+    persons)."""
+    column = scan_table(path, ["TABBLKST"])
+    rows = column.select(pl.len()).collect().item()
+    runs: list[tuple[str | None, int, int]] = []
+    for first in range(0, rows, batch):
+        rle = column.slice(first, batch).collect().to_series().rle()
+        for n, state in zip(rle.struct.field("len"), rle.struct.field("value"), strict=True):
+            if runs and runs[-1][0] == state:
+                runs[-1] = (state, runs[-1][1], runs[-1][2] + n)
+            else:
+                start = runs[-1][2] if runs else 0
+                runs.append((state, start, start + n))
+    return runs
+
+
+def _by_state(persons: Frame, runs: Sequence[tuple[str | None, int, int]]) -> pl.DataFrame | None:
+    """:func:`_count_cells` of each state's rows alone, concatenated in the states' order —
+    ``None`` (aggregate in one pass) unless there are several states, each in one run, all
+    of one width and none null, so that no block can be in two runs and the parts follow
+    one another in the order of the strings; or if a block id came out null."""
+    states = [state for state, _, _ in runs]
+    if len(runs) < 2 or None in states or len(set(states)) < len(states):
+        return None
+    if len({len(state) for state in states if state is not None}) != 1:
+        return None
+    lf = _lazy(persons)
+    parts = [_count_cells(person_cells(lf.slice(a, b - a))) for _, a, b in sorted(runs, key=str)]
+    out = pl.concat(parts, rechunk=False)
+    return None if out.get_column("BLOCK").null_count() else out
+
+
+def block_histograms(
+    persons: Frame, runs: Sequence[tuple[str | None, int, int]] = ()
+) -> pl.DataFrame:
     """The persons histogram of every block with persons: ``BLOCK``, ``CELL``, ``COUNT``
     (nonzero cells only, sorted), aggregated by polars' streaming engine on a numeric block
-    key (:func:`_count_cells`). A code outside the C1 ranges is refused (the validating
-    reader reports its row)."""
-    out = _count_cells(person_cells(persons))
+    key (:func:`_count_cells`). With ``runs`` (:func:`state_runs` of the file ``persons``
+    scans) each state's rows are aggregated alone, so that the peak is the largest state's
+    group-by beside the result, not the nation's; the frame is the same. A code outside the
+    C1 ranges is refused (the validating reader reports its row)."""
+    by_state = _by_state(persons, runs)
+    out = by_state if by_state is not None else _count_cells(person_cells(persons))
     bad = out.filter(
         pl.col("CELL").is_null() | ~pl.col("CELL").is_between(0, int(np.prod(SHAPE)) - 1)
     )
