@@ -18,11 +18,15 @@ from privtab.topdown.inputs import (
     SparseHistograms,
     block_histograms,
     block_units,
+    person_cells,
     scan_table,
+    state_runs,
     units_histograms,
 )
 from privtab.topdown.spine import us_spine
 from tests.topdown._support import population, write_c1
+
+BLOCK_COLUMNS = ("TABBLKST", "TABBLKCOU", "TABTRACTCE", "TABBLK")
 
 
 def _block(r: dict[str, str]) -> str:
@@ -57,6 +61,104 @@ def test_block_histograms_equal_a_loop_over_persons(tmp_path: Path) -> None:
         assert got == dict(expected)
         assert h.get_column("BLOCK").is_sorted()
     assert sum(expected.values()) == pop.persons.height
+
+
+def _string_keyed(persons: pl.DataFrame) -> pl.DataFrame:
+    """The aggregation as it was before the numeric key: grouped on the block strings."""
+    cells = person_cells(persons).group_by("BLOCK", "CELL")
+    return cells.agg(pl.len().cast(pl.Int64).alias("COUNT")).collect().sort("BLOCK", "CELL")
+
+
+@pytest.mark.parametrize(
+    "ids",
+    [
+        [("13", "121", "000100", "1001"), ("13", "121", "000100", "0999"), ("01", "", "", "0")],
+        [("1", "2", "", "")] * 2 + [("9", "9", "9", "9"), ("0", "0", "0", "0")],  # width 4
+        [("", "", "", ""), ("0", "", "", ""), ("00", "7", "", ""), ("1", "", "", "")],  # mixed
+        [("99", "999", "999999", "9999"), ("00", "000", "000000", "0000")],  # 15 digits, edges
+        [("0", "0", "0000000", "123456789"), ("1", "2", "3", "4")],  # 16 digits: the strings
+        [("06", "037", "2a", "1"), ("06", "037", "21", "+1")],  # not digits: the strings
+        [("06", "037", "201100", "1001"), ("06", None, "201100", "1001")],  # a null part
+    ],
+)
+def test_block_histograms_equal_the_string_keyed_group_by(
+    ids: list[tuple[str | None, ...]],
+) -> None:
+    pop = population(6)
+    rng = np.random.default_rng(6)
+    pick = rng.integers(0, len(ids), pop.persons.height)
+    parts = {c: [ids[i][k] for i in pick] for k, c in enumerate(BLOCK_COLUMNS)}
+    persons = pop.persons.with_columns(pl.Series(c, v, pl.Utf8) for c, v in parts.items())
+    got = block_histograms(persons)
+    expected = _string_keyed(persons)
+    assert got.schema == expected.schema
+    assert got.equals(expected)
+    assert got.get_column("COUNT").sum() == persons.height
+
+
+def _loop_runs(states: list[str | None]) -> list[tuple[str | None, int, int]]:
+    runs: list[tuple[str | None, int, int]] = []
+    for i, state in enumerate(states):
+        if runs and runs[-1][0] == state:
+            runs[-1] = (state, runs[-1][1], i + 1)
+        else:
+            runs.append((state, i, i + 1))
+    return runs
+
+
+@pytest.mark.parametrize(
+    "order",
+    [
+        "by state",
+        "file order",
+        "a state in two runs",
+        "mixed widths",
+        "a null state",
+        "null counties",
+        "one",
+    ],
+)
+def test_block_histograms_state_by_state_equal_one_pass(tmp_path: Path, order: str) -> None:
+    pop = population(7, states=("01", "09", "13", "06"))
+    persons = pop.persons
+    if order == "by state":
+        persons = persons.sort("TABBLKST", maintain_order=True)
+    elif order == "a state in two runs":
+        persons = persons.sort("TABBLKST", descending=True, maintain_order=True)
+        persons = pl.concat([persons.tail(40), persons.head(persons.height - 40)])
+    elif order == "mixed widths":  # states "1" and "11" with counties "1…" and "…": the same blocks
+        persons = pl.concat(
+            [
+                persons.with_columns(
+                    pl.lit("1").alias("TABBLKST"),
+                    (pl.lit("1") + pl.col("TABBLKCOU")).alias("TABBLKCOU"),
+                ),
+                persons.with_columns(pl.lit("11").alias("TABBLKST")),
+            ]
+        )
+    elif order == "a null state":
+        first = pl.int_range(pl.len()) < 30
+        persons = persons.sort("TABBLKST").with_columns(
+            pl.when(first).then(None).otherwise(pl.col("TABBLKST")).alias("TABBLKST")
+        )
+    elif order == "null counties":  # null blocks in two states: one group, not two
+        head = pl.int_range(pl.len()).over("TABBLKST") < 3
+        persons = persons.sort("TABBLKST").with_columns(
+            pl.when(head).then(None).otherwise(pl.col("TABBLKCOU")).alias("TABBLKCOU")
+        )
+    elif order == "one":
+        persons = persons.with_columns(pl.lit("13").alias("TABBLKST"))
+    path = tmp_path / "cef-persons.parquet"
+    persons.write_parquet(path, row_group_size=50)
+    runs = state_runs(path, batch=37)
+    assert runs == _loop_runs(persons.get_column("TABBLKST").to_list())
+    expected = _string_keyed(persons)
+    for source in (persons, scan_table(path, PERSON_COLUMNS)):
+        got = block_histograms(source, runs)
+        assert got.schema == expected.schema
+        assert got.equals(expected), order
+    if order == "by state":
+        assert len(runs) == 4
 
 
 def test_block_units_equal_a_loop_over_units(tmp_path: Path) -> None:

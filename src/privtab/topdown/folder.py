@@ -32,6 +32,7 @@ from privtab.topdown.inputs import (
     block_histograms,
     block_units,
     scan_table,
+    state_runs,
 )
 from privtab.topdown.spine import GRFC_SPINE_COLUMNS
 
@@ -178,5 +179,6 @@ def load_data(
     tell("aggregating the units and persons by block")
     grfc = read_grfc(files["grfc"])
     units = block_units(_scan(files["units"], UNIT_COLUMNS))
-    persons = block_histograms(_scan(files["persons"], PERSON_COLUMNS))
+    runs = state_runs(files["persons"]) if files["persons"].suffix == ".parquet" else []
+    persons = block_histograms(_scan(files["persons"], PERSON_COLUMNS), runs)
     return TopDownData(folder, grfc, units, persons, files)
