@@ -209,7 +209,7 @@ SparseRows = tuple[IntArray, IntArray, IntArray]
 
 def sparse_rows(offset: int, dense: IntArray) -> SparseRows:
     """The nonzero cells of ``(k, cells)`` dense histograms whose first unit is
-    ``offset``: a level's solved children are kept so as each slice arrives, never dense
+    ``offset``: a level's solved children are kept sparse as each slice arrives, never dense
     (a state's blocks dense are 16 KiB each: ≈ 4 GiB for Georgia, docs/topdown.md §14)."""
     r, c = np.nonzero(dense)
     return r + offset, c, dense[r, c]

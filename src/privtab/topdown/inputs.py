@@ -171,7 +171,8 @@ def _by_state(persons: Frame, runs: Sequence[tuple[str | None, int, int]]) -> pl
     if len({len(state) for state in states if state is not None}) != 1:
         return None
     lf = _lazy(persons)
-    parts = [_count_cells(person_cells(lf.slice(a, b - a))) for _, a, b in sorted(runs, key=str)]
+    ordered = sorted(runs, key=lambda run: str(run[0]))  # by state: the strings' order
+    parts = [_count_cells(person_cells(lf.slice(a, b - a))) for _, a, b in ordered]
     out = pl.concat(parts, rechunk=False)
     return None if out.get_column("BLOCK").null_count() else out
 
@@ -187,9 +188,7 @@ def block_histograms(
     C1 ranges is refused (the validating reader reports its row)."""
     by_state = _by_state(persons, runs)
     out = by_state if by_state is not None else _count_cells(person_cells(persons))
-    bad = out.filter(
-        pl.col("CELL").is_null() | ~pl.col("CELL").is_between(0, int(np.prod(SHAPE)) - 1)
-    )
+    bad = out.filter(pl.col("CELL").is_null() | ~pl.col("CELL").is_between(0, _CELLS - 1))
     if bad.height:
         raise InputError(
             "a person's QGQTYP, QAGE, CENHISP or CENRACE is outside its codes "
