@@ -239,4 +239,6 @@ TOPDOWN = (
            "spark.executor.memory.", str),
     Option("states", None, "privtab synth --states (default: the 50 states, DC and PR); "
            "e.g. GA: one state at its real density.", str | None),
+    Option("text", True, "privtab topdown run --text/--no-text (--no-text: Parquet only, "
+           "for the nation on a small disk).", bool, "--text/--no-text"),
 )  # fmt: skip

@@ -161,15 +161,22 @@ def _same_objectives(a: Any, b: Any, rtol: float = 1e-6) -> bool:
 
 
 def _release(
-    inputs: Path, out: Path, seed: int, workers: int, work: Path, spark: dict[str, str] | None
+    inputs: Path,
+    out: Path,
+    seed: int,
+    workers: int,
+    work: Path,
+    spark: dict[str, str] | None,
+    text: bool = True,
 ) -> tuple[dict[str, Any], dict[str, Any], list[str]]:
     """One release of ``inputs`` under ``/usr/bin/time -v`` (the embedded engine with
-    ``workers`` processes, or — ``spark``: its master and memory — the Spark engine):
-    the timed figures, its confidential run record and the command."""
+    ``workers`` processes, or — ``spark``: its master and memory — the Spark engine;
+    ``text`` false: ``--no-text``): the timed figures, its confidential run record and the
+    command."""
     cmd = [
         privtab_exe(), "topdown", "run", "--data", str(inputs), "--out", str(out),
         "--run", "both", "--seed", str(seed), "--no-report", "--overwrite", "--json",
-        "--ledger", str(work / "ledger.json"),
+        "--ledger", str(work / "ledger.json"), *(() if text else ("--no-text",)),
     ]  # fmt: skip
     if spark is None:
         cmd += ["--workers", str(workers)]
@@ -209,6 +216,7 @@ def _one_size(
     engines: tuple[str, ...] = ("polars",),
     spark: dict[str, str] | None = None,
     states: str | None = None,
+    text: bool = True,
 ) -> dict[str, Any]:
     tag = f"synth-{persons}" + (f"-{states.replace(',', '-')}" if states else "")
     inputs = (data if data is not None else work) / tag
@@ -217,7 +225,7 @@ def _one_size(
     first, *others = engines
     timed, record, cmd = _release(
         inputs, work / f"release-{persons}-{first}", seed, workers, work,
-        spark if first == "spark" else None,
+        spark if first == "spark" else None, text,
     )  # fmt: skip
     levels = [
         {**{k: lv.get(k) for k in LEVEL_KEYS}, "seconds": lv["seconds"]} for lv in record["levels"]
@@ -232,6 +240,7 @@ def _one_size(
         "blocks": synth.get("geography", {}).get("blocks"),
         "geography": synth.get("geography"),
         "states": states,
+        "text": text,
         "engine": first,
         "workers": workers if first == "polars" else None,
         **fig,
@@ -247,7 +256,7 @@ def _one_size(
     for engine in others:  # the same input and seed on the other engine: a same-run ratio
         t2, r2, c2 = _release(
             inputs, work / f"release-{persons}-{engine}", seed, workers, work,
-            spark if engine == "spark" else None,
+            spark if engine == "spark" else None, text,
         )  # fmt: skip
         other = _figures(persons, t2, r2)
         other["command"] = " ".join(["/usr/bin/time -v", *c2])
@@ -349,13 +358,14 @@ def run(
     spark_master: str = "local[2]",
     spark_memory: str = "6g",
     states: str | None = None,
+    text: bool = True,
 ) -> dict[str, Any]:
     """Each size's release(s) and sample (module docstring), in ``work``."""
     if work is None:
         raise ValueError("the TopDown benchmark needs a work directory")
     spark = {"master": spark_master, "memory": spark_memory}
     runs = [
-        _one_size(n, data, seed, workers, sample, work, engines, spark, states)
+        _one_size(n, data, seed, workers, sample, work, engines, spark, states, text)
         for n in persons or [1_000_000]
     ]
     big = max(runs, key=lambda r: r["persons"])

@@ -201,6 +201,12 @@ class _CliProgress:
         info(message)
 
 
+TEXT_OPTION: bool = typer.Option(
+    True,
+    "--text/--no-text",
+    help="Also write the Census text files; --no-text: Parquet only (3% of the bytes).",
+)
+
 POSTPROCESS_OPTION: str = typer.Option(
     "production",
     "--postprocess",
@@ -226,6 +232,7 @@ def run(
     nmf: bool = typer.Option(
         False, "--nmf", help="Also write the noisy measurements (nmf/, Parquet)."
     ),
+    text: bool = TEXT_OPTION,
     overwrite: OverwriteOption = False,
     report: bool = typer.Option(True, "--report/--no-report", help="Write report.html."),
     tabulation_block_groups: bool = typer.Option(
@@ -284,6 +291,7 @@ def run(
         allow_insecure=seed is not None or no_noise,
         noise=not no_noise,
         nmf=nmf,
+        text=text,
         engine=engine,
         overwrite=overwrite,
         report=report,
@@ -346,8 +354,8 @@ def _run_lines(s: dict[str, Any]) -> list[str]:
                 f"ρ per {who}: {g['rho']['exact']} ≈ {g['rho']['value']} zCDP "
                 f"(ε {eps:.4f} at δ = {g['delta']})"
             )
-    mdf = s["outputs"].get("mdf/persons.txt")
-    units = s["outputs"].get("mdf/units.txt")
+    mdf = s["outputs"].get("mdf/persons.parquet")
+    units = s["outputs"].get("mdf/units.parquet")
     lines.append(f"MDF: {mdf:,} person rows, {units:,} unit rows; tables P1-P5, H1 in pl94/")
     for scope, why in s["skipped_runs"].items():
         lines.append(f"not run: {scope} ({why})")
@@ -361,6 +369,7 @@ def _run_lines(s: dict[str, Any]) -> list[str]:
 def postprocess(
     nmf: str = typer.Option(..., "--nmf", help="The nmf/ folder of a release run with --nmf."),
     out: str = typer.Option(..., "--out", "-o", help="Release folder to create."),
+    text: bool = TEXT_OPTION,
     overwrite: OverwriteOption = False,
     report: bool = typer.Option(True, "--report/--no-report", help="Write report.html."),
     run_record: str | None = typer.Option(
@@ -378,8 +387,9 @@ def postprocess(
     from privtab.topdown.run import TopDownOptions, postprocess_release
 
     opts = TopDownOptions(
-        overwrite=overwrite, report=report, run_record=run_record, postprocess=postprocessor
-    )
+        overwrite=overwrite, report=report, run_record=run_record, postprocess=postprocessor,
+        text=text,
+    )  # fmt: skip
     with _CliProgress(quiet or as_json) as progress:
         res = postprocess_release(Path(nmf), Path(out), opts, progress=progress)
     summary = _summary(res)

@@ -105,13 +105,15 @@ class Assembler:
     private: bool
     grfc: pl.DataFrame
     unit_counts: pl.DataFrame
+    #: also the Census pipe-delimited text files (:mod:`privtab.topdown.formats`)
+    text: bool = True
     mdf: MdfWriter = field(init=False)
     tables: Pl94Writer = field(init=False)
     _across: dict[str, Tabulation] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        self.mdf = MdfWriter(self.folder, self.private)
-        self.tables = Pl94Writer(self.folder, self.private)
+        self.mdf = MdfWriter(self.folder, self.private, self.text)
+        self.tables = Pl94Writer(self.folder, self.private, self.text)
         self._geoids = geoid_exprs()
 
     def state_blocks(

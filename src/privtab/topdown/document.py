@@ -24,6 +24,9 @@ tables, and facts about the **public** plan. Its ``release.json`` (``kind``
     the algorithm (solvers, tolerance, passes, rounder, checks);
 ``public_inputs``
     the SHA-256 of the GRF-C (a public reference file);
+``formats``
+    the files' formats: ``["txt", "parquet"]`` or ``["parquet"]`` (``--no-text``;
+    :mod:`privtab.topdown.formats`; absent in older releases: both);
 ``outputs``
     every file with its SHA-256 and row count (the MDF's rows are the invariant totals).
 
@@ -42,6 +45,7 @@ from pathlib import Path
 from typing import Any
 
 from privtab.errors import InputError
+from privtab.topdown.formats import release_formats
 
 __all__ = [
     "FILENAME",
@@ -137,5 +141,9 @@ def read_document(folder: str | Path) -> dict[str, Any]:
             raise _fail(path, key, "missing field")
     if not isinstance(doc["private"], bool):
         raise _fail(path, "private", "must be true or false", doc["private"])
+    try:
+        release_formats(doc)
+    except ValueError as exc:
+        raise _fail(path, "formats", str(exc), doc.get("formats")) from None
     _check_number(path, "", doc)
     return doc

@@ -49,6 +49,7 @@ import scipy.sparse as sp
 from numpy.typing import NDArray
 
 from privtab.release.marking import parquet_metadata
+from privtab.topdown.formats import formats
 from privtab.topdown.histogram import SHAPE
 
 __all__ = [
@@ -168,10 +169,11 @@ def _slices(rows: IntArray) -> list[tuple[int, int]]:
 @dataclass
 class MdfWriter:
     """Appends MDF rows to ``folder/mdf/{persons,units}.{txt,parquet}`` state by state
-    (:meth:`add`), then :meth:`close`."""
+    (:meth:`add`), then :meth:`close`; ``text`` false: the Parquet files only."""
 
     folder: Path
     private: bool
+    text: bool = True
     persons: int = 0
     units: int = 0
     _writers: dict[str, pq.ParquetWriter] = field(default_factory=dict)
@@ -180,11 +182,14 @@ class MdfWriter:
         self.out = self.folder / "mdf"
         self.out.mkdir(parents=True, exist_ok=True)
         for name, cols in FILES.items():
-            (self.out / f"{name}.txt").write_text(SEPARATOR.join(cols) + "\n", encoding="utf-8")
+            if self.text:
+                header = SEPARATOR.join(cols) + "\n"
+                (self.out / f"{name}.txt").write_text(header, encoding="utf-8")
 
     def _append(self, name: str, frame: pl.DataFrame) -> None:
-        with (self.out / f"{name}.txt").open("ab") as fh:
-            frame.write_csv(fh, separator=SEPARATOR, include_header=False)
+        if self.text:
+            with (self.out / f"{name}.txt").open("ab") as fh:
+                frame.write_csv(fh, separator=SEPARATOR, include_header=False)
         table = frame.to_arrow()
         if name not in self._writers:
             meta = {k.encode(): v.encode() for k, v in parquet_metadata(self.private).items()}
@@ -225,7 +230,7 @@ class MdfWriter:
         for w in self._writers.values():
             w.close()
         self._writers.clear()
-        return [self.out / f"{n}.{ext}" for n in FILES for ext in ("txt", "parquet")]
+        return [self.out / f"{n}.{ext}" for n in FILES for ext in formats(self.text)]
 
     def abort(self) -> None:
         for w in self._writers.values():

@@ -231,7 +231,7 @@ _ARROW = pa.schema(
 
 @dataclass
 class _Part:
-    text: Path
+    text: Path | None
     parquet: Path
     writer: pq.ParquetWriter | None = None
     rows: int = 0
@@ -239,12 +239,14 @@ class _Part:
 
 @dataclass
 class Pl94Writer:
-    """Writes ``folder/pl94/<TABLE>.txt`` and ``.parquet`` (module docstring): call
-    :meth:`add` with each tabulation (in-state geolevels state by state, GEOIDs ascending;
-    the nation and AIANNH areas once, summed), then :meth:`close`."""
+    """Writes ``folder/pl94/<TABLE>.txt`` and ``.parquet`` (module docstring; ``text``
+    false: the Parquet files only): call :meth:`add` with each tabulation (in-state
+    geolevels state by state, GEOIDs ascending; the nation and AIANNH areas once, summed),
+    then :meth:`close`."""
 
     folder: Path
     private: bool
+    text: bool = True
     rows: dict[str, int] = field(default_factory=dict)
     _parts: dict[tuple[str, str], _Part] = field(default_factory=dict)
 
@@ -260,8 +262,10 @@ class Pl94Writer:
         key = (table, geolevel)
         if key not in self._parts:
             base = self.scratch / f"{table}-{geolevel}"
-            part = _Part(base.with_suffix(".txt"), base.with_suffix(".parquet"))
-            part.text.write_bytes(b"")
+            part = _Part(base.with_suffix(".txt") if self.text else None,
+                         base.with_suffix(".parquet"))  # fmt: skip
+            if part.text is not None:
+                part.text.write_bytes(b"")
             part.writer = pq.ParquetWriter(part.parquet, self._schema)
             self._parts[key] = part
         return self._parts[key]
@@ -271,8 +275,9 @@ class Pl94Writer:
         for table in TABLES:
             frame = table_frame(tab, table)
             part = self._part(table, tab.geolevel)
-            with part.text.open("ab") as fh:
-                frame.write_csv(fh, separator=SEPARATOR, include_header=False)
+            if part.text is not None:
+                with part.text.open("ab") as fh:
+                    frame.write_csv(fh, separator=SEPARATOR, include_header=False)
             assert part.writer is not None
             part.writer.write_table(frame.to_arrow().cast(self._schema))
             part.rows += frame.height
@@ -286,12 +291,8 @@ class Pl94Writer:
                 part.writer = None
         for table in TABLES:
             parts = [self._parts[(table, g)] for g in GEOLEVELS if (table, g) in self._parts]
-            text = self.out / f"{table}.txt"
-            with text.open("wb") as out:
-                out.write((SEPARATOR.join(COLUMNS) + "\n").encode())
-                for part in parts:
-                    with part.text.open("rb") as fh:
-                        shutil.copyfileobj(fh, out, 1 << 20)
+            if self.text:
+                written.append(self._concat_text(table, parts))
             parquet = self.out / f"{table}.parquet"
             with pq.ParquetWriter(parquet, self._schema) as w:
                 for part in parts:
@@ -299,9 +300,19 @@ class Pl94Writer:
                     for i in range(pf.num_row_groups):
                         w.write_table(pf.read_row_group(i))
             self.rows[table] = sum(p.rows for p in parts)
-            written += [text, parquet]
+            written.append(parquet)
         shutil.rmtree(self.scratch)
         return written
+
+    def _concat_text(self, table: str, parts: list[_Part]) -> Path:
+        text = self.out / f"{table}.txt"
+        with text.open("wb") as out:
+            out.write((SEPARATOR.join(COLUMNS) + "\n").encode())
+            for part in parts:
+                assert part.text is not None
+                with part.text.open("rb") as fh:
+                    shutil.copyfileobj(fh, out, 1 << 20)
+        return text
 
     def abort(self) -> None:
         """Close the part writers (the staging folder is discarded by its owner)."""

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from privtab.report import FigureBlock, new_figure, page, png, table_html, write_html
+from privtab.topdown.formats import release_formats
 
 __all__ = ["render_report", "write_report"]
 
@@ -137,9 +138,8 @@ def _noise_figure(runs: Mapping[str, Mapping[str, Any]]) -> FigureBlock | None:
 
 
 _READING = """
-<p>The release holds the <b>Microdata Detail Files</b> (<code>mdf/persons.txt</code>,
-<code>mdf/units.txt</code>, Census layout, with Parquet copies) and the <b>P.L. 94-171
-tables</b> P1–P5 and H1 (<code>pl94/&lt;TABLE&gt;.txt</code>:
+<p>The release holds the <b>Microdata Detail Files</b> ({files}) and the <b>P.L. 94-171
+tables</b> P1–P5 and H1 (<code>pl94/&lt;TABLE&gt;.{ext}</code>:
 <code>GEOID|GEOLEVEL|CELL|COUNT</code>, one row per geography and cell, Census cell names
 P0010001 … H0010003) for the nation, every state, county, tract, block group, block,
 place and AIANNH area. The tables are exact tabulations of the microdata: any two tables
@@ -154,6 +154,17 @@ standard errors, use the tree GLS of the noisy measurements (<code>privtab topdo
 gls</code>, <code>docs/topdown-gls.md</code>) when the release carries them
 (<code>--nmf</code>).</p>
 """
+
+
+def _reading(doc: Mapping[str, Any]) -> str:
+    """How to read the tables, naming the files the release holds (its ``formats``)."""
+    if "txt" in release_formats(doc):
+        files = ("<code>mdf/persons.txt</code>, <code>mdf/units.txt</code>, Census layout, "
+                 "with Parquet copies")  # fmt: skip
+        return _READING.format(files=files, ext="txt")
+    files = ("<code>mdf/persons.parquet</code>, <code>mdf/units.parquet</code>, the Census "
+             "columns; no text files: the run wrote Parquet only")  # fmt: skip
+    return _READING.format(files=files, ext="parquet")
 
 
 def render_report(doc: Mapping[str, Any]) -> str:
@@ -208,7 +219,7 @@ def render_report(doc: Mapping[str, Any]) -> str:
     inv: Sequence[str] = doc.get("invariants", [])
     sections.append("<h2>What is exact</h2><ul>")
     sections.append("".join(f"<li>{html.escape(x)}</li>" for x in inv) + "</ul>")
-    sections.append("<h2>How to read the tables</h2>" + _READING)
+    sections.append("<h2>How to read the tables</h2>" + _reading(doc))
     fig = _noise_figure(runs)
     return page(
         "TopDown release: the redistricting data (P.L. 94-171)",

@@ -85,7 +85,9 @@ class TopDownOptions:
     ``runs``: ``us``, ``pr`` or both; ``source``: the random source (``None``: the
     secure default; a seeded one needs ``allow_insecure``: the release is marked not
     private); ``noise=False``: the true answers (tests only, needs ``allow_insecure``);
-    ``nmf``: also write the noisy measurements (``nmf/``); ``strategies``: per run
+    ``nmf``: also write the noisy measurements (``nmf/``); ``text``: also the Census
+    pipe-delimited text files (false: Parquet only, :mod:`privtab.topdown.formats`);
+    ``strategies``: per run
     (``us``/``pr``) a ``{"persons": …, "units": …}`` replacing the packaged 2020
     strategies; ``optimized_block_groups``: production's (default) or the tabulation
     block groups; ``report``: write ``report.html``; the ledger options as SafeTab-P's;
@@ -106,6 +108,7 @@ class TopDownOptions:
     allow_insecure: bool = False
     noise: bool = True
     nmf: bool = False
+    text: bool = True
     engine: str | SparkSolvePool = "polars"
     overwrite: bool = False
     report: bool = True

@@ -31,6 +31,7 @@ from privtab.topdown.assemble import Assembler, check_state
 from privtab.topdown.document import KIND, SCHEMA_VERSION, headline_guarantee, write_document
 from privtab.topdown.engine import ChunkResult
 from privtab.topdown.folder import PR_STATE, TopDownData
+from privtab.topdown.formats import formats
 from privtab.topdown.runs import (
     SCOPES,
     HistogramRun,
@@ -306,7 +307,7 @@ def stream_release(
         for hist, r in (("persons", pair.persons), ("units", pair.units)):
             r.engine.say = tally.engine(f"{pair.scope} {hist}", r.engine.total_parents)
             r.engine.pool = pool
-    asm = Assembler(tmp, ctx.private, src.grfc, src.unit_counts)
+    asm = Assembler(tmp, ctx.private, src.grfc, src.unit_counts, ctx.opts.text)
     persons_total = 0
     try:
         with pool:
@@ -407,10 +408,12 @@ def _document(
         pair.scope: {"persons": pair.persons.public(), "units": pair.units.public()}
         for pair in src.pairs.values()
     }
-    rows = {"mdf/persons.txt": asm.mdf.persons, "mdf/persons.parquet": asm.mdf.persons,
-            "mdf/units.txt": asm.mdf.units, "mdf/units.parquet": asm.mdf.units}  # fmt: skip
-    for table, n in asm.tables.rows.items():
-        rows[f"pl94/{table}.txt"] = rows[f"pl94/{table}.parquet"] = n
+    rows: dict[str, int] = {}
+    for ext in formats(ctx.opts.text):
+        rows[f"mdf/persons.{ext}"] = asm.mdf.persons
+        rows[f"mdf/units.{ext}"] = asm.mdf.units
+        for table, n in asm.tables.rows.items():
+            rows[f"pl94/{table}.{ext}"] = n
     for name, w in src.writers.items():
         rows[f"nmf/{name}/dpqueries.parquet"] = w.rows
     doc: dict[str, Any] = {
@@ -427,6 +430,7 @@ def _document(
         "postprocessing": _postprocessing(ctx),
         "engine": engine_document(ctx.opts.engine, ctx.opts.workers),
         "public_inputs": src.public_inputs,
+        "formats": list(formats(ctx.opts.text)),
         "outputs": _manifest(tmp, rows),
     }
     if src.derived_from is not None:

@@ -84,6 +84,7 @@ import polars as pl
 
 from privtab.publish.validation import OutputValidationError
 from privtab.release.marking import NOT_PRIVATE_FILE
+from privtab.topdown.formats import BOTH, release_formats
 from privtab.topdown.pl94 import GEOLEVELS, TABLES
 from privtab.topdown.validate_mdf import _MDF, _Expected, _scan_mdf
 from privtab.topdown.validate_read import _Check
@@ -155,11 +156,6 @@ def validate_release(folder: str | Path, *, grfc: str | Path | None = None) -> V
     root = Path(folder)
     check = _Check(root)
     summary = ValidationSummary(str(root))
-    required = [root / "mdf" / f"{n}.{e}" for n in _MDF for e in ("txt", "parquet")]
-    required += [root / "pl94" / f"{t}.{e}" for t in TABLES for e in ("txt", "parquet")]
-    for p in required:
-        if not p.is_file():
-            check.add(p, "layout", "missing")
     try:
         doc = read_document(root)
     except DocumentError as exc:
@@ -172,8 +168,15 @@ def validate_release(folder: str | Path, *, grfc: str | Path | None = None) -> V
             exc.value,
         )
         doc = None
+    exts = BOTH if doc is None else release_formats(doc)
+    required = [root / "mdf" / f"{n}.{e}" for n in _MDF for e in exts]
+    required += [root / "pl94" / f"{t}.{e}" for t in TABLES for e in exts]
+    for p in required:
+        if not p.is_file():
+            check.add(p, "layout", "missing")
     check.raise_if_any()
     assert doc is not None
+    text = "txt" in exts
     private = bool(doc["private"])
     if (root / NOT_PRIVATE_FILE).exists() == private:
         check.add(
@@ -193,11 +196,15 @@ def validate_release(folder: str | Path, *, grfc: str | Path | None = None) -> V
         hashes: dict[str, str] = {}
         fast = _Check(root)
         expected = _Expected(Path(scratch) / "fast", levels, grfc_frame is not None)
-        rows, comparable = _scan_mdf(fast, root, private, grfc_frame, expected, hashes)
-        if fast.log or len(hashes) != len(_MDF):
+        rows, comparable, complete = _scan_mdf(
+            fast, root, private, grfc_frame, expected, hashes, text
+        )
+        if fast.log or not complete:
             hashes.clear()
             expected = _Expected(Path(scratch) / "text", levels, grfc_frame is not None)
-            rows, comparable = _scan_mdf(check, root, private, grfc_frame, expected)
+            rows, comparable, _ = _scan_mdf(
+                check, root, private, grfc_frame, expected, has_text=text
+            )
         del grfc_frame
         want = expected if comparable else None
         # then each table, row batch by row batch, against it
@@ -205,13 +212,13 @@ def validate_release(folder: str | Path, *, grfc: str | Path | None = None) -> V
         checked = 0
         for t in TABLES:
             # the fast way for a table with nothing wrong; else again, locating every problem
-            table = _Table(_Check(root), root, t, private, want)
-            sha = table.run_from_copy()
-            if sha is not None:
-                hashes[f"pl94/{t}.txt"] = sha
+            table = _Table(_Check(root), root, t, private, want, text)
+            if table.run_from_copy():
+                if table.sha256 is not None:
+                    hashes[f"pl94/{t}.txt"] = table.sha256
                 checked += 1
             else:
-                table = _Table(check, root, t, private, want)
+                table = _Table(check, root, t, private, want, text)
                 checked += table.run()
             rows[f"pl94/{t}.txt"] = rows[f"pl94/{t}.parquet"] = table.rows
             if table.usable and table.ordered and table.totals:
@@ -219,7 +226,8 @@ def validate_release(folder: str | Path, *, grfc: str | Path | None = None) -> V
             del table
             for ta, _ca, tb, _cbs in _IDENTITIES:
                 if ta != tb and t == tb:
-                    _cross_identities(check, root, {k: totals[k] for k in (ta, tb) if k in totals})
+                    pair = {k: totals[k] for k in (ta, tb) if k in totals}
+                    _cross_identities(check, root, pair, exts[0])
                     totals.pop(ta, None)
                     totals.pop(tb, None)
     _manifest(check, root, doc, rows, hashes)
@@ -239,10 +247,14 @@ def validate_release(folder: str | Path, *, grfc: str | Path | None = None) -> V
             "identity",
             "constraint",
         ]
+        if not text:
+            summary.checks.remove("header")
+            summary.checks.remove("parquet_copy")
+            summary.skipped["header, parquet_copy"] = "no text files (formats: parquet)"
         if "PLACE" not in levels:
             summary.skipped["tabulation of PLACE and AIANNH"] = "needs the GRF-C (--grfc)"
     check.raise_if_any()
-    summary.files = rows
+    summary.files = {k: n for k, n in rows.items() if k.rsplit(".", 1)[-1] in exts}
     return summary
 
 

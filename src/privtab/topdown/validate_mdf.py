@@ -137,16 +137,25 @@ class _MdfFile:
     rows: int = 0
     #: read the fast way (:class:`_CopyAsText`), for a file with nothing wrong
     fast: bool = False
+    #: the release has text files (else Parquet only: :mod:`privtab.topdown.formats`)
+    has_text: bool = True
     sha256: str | None = None
+    #: every row was read
+    complete: bool = False
+
+    @property
+    def path(self) -> Path:
+        """The file read: the text file, or the Parquet file of a Parquet-only release."""
+        return self.root / "mdf" / f"{self.kind}.{'txt' if self.has_text else 'parquet'}"
 
     def states(self) -> Iterator[tuple[str, pl.DataFrame]]:
-        path = self.root / "mdf" / f"{self.kind}.txt"
+        path = self.path
         cols = _MDF[self.kind]
         ints = ("EPNUM",) if self.kind == "persons" else ()
         text: _TextStream | _CopyAsText
         copy: _ParquetCopy | None = None
-        if self.fast:
-            text = _CopyAsText(self.check, path, cols, self.private, ints)
+        if self.fast or not self.has_text:
+            text = _CopyAsText(self.check, path, cols, self.private, ints, text=self.has_text)
         else:
             text = _TextStream(self.check, path, cols)
             copy = _ParquetCopy(self.check, path.with_suffix(".parquet"), cols, self.private, ints)
@@ -161,7 +170,8 @@ class _MdfFile:
                 continue
             key = self._key(df)
             if self.kind == "persons":
-                seq = key.filter(pl.col("EPNUM").cast(pl.Int64, strict=False) != pl.col(LINE) - 2)
+                epnum = pl.col("EPNUM").cast(pl.Int64, strict=False)
+                seq = key.filter(epnum != pl.col(LINE) - text.first_line)
                 self.check.rows(
                     path, "sort_order", "EPNUM must number the rows 0, 1, 2, … in file order",
                     seq, "EPNUM",
@@ -194,7 +204,9 @@ class _MdfFile:
         if not text.ok:
             self.usable = False
         if isinstance(text, _CopyAsText):
-            self.sha256 = text.sha256
+            self.sha256, self.complete = text.sha256, text.complete
+        else:
+            self.complete = text.ok
         for st in sorted(pending):
             yield st, pl.concat(pending.pop(st))
 
@@ -424,19 +436,21 @@ def _scan_mdf(
     grfc: pl.DataFrame | None,
     expected: _Expected,
     hashes: dict[str, str] | None = None,
-) -> tuple[dict[str, int], bool]:
+    has_text: bool = True,
+) -> tuple[dict[str, int], bool, bool]:
     """The MDF streamed state by state (:class:`_MdfFile`): each state's blocks checked
-    against the constraints and added to the expected tabulation. Returns the files' rows
-    and whether the tabulation may be compared (both files usable, every MDF block a
-    GRF-C block)."""
+    against the constraints and added to the expected tabulation (``hashes`` given: the
+    fast way, the text files' SHA-256 put there). Returns the files' rows, whether the
+    tabulation may be compared (both files usable, every MDF block a GRF-C block) and
+    whether every row of both files was read."""
     fast = hashes is not None
-    files = {k: _MdfFile(check, root, k, private, fast=fast) for k in _MDF}
+    files = {k: _MdfFile(check, root, k, private, fast=fast, has_text=has_text) for k in _MDF}
     states = [] if grfc is None else sorted(grfc.get_column("TABBLKST").unique().to_list())
     streams = [_tagged(k, f.states()) for k, f in files.items()]
     grfc_states = ((st, "grfc", i, None) for i, st in enumerate(states))
     comparable = True
     previous = ""
-    path = root / "mdf" / "persons.txt"
+    path = files["persons"].path
     for state, group in itertools.groupby(
         heapq.merge(*streams, grfc_states, key=lambda x: (x[0], x[1], x[2])), key=lambda x: x[0]
     ):
@@ -470,7 +484,7 @@ def _scan_mdf(
         comparable &= f.usable
         if hashes is not None and f.sha256 is not None:
             hashes[f"mdf/{k}.txt"] = f.sha256
-    return rows, comparable
+    return rows, comparable, all(f.complete for f in files.values())
 
 
 def _constraints(

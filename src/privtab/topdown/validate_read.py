@@ -5,10 +5,12 @@ the fast way — the copy read as the text (checked byte for byte).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import io
 from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import polars as pl
@@ -83,6 +85,9 @@ class _TextStream:
     numbers in :data:`LINE`; header = line 1): at most one batch (≈ :data:`BLOCK_BYTES` of
     text) is held. ``ok`` is false once the header or a line's field count is wrong (a
     problem is logged); ``rows`` counts the data rows read."""
+
+    #: the line of the first data row (the header is line 1)
+    first_line = 2
 
     def __init__(self, check: _Check, path: Path, columns: Sequence[str]) -> None:
         self.check, self.path, self.columns = check, path, tuple(columns)
@@ -246,17 +251,24 @@ class _CopyAsText:
     byte** with the text file on disk, and yielded as the text file's rows would be (every
     column a string, :data:`LINE`) — the text holds exactly these values, so every rule
     checked on them holds for the text. ``ok`` turns false (and a problem is logged) at
-    the first difference; ``sha256``: the text file's, once all its bytes were read."""
+    the first difference; ``sha256``: the text file's, once all its bytes were read;
+    ``complete``: every row was yielded.
+
+    ``text`` false (a Parquet-only release, :mod:`privtab.topdown.formats`): ``path`` is
+    the Parquet file itself, read the same way with nothing to compare; its rows are
+    numbered from 1 (``first_line``) and a missing value is a ``pattern`` problem."""
 
     def __init__(
         self, check: _Check, path: Path, columns: Sequence[str], private: bool,
-        ints: Sequence[str], step: int | None = None, as_text: bool = True,
+        ints: Sequence[str], step: int | None = None, as_text: bool = True, text: bool = True,
     ) -> None:  # fmt: skip
         self.check, self.path, self.columns, self.ints = check, path, tuple(columns), ints
         #: rows per slice (default from :data:`BLOCK_BYTES`); ``as_text`` false: the
         #: slices as read (``ints`` Int64, no :data:`LINE`)
-        self.step, self.as_text = step, as_text
+        self.step, self.as_text, self.text = step, as_text, text
+        self.first_line = 2 if text else 1
         self.ok = True
+        self.complete = False
         self.rows = 0
         self.sha256: str | None = None
         self._copy = _ParquetCopy(check, path.with_suffix(".parquet"), columns, private, ints)
@@ -265,34 +277,58 @@ class _CopyAsText:
         self.ok = False
         self.check.add(self.path, "parquet_copy", "differs from its Parquet copy")
 
+    def _missing(self, df: pl.DataFrame) -> None:
+        """A slice with a null value (Parquet only): the first one, located."""
+        self.ok = False
+        if not df.height:
+            self.check.add(self.path, "parquet_copy", f"ends after {self.rows} rows")
+            return
+        nulls = df.select(pl.all().is_null()).to_numpy()
+        row, col = (int(i[0]) for i in np.nonzero(nulls))
+        self.check.add(
+            self.path, "pattern", "a value is missing (null)", self.rows + row + 1,
+            df.columns[col],
+        )  # fmt: skip
+
+    def _compare(self, fh: io.BufferedReader | None, digest: Any, df: pl.DataFrame) -> bool:
+        """The slice written back as text equals the next bytes of the text file."""
+        if fh is None:
+            return True
+        buf = io.BytesIO()
+        df.write_csv(buf, separator=SEP, include_header=False)
+        want = buf.getvalue()
+        got = fh.read(len(want))
+        digest.update(got)
+        return got == want
+
     def __iter__(self) -> Iterator[pl.DataFrame]:
         if not self._copy.ok:
             self.ok = False
             return
-        header = (SEP.join(self.columns) + "\n").encode()
         digest = hashlib.sha256()
         step = self.step or max(1, BLOCK_BYTES // 64)
         frame = pl.scan_parquet(self.path.with_suffix(".parquet"))
-        with self.path.open("rb") as fh:
-            head = fh.read(len(header))
-            digest.update(head)
-            if head != header:
-                self._differs()
-                return
+        with contextlib.ExitStack() as stack:
+            fh = stack.enter_context(self.path.open("rb")) if self.text else None
+            if fh is not None:
+                header = (SEP.join(self.columns) + "\n").encode()
+                head = fh.read(len(header))
+                digest.update(head)
+                if head != header:
+                    self._differs()
+                    return
             while self.rows < self._copy.height:
                 df = frame.slice(self.rows, step).collect()
                 if not df.height or any(df.null_count().row(0)):
+                    if self.text:
+                        self._differs()
+                    else:
+                        self._missing(df)
+                    return
+                if not self._compare(fh, digest, df):
                     self._differs()
                     return
-                buf = io.BytesIO()
-                df.write_csv(buf, separator=SEP, include_header=False)
-                want = buf.getvalue()
-                got = fh.read(len(want))
-                digest.update(got)
-                if got != want:
-                    self._differs()
-                    return
-                first = self.rows + 2
+                first = self.rows + self.first_line
                 self.rows += df.height
                 yield (
                     df.with_columns(
@@ -302,10 +338,11 @@ class _CopyAsText:
                     if self.as_text
                     else df
                 )
-            if fh.read(1):
+            if fh is not None and fh.read(1):
                 self._differs()
                 return
-        self.sha256 = digest.hexdigest()
+        self.sha256 = digest.hexdigest() if self.text else None
+        self.complete = True
 
 
 def _not_after(key: pl.DataFrame, strict: bool) -> np.ndarray:

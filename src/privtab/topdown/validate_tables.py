@@ -76,9 +76,13 @@ class _Table:
     t: str
     private: bool
     want: _Expected | None
+    #: the release has text files (else Parquet only: :mod:`privtab.topdown.formats`)
+    has_text: bool = True
     usable: bool = True
     ordered: bool = True
     rows: int = 0
+    #: the text file's SHA-256, when :meth:`run_from_copy` read all its bytes
+    sha256: str | None = None
     totals: list[pl.DataFrame] = field(default_factory=list)
     _parents: dict[str, list[_Level]] = field(default_factory=dict)
     _sums: dict[tuple[str, str], np.ndarray] = field(default_factory=dict)
@@ -89,22 +93,30 @@ class _Table:
 
     @property
     def path(self) -> Path:
-        return self.root / "pl94" / f"{self.t}.txt"
+        """The file read: the text file, or the Parquet file of a Parquet-only release."""
+        return self.root / "pl94" / f"{self.t}.{'txt' if self.has_text else 'parquet'}"
 
     def run(self) -> bool:
         """The whole table; ``True`` if it could be read and checked (no pattern,
         duplicate or order problem)."""
         names = cell_names(self.t)
-        text = _TextStream(self.check, self.path, COLUMNS)
-        copy = _ParquetCopy(
-            self.check, self.path.with_suffix(".parquet"), COLUMNS, self.private, ("COUNT",)
-        )
+        text: _TextStream | _CopyAsText
+        copy: _ParquetCopy | None = None
+        if self.has_text:
+            text = _TextStream(self.check, self.path, COLUMNS)
+            copy = _ParquetCopy(
+                self.check, self.path.with_suffix(".parquet"), COLUMNS, self.private, ("COUNT",)
+            )
+        else:
+            text = _CopyAsText(self.check, self.path, COLUMNS, self.private, ("COUNT",),
+                               text=False)  # fmt: skip
         last: pl.DataFrame | None = None
         carry: pl.DataFrame | None = None
         codes = {g: i for i, g in enumerate(GEOLEVELS)}
         cells = {c: i for i, c in enumerate(names)}
         for df in text:
-            copy.compare(df)
+            if copy is not None:
+                copy.compare(df)
             if self._patterns(df, names):
                 self.usable = False
             if not self.usable:
@@ -129,7 +141,8 @@ class _Table:
             tail = chunk.height - int(((g == g[-1]) & (gid == gid[-1])).sum())
             carry = chunk.slice(tail)
             self._chunk(chunk.slice(0, tail), len(names))
-        copy.finish(text.rows)
+        if copy is not None:
+            copy.finish(text.rows)
         self.rows = text.rows
         self.usable &= text.ok
         if not (self.usable and self.ordered):
@@ -139,7 +152,7 @@ class _Table:
         self._finish()
         return True
 
-    def run_from_copy(self) -> str | None:
+    def run_from_copy(self) -> bool:
         """The whole table the fast way, for a table with nothing wrong: the Parquet copy
         read in slices of whole geographies, each slice written back as pipe-delimited
         text and compared **byte for byte** with the text file on disk (so the text holds
@@ -147,37 +160,40 @@ class _Table:
         checked vectorised per slice — no null, GEOLEVEL and CELL among the codes, COUNT
         ≥ 0, every geography its ``width`` cells in order, GEOIDs (digits or ``US``)
         strictly increasing within a geolevel, geolevels in order — and its geographies
-        compared, summed and checked as :meth:`run` does. Returns the text file's SHA-256
-        (its bytes were all read) when the table passed everything; ``None`` at the first
-        sign of anything else: the caller then validates the table again with :meth:`run`
-        (with its own problem log), which locates every problem."""
+        compared, summed and checked as :meth:`run` does. Returns ``True`` when the table
+        passed everything (``sha256``: the text file's, its bytes were all read); ``False``
+        at the first sign of anything else: the caller then validates the table again with
+        :meth:`run` (with its own problem log), which locates every problem. A
+        Parquet-only release: the Parquet file read the same way, nothing to compare."""
         names = cell_names(self.t)
         width = len(names)
         step = max(1, validate_read.BLOCK_BYTES // 32 // width) * width
         source = _CopyAsText(
-            self.check, self.path, COLUMNS, self.private, ("COUNT",), step, as_text=False
-        )
+            self.check, self.path, COLUMNS, self.private, ("COUNT",), step, as_text=False,
+            text=self.has_text,
+        )  # fmt: skip
         codes = {g: i for i, g in enumerate(GEOLEVELS)}
         last: tuple[int, str] | None = None
         at = 0
         for df in source:
             if df.height % width:
-                return None
-            last = self._copy_slice(df, at, width, codes, names, last)
+                return False
+            last = self._copy_slice(df, at + source.first_line, width, codes, names, last)
             if last is None:
-                return None
+                return False
             at += df.height
-        if not source.ok or self.check.log:
-            return None
+        if not source.ok or not source.complete or self.check.log:
+            return False
         self.rows = at
         self._finish()
-        return None if self.check.log else source.sha256
+        self.sha256 = source.sha256
+        return not self.check.log
 
     def _copy_slice(
         self, df: pl.DataFrame, at: int, width: int, codes: dict[str, int],
         cells: Sequence[str], last: tuple[int, str] | None,
     ) -> tuple[int, str] | None:  # fmt: skip
-        """One slice of :meth:`run_from_copy` (whole geographies, rows ``at`` …): checked,
+        """One slice of :meth:`run_from_copy` (whole geographies from line ``at``): checked,
         then compared by geolevel; returns its last (geolevel, GEOID), or ``None`` when
         the slice is not a perfect run of geographies."""
         n = df.height // width
@@ -209,7 +225,7 @@ class _Table:
         if _not_after(keys, strict=True).size:
             return None
         geoids = ids.to_numpy().astype(str)
-        lines = at + 2 + width * np.arange(n, dtype=np.int64)
+        lines = at + width * np.arange(n, dtype=np.int64)
         bounds = np.flatnonzero(np.diff(g)) + 1
         for lo, hi in itertools.pairwise([0, *bounds.tolist(), n]):
             level = _Level(GEOLEVELS[int(g[lo])], geoids[lo:hi], lines[lo:hi], count[lo:hi])
@@ -454,8 +470,10 @@ _PARENTS = ("NATION", "STATE", "COUNTY", "TRACT")
 _SUMS = (*_NESTING, ("STATE", 0, "NATION"))
 
 
-def _cross_identities(check: _Check, root: Path, totals: dict[str, pl.DataFrame]) -> None:
-    """P1's total = P2's (P3's = P4's), geography by geography."""
+def _cross_identities(
+    check: _Check, root: Path, totals: dict[str, pl.DataFrame], ext: str = "txt"
+) -> None:
+    """P1's total = P2's (P3's = P4's), geography by geography (``ext``: the file read)."""
     for ta, ca, tb, cbs in _IDENTITIES:
         if ta == tb or ta not in totals or tb not in totals:
             continue
@@ -467,6 +485,6 @@ def _cross_identities(check: _Check, root: Path, totals: dict[str, pl.DataFrame]
             .sort(LINE)
         )
         check.rows(
-            root / "pl94" / f"{ta}.txt", "identity", f"{ca} must equal {' + '.join(cbs)} ({tb})",
+            root / "pl94" / f"{ta}.{ext}", "identity", f"{ca} must equal {' + '.join(cbs)} ({tb})",
             bad, "COUNT",
         )  # fmt: skip
