@@ -140,8 +140,9 @@ def time_v_cpu(stderr: str) -> float | None:
 
 
 def run_timed(cmd: list[str], log: Path) -> tuple[dict[str, Any], subprocess.CompletedProcess[str]]:
-    """Run ``cmd`` under ``/usr/bin/time -v``, its stderr kept in ``log`` (also when it
-    fails: ``RuntimeError`` with its last lines). Returns its figures — wall seconds
+    """Run ``cmd`` under ``/usr/bin/time -v``, its stderr written to ``log`` as it comes (a
+    long run's progress: ``tail -f LOG``; also when it fails: ``RuntimeError`` with its
+    last lines). Returns its figures — wall seconds
     (time -v's, else measured here), CPU seconds (user + system), peak RSS (MiB: time -v's,
     the largest single process), the peak summed RSS of the whole process tree (MiB:
     worker processes, a JVM; sampled every 0.2 s) and the load average before — and the
@@ -149,12 +150,13 @@ def run_timed(cmd: list[str], log: Path) -> tuple[dict[str, Any], subprocess.Com
     load = load_average()
     start = time.perf_counter()
     full = [*time_v(), *cmd]
-    child = subprocess.Popen(full, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    with TreeRSS(child.pid) as tree:
-        out, err = child.communicate()
+    with log.open("w", encoding="utf-8") as fh:
+        child = subprocess.Popen(full, stdout=subprocess.PIPE, stderr=fh, text=True)
+        with TreeRSS(child.pid) as tree:
+            out, _ = child.communicate()
     wall = time.perf_counter() - start
+    err = log.read_text(encoding="utf-8", errors="replace")
     proc = subprocess.CompletedProcess(full, child.returncode, out, err)
-    log.write_text(proc.stderr)
     if proc.returncode != 0:
         tail = proc.stderr.strip().splitlines()[-3:]
         raise RuntimeError(f"{' '.join(cmd[:3])} failed ({proc.returncode}): {' '.join(tail)}")

@@ -61,7 +61,9 @@ block groups, 432,952 blocks — the 2020 proportions at 10⁷ would be ≈ 2,55
 243,000); `--states GA` (a whole state at its real population, 10⁷ ≈ Georgia's 1.07 × 10⁷)
 has the nation's density (159 counties, 2,714 tracts, 7,722 block groups, 241,177 blocks).
 Each run's "nation by level" multiplies each level's measured seconds by the 2020 count of
-its geounits ÷ the run's (realistic only at the nation's density).
+its geounits ÷ the run's (realistic only at the nation's density). `--no-text` writes the
+release in Parquet only (at the 2020 size the text would be ≈ 110 GB); with `--work W
+--keep` the release's progress is written to `W/release-N-ENGINE.stderr` as it runs.
 """
 
 #: The 2020 US + Puerto Rico persons (the national run's size).
@@ -173,10 +175,12 @@ def _release(
     ``workers`` processes, or — ``spark``: its master and memory — the Spark engine;
     ``text`` false: ``--no-text``): the timed figures, its confidential run record and the
     command."""
+    run_record = work / f"{out.name}.CONFIDENTIAL-run-record.json"
     cmd = [
         privtab_exe(), "topdown", "run", "--data", str(inputs), "--out", str(out),
-        "--run", "both", "--seed", str(seed), "--no-report", "--overwrite", "--json",
-        "--ledger", str(work / "ledger.json"), *(() if text else ("--no-text",)),
+        "--run", "both", "--seed", str(seed), "--no-report", "--overwrite",
+        "--ledger", str(work / "ledger.json"), "--run-record", str(run_record),
+        *(() if text else ("--no-text",)),
     ]  # fmt: skip
     if spark is None:
         cmd += ["--workers", str(workers)]
@@ -184,9 +188,9 @@ def _release(
         cmd += ["--engine", "spark", "--spark-master", spark["master"]]
         for key in ("spark.driver.memory", "spark.executor.memory"):
             cmd += ["--spark-conf", f"{key}={spark['memory']}"]
-    timed, proc = run_timed(cmd, work / f"{out.name}.stderr")
-    summary = json.loads(proc.stdout)
-    record = json.loads(Path(summary["run_record"]).read_text())
+    # no --json: the run's progress (every 10 s) goes to the log as it runs
+    timed, _ = run_timed(cmd, work / f"{out.name}.stderr")
+    record = json.loads(run_record.read_text())
     return timed, record, cmd
 
 
