@@ -210,7 +210,8 @@ def topdown_figure(records: Sequence[dict[str, Any]], out: Path) -> Path | None:
     """The log-log figure of the TopDown records: wall time and peak memory of the whole
     release against persons (the newest run of each size, labelled with its day), the
     national size's targets (2.5 h, 16 GiB at 3.31 × 10⁸ persons) and the newest record's
-    extrapolation to the nation drawn as an open marker — an extrapolation, not a run."""
+    extrapolation to the nation drawn as an open marker — an extrapolation, not a run (none
+    when the newest record ran the nation itself)."""
     runs = _topdown_runs(records)
     if not runs:
         return None
@@ -234,7 +235,7 @@ def topdown_figure(records: Sequence[dict[str, Any]], out: Path) -> Path | None:
                       label=f"{r['states']} alone (real density)")  # fmt: skip
         ex = newest["result"].get("extrapolation") or {}
         value = ex.get("wall_hours" if key == "wall_seconds" else "peak_rss_gb")
-        if value:
+        if value and ex.get("from_persons", nation) < nation:  # a national run: measured
             ax.loglog(
                 [ex["from_persons"], nation],
                 [newest["result"]["runs"][-1][key] / scale, value],
