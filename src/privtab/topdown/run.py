@@ -431,6 +431,7 @@ def _build(ctx: _Context, tmp: Path) -> tuple[dict[str, Any], RunRecord]:
             # the measurements are needed first but not asked for: kept outside the release
             nmf_dir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="privtab-")))
         sources = from_data(ctx, data, tmp, grfc_sha256, nmf_dir)
+        del data  # the persons' block histograms now live in the runs (the nation: ≈ 2 GB)
         ctx.seconds["prepare"] = time.monotonic() - t1
         if ctx.opts.postprocess == "gls-round":
             sources = measured_first(ctx, sources, tmp)

@@ -103,6 +103,15 @@ class RunPair:
 
 
 def _persons_in(frame: pl.DataFrame, scope: str) -> pl.DataFrame:
+    """The rows of ``frame`` (``BLOCK``, …) in the scope's states: Puerto Rico (72) or the
+    others. A frame sorted by ``BLOCK`` (as :func:`~privtab.topdown.inputs.block_histograms`
+    and :func:`~privtab.topdown.inputs.units_histograms` give it) is sliced, not copied —
+    Puerto Rico's blocks sort last — so the US run does not hold a second copy of the
+    nation's block histograms while its run is prepared."""
+    blocks = frame.get_column("BLOCK")
+    if blocks.flags["SORTED_ASC"] or blocks.is_sorted():
+        cut = int(blocks.search_sorted(PR_STATE, side="left"))
+        return frame.slice(cut) if scope == "pr" else frame.slice(0, cut)
     st = pl.col("BLOCK").str.slice(0, 2)
     return frame.filter(st == PR_STATE if scope == "pr" else st != PR_STATE)
 

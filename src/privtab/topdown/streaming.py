@@ -15,6 +15,7 @@ nothing. It returns the document and the confidential run record.
 from __future__ import annotations
 
 import contextlib
+import gc
 import itertools
 import time
 from collections.abc import Iterator
@@ -327,6 +328,17 @@ def stream_release(
     if src.gls_solves:
         ctx.seconds["gls"] = sum(g.seconds for g in src.gls_solves)
     doc = _document(ctx, src, tmp, asm, files)
+    levels = [
+        {"scope": pair.scope, "histogram": hist, **lv}
+        for pair in src.pairs.values()
+        for hist, r in (("persons", pair.persons), ("units", pair.units))
+        for lv in r.engine.level_records()
+    ]
+    # the runs (spines, true histograms, constraints, engines: ≈ 10 GB at the 2020 size)
+    # are let go before the written folder is validated, which needs only the folder
+    del asm
+    src.pairs.clear()
+    gc.collect()
     _finish_folder(ctx, tmp, doc)
     record = RunRecord(
         release=str(ctx.out),
@@ -335,12 +347,7 @@ def stream_release(
         inputs=inputs,
         persons=persons_total,
         seconds=ctx.seconds,
-        levels=[
-            {"scope": pair.scope, "histogram": hist, **lv}
-            for pair in src.pairs.values()
-            for hist, r in (("persons", pair.persons), ("units", pair.units))
-            for lv in r.engine.level_records()
-        ],
+        levels=levels,
     )
     return doc, record
 
