@@ -4,6 +4,11 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 PYTEST_ARGS ?=
+# Bytecode is written (__pycache__/, ignored by git) even where the environment says not to
+# (PYTHONDONTWRITEBYTECODE): otherwise every pytest worker rewrites all 250 test modules'
+# asserts again (≈ 7 s each) and every privtab subprocess of the tests compiles the package
+# from source (≈ 0.4 s each) — on every run.
+unexport PYTHONDONTWRITEBYTECODE
 
 .PHONY: demo test test-all test-extras lint typecheck docs bench bench-peers mutation clean browsers
 

@@ -156,7 +156,7 @@ def test_a_tampered_parquet_only_release_is_rejected_naming_file_row_and_rule(
 def test_small_batches_find_what_one_batch_finds(
     parquet_only: Path, pinned_data: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Slices of 32 rows (every geography straddling slice boundaries): the intact release
+    """Slices of 128 rows (geographies straddling slice boundaries): the intact release
     validates; a block cell +1 in the middle of P1 is located by the same rules."""
     import privtab.topdown.validate_read as validate
 
@@ -169,7 +169,7 @@ def test_small_batches_find_what_one_batch_finds(
     shutil.copytree(parquet_only, bad)
     _rewrite(bad / "pl94" / "P1.parquet", _plus_one(row))
     found: dict[int, set[tuple[str, int | None]]] = {}
-    for block in (validate.BLOCK_BYTES, 1 << 11):
+    for block in (validate.BLOCK_BYTES, 1 << 13):
         monkeypatch.setattr(validate, "BLOCK_BYTES", block)
         assert "tabulation" in validate_release(parquet_only, grfc=pinned_data).checks
         with pytest.raises(OutputValidationError) as err:
@@ -178,4 +178,4 @@ def test_small_batches_find_what_one_batch_finds(
         found[block] = {(p.kind, p.row) for p in problems if p.file.endswith("P1.parquet")}
         assert {"tabulation", "children_sum", "identity"} <= {k for k, _ in found[block]}
         assert ("identity", row + 1) in found[block], str(err.value)  # its 1-based row
-    assert found[validate.BLOCK_BYTES] == found[1 << 11]
+    assert found[validate.BLOCK_BYTES] == found[1 << 13]

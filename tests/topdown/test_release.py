@@ -379,7 +379,7 @@ def _duplicate_late_row(folder: Path) -> None:
     ("edit", "file", "kinds"),
     [
         (_block_cell_plus_one, "pl94/P1.txt", ("tabulation", "children_sum", "identity")),
-        # slow (≈ 10 s each idle: four validations of a whole release in 2 KiB batches);
+        # slow (≈ 5 s each idle: four validations of a whole release in 8 KiB batches);
         # the block-cell case above covers the batch boundaries by default, and the
         # tampering tests of this file find each of these rules in one batch
         pytest.param(
@@ -401,22 +401,23 @@ def test_validation_in_small_batches_finds_what_one_batch_finds(
     file: str,
     kinds: tuple[str, ...],
 ) -> None:
-    """The validation streams the files in row batches: with batches of a few rows (every
-    geography, state and parent straddling batch boundaries) the intact release still
-    validates and a tampered one is rejected with the same located rules as in one batch."""
+    """The validation streams the files in row batches: with batches of a few hundred rows
+    (8 KiB of text: geographies, every state and parent straddling batch boundaries) the
+    intact release still validates and a tampered one is rejected with the same located
+    rules as in one batch."""
     import privtab.topdown.validate_read as validate
 
     out, _ = seeded
     bad = _tamper(out, tmp_path / "bad", edit)
     found: dict[int, set[str]] = {}
-    for block in (validate.BLOCK_BYTES, 1 << 11):
+    for block in (validate.BLOCK_BYTES, 1 << 13):
         monkeypatch.setattr(validate, "BLOCK_BYTES", block)
         assert "tabulation" in validate_release(out, grfc=data).checks
         with pytest.raises(OutputValidationError) as err:
             validate_release(bad, grfc=data)
         found[block] = {p.kind for p in err.value.problems if p.file.endswith(file)}
         assert set(kinds) <= found[block], str(err.value)
-    assert found[validate.BLOCK_BYTES] == found[1 << 11]
+    assert found[validate.BLOCK_BYTES] == found[1 << 13]
 
 
 # ----------------------------------------------------------------- the Python API
