@@ -382,6 +382,19 @@ def run(
     }
 
 
+def _nation_note(res: dict[str, Any]) -> str:
+    """The run at the nation's size, or the largest run's extrapolation to it."""
+    ex = res["extrapolation"]
+    if ex["from_persons"] >= res["nation_persons"]:
+        return (f"the nation's size itself ({ex['from_persons']:,} persons): measured, not "
+                "extrapolated")  # fmt: skip
+    return (
+        f"extrapolated to {res['nation_persons']:,} persons ({ex['method']}, from "
+        f"{ex['from_persons']:,}): {ex['wall_hours']:.1f} h, {ex['peak_rss_gb'] or 0:.0f} "
+        "GiB peak RSS"
+    )
+
+
 def _engine_label(r: dict[str, Any]) -> str:
     """``polars ×W`` (the embedded engine, W worker processes) or ``spark MASTER``."""
     if r.get("engine", "polars") == "spark":
@@ -407,7 +420,6 @@ def tables(res: dict[str, Any]) -> list[Table]:
         ]
         for r in res["runs"]
     ]
-    ex = res["extrapolation"]
     out = [
         table(
             "TopDown end to end (US + PR, or the states named beside the persons; "
@@ -429,9 +441,7 @@ def tables(res: dict[str, Any]) -> list[Table]:
                 "seconds are summed over the levels (with workers, solve counts the wall "
                 "time from a slice's submission to its collection: slices overlap, so the sum "
                 "can exceed the wall time and other = wall − solve − measure is not shown)",
-                f"extrapolated to {res['nation_persons']:,} persons ({ex['method']}, from "
-                f"{ex['from_persons']:,}): {ex['wall_hours']:.1f} h, {ex['peak_rss_gb'] or 0:.0f} "
-                "GiB peak RSS",
+                _nation_note(res),
             ],
             left=1,
         )
