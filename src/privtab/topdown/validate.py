@@ -35,6 +35,11 @@ data (the run checks the invariants against those before writing:
                       persons under 18 in nursing facilities (GQTYPE_PL 3)
 ====================  =====================================================================
 
+A Parquet-only release (``release.json``'s ``formats``: ``["parquet"]``,
+:mod:`privtab.topdown.formats`) needs only the Parquet files; each is read as the text
+would be (the same rules, its rows numbered from 1) and ``header`` and ``parquet_copy``
+are reported as not checked.
+
 Every failure is a :class:`~privtab.data.errors.Problem` naming the file, the line
 (header = line 1; Parquet: the 1-based row), the column and value where they exist, and
 the rule; all are raised together as one :class:`OutputValidationError`.
