@@ -170,3 +170,17 @@ def test_infeasible_data_are_refused_naming_the_block() -> None:
     cons = build_constraints(production_strategy("us"), sp, units, [lv.totals() for lv in levels])
     with pytest.raises(InputError, match="under 18 in a nursing"):
         check_feasible(levels[-1], cons[-1], sp)
+
+
+@pytest.mark.parametrize("chunk", [1, 5, 1 << 22])
+def test_hhgq_totals_in_chunks_equal_the_dense_sums(chunk: int) -> None:
+    """The feasibility check's persons by block and hhgq, summed a few entries at a time
+    (a unit's entries split across chunks), equal the dense histograms' sums."""
+    from privtab.topdown.constraints import _hhgq_totals
+
+    pop = population(12)
+    sp, _, levels = _setup(pop)
+    n = sp.hierarchy.size("Block")
+    got = _hhgq_totals(levels[-1], chunk)
+    assert got.dtype == np.int64
+    assert np.array_equal(got, _hhgq(levels[-1], n))

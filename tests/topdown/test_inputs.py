@@ -201,6 +201,42 @@ def test_sparse_histograms_aggregate_to_every_level() -> None:
     assert np.array_equal(levels[-1].dense(some), dense_leaves[some])
 
 
+@pytest.mark.parametrize("chunk", [1, 2, 7, 64, 1 << 22])
+def test_aggregate_in_runs_equals_a_loop_over_entries(chunk: int) -> None:
+    """Summing parents in runs of ``chunk`` entries (a parent never split, empty parents
+    and runs skipped) gives the loop's histograms, exactly and in (unit, cell) order."""
+    rng = np.random.default_rng(5)
+    n_units, n_parents, cells = 60, 17, 9
+    # parents 0 and 16 have no child, parent 5 one child
+    parent = np.sort(np.append(rng.choice([1, 2, 3, 4, 6, 7, 8, 9, 10, 12], n_units - 1), 5))
+    entries = sorted({(int(u), int(c)) for u, c in rng.integers(0, [n_units, cells], (150, 2))})
+    unit = np.array([u for u, _ in entries], dtype=np.int64)
+    cell = np.array([c for _, c in entries], dtype=np.int64)
+    count = rng.integers(1, 2**40, unit.size).astype(np.int64)
+    leaves = SparseHistograms(cells, n_units, unit, cell, count)
+    expected: Counter[tuple[int, int]] = Counter()
+    for u, c, n in zip(unit.tolist(), cell.tolist(), count.tolist(), strict=True):
+        expected[(int(parent[u]), c)] += n
+    got = leaves.aggregate(parent, n_parents, chunk=chunk)
+    keys = sorted(expected)
+    assert got.n_units == n_parents
+    assert got.cells == cells
+    assert got.unit.tolist() == [p for p, _ in keys]
+    assert got.cell.tolist() == [c for _, c in keys]
+    assert got.count.tolist() == [expected[k] for k in keys]
+    assert got.unit.dtype == got.cell.dtype == got.count.dtype == np.int64
+
+
+def test_aggregate_refuses_parents_out_of_order() -> None:
+    leaves = SparseHistograms(2, 3, np.array([0, 2]), np.array([1, 0]), np.array([4, 5]))
+    with pytest.raises(ValueError, match="non-decreasing"):
+        leaves.aggregate(np.array([1, 0, 1]), 2)
+    with pytest.raises(ValueError, match="non-decreasing"):
+        leaves.aggregate(np.array([0, 1, 2]), 2)
+    with pytest.raises(ValueError, match="3 units"):
+        leaves.aggregate(np.array([0, 1]), 2)
+
+
 def test_persons_in_a_block_off_the_spine_are_refused() -> None:
     pop = population(4)
     units = block_units(pop.units)

@@ -240,6 +240,20 @@ def _level(
     return LevelConstraints(lv, lower, upper, total, gi, gt, zeros, inv)
 
 
+def _hhgq_totals(leaves: SparseHistograms, chunk: int = 1 << 22) -> IntArray:
+    """Every leaf's persons by hhgq, ``(n_units, 8)`` exact int64, summed ``chunk``
+    entries at a time (the nation's 5.7 × 10⁷ block entries never get a key array)."""
+    per_type = SHAPE[1] * SHAPE[2] * SHAPE[3]
+    flat = np.zeros(leaves.n_units * SHAPE[0], dtype=np.int64)
+    for lo in range(0, leaves.unit.size, chunk):
+        hi = min(lo + chunk, leaves.unit.size)
+        # hhgq leads the cell index: a unit's sorted cells give runs of equal keys
+        key = leaves.unit[lo:hi] * SHAPE[0] + leaves.cell[lo:hi] // per_type
+        starts = np.flatnonzero(np.concatenate(([True], key[1:] != key[:-1])))
+        np.add.at(flat, key[starts], np.add.reduceat(leaves.count[lo:hi], starts))
+    return flat.reshape(leaves.n_units, SHAPE[0])
+
+
 def check_feasible(
     leaves: SparseHistograms,
     constraints: LevelConstraints,
@@ -256,11 +270,7 @@ def check_feasible(
     block_ids = (
         spine.blocks.get_column("BLOCK") if "BLOCK" in spine.blocks.columns else h.unit_ids[-1]
     )
-    per_type = SHAPE[1] * SHAPE[2] * SHAPE[3]
-    key = leaves.unit * SHAPE[0] + leaves.cell // per_type
-    # float weights are exact: every count is far below 2⁵³
-    sums = np.bincount(key, weights=leaves.count, minlength=leaves.n_units * SHAPE[0])
-    hhgq = sums.astype(np.int64).reshape(leaves.n_units, SHAPE[0])
+    hhgq = _hhgq_totals(leaves)
     checks: list[tuple[str, NDArray[np.bool_], IntArray | None, str]] = []
     if constraints.upper is not None:
         checks.append(("hhgq_total_ub", hhgq > constraints.upper, constraints.upper, "≤"))

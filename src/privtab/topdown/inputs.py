@@ -36,6 +36,9 @@ from privtab.errors import InputError
 from privtab.topdown.histogram import SHAPE
 from privtab.topdown.spine import Spine
 
+#: entries summed at once by :meth:`SparseHistograms.aggregate` (≈ 100 MB of work arrays)
+AGGREGATE_CHUNK = 1 << 22
+
 __all__ = [
     "PERSON_COLUMNS",
     "UNIT_COLUMNS",
@@ -296,19 +299,51 @@ class SparseHistograms:
         cs = np.concatenate(([0], np.cumsum(self.count, dtype=np.int64)))
         return (cs[self.offsets[1:]] - cs[self.offsets[:-1]]).astype(np.int64)
 
-    def aggregate(self, parent: NDArray[np.int64], n_parents: int) -> SparseHistograms:
-        """The histograms of the parents: unit ``i``'s entries added into ``parent[i]``."""
-        frame = pl.DataFrame(
-            {"unit": parent[self.unit], "cell": self.cell, "count": self.count},
-            schema={"unit": pl.Int64, "cell": pl.Int64, "count": pl.Int64},
+    def aggregate(
+        self, parent: NDArray[np.int64], n_parents: int, *, chunk: int = AGGREGATE_CHUNK
+    ) -> SparseHistograms:
+        """The histograms of the parents: unit ``i``'s entries added into ``parent[i]``
+        (exact int64 sums).
+
+        ``parent`` is non-decreasing, as a hierarchy's is (a parent's children are a
+        contiguous range), so a parent's entries are a contiguous range too: the parents
+        are summed in runs of about ``chunk`` entries, and the memory beyond the result is
+        one run's — not copies of the whole level (the nation's blocks: 5.7 × 10⁷ entries,
+        whose one-pass group-by held ≈ 3 GiB more than its input)."""
+        parent = np.asarray(parent, dtype=np.int64)
+        if parent.shape != (self.n_units,):
+            raise ValueError(f"{parent.size} parents for {self.n_units} units")
+        ordered = not parent.size or (
+            parent[0] >= 0 and parent[-1] < n_parents and not np.any(np.diff(parent) < 0)
         )
-        agg = frame.group_by("unit", "cell").agg(pl.col("count").sum()).sort("unit", "cell")
+        if not ordered:
+            raise ValueError(f"parents must be non-decreasing indices below {n_parents}")
+        if chunk < 1:
+            raise ValueError(f"chunk must be positive, not {chunk}")
+        first_unit = np.searchsorted(parent, np.arange(n_parents + 1))
+        first_entry = self.offsets[first_unit]  # entries of parent p: [first_entry[p], [p+1])
+        cuts = np.unique(
+            np.searchsorted(first_entry, np.arange(0, first_entry[-1], chunk), side="right") - 1
+        )
+        bounds = np.append(cuts, n_parents)
+        parts: list[tuple[NDArray[np.int64], NDArray[np.int64]]] = []
+        for p0, p1 in zip(bounds[:-1].tolist(), bounds[1:].tolist(), strict=True):
+            lo, hi = int(first_entry[p0]), int(first_entry[p1])
+            if lo == hi:
+                continue
+            key = parent[self.unit[lo:hi]] * self.cells + self.cell[lo:hi]
+            order = np.argsort(key, kind="stable")
+            key = key[order]
+            starts = np.flatnonzero(np.concatenate(([True], key[1:] != key[:-1])))
+            parts.append((key[starts], np.add.reduceat(self.count[lo:hi][order], starts)))
+        keys = np.concatenate([k for k, _ in parts]) if parts else np.zeros(0, np.int64)
+        sums = np.concatenate([c for _, c in parts]) if parts else np.zeros(0, np.int64)
         return SparseHistograms(
             self.cells,
             n_parents,
-            agg.get_column("unit").to_numpy(),
-            agg.get_column("cell").to_numpy(),
-            agg.get_column("count").to_numpy(),
+            (keys // self.cells).astype(np.int64),
+            (keys % self.cells).astype(np.int64),
+            sums.astype(np.int64),
         )
 
     def levels(self, spine: Spine) -> list[SparseHistograms]:

@@ -42,7 +42,7 @@ from privtab.atomic import atomic_write
 from privtab.data.hierarchy import HierarchySpec
 from privtab.errors import InputError
 from privtab.topdown.constraints import LevelConstraints
-from privtab.topdown.spine import Spine
+from privtab.topdown.spine import Spine, spine_table
 
 __all__ = ["RunStructure", "read_structure", "write_structure"]
 
@@ -80,7 +80,7 @@ def write_structure(
             for c in constraints
         },
     }
-    spine.blocks.write_parquet(folder / SPINE)
+    spine_table(spine).write_parquet(folder / SPINE)
     rows = []
     for k, c in enumerate(constraints):
         ids = h.ids(k)

@@ -61,6 +61,7 @@ __all__ = [
     "pr_spine",
     "production_spine",
     "spine_from_hierarchy",
+    "spine_table",
     "us_spine",
 ]
 
@@ -200,6 +201,20 @@ def _optimized_block_groups(blocks: pl.DataFrame, tract_cols: Sequence[str]) -> 
     )
 
 
+def _compact(table: pl.DataFrame) -> pl.DataFrame:
+    """The spine's block table with its code columns as categoricals: 4 bytes a block
+    instead of a 16-byte string view, ≈ 0.8 GiB less a spine at the nation's 6.5 × 10⁶
+    blocks with units. ``BLOCK`` stays text (the key the records join on); the values
+    read the same (``to_list``, comparisons, ``concat_str``), and a spine written to a
+    file is written as text (:func:`spine_table`)."""
+    return table.with_columns(pl.exclude("BLOCK").cast(pl.Categorical))
+
+
+def spine_table(spine: Spine) -> pl.DataFrame:
+    """The spine's block table with every column as text (as written to files)."""
+    return spine.blocks.with_columns(pl.col(pl.Categorical).cast(pl.Utf8))
+
+
 def production_spine(
     grfc: pl.DataFrame,
     units: pl.DataFrame | None = None,
@@ -254,7 +269,7 @@ def production_spine(
         spec = HierarchySpec.declare([("US", ()), ("State", state_cols), *below], "State")
         groups = {"State": ("TABBLKST",)}
     h = spec.build(table, source=source, first_row=first_row)
-    blocks = table[h.leaf_rows.tolist()]
+    blocks = _compact(table)[h.leaf_rows.tolist()]
     bg = "optimized" if optimized_block_groups else "tabulation"
     what = "Puerto Rico (State root)" if pr else "US (AIAN / non-AIAN parts of states)"
     return Spine(h, blocks, groups, f"{what}; {bg} block groups")
