@@ -3,7 +3,10 @@ GLS of ``privtab topdown gls``, ``privtab topdown accuracy``, ``--postprocess gl
 one population of three states (two US states and Puerto Rico) and its releases with noisy
 measurements, noise off and seeded, made once per session; and the population of the
 pinned seeded release (test_release.py, test_release_identity.py) with that release.
-Every user only reads them (a test that edits a release copies it first)."""
+Every user only reads them (a test that edits a release copies it first); the small
+population and its two releases are built once per test session and shared by the
+pytest-xdist workers (tests/conftest.py :func:`shared_folder`: both workers read them, and
+each built its own: 2 x 6 CPU-s)."""
 
 from __future__ import annotations
 
@@ -14,6 +17,7 @@ import pytest
 from privtab.mechanisms import InsecureReleaseWarning
 from privtab.random import SeededSource
 from privtab.topdown.run import TopDownOptions, TopDownResult, run_release
+from tests.conftest import shared_folder
 from tests.topdown._support import population, write_c1
 
 SMALL_STATES = ("01", "09", "72")
@@ -38,19 +42,25 @@ def small_release(data: Path, out: Path, **kw: object) -> Path:
 
 @pytest.fixture(scope="session")
 def small_data(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return write_small_population(tmp_path_factory.mktemp("td-small-data"), 5)
+    return shared_folder(
+        tmp_path_factory, "td-small-data", lambda folder: write_small_population(folder, 5)
+    )
 
 
 @pytest.fixture(scope="session")
 def small_exact_release(small_data: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return small_release(small_data, tmp_path_factory.mktemp("td-small-exact") / "release",
-                         noise=False)  # fmt: skip
+    def build(folder: Path) -> None:
+        small_release(small_data, folder / "release", noise=False)
+
+    return shared_folder(tmp_path_factory, "td-small-exact", build) / "release"
 
 
 @pytest.fixture(scope="session")
 def small_seeded_release(small_data: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return small_release(small_data, tmp_path_factory.mktemp("td-small-seeded") / "release",
-                         source=SeededSource(404))  # fmt: skip
+    def build(folder: Path) -> None:
+        small_release(small_data, folder / "release", source=SeededSource(404))
+
+    return shared_folder(tmp_path_factory, "td-small-seeded", build) / "release"
 
 
 PINNED_STATES = ("01", "09", "72")

@@ -28,6 +28,7 @@ from privtab.mechanisms import InsecureReleaseWarning
 from privtab.random import SeededSource
 from privtab.topdown.gls_release import TABULATION_LEVELS, release_gls
 from privtab.topdown.run import TopDownOptions, run_release
+from tests.conftest import shared_folder
 from tests.topdown.conftest import SMALL_STATES
 from tests.topdown.test_release import expected_tables
 
@@ -45,18 +46,22 @@ def truth(data: Path) -> pl.DataFrame:
     return pl.concat([tabs[t] for t in ("P1", "P2", "P3", "P4", "P5")])
 
 
+# the GLS folders: built once per session, shared read-only by the xdist workers (both run
+# this module's tests; tests/conftest.py)
 @pytest.fixture(scope="module")
 def exact_gls(small_exact_release: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("gls-exact") / "gls"
-    release_gls(small_exact_release, out, to="BLOCK")
-    return out
+    def build(folder: Path) -> None:
+        release_gls(small_exact_release, folder / "gls", to="BLOCK")
+
+    return shared_folder(tmp_path_factory, "gls-exact", build) / "gls"
 
 
 @pytest.fixture(scope="module")
 def seeded_gls(small_seeded_release: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("gls-seeded") / "gls"
-    release_gls(small_seeded_release, out, to="BLOCK")
-    return out
+    def build(folder: Path) -> None:
+        release_gls(small_seeded_release, folder / "gls", to="BLOCK")
+
+    return shared_folder(tmp_path_factory, "gls-seeded", build) / "gls"
 
 
 def _joined(folder: Path, level: str, truth: pl.DataFrame) -> pl.DataFrame:

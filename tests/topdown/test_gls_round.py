@@ -22,6 +22,7 @@ from privtab.topdown import gls_round
 from privtab.topdown.run import TopDownOptions, postprocess_release, run_release
 from privtab.topdown.solve import ChildrenProblem, ChildrenSolution
 from privtab.topdown.validate import validate_release
+from tests.conftest import shared_folder
 
 OUTPUTS = ("mdf/persons.parquet", "mdf/units.parquet", "pl94/P1.parquet", "pl94/P2.parquet",
            "pl94/P5.parquet", "pl94/H1.parquet")  # fmt: skip
@@ -60,22 +61,30 @@ Solved = tuple[ChildrenProblem, ChildrenSolution]
 def gls_seeded_problems(
     seeded: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> tuple[Path, list[Solved]]:
-    """The gls-round release of the seeded measurements, made once for the module, with
+    """The gls-round release of the seeded measurements, made once for the session (and
+    shared by the xdist workers, who both run this module's tests: tests/conftest.py), with
     every children problem it solved and its solution (recorded on the way: the solver
-    itself is called unchanged). Read only by the tests."""
+    itself is called unchanged; kept in the folder, pickled). Read only by the tests."""
+    import pickle
+
     from privtab.topdown.solve import solve_children
 
-    seen: list[Solved] = []
+    def build(folder: Path) -> None:
+        seen: list[Solved] = []
 
-    def recording(problem: ChildrenProblem) -> ChildrenSolution:
-        sol = solve_children(problem)
-        seen.append((problem, sol))
-        return sol
+        def recording(problem: ChildrenProblem) -> ChildrenSolution:
+            sol = solve_children(problem)
+            seen.append((problem, sol))
+            return sol
 
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(gls_round, "solve_children", recording)
-        out = _gls_round(seeded / "nmf", tmp_path_factory.mktemp("gls-seeded") / "release")
-    return out, seen
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(gls_round, "solve_children", recording)
+            _gls_round(seeded / "nmf", folder / "release")
+        (folder / "solved.pickle").write_bytes(pickle.dumps(seen))
+
+    folder = shared_folder(tmp_path_factory, "gls-round-seeded", build)
+    seen: list[Solved] = pickle.loads((folder / "solved.pickle").read_bytes())
+    return folder / "release", seen
 
 
 @pytest.fixture(scope="module")

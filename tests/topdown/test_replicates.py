@@ -32,23 +32,26 @@ KEYS = ["GEOLEVEL", "GEOID", "CELL"]
 
 @pytest.fixture(scope="module")
 def one_state_release(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A seeded release of one small state with its noisy measurements (quick replicates)."""
+    """A seeded release of one small state with its noisy measurements (quick replicates);
+    built once per session and shared read-only by the xdist workers (tests/conftest.py)."""
     from privtab.mechanisms import InsecureReleaseWarning
     from privtab.topdown.run import TopDownOptions, run_release
+    from tests.conftest import shared_folder
     from tests.topdown._support import population, write_c1
 
-    d = tmp_path_factory.mktemp("td-reps")
-    data = d / "data"
-    data.mkdir()
-    pop = population(11, states=("09",))
-    write_c1(pop.grfc, data / "GRF-C.txt")
-    write_c1(pop.units, data / "cef-units.txt")
-    write_c1(pop.persons, data / "cef-persons.txt")
-    opts = TopDownOptions(runs=("us",), source=SeededSource(3), allow_insecure=True, nmf=True,
-                          report=False)  # fmt: skip
-    with pytest.warns(InsecureReleaseWarning):
-        run_release(data, d / "release", opts, progress=lambda _m: None)
-    return d / "release"
+    def build(d: Path) -> None:
+        data = d / "data"
+        data.mkdir()
+        pop = population(11, states=("09",))
+        write_c1(pop.grfc, data / "GRF-C.txt")
+        write_c1(pop.units, data / "cef-units.txt")
+        write_c1(pop.persons, data / "cef-persons.txt")
+        opts = TopDownOptions(runs=("us",), source=SeededSource(3), allow_insecure=True,
+                              nmf=True, report=False)  # fmt: skip
+        with pytest.warns(InsecureReleaseWarning):
+            run_release(data, d / "release", opts, progress=lambda _m: None)
+
+    return shared_folder(tmp_path_factory, "td-reps", build) / "release"
 
 
 def _tables(release: Path) -> pl.DataFrame:
