@@ -176,6 +176,8 @@ def test_infeasible_data_are_refused_naming_the_block() -> None:
 def test_hhgq_totals_in_chunks_equal_the_dense_sums(chunk: int) -> None:
     """The feasibility check's persons by block and hhgq, summed a few entries at a time
     (a unit's entries split across chunks), equal the dense histograms' sums."""
+    # private on purpose: the chunk size is a memory knob of check_feasible, which uses
+    # one chunk at test sizes; the split across chunks is only reachable here
     from privtab.topdown.constraints import _hhgq_totals
 
     pop = population(12)
