@@ -81,7 +81,7 @@ test-extras:
 	  "import pyspark.sql.pandas.utils as u; u.require_minimum_pandas_version(); u.require_minimum_pyarrow_version()"
 	$(EXTRAS_VENV)-spark/bin/python -m pytest -q -p no:cacheprovider \
 	  tests/tabulate/test_spark_engine.py -k "test_exact_equivalence and txt"
-	$(EXTRAS_VENV)-spark/bin/python -m pytest -q -p no:cacheprovider \
+	$(EXTRAS_VENV)-spark/bin/python -m pytest -q -p no:cacheprovider --runslow \
 	  tests/topdown/test_spark.py -k "local_spark"
 	$(PYTHON) -m venv $(EXTRAS_VENV)-bench
 	$(EXTRAS_VENV)-bench/bin/python -m pip install --quiet '.[bench]' pytest

@@ -176,18 +176,18 @@ def test_mask_and_suppress_on_a_frame() -> None:
 def plain_production_rule(config_json: dict, rows: list[dict], sigma2: dict) -> set[tuple]:
     """The rows production keeps, written from its description (plain Python)."""
     kept = set()
+    given = "zero_suppression_chance" in config_json
+    chance = Fraction(str(config_json["zero_suppression_chance"])) if given else Fraction(0)
+    threshold: dict[str, int] = {}  # one per kind of row: every row of a kind has its σ²
     for r in rows:
         key = (r["REGION_ID"], r["REGION_TYPE"], r["ITERATION_CODE"])
         drop = False
-        if "zero_suppression_chance" in config_json and r["REGION_TYPE"] not in (
-            "USA",
-            "STATE",
-            "PR-STATE",
-        ):
-            chance = Fraction(str(config_json["zero_suppression_chance"]))
-            if chance != 0 and r["STAT_LEVEL"] in (0, -1):
-                kind = "stage2" if r["STAT_LEVEL"] == 0 else "total"
-                drop = r["COUNT"] <= dg_threshold(sigma2[kind], chance)
+        below_state = r["REGION_TYPE"] not in ("USA", "STATE", "PR-STATE")
+        if given and below_state and chance != 0 and r["STAT_LEVEL"] in (0, -1):
+            kind = "stage2" if r["STAT_LEVEL"] == 0 else "total"
+            if kind not in threshold:
+                threshold[kind] = dg_threshold(sigma2[kind], chance)
+            drop = r["COUNT"] <= threshold[kind]
         if not drop:
             kept.add(key)
     return kept

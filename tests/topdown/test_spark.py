@@ -229,9 +229,13 @@ def test_the_cli_refuses_a_malformed_spark_setting(data: Path, tmp_path: Path) -
 
 
 # ------------------------------------------------------------------ real Spark
+# slow (≈ 8 s idle, a JVM's start): `make test-extras` runs it from a plain install of
+# privtab[spark] (CI), `make test-all` here; by default, the same per-slice code runs in
+# worker processes (test_the_pool_gives_the_embedded_release_on_a_stand_in_for_spark)
+@pytest.mark.slow
 def test_a_seeded_release_on_local_spark_is_the_pinned_one(data: Path, tmp_path: Path) -> None:
     """``engine="spark"`` with ``local[1]``: the session helper, tasks in Spark's own Python
-    workers (≈ 10 s idle: the JVM's start; the cluster variant below is slow)."""
+    workers (the cluster variant below runs two executors)."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     opts = _options("spark")
     opts.spark_master = "local[1]"
@@ -246,7 +250,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
 
 
 # slow: two executor JVMs start (≈ 30 s idle, minutes loaded) and three releases run;
-# test_a_seeded_release_on_local_spark_is_the_pinned_one covers the same code by default
+# test_a_seeded_release_on_local_spark_is_the_pinned_one covers the same code on local[1]
 @pytest.mark.slow
 def test_on_a_local_cluster_seeded_and_noise_off_releases_equal_the_embedded_engines(
     data: Path, tmp_path: Path, cluster: object, monkeypatch: pytest.MonkeyPatch
