@@ -107,7 +107,10 @@ GQ_TYPES = 7
 class Spine:
     """A TopDown spine: the hierarchy, its blocks in leaf order, and the grouping used by
     ``total_by_group`` (level → the block-table columns whose value names a unit's group:
-    the AIAN and non-AIAN parts of one state form a group)."""
+    the AIAN and non-AIAN parts of one state form a group).
+
+    ``blocks`` holds ``BLOCK`` as text and the code columns as text or (the production
+    spines) categoricals, which read the same; :func:`spine_table` gives it all as text."""
 
     hierarchy: Hierarchy
     blocks: pl.DataFrame
