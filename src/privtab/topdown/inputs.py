@@ -341,9 +341,9 @@ class SparseHistograms:
         return SparseHistograms(
             self.cells,
             n_parents,
-            (keys // self.cells).astype(np.int64),
-            (keys % self.cells).astype(np.int64),
-            sums.astype(np.int64),
+            keys // self.cells,
+            keys % self.cells,
+            sums.astype(np.int64, copy=False),
         )
 
     def levels(self, spine: Spine) -> list[SparseHistograms]:
